@@ -1,0 +1,1 @@
+"""Evaluation: retrieval quality (paging, metrics), memory quality (frontier), tests before use."""

@@ -1,0 +1,120 @@
+"""The paging evaluation: every strategy over every judged query, standard metrics, recall by page,
+and the pagers' early-stop loss, side by side.
+
+Only judged queries (at least one relevant document in the qrels) are searched and scored; each
+counts in every mean, with 0 when its list is empty. A judged query missing from the queries file is
+bad input (its denominator would silently vanish)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from eval.hint import DEFAULT_WINDOW
+from eval.judgments import Qrels, Query, Run
+from eval.metrics import judged, mean_metrics, run_scores
+from eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
+                         standard_pagers, summarize)
+from eval.strategies import STRATEGIES, Ranker
+from records.errors import InputError
+
+METRIC_DEPTH = 50  # R@50 needs the first 50 hits
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    metrics: dict[str, float]
+    recall_by_page: list[float]
+    pagers: dict[str, PagerSummary]
+
+
+@dataclass(frozen=True)
+class PagingEvaluation:
+    """The result of one evaluation, plus each strategy's run (for ``--trec-out``)."""
+
+    queries: int
+    page_size: int
+    max_pages: int
+    strategies: dict[str, StrategyResult]
+    runs: dict[str, Run]
+
+    def to_json(self) -> dict:
+        """The shape other tools read: ``{"queries", "strategies": {name: {"metrics",
+        "recall_by_page", "pagers": {pager: {"pages", "recall", "loss"}}}}}``."""
+        return {"queries": self.queries, "strategies": {
+            name: {"metrics": {metric: _round(value) for metric, value in result.metrics.items()},
+                   "recall_by_page": [_round(value) for value in result.recall_by_page],
+                   "pagers": {pager: {"pages": _round(summary.pages), "recall": _round(summary.recall),
+                                      "loss": _round(summary.loss)}
+                              for pager, summary in result.pagers.items()}}
+            for name, result in self.strategies.items()}}
+
+
+def _round(value: float) -> float:
+    return round(value, 6)
+
+
+def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:
+    """The queries that have relevance judgments, in file order. InputError when the qrels judge a
+    query the queries file lacks."""
+    known = {query.qid for query in queries}
+    gold = judged(qrels)
+    for qid in gold:
+        if qid not in known:
+            raise InputError(str(qrels_file), _line_of(qrels_file, qid), "qid",
+                             f"{qid!r} is judged but not in the queries file")
+    return [query for query in queries if query.qid in gold]
+
+
+def _line_of(path: str | Path, qid: str) -> int | None:
+    try:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            if line.split()[:1] == [qid]:
+                return number
+    except OSError:
+        return None
+    return None
+
+
+def search_depth(pool: int, max_pages: int, page_size: int) -> int:
+    """Hits asked of the ranker: the search's own pool (the hint is computed on it), and at least
+    enough for R@50 and for ``max_pages`` pages."""
+    return max(pool, METRIC_DEPTH, max_pages * page_size)
+
+
+def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
+                    strategies: Iterable[str] = STRATEGIES, max_pages: int = MAX_PAGES,
+                    page_size: int = PAGE_SIZE, depth: int = 100, window: int = DEFAULT_WINDOW,
+                    fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
+                    progress: bool = False, qrels_file: str | Path = "qrels") -> PagingEvaluation:
+    """Run each strategy over each judged query and score the lists."""
+    from tqdm import tqdm
+
+    names = list(dict.fromkeys(strategies))
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
+    chosen = judged_queries(queries, qrels, qrels_file)
+    gold = judged(qrels)
+    pagers = standard_pagers(fixed_k, fraction, window)
+    results: dict[str, StrategyResult] = {}
+    runs: dict[str, Run] = {}
+    # disable=None: a bar on a terminal, nothing in a log file.
+    with tqdm(total=len(names) * len(chosen), desc="paging", unit="query",
+              disable=None if progress else True, leave=False) as bar:
+        for name in names:
+            run: Run = {}
+            lists = []
+            for query in chosen:
+                bar.set_postfix_str(name, refresh=False)
+                scores = run_scores(ranker(name, query, depth)[:depth])
+                run[query.qid] = scores
+                relevant = frozenset(doc for doc, grade in gold[query.qid].items() if grade > 0)
+                lists.append(RankedPages(tuple(scores), tuple(scores.values()), relevant, page_size))
+                bar.update(1)
+            paging = summarize(lists, pagers, max_pages)
+            results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers)
+            runs[name] = run
+    return PagingEvaluation(len(chosen), page_size, max_pages, results, runs)
+

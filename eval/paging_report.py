@@ -1,0 +1,143 @@
+"""How a paging evaluation is shown: the terminal table, the TREC run file, and the report folder
+(report.md and the plot recall_by_page.png). Files are written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from eval.judgments import write_trec_run
+from eval.paging import recall_at
+from eval.paging_eval import PagingEvaluation
+from records.files import write_atomic
+
+PLOT = "recall_by_page.png"
+REPORT = "report.md"
+
+
+def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], list[str], list[list[str]],
+                                                 list[str], list[list[str]]]:
+    """The three tables (metrics, recall by page, pagers) as header + rows of strings."""
+    names = list(evaluation.strategies)
+    metrics = list(next(iter(evaluation.strategies.values())).metrics) if names else []
+    metric_rows = [[name] + [f"{evaluation.strategies[name].metrics[m]:.3f}" for m in metrics]
+                   for name in names]
+    pages = [str(page) for page in range(1, evaluation.max_pages + 1)]
+    page_rows = [[name] + [f"{value:.3f}" for value in evaluation.strategies[name].recall_by_page]
+                 for name in names]
+    pager_rows = [[name, pager, f"{summary.pages:.2f}", f"{summary.recall:.3f}", f"{summary.loss:.3f}",
+                   _versus_fixed(result.recall_by_page, summary.recall, summary.pages)]
+                  for name, result in evaluation.strategies.items()
+                  for pager, summary in result.pagers.items()]
+    return (["strategy"] + metrics, metric_rows, ["strategy"] + pages, page_rows,
+            ["strategy", "pager", "pages", "recall", "loss", "vs fixed"], pager_rows)
+
+
+def _versus_fixed(curve: list[float], recall: float, pages: float) -> str:
+    return f"{recall - recall_at(curve, pages):+.3f}" if 1 <= pages <= len(curve) else "-"
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [header] + rows)
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _title(evaluation: PagingEvaluation) -> str:
+    return (f"{evaluation.queries} judged queries, pages of {evaluation.page_size}, "
+            f"up to {evaluation.max_pages} pages")
+
+
+def table_text(evaluation: PagingEvaluation) -> str:
+    """The terminal form: metrics, recall after each page, and each pager's cost and loss."""
+    metric_head, metric_rows, page_head, page_rows, pager_head, pager_rows = _rows(evaluation)
+    return "\n\n".join([
+        f"paging evaluation: {_title(evaluation)}",
+        _aligned(metric_head, metric_rows),
+        "recall after page\n" + _aligned(page_head, page_rows),
+        "pagers (mean pages read, recall at stop, early-stop loss, recall minus fixed paging's "
+        "at the same mean pages)\n" + _aligned(pager_head, pager_rows),
+    ])
+
+
+def report_markdown(evaluation: PagingEvaluation) -> str:
+    metric_head, metric_rows, page_head, page_rows, pager_head, pager_rows = _rows(evaluation)
+    return "\n\n".join([
+        "# Paging evaluation", _title(evaluation) + ".",
+        "## Metrics\n\nMeans over every judged query (a query without hits scores 0), computed by "
+        "ir_measures.\n\n" + _markdown(metric_head, metric_rows),
+        "## Recall after each page\n\n" + _markdown(page_head, page_rows),
+        f"![recall by page, early-stop loss]({PLOT})",
+        "## Pagers\n\n`pages`: mean pages read; `recall`: mean recall where the pager stopped; "
+        f"`loss`: recall after {evaluation.max_pages} pages minus recall at stop; `vs fixed`: "
+        "recall minus that of reading a fixed number of pages at the same mean cost (the recall "
+        "curve interpolated at `pages`): positive when the pager spends its pages where they pay.\n\n"
+        "`first-page` reads one page; `fixed-k` k pages; `patience-1` stops after the first page "
+        "with no new relevant hit; `score-drop` stops after a page whose best score is below a "
+        "fraction (0.5) of the first hit's; `hint` reads on while the page's estimate of relevant "
+        "hits remaining is at least 1 (the sum, over the next pages, of each hit's score height "
+        "above the list's median relative to the top score's).\n\n" + _markdown(pager_head, pager_rows),
+    ]) + "\n"
+
+
+def plot(evaluation: PagingEvaluation, path: Path) -> None:
+    """Recall against pages read (one line per strategy) beside early-stop loss per pager (bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(evaluation.strategies)
+    pagers = list(next(iter(evaluation.strategies.values())).pagers) if names else []
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    pages = list(range(1, evaluation.max_pages + 1))
+    for name in names:
+        left.plot(pages, evaluation.strategies[name].recall_by_page, marker="o", label=name)
+    left.set(xlabel="pages read", ylabel="recall", title="Recall after each page", ylim=(0, 1.02),
+             xticks=pages)
+    left.grid(alpha=0.3)
+    left.legend()
+    width = 0.8 / max(1, len(names))
+    for index, name in enumerate(names):
+        summaries = evaluation.strategies[name].pagers
+        xs = [position + (index - (len(names) - 1) / 2) * width for position in range(len(pagers))]
+        bars = right.bar(xs, [summaries[pager].loss for pager in pagers], width, label=name)
+        right.bar_label(bars, labels=[f"{summaries[pager].pages:.1f}p" for pager in pagers], fontsize=6)
+    right.set_xticks(range(len(pagers)), pagers)
+    right.set(ylabel="early-stop loss (recall)", title="Early-stop loss per pager (label: pages read)")
+    right.grid(axis="y", alpha=0.3)
+    right.legend()
+    figure.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        figure.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(figure)
+
+
+def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
+    """``DIR/report.md`` and ``DIR/recall_by_page.png``; returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    plot(evaluation, directory / PLOT)
+    write_atomic(directory / REPORT, report_markdown(evaluation))
+    return [directory / REPORT, directory / PLOT]
+
+
+def write_runs(evaluation: PagingEvaluation, path: Path) -> None:
+    """Every strategy's ranking as one TREC run file, tagged by strategy."""
+    with tempfile.TemporaryDirectory() as scratch:
+        staged = Path(scratch) / "run.trec"
+        write_trec_run(staged, evaluation.runs)
+        write_atomic(Path(path), staged.read_text(encoding="utf-8"))

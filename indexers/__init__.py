@@ -1,0 +1,1 @@
+"""Indexing: records -> LanceDB tables under WORKSPACE/.mem (derived data, rebuilt from the files)."""

@@ -1,0 +1,228 @@
+"""`mem index`: bring the index up to date with the files, embedding only what changed.
+
+Each row carries a content hash; a second run with nothing changed writes and embeds nothing. A
+changed row is rewritten; its vector is reused whenever its embedding text is unchanged (or equals
+another row's), so no text is embedded twice. Each table is updated in one LanceDB commit (upserts
+and deletions together), so a crash leaves the previous version readable. Two `mem index` at once
+are serialised by a lock on .mem/index.lock."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from configs import Config
+from indexers import store
+from indexers.rows import Rows, build_rows
+from indexers.schema import EMBEDDED_TABLES, SCHEMAS
+from records.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class TableReport:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    tables: dict[str, TableReport]
+    embedded: int
+    seconds: float
+    full: bool
+    version: dict[str, int] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        return sum(getattr(t, name) for t in self.tables.values())
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{self.total(n)} {n}" for n in ("added", "updated", "removed", "unchanged"))
+        embedded = f"{self.embedded} texts embedded" if self.embedded else "nothing embedded"
+        return f"indexed: {counts}; {embedded}; {self.seconds:.1f} s"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tables": {name: asdict(report) for name, report in self.tables.items()},
+                "added": self.total("added"), "updated": self.total("updated"),
+                "removed": self.total("removed"), "unchanged": self.total("unchanged"),
+                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full}
+
+
+class Progress:
+    """A tqdm bar on a terminal (stderr), silent otherwise."""
+
+    def __init__(self, enabled: bool | None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.bar = None
+
+    def start(self, total: int, desc: str) -> None:
+        if self.enabled and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="text", file=sys.stderr, leave=False)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _scan(table, columns: list[str]):
+    """All rows of ``table``, only ``columns``, as an Arrow table."""
+    return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
+
+
+def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
+                full: bool = False, progress: bool | None = None,
+                on_message: Callable[[str], None] | None = None) -> IndexReport:
+    """Index ``runs`` (default: all) and the library. Bad input raises InputError before any write."""
+    from filelock import FileLock, Timeout
+
+    started = time.perf_counter()
+    scope_runs = workspace.check_runs(None if full else runs)
+    rows = build_rows(workspace, config, scope_runs)
+    present = set(workspace.runs())
+    index_dir = workspace.index_dir
+    index_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(index_dir / store.LOCK))
+    try:
+        lock.acquire(timeout=0.2)
+    except Timeout:
+        if on_message:
+            on_message("another `mem index` is running; waiting for it to finish")
+        lock.acquire()
+    try:
+        return _write(workspace, config, rows, scope_runs if runs and not full else None, present,
+                      full, Progress(progress), started)
+    finally:
+        lock.release()
+
+
+def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | None,
+           present: set[str], full: bool, progress: Progress, started: float) -> IndexReport:
+    import numpy as np
+    import pyarrow as pa
+
+    index_dir = workspace.index_dir
+    meta = store.read_meta(index_dir)
+    if meta is not None and not full:
+        why = store.mismatch(meta, config)
+        if why:
+            raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
+                                      "run `mem index --full`")
+    db = store.connect(index_dir)
+    tables = {name: store.open_table(db, name) for name in SCHEMAS}
+    if meta is None or any(t is None for t in tables.values()):
+        full = True
+    model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
+    new_rows = {"steps": rows.steps, "events": rows.events, "sources": rows.sources}
+
+    # 1. what changed, per table
+    plans: dict[str, dict[str, Any]] = {}
+    known_vectors: dict[str, Any] = {}
+    for name, table in tables.items():
+        existing: dict[str, tuple[str, str, str]] = {}
+        if table is not None:
+            cols = ["gid", "run", "content_hash", "text_hash"]
+            scanned = _scan(table, cols + (["vector"] if name in EMBEDDED_TABLES and model_same else []))
+            gids, run_col = scanned["gid"].to_pylist(), scanned["run"].to_pylist()
+            content, text = scanned["content_hash"].to_pylist(), scanned["text_hash"].to_pylist()
+            for i, gid in enumerate(gids):
+                existing[gid] = (run_col[i], content[i], text[i])
+            if "vector" in scanned.column_names:
+                vectors = scanned["vector"].to_numpy(zero_copy_only=False)
+                for i, text_hash in enumerate(text):
+                    if text_hash:
+                        known_vectors.setdefault(text_hash, vectors[i])
+        in_scope = {gid for gid, (run, _, _) in existing.items()
+                    if full or runs is None or run in runs or run not in present}
+        incoming = {row["gid"]: row for row in new_rows[name]}
+        added = [row for gid, row in incoming.items() if gid not in existing]
+        updated = [row for gid, row in incoming.items()
+                   if gid in existing and existing[gid][1] != row["content_hash"]]
+        removed = sorted(in_scope - set(incoming))
+        plans[name] = {
+            "changed": list(incoming.values()) if full else added + updated, "removed": removed,
+            "report": TableReport(added=len(added), updated=len(updated), removed=len(removed),
+                                  unchanged=len(incoming) - len(added) - len(updated)),
+        }
+
+    # 2. embed each needed text once
+    needed = sorted({row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
+                     if row["text_hash"] and row["text_hash"] not in known_vectors})
+    if needed:
+        from retrieval.embed import embed
+
+        progress.start(len(needed), "embedding")
+        try:
+            matrix = embed([rows.embed_text[h] for h in needed], config.model_package,
+                           config.batch_size, progress.update)
+        finally:
+            progress.close()
+        if matrix.shape[1] != config.model_dim:
+            raise store.IndexMismatch(f"model {config.model_name} gives {matrix.shape[1]}-dimensional "
+                                      f"vectors, config says {config.model_dim}")
+        known_vectors.update(zip(needed, matrix))
+
+    # 3. write, one commit per table
+    versions: dict[str, int] = {}
+    for name, plan in plans.items():
+        schema = SCHEMAS[name](config.model_dim)
+        changed = plan["changed"]
+        columns = {field.name: [row.get(field.name) for row in changed]
+                   for field in schema if field.name != "vector"}
+        arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
+        names = [f.name for f in schema if f.name != "vector"]
+        if "vector" in schema.names:
+            flat = (np.vstack([known_vectors[r["text_hash"]] for r in changed]).astype(np.float32).ravel()
+                    if changed else np.zeros(0, dtype=np.float32))
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), config.model_dim))
+            names.append("vector")
+        data = pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names]))
+        table = tables[name]
+        if full:
+            table = db.create_table(name, data=data, schema=schema, mode="overwrite")
+        elif changed or plan["removed"]:
+            removed_keys = [store.key(gid) for gid in plan["removed"]]
+            if changed:
+                merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
+                if removed_keys:
+                    merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
+                merge.execute(data)
+            else:
+                table.delete(store.in_list("key", removed_keys))
+        if full or changed or plan["removed"]:
+            _refresh_indexes(table, fresh=full)
+        versions[name] = table.version
+
+    steps = db.open_table(store.STEPS)
+    settings = sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
+    meta = store.build_params(config) | {"versions": versions, "built": time.time(),
+                                         "settings": settings}
+    store.write_meta(index_dir, meta)
+    return IndexReport(tables={n: p["report"] for n, p in plans.items()}, embedded=len(needed),
+                       seconds=time.perf_counter() - started, full=full, version=versions)
+
+
+def _refresh_indexes(table, fresh: bool) -> None:
+    """Create the full-text index once the table has rows (an FTS index built on an empty table
+    misses later rows, lance #4780); afterwards fold new rows into it."""
+    from lancedb.index import FTS
+
+    if table.count_rows() == 0:
+        return
+    names = {index.name for index in table.list_indices()}
+    if fresh or "tokens_idx" not in names:
+        table.create_index("tokens", config=FTS(
+            base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
+            ascii_folding=False, max_token_length=None, with_position=False), replace=True)
+    else:
+        table.optimize()

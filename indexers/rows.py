@@ -1,0 +1,155 @@
+"""Records -> index rows. Steps of every run and of the library become one row per global id (a
+library entry and the step it was copied from are one record); events carry the text of the brief
+or return they point to; sources carry their snapshot text for BM25 only (never embedded)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from configs import Config
+from indexers.store import key
+from records.ids import split_gid
+from records.parse import read_text, source_file
+from records.types import Event, LibraryEntry, Step
+from records.workspace import Workspace, library_as_step
+from retrieval.tokenize import token_string
+
+NEVER = -1  # named_ts of a step no event has named
+
+
+def micros(stamp: datetime) -> int:
+    return int(stamp.timestamp() * 1_000_000)
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def step_embed_text(row: dict[str, Any]) -> str:
+    text = row["statement"]
+    if row["missing"]:
+        text += f" Missing: {row['missing']}"
+    if row["failed_input"]:
+        text += f" Failed input: {row['failed_input']}"
+    return text
+
+
+def step_search_text(row: dict[str, Any]) -> str:
+    """What BM25 sees of a step: its id, statement, hypotheses, setting, missing/failed input."""
+    return " ".join([row["sid"], row["statement"], " ".join(row["hyp"]), row["setting"],
+                     row["missing"], row["failed_input"]])
+
+
+@dataclass
+class Rows:
+    """Rows for each table (without vectors), and the text to embed for each embedded row."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    embed_text: dict[str, str] = field(default_factory=dict)  # text_hash -> text
+
+
+def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -> dict[str, Any]:
+    """Add content and text hashes; register the embedding text."""
+    if text is not None:
+        text = text[: config.max_chars]
+        row["text_hash"] = digest([config.model_name, text])
+        rows.embed_text[row["text_hash"]] = text
+    else:
+        row["text_hash"] = ""
+    row["content_hash"] = digest(row)
+    return row
+
+
+def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None) -> dict[str, Any]:
+    audit = step.audit
+    row = {
+        "gid": step.gid, "key": key(step.gid), "run": step.run, "run_key": key(step.run),
+        "sid": step.id, "sid_key": key(step.id), "kind": step.kind, "statement": step.statement,
+        "hyp": list(step.hyp), "setting": step.setting, "setting_key": key(step.setting),
+        "parents": list(step.parents), "proof": step.proof, "status": step.status,
+        "grade": audit.grade if audit else None, "audit_by": audit.by if audit else "",
+        "audit_note": audit.note if audit else "", "repaired": bool(audit and audit.repaired),
+        "missing": step.missing, "failed_input": step.failed_input, "agent": step.agent,
+        "in_library": entry is not None, "inserted": entry.inserted if entry else "",
+        "named_seq": named[0] if named else NEVER, "named_ts": named[1] if named else NEVER,
+    }
+    row["tokens"] = token_string(step_search_text(row))
+    return row
+
+
+def _first_named(events: Iterable[Event], run: str) -> dict[str, tuple[int, int]]:
+    """For each step id of ``run``: (seq, time) of the first event naming it."""
+    first: dict[str, tuple[int, int]] = {}
+    for event in events:
+        for ref in event.ids:
+            ref_run, step_id = split_gid(ref)
+            if ref_run in (None, run) and step_id not in first:
+                first[step_id] = (event.seq, micros(event.timestamp))
+    return first
+
+
+def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
+    body = ""
+    if event.path:
+        body = read_text(run_dir / event.path)[: config.event_body_chars]
+    gids = [ref if "/" in ref else f"{event.run}/{ref}" for ref in event.ids]
+    row = {
+        "gid": event.gid, "key": key(event.gid), "run": event.run, "run_key": key(event.run),
+        "seq": event.seq, "time": event.time, "ts": micros(event.timestamp), "actor": event.actor,
+        "kind": event.kind, "ids": list(event.ids), "id_keys": sorted({key(g) for g in gids}),
+        "sid_keys": sorted({key(split_gid(r)[1]) for r in event.ids}), "text": event.text,
+        "path": event.path or "", "body": body,
+    }
+    row["tokens"] = token_string(" ".join([event.actor, event.kind, " ".join(event.ids), event.text, body]))
+    return row
+
+
+def build_rows(workspace: Workspace, config: Config, runs: list[str],
+               on_run: Callable[[str], None] | None = None) -> Rows:
+    """Parse and validate ``runs`` and the library into rows. Raises InputError before anything
+    is written, so bad input never reaches the index."""
+    rows = Rows()
+    workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
+    library = {entry.gid: entry for entry in workspace.library()}
+    present = set(workspace.runs())
+    for run in runs:
+        tree = workspace.tree(run)
+        workspace.core(run)  # not indexed, but validated: bad input is reported at index time
+        run_dir = workspace.run_dir(run)
+        events = list(workspace.events(run))
+        named = _first_named(events, run)
+        for step in tree.steps:
+            row = step_row(step, library.get(step.gid), named.get(step.id))
+            rows.steps.append(_finish(row, rows, step_embed_text(row), config))
+        for event in events:
+            row = event_row(event, run_dir, config)
+            text = " ".join(part for part in (event.text, row["body"]) if part)
+            rows.events.append(_finish(row, rows, text, config))
+        for source in tree.sources:
+            path = source_file(run_dir, source)
+            text = path.read_bytes()[: config.source_chars * 4].decode("utf-8", "replace") if path else ""
+            row = {"gid": source.gid, "key": key(source.gid), "run": run, "run_key": key(run),
+                   "sid": source.id, "origin": source.origin, "retrieved": source.retrieved,
+                   "hash": source.hash, "path": source.path, "text": text[: config.source_chars]}
+            row["tokens"] = token_string(" ".join([source.id, source.origin, row["text"]]))
+            rows.sources.append(_finish(row, rows, None, config))
+        if on_run:
+            on_run(run)
+    from_trees = {row["gid"] for row in rows.steps}
+    for gid, entry in library.items():
+        if gid in from_trees or (entry.run in present and entry.run not in runs):
+            continue  # merged into its step's row, or owned by a run not being indexed now
+        stamp = None
+        if entry.inserted:
+            stamp = (NEVER, micros(datetime.fromisoformat(entry.inserted)))
+        row = step_row(library_as_step(entry), entry, stamp)
+        rows.steps.append(_finish(row, rows, step_embed_text(row), config))
+    return rows

@@ -1,0 +1,110 @@
+"""The on-disk index: a LanceDB database in WORKSPACE/.mem, its tables, and what it was built with.
+
+``meta.json`` records the tokenizer version, BM25 parameters and model name/dimension; an index
+built with other values is refused with one line asking for ``mem index --full``. Filters are built
+only from integer keys computed here (``key``), never from user text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from configs import Config
+from records.errors import InputError
+from records.files import write_atomic
+from retrieval.tokenize import VERSION as TOKENIZER_VERSION
+
+FORMAT = 1
+STEPS, EVENTS, SOURCES = "steps", "events", "sources"
+META = "meta.json"
+LOCK = "index.lock"
+
+
+class IndexMismatch(InputError):
+    """The index was built with other parameters (or is missing or corrupt)."""
+
+    def __init__(self, message: str):
+        super().__init__(".mem/meta.json", None, None, message)
+
+
+def key(text: str) -> int:
+    """A stable signed 64-bit key for an id, run, or setting text (the only values put in filters)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big",
+                          signed=True)
+
+
+def in_list(column: str, keys: list[int] | set[int]) -> str:
+    """``column IN (k1, k2, …)`` from integer keys (never from user text)."""
+    values = sorted({int(k) for k in keys})
+    return f"{column} IN ({', '.join(str(v) for v in values)})" if values else "FALSE"
+
+
+def build_params(config: Config) -> dict[str, Any]:
+    """What the index depends on: a difference means vectors or tokens would be mixed."""
+    return {
+        "format": FORMAT,
+        "tokenizer": TOKENIZER_VERSION,
+        "bm25": {"engine": config.bm25_engine, "k1": config.bm25_k1, "b": config.bm25_b},
+        "model": {"name": config.model_name, "package": config.model_package, "dim": config.model_dim},
+    }
+
+
+def read_meta(index_dir: Path) -> dict[str, Any] | None:
+    path = index_dir / META
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise IndexMismatch(f"the index in {index_dir} is corrupt (unreadable meta.json): "
+                            "run `mem index --full`") from None
+    if not isinstance(meta, dict):
+        raise IndexMismatch(f"the index in {index_dir} is corrupt: run `mem index --full`")
+    return meta
+
+
+def mismatch(meta: dict[str, Any], config: Config) -> str | None:
+    """Why an index built with ``meta`` cannot serve ``config``, or None."""
+    want = build_params(config)
+    for name, label in (("format", "index format"), ("tokenizer", "tokenizer"), ("model", "model")):
+        if meta.get(name) != want[name]:
+            return f"{label} differs: index has {meta.get(name)!r}, config wants {want[name]!r}"
+    have_bm25 = meta.get("bm25") or {}
+    if (have_bm25.get("k1"), have_bm25.get("b")) != (want["bm25"]["k1"], want["bm25"]["b"]):
+        return f"BM25 parameters differ: index has {have_bm25!r}, config wants {want['bm25']!r}"
+    return None
+
+
+def check_meta(index_dir: Path, config: Config) -> dict[str, Any]:
+    """The meta of a usable index, or IndexMismatch naming the fix."""
+    meta = read_meta(index_dir)
+    if meta is None:
+        raise IndexMismatch(f"no index in {index_dir}: run `mem index`")
+    why = mismatch(meta, config)
+    if why:
+        raise IndexMismatch(f"the index was built with other parameters ({why}): run `mem index --full`")
+    return meta
+
+
+def write_meta(index_dir: Path, meta: dict[str, Any]) -> None:
+    write_atomic(index_dir / META, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+def connect(index_dir: Path):
+    """The LanceDB connection (lancedb imported here, on first use)."""
+    import os
+
+    os.environ.setdefault("LANCE_LOG", "error")
+    import lancedb
+
+    return lancedb.connect(str(index_dir / "lance"))
+
+
+def open_table(db, name: str):
+    """A table, or None when it does not exist yet."""
+    try:
+        return db.open_table(name)
+    except (FileNotFoundError, ValueError):
+        return None

@@ -1,0 +1,3 @@
+from mem.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""`mem [--workspace DIR] [--json] [--config FILE] COMMAND …` (SPEC §9).
+
+Exit status: 0 done; 1 refused, not found, or a check failed; 2 bad usage or bad input. Errors are one
+line on stderr (with --json, ``{"error": …}`` on stdout); never a traceback for bad input. Heavy
+modules (lancedb, torch) are imported by the commands that need them, never here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from records.errors import InputError, NotFound, UsageError
+
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class Refused(Exception):
+    """A command refused or found nothing: exit 1 with its one-line message."""
+
+
+@dataclass
+class Context:
+    """What every command gets: the chosen workspace, output mode and where to write."""
+
+    workspace_arg: str | None
+    json: bool
+    config_path: Path | None
+    out: Any = field(default=sys.stdout)
+    err: Any = field(default=sys.stderr)
+
+    def workspace(self):
+        from records.workspace import Workspace
+
+        return Workspace.open(self.workspace_arg)
+
+    def config(self, workspace=None):
+        from configs import load_config
+
+        return load_config(workspace.root if workspace else None, self.config_path)
+
+    def emit(self, data: dict, text: str | None) -> None:
+        """Data to stdout: JSON with --json, else the text form."""
+        if self.json:
+            self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        elif text is not None:
+            self.out.write(text if text.endswith("\n") else text + "\n")
+
+    def note(self, message: str) -> None:
+        """A message for the person (stderr), never mixed with data."""
+        self.err.write(message + "\n")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--workspace", "-w", metavar="DIR", default=default,
+                        help="workspace folder (default: $MEM_WORKSPACE, else the current folder)")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="machine-readable output on stdout")
+    parser.add_argument("--config", metavar="FILE", default=default,
+                        help="a TOML file overriding configs/default.toml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mem", description="Memory retrieval for research agents (ids, BM25, "
+                     "embedding rerank over LanceDB).")
+    _global_options(parser, suppress=False)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    common = _Parser(add_help=False)
+    _global_options(common, suppress=True)
+    for module in command_modules(""):
+        module.register(subparsers, common)
+    return parser
+
+
+def command_modules(prefix: str) -> list[Any]:
+    """The modules of mem/commands named ``prefix…`` (``eval_…`` are the ``mem eval`` family), in
+    their ``ORDER``. Each must import only light modules at import time."""
+    import pkgutil
+
+    import mem.commands as package
+
+    names = [info.name for info in pkgutil.iter_modules(package.__path__)
+             if info.name.startswith(prefix) and (prefix or not info.name.startswith("eval_"))]
+    modules = [importlib.import_module(f"mem.commands.{name}") for name in names]
+    return sorted(modules, key=lambda module: (getattr(module, "ORDER", 50), module.__name__))
+
+
+def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    json_mode = "--json" in (argv if argv is not None else sys.argv[1:])
+    ctx = Context(None, json_mode, None, out, err)
+    try:
+        args = build_parser().parse_args(argv)
+        ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err)
+        return int(args.handler(args, ctx) or 0)
+    except (UsageError, InputError) as error:
+        return _fail(ctx, str(error), EXIT_BAD_INPUT)
+    except (NotFound, Refused) as error:
+        return _fail(ctx, str(error), EXIT_REFUSED)
+    except KeyboardInterrupt:
+        return _fail(ctx, "interrupted", 130)
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def _fail(ctx: Context, message: str, status: int) -> int:
+    if ctx.json:
+        ctx.out.write(json.dumps({"error": message}, ensure_ascii=False) + "\n")
+    else:
+        ctx.err.write(f"mem: {message}\n")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(argv)

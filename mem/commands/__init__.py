@@ -1,0 +1,2 @@
+"""One module per command family; each has ``register(subparsers)`` that adds its parsers and sets
+``handler`` (a function ``(args, ctx) -> int``) on each."""

@@ -1,0 +1,74 @@
+"""`mem eval paging --queries Q --qrels R [--strategy S]… [--max-pages N] [--trec-out F] [--report DIR]`:
+recall per page, simulated pagers' early-stop loss and the standard metrics, strategy by strategy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval.strategies import STRATEGIES
+
+ORDER = 10
+
+
+def register(subparsers, common) -> None:
+    parser = subparsers.add_parser(
+        "paging", parents=[common], help="recall per page, early stopping, strategies side by side",
+        description="Run each retrieval strategy over the judged queries: R@5, R@10, R@50, RR@10, "
+                    "nDCG@10, AP (ir_measures), recall after each page of 5, and the early-stop "
+                    "loss of simulated pagers (first-page, fixed-2, patience-1, score-drop, hint).")
+    parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
+    parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+    parser.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="S",
+                        help=f"one of {', '.join(STRATEGIES)}; repeatable (default: all)")
+    parser.add_argument("--max-pages", type=int, default=10, metavar="N",
+                        help="the most pages read: recall by page up to N, loss against N (default 10)")
+    parser.add_argument("--trec-out", metavar="FILE", help="write every strategy's ranking as a TREC run")
+    parser.add_argument("--report", metavar="DIR", help="write DIR/report.md and DIR/recall_by_page.png")
+    parser.set_defaults(handler=run_paging)
+
+
+def _check_outputs(args) -> None:
+    """Refuse unusable output paths before the (long) evaluation runs."""
+    from records.errors import UsageError
+
+    if args.max_pages < 1:
+        raise UsageError(f"--max-pages must be at least 1, not {args.max_pages}")
+    if args.trec_out and Path(args.trec_out).is_dir():
+        raise UsageError(f"--trec-out {args.trec_out!r} is a folder, not a file")
+    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
+        raise UsageError(f"--report {args.report!r} exists and is not a folder")
+
+
+def run_paging(args, ctx) -> int:
+    from eval.judgments import read_qrels, read_queries
+    from eval.paging_eval import evaluate_paging, judged_queries, search_depth
+    from eval.paging_report import table_text, write_report, write_runs
+    from records.errors import InputError
+
+    _check_outputs(args)
+    queries = read_queries(Path(args.queries))
+    qrels = read_qrels(Path(args.qrels))
+    chosen = judged_queries(queries, qrels, args.qrels)
+    if not chosen:
+        raise InputError(args.qrels, None, None, "no query of the queries file has a relevant judgment")
+    if len(chosen) < len(queries):
+        ctx.note(f"{len(queries) - len(chosen)} of {len(queries)} queries have no relevant judgment: "
+                 "not scored")
+    workspace = ctx.workspace()
+    config = ctx.config(workspace)
+    from retrieval.evaluation import make_ranker
+
+    ranker = make_ranker(workspace, config)
+    evaluation = evaluate_paging(
+        ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
+        page_size=config.page_size, window=config.hint_window,
+        depth=search_depth(config.pool, args.max_pages, config.page_size),
+        progress=True, qrels_file=args.qrels)
+    if args.trec_out:
+        write_runs(evaluation, Path(args.trec_out))
+        ctx.note(f"wrote {args.trec_out}")
+    if args.report:
+        for path in write_report(evaluation, Path(args.report)):
+            ctx.note(f"wrote {path}")
+    ctx.emit(evaluation.to_json(), table_text(evaluation))
+    return 0

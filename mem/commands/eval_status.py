@@ -1,0 +1,31 @@
+"""`mem eval status`: the design's third test before use — M1–M2 on the library; it passes when no
+library entry promotes a status (M1) or was admitted without a final, audited status (M2)."""
+
+from __future__ import annotations
+
+ORDER = 70
+
+
+def register(subparsers, common) -> None:
+    parser = subparsers.add_parser(
+        "status", parents=[common], help="M1–M2 on the library: pass means 0 promoted statuses",
+        description="Check every library entry against its run's tree.json (M1) and the admission "
+                    "rule (M2). Exit 1 when any entry fails, naming it.")
+    parser.set_defaults(handler=status)
+
+
+def status(args, ctx) -> int:
+    from records.invariants import check_library
+
+    report = check_library(ctx.workspace())
+    failing = [v for v in report.errors if v.code in ("M1", "M2", "input")]
+    entries = report.counts["entries"]
+    m1 = sum(v.code == "M1" for v in report.errors)
+    m2 = sum(v.code == "M2" for v in report.errors)
+    verdict = "FAIL" if failing else "PASS"
+    text = [str(v) for v in report.violations]
+    text.append(f"status: {verdict}: {entries} library entries; {m1} promoted statuses (M1), "
+                f"{m2} not admissible (M2)")
+    ctx.emit({"pass": not failing, "entries": entries, "m1": m1, "m2": m2,
+              "violations": [str(v) for v in report.violations]}, "\n".join(text))
+    return 1 if failing else 0

@@ -1,0 +1,109 @@
+"""W as text (SPEC §6): writing core.md's five fields, and reading which ids and statuses it names.
+
+core.md is prose, so an id is recognised as a white-space separated word, with surrounding
+punctuation allowed (``(A5-7),``); a *status claim* is such a word followed by one of the five status
+words (``A5-7 proved``, ``pfr-distance/ruzsa-diff open``), which M1 compares with tree.json."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from records.errors import UsageError
+from records.parse import split_core_heading
+from records.types import CORE_FIELDS, STATUSES, CoreMemory
+
+EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→"
+_HEADING = re.compile(r"^## +(.*?)\s*$")
+_NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """``word`` (an id, possibly wrapped in punctuation) stated to have ``status`` on ``line``."""
+
+    line: int
+    word: str
+    status: str
+
+
+def field_name(name: str) -> str:
+    """A field as the user may type it (``open-gaps``, ``Open_Gaps``) -> its name; UsageError if none."""
+    canonical = " ".join(name.replace("-", " ").replace("_", " ").casefold().split())
+    if canonical not in CORE_FIELDS:
+        raise UsageError(f"unknown core.md field {name!r} (fields: {', '.join(CORE_FIELDS)})")
+    return canonical
+
+
+def clean_field(text: str) -> str:
+    """A field's text as core.md keeps it: lines right-stripped, blank lines dropped, the first line
+    stripped. UsageError for a line that would start a new field or a NUL byte."""
+    if "\x00" in text:
+        raise UsageError("field text contains a NUL byte")
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if lines:
+        lines[0] = lines[0].lstrip()
+    for number, line in enumerate(lines[1:], start=2):
+        if _HEADING.match(line):
+            raise UsageError(f"field text line {number} starts with '## ', which would begin a new "
+                             "field (indent it or write it on one line)")
+    return "\n".join(lines)
+
+
+def render(fields: dict[str, str]) -> str:
+    """core.md holding the five fields in their order (missing ones empty)."""
+    out: list[str] = []
+    for name in CORE_FIELDS:
+        lines = fields.get(name, "").split("\n")
+        out.append(f"## {name:<{_NAME_WIDTH}}{lines[0]}".rstrip() if lines[0] else f"## {name}")
+        out.extend(lines[1:])
+    return "\n".join(out) + "\n"
+
+
+def with_field(core: CoreMemory | None, field: str, text: str) -> str:
+    """The text of core.md after setting ``field`` to ``text`` (both already checked)."""
+    fields = dict(core.fields) if core else {}
+    fields[field] = text
+    return render(fields)
+
+
+def content_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, prose) for each line of core.md, the ``## field`` part of headings removed."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _HEADING.match(line)
+        if match:
+            split = split_core_heading(match.group(1))
+            line = split[1] if split else match.group(1)
+        yield number, line
+
+
+def id_candidates(word: str) -> list[str]:
+    """``word`` and its forms with surrounding punctuation removed, least removed first: an id may
+    itself end in punctuation (``mul_le_mul'``)."""
+    lead = len(word) - len(word.lstrip(EDGE))
+    trail = len(word) - len(word.rstrip(EDGE))
+    forms = sorted(((i, j) for i in range(lead + 1) for j in range(trail + 1)),
+                   key=lambda cut: (cut[0] + cut[1], cut))
+    out: list[str] = []
+    for i, j in forms:
+        form = word[i:len(word) - j]
+        if form and form not in out:
+            out.append(form)
+    return out
+
+
+def mentions(text: str) -> Iterator[str]:
+    """Every word of the text (candidates for ids)."""
+    for _, line in content_lines(text):
+        yield from line.split()
+
+
+def claims(text: str) -> Iterator[Claim]:
+    """Each word followed by a status word (open, proved, refuted, blocked, stale)."""
+    for number, line in content_lines(text):
+        words = line.split()
+        for word, after in zip(words, words[1:]):
+            status = after.strip(EDGE).casefold()
+            if status in STATUSES:
+                yield Claim(number, word, status)

@@ -1,0 +1,46 @@
+"""Ids (SPEC §2): step ids, run slugs, global ids ``<run>/<step id>``."""
+
+from __future__ import annotations
+
+import re
+
+RUN_SLUG = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+_BAD_ID_CHAR = re.compile(r"[\s/\x00-\x1f\x7f]")
+MAX_ID_LEN = 200
+
+
+def step_id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid step id, or None when it is."""
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ID_LEN:
+        return f"is {len(value)} characters long (at most {MAX_ID_LEN})"
+    bad = _BAD_ID_CHAR.search(value)
+    if bad:
+        return f"{value!r} contains {bad.group()!r} (no white space, '/' or control characters)"
+    return None
+
+
+def is_run_slug(value: str) -> bool:
+    return bool(RUN_SLUG.match(value))
+
+
+def split_gid(value: str) -> tuple[str | None, str]:
+    """``run/step`` -> (run, step); a bare step id -> (None, step)."""
+    run, sep, rest = value.partition("/")
+    if sep:
+        return run, rest
+    return None, value
+
+
+def ref_problem(value: object) -> str | None:
+    """Why ``value`` is neither a step id nor a global id, or None."""
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    run, step = split_gid(value)
+    if run is not None and not is_run_slug(run):
+        return f"{value!r}: run {run!r} is not a run slug ([a-z0-9][a-z0-9-]*)"
+    problem = step_id_problem(step)
+    return f"{value!r}: step id {problem}" if problem and run is not None else problem

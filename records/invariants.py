@@ -1,0 +1,319 @@
+"""What memory may not do (M1–M4) and the record's own integrity, checked over a workspace.
+
+``check`` collects every violation instead of stopping at the first: the parsers record duplicate ids
+and times going backwards in a ``problems`` list, and a file that cannot be read at all is one
+``input`` violation, after which the other files are still checked."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from records.core import claims, id_candidates
+from records.errors import InputError, Problem
+from records.ids import split_gid
+from records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
+from records.settings import INCOMPATIBLE, UNKNOWN
+from records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_line_tokens
+from records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
+from records.workspace import Workspace
+
+ERROR, WARNING = "error", "warning"
+INTEGRITY, INPUT = "integrity", "input"
+CODES = ("M1", "M2", "M3", "M4", INTEGRITY, INPUT)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant, where it is written: ``file:line: code: message``."""
+
+    file: str
+    line: int | None
+    code: str
+    message: str
+    severity: str = ERROR
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.code}: {'warning: ' if self.severity == WARNING else ''}{self.message}"
+
+
+def admission_problem(status: str, grade: str | None, repaired: bool) -> str | None:
+    """Why a step may not be in the library (M2), or None: its status must be final, and it must
+    have passed the audit (grade pass or minor) or been repaired."""
+    if status not in FINAL_STATUSES:
+        return f"status {status!r} is not final ({', '.join(FINAL_STATUSES)})"
+    if repaired or grade in PASSING_GRADES:
+        return None
+    if grade is None:
+        return "not audited (no audit grade) and not repaired"
+    return f"audit grade {grade!r} did not pass ({' or '.join(PASSING_GRADES)}) and it was not repaired"
+
+
+class Catalog:
+    """Every id the workspace knows: the steps and sources of the runs read, and the library."""
+
+    def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry],
+                 unreadable: set[str] | None = None):
+        self.trees = trees
+        self.library = {entry.gid: entry for entry in library}
+        self.unreadable = unreadable or set()
+        self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
+        self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
+        self._runs = set(trees) | {entry.run for entry in library} | self.unreadable
+
+    def resolve(self, ref: str, run: str) -> Step | Source | LibraryEntry | None:
+        """What ``ref`` names in the context of ``run``: a step or source of its run, else a library
+        entry; None when nothing."""
+        ref_run, local = split_gid(ref)
+        target = ref_run or run
+        found = self._steps.get(target, {}).get(local) or self._sources.get(target, {}).get(local)
+        return found or self.library.get(f"{target}/{local}")
+
+    def unverifiable(self, ref: str, run: str) -> bool:
+        """Whether ``ref`` points into a run whose tree.json could not be read."""
+        return (split_gid(ref)[0] or run) in self.unreadable
+
+    def names_known_run(self, ref: str) -> bool:
+        ref_run = split_gid(ref)[0]
+        return ref_run is not None and ref_run in self._runs
+
+
+@dataclass
+class Report:
+    """Every violation found, and how much was checked."""
+
+    violations: list[Violation] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+
+    @property
+    def errors(self) -> list[Violation]:
+        return [v for v in self.violations if v.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Violation]:
+        return [v for v in self.violations if v.severity == WARNING]
+
+    @property
+    def unreadable(self) -> bool:
+        return any(v.code == INPUT for v in self.violations)
+
+    def by_code(self) -> dict[str, int]:
+        found = Counter(v.code for v in self.errors)
+        return {code: found[code] for code in CODES if found[code]}
+
+    def summary(self) -> str:
+        c = self.counts
+        checked = (f"{c['runs']} runs, {c['steps']} steps, {c['events']} events, {c['cores']} core.md "
+                   f"({c['claims']} status claims), {c['entries']} library entries")
+        warned = f", {len(self.warnings)} warnings" if self.warnings else ""
+        if not self.errors:
+            return f"OK: {checked}; 0 violations{warned}"
+        codes = ", ".join(f"{code}: {n}" for code, n in self.by_code().items())
+        return f"{len(self.errors)} violations ({codes}){warned} in {checked}"
+
+
+class _Checker:
+    def __init__(self, ws: Workspace, runs: list[str] | None, package: str):
+        self.ws, self.package = ws, package
+        self.selected = set(ws.check_runs(runs)) if runs else None
+        self.report = Report()
+        self.catalog = self._load()
+
+    # ---- recording
+    def _rel(self, file: str) -> str:
+        try:
+            return str(Path(file).resolve().relative_to(self.ws.root))
+        except ValueError:
+            return file
+
+    def wants(self, run: str | None) -> bool:
+        return run is None or self.selected is None or run in self.selected
+
+    def add(self, run: str | None, file: str, line: int | None, code: str, message: str,
+            severity: str = ERROR) -> None:
+        if self.wants(run):
+            self.report.violations.append(Violation(self._rel(file), line, code, message, severity))
+
+    def at(self, file: str, line: int | None) -> str:
+        return self._rel(file) if line is None else f"{self._rel(file)}:{line}"
+
+    def add_problem(self, run: str | None, problem: Problem, code: str) -> None:
+        message = f"{problem.field}: {problem.message}" if problem.field else problem.message
+        self.add(run, problem.file, problem.line, code, message)
+
+    # ---- loading
+    def _load(self) -> Catalog:
+        """Every run's tree and the library; what is wrong with them is kept for run() and
+        library() to report."""
+        trees: dict[str, Tree] = {}
+        unreadable: set[str] = set()
+        self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}
+        for run in self.ws.runs():
+            problems: list[Problem] = []
+            try:
+                trees[run] = parse_tree(self.ws.tree_path(run), run, problems)
+            except InputError as error:
+                unreadable.add(run)
+                problems.append(error.problem)
+            self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
+        self.entries: list[LibraryEntry] = []
+        path = self.ws.library_path
+        if path.is_file():
+            problems = []
+            try:
+                for entry in iter_library(path, problems):
+                    self.entries.append(entry)
+            except InputError as error:
+                self.found[None].append((error.problem, INPUT))
+            self.found[None].extend((p, INTEGRITY) for p in problems)
+        return Catalog(trees, self.entries, unreadable)
+
+    # ---- the library: M1, M2
+    def library(self) -> None:
+        file = str(self.ws.library_path)
+        for problem, code in self.found[None]:
+            self.add_problem(None, problem, code)
+        for entry in self.entries:
+            if not self.wants(entry.run):
+                continue
+            self.report.counts["entries"] += 1
+            problem = admission_problem(entry.status, entry.grade, entry.repaired)
+            if problem:
+                self.add(entry.run, file, entry.line, "M2", f"{entry.gid}: {problem}")
+            tree = self.catalog.trees.get(entry.run)
+            if tree is None:
+                continue  # a library shipped without its run (or an unreadable run)
+            step = tree.step(entry.id)
+            if step is None:
+                self.add(entry.run, file, entry.line, INTEGRITY,
+                         f"{entry.gid} is not a step of {self._rel(tree.path)}")
+            elif step.status != entry.status:
+                self.add(entry.run, file, entry.line, "M1",
+                         f"{entry.gid}: the library says {entry.status}, "
+                         f"{self.at(tree.path, step.line)} says {step.status}")
+
+    # ---- one run: parents and M3, events, core.md (M1, M4)
+    def run(self, run: str) -> None:
+        self.report.counts["runs"] += 1
+        for problem, code in self.found.get(run, []):
+            self.add_problem(run, problem, code)
+        tree = self.catalog.trees.get(run)
+        if tree is not None:
+            self.steps(tree)
+        self.events(run)
+        self.core(run)
+
+    def steps(self, tree: Tree) -> None:
+        ontology = self.ws.ontology
+        run, setting = tree.run, tree.fix.setting
+        for step in tree.steps:
+            self.report.counts["steps"] += 1
+            for parent in step.parents:
+                if self.catalog.resolve(parent, run) is None:
+                    if not self.catalog.unverifiable(parent, run):
+                        self.add(run, tree.path, step.line, INTEGRITY,
+                                 f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
+                                 "source of its run, and no library entry)")
+                    continue
+                cited = self.catalog.library.get(parent)
+                if cited is None or cited.run == run:
+                    continue
+                match = ontology.match(setting, cited.setting)
+                if match == INCOMPATIBLE:
+                    self.add(run, tree.path, step.line, "M3",
+                             f"step {step.id} cites library step {cited.gid} (setting "
+                             f"{cited.setting!r}), which this run's setting {setting!r} does not imply")
+                elif match == UNKNOWN:
+                    self.add(run, tree.path, step.line, "M3",
+                             f"step {step.id} cites library step {cited.gid}: whether this run's "
+                             f"setting {setting!r} implies its setting {cited.setting!r} is unknown to "
+                             "the ontology (an auditor must look)", WARNING)
+
+    def events(self, run: str) -> None:
+        path = self.ws.events_path(run)
+        if not path.is_file():
+            return
+        problems: list[Problem] = []
+        try:
+            for event in iter_events(path, run, self.ws.run_dir(run), problems):
+                self.report.counts["events"] += 1
+                for ref in event.ids:
+                    if self.catalog.resolve(ref, run) is None and not self.catalog.unverifiable(ref, run):
+                        self.add(run, str(path), event.seq, INTEGRITY,
+                                 f"event names unknown id {ref!r}")
+        except InputError as error:
+            self.add_problem(run, error.problem, INPUT)
+        for problem in problems:
+            self.add_problem(run, problem, INTEGRITY)
+
+    def core(self, run: str) -> None:
+        path = self.ws.core_path(run)
+        if not path.is_file():
+            return
+        self.report.counts["cores"] += 1
+        try:
+            text = read_text(path)
+        except InputError as error:
+            self.add_problem(run, error.problem, INPUT)
+            return
+        try:
+            parse_core_text(text, run, str(path))
+        except InputError as error:  # a malformed heading; its tokens and claims are still checked
+            self.add_problem(run, error.problem, INPUT)
+        self.bound(run, path, text)
+        for claim in claims(text):
+            self.claim(run, path, claim.line, claim.word, claim.status)
+
+    def bound(self, run: str, path: Path, text: str) -> None:
+        """M4: W at most 2,000 tokens; the violation points at the line that passes the limit."""
+        counts = count_line_tokens(text.splitlines(), self.package)
+        total, crossing, running = sum(counts), None, 0
+        for number, n in enumerate(counts, start=1):
+            running += n
+            if running > CORE_TOKEN_LIMIT:
+                crossing = number
+                break
+        if crossing is not None:
+            self.add(run, str(path), crossing, "M4",
+                     f"W is {total:,} tokens (limit {CORE_TOKEN_LIMIT:,}); this line passes the limit")
+
+    def claim(self, run: str, path: Path, line: int, word: str, status: str) -> None:
+        """M1: a status W states for a step equals the step's status (tree.json, else library)."""
+        for form in id_candidates(word):
+            if self.catalog.unverifiable(form, run):
+                return
+            target = self.catalog.resolve(form, run)
+            if isinstance(target, Source):
+                return
+            if target is not None:
+                self.report.counts["claims"] += 1
+                if target.status != status:
+                    where = self.at(self.catalog.trees[target.run].path if isinstance(target, Step)
+                                    else str(self.ws.library_path), target.line)
+                    self.add(run, str(path), line, "M1",
+                             f"W says {form} {status}, {where} says {target.status}")
+                return
+        if any(self.catalog.names_known_run(form) for form in id_candidates(word)):
+            self.add(run, str(path), line, INTEGRITY,
+                     f"W states a status ({status}) for {word!r}, which names no step")
+
+
+def check(ws: Workspace, runs: list[str] | None = None, package: str = MODEL_PACKAGE) -> Report:
+    """M1–M4 and integrity over the runs (all when none given) and their library entries."""
+    checker = _Checker(ws, runs, package)
+    checker.library()
+    for run in sorted(checker.selected or ws.runs()):
+        checker.run(run)
+    return checker.report
+
+
+def check_library(ws: Workspace) -> Report:
+    """M1–M2 on the library alone (``mem eval status``)."""
+    checker = _Checker(ws, None, MODEL_PACKAGE)
+    checker.library()
+    return checker.report
+
+
+__all__ = ["Catalog", "Report", "Violation", "admission_problem", "check", "check_library"]

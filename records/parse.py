@@ -1,0 +1,398 @@
+"""Parsers for the workspace files. Each returns typed records or raises InputError naming the file,
+the line and the field. Valid input is never rejected; unknown fields are (they are usually typos)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from records.errors import InputError, Problem
+from records.ids import is_run_slug, ref_problem, step_id_problem
+from records.types import (
+    CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
+    Source, Step, Tree,
+)
+
+STEP_FIELDS = {
+    "id", "kind", "agent", "statement", "hyp", "setting", "parents", "proof", "status", "audit",
+    "missing", "failed_input",
+}
+LIBRARY_FIELDS = {
+    "run", "id", "kind", "statement", "setting", "hyp", "status", "grade", "repair", "inserted",
+    "missing", "failed_input", "agent", "parents", "proof", "audit",
+}
+EVENT_FIELDS = {"time", "actor", "kind", "ids", "text"}
+TREE_FIELDS = {"run", "date", "fix", "sources", "steps"}
+PATH_PREFIXES = ("briefs/", "returns/", "sources/")
+
+
+class _Fields:
+    """Typed access to one JSON object, raising InputError at (file, line, prefix+field)."""
+
+    def __init__(self, obj: Any, file: str, line: int | None, prefix: str, allowed: set[str]):
+        if not isinstance(obj, dict):
+            raise InputError(file, line, prefix.rstrip(".") or None,
+                             f"must be a JSON object, not {_type(obj)}")
+        self.obj, self.file, self.line, self.prefix = obj, file, line, prefix
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(allowed))})")
+
+    def fail(self, name: str, message: str) -> None:
+        raise InputError(self.file, self.line, f"{self.prefix}{name}", message)
+
+    def str(self, name: str, *, required: bool = False, default: str = "") -> str:
+        if name not in self.obj:
+            if required:
+                self.fail(name, "missing")
+            return default
+        value = self.obj[name]
+        if not isinstance(value, str):
+            self.fail(name, f"must be a string, not {_type(value)}")
+        if "\x00" in value:
+            self.fail(name, "contains a NUL byte")
+        return value
+
+    def opt_str(self, name: str) -> str | None:
+        if self.obj.get(name) is None:
+            return None
+        return self.str(name)
+
+    def enum(self, name: str, choices: tuple[str, ...], *, required: bool = True) -> str:
+        value = self.str(name, required=required)
+        if value not in choices and (required or value):
+            self.fail(name, f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    def str_list(self, name: str) -> tuple[str, ...]:
+        value = self.obj.get(name, [])
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.fail(name, f"must be a list of strings, not {_type(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.fail(f"{name}[{i}]", f"must be a string, not {_type(item)}")
+        return tuple(value)
+
+    def bool(self, name: str, default: bool = False) -> bool:
+        value = self.obj.get(name, default)
+        if not isinstance(value, bool):
+            self.fail(name, f"must be true or false, not {_type(value)}")
+        return value
+
+
+def _type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _decode(data: bytes, file: str, line_offset: int = 0) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = line_offset + data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        raise InputError(file, line, None,
+                         f"not UTF-8 (byte 0x{data[err.start]:02x} at column {column})") from None
+
+
+def _loads(text: str, file: str, line: int | None = None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        at = err.lineno if line is None else line
+        raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})") from None
+    except RecursionError:
+        raise InputError(file, line, None, "invalid JSON: nested too deeply") from None
+
+
+def _record(problems: list[Problem] | None, error: InputError) -> None:
+    """Raise ``error``, or, when the caller collects ``problems`` (``mem check``), record it there."""
+    if problems is None:
+        raise error
+    problems.append(error.problem)
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 file; a non-UTF-8 byte is an InputError naming its line."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
+    return _decode(data, str(path))
+
+
+def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(file, line, field, f"{value!r} is not an ISO 8601 time") from None
+    if stamp.tzinfo is None:
+        raise InputError(file, line, field, f"{value!r} has no time zone (write Z or +hh:mm)")
+    return stamp
+
+
+# ---------------------------------------------------------------------------------------- tree.json
+
+_STEPS_KEY = re.compile(r'(?<!\\)"steps"\s*:\s*\[')
+
+
+def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | None]:
+    """The line on which each element of the top-level array ``key`` starts (best effort)."""
+    match = key.search(text)
+    if not match:
+        return [None] * count
+    decoder, pos, lines = json.JSONDecoder(), match.end(), []
+    try:
+        for _ in range(count):
+            while text[pos] in " \t\r\n,":
+                pos += 1
+            lines.append(text.count("\n", 0, pos) + 1)
+            _, pos = decoder.raw_decode(text, pos)
+    except (ValueError, IndexError):
+        return [None] * count
+    return lines
+
+
+def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> Step:
+    f = _Fields(obj, file, line, prefix, STEP_FIELDS)
+    step_id = f.str("id", required=True)
+    problem = step_id_problem(step_id)
+    if problem:
+        f.fail("id", problem)
+    kind = f.enum("kind", KINDS)
+    missing = f.str("missing", required=kind == "dead_end")
+    failed_input = f.str("failed_input", required=kind == "error")
+    parents = f.str_list("parents")
+    for i, parent in enumerate(parents):
+        problem = ref_problem(parent)
+        if problem:
+            f.fail(f"parents[{i}]", problem)
+    audit = None
+    if obj.get("audit") is not None:
+        a = _Fields(obj["audit"], file, line, f"{prefix}audit.", {"grade", "by", "note", "repaired"})
+        audit = Audit(grade=a.enum("grade", GRADES), by=a.str("by"), note=a.str("note"),
+                      repaired=a.bool("repaired"))
+    return Step(
+        run=run, id=step_id, kind=kind, statement=f.str("statement", required=True),
+        status=f.enum("status", STATUSES), hyp=f.str_list("hyp"), setting=f.str("setting"),
+        parents=parents, proof=f.str("proof"), audit=audit, agent=f.str("agent"),
+        missing=missing, failed_input=failed_input, line=line,
+    )
+
+
+def parse_tree(path: Path, run: str | None = None, problems: list[Problem] | None = None) -> Tree:
+    """Parse and validate a run's tree.json; ``run`` is the folder name it must match.
+
+    With ``problems``, a step id used twice is recorded there (and the later step dropped) instead of
+    raised; malformed input still raises."""
+    file = str(path)
+    text = read_text(path)
+    obj = _loads(text, file)
+    f = _Fields(obj, file, None, "", TREE_FIELDS)
+    name = f.str("run", required=True)
+    if not is_run_slug(name):
+        f.fail("run", f"{name!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+    if run is not None and name != run:
+        f.fail("run", f"{name!r} does not match its folder {run!r}")
+    fix = Fix()
+    if obj.get("fix") is not None:
+        x = _Fields(obj["fix"], file, None, "fix.", {"problem", "setting", "criterion", "checklist"})
+        fix = Fix(problem=x.str("problem"), setting=x.str("setting"), criterion=x.str("criterion"),
+                  checklist=x.str_list("checklist"))
+    sources = []
+    raw_sources = obj.get("sources") or []
+    if not isinstance(raw_sources, list):
+        f.fail("sources", f"must be a list, not {_type(raw_sources)}")
+    for i, raw in enumerate(raw_sources):
+        s = _Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
+        source_id = s.str("id", required=True)
+        problem = step_id_problem(source_id)
+        if problem:
+            s.fail("id", problem)
+        sources.append(Source(run=name, id=source_id, origin=s.str("origin"),
+                              retrieved=s.str("retrieved"), hash=s.str("hash"), path=s.str("path")))
+    raw_steps = obj.get("steps")
+    if not isinstance(raw_steps, list):
+        f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {_type(raw_steps)}")
+    lines = _element_lines(text, _STEPS_KEY, len(raw_steps))
+    steps: list[Step] = []
+    seen: dict[str, int | None] = {s.id: None for s in sources}
+    for i, raw in enumerate(raw_steps):
+        step = parse_step(raw, name, file, lines[i], f"steps[{i}].")
+        if step.id in seen:
+            what = "a source" if seen[step.id] is None and step.id in {s.id for s in sources} else "a step"
+            _record(problems, InputError(file, lines[i], f"steps[{i}].id",
+                                         f"duplicate id {step.id!r} (already {what} of this run)"))
+            continue
+        seen[step.id] = lines[i]
+        steps.append(step)
+    return Tree(run=name, path=file, date=f.str("date"), fix=fix, sources=tuple(sources),
+                steps=tuple(steps))
+
+
+# ------------------------------------------------------------------------------------- events.jsonl
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line) for every non-blank line, streamed."""
+    file = str(path)
+    try:
+        handle = path.open("rb")
+    except OSError as err:
+        raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decode(raw, file, number - 1)
+            if line.strip():
+                yield number, line
+
+
+def event_path(kind: str, text: str) -> bool:
+    """Whether an event's text is a path to a brief/return file rather than free text."""
+    if not text or any(c.isspace() for c in text):
+        return False
+    return text.startswith(PATH_PREFIXES) or text.startswith(("../", "/")) or (
+        kind in ("brief", "return") and "/" in text
+    )
+
+
+def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:
+    """The path of a brief/return, checked to stay inside the run folder (symlinks resolved)."""
+    root = run_dir.resolve()
+    target = (run_dir / text).resolve()
+    if text.startswith("/") or not target.is_relative_to(root):
+        raise InputError(file, line, "text", f"path {text!r} leaves the run folder")
+    if not target.is_file():
+        raise InputError(file, line, "text", f"file {text!r} does not exist in the run folder")
+    return text
+
+
+def iter_events(path: Path, run: str, run_dir: Path | None = None,
+                problems: list[Problem] | None = None) -> Iterator[Event]:
+    """Stream a run's events; times must never decrease; paths must stay in the run folder.
+
+    With ``problems``, a time earlier than the event before it is recorded there (and the event
+    kept) instead of raised; malformed input still raises."""
+    file = str(path)
+    run_dir = run_dir or path.parent.parent
+    last: datetime | None = None
+    for number, line in _iter_lines(path):
+        obj = _loads(line, file, number)
+        f = _Fields(obj, file, number, "", EVENT_FIELDS)
+        time = f.str("time", required=True)
+        stamp = parse_time(time, file, number, "time")
+        if last is not None and stamp < last:
+            _record(problems, InputError(file, number, "time", f"{time} is earlier than the event "
+                                                               f"before it ({last.isoformat()})"))
+        last = stamp
+        kind = f.enum("kind", EVENT_KINDS)
+        ids = f.str_list("ids")
+        for i, ref in enumerate(ids):
+            problem = ref_problem(ref)
+            if problem:
+                f.fail(f"ids[{i}]", problem)
+        text = f.str("text")
+        rel = check_event_path(text, run_dir, file, number) if event_path(kind, text) else None
+        yield Event(run=run, seq=number, time=time, timestamp=stamp, actor=f.str("actor"),
+                    kind=kind, ids=ids, text=text, path=rel)
+
+
+# ------------------------------------------------------------------------------------ library.jsonl
+
+def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
+    f = _Fields(obj, file, line, "", LIBRARY_FIELDS)
+    run = f.str("run", required=True)
+    if not is_run_slug(run):
+        f.fail("run", f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+    step_id = f.str("id", required=True)
+    problem = step_id_problem(step_id)
+    if problem:
+        f.fail("id", problem)
+    kind = f.enum("kind", KINDS)
+    grade = f.opt_str("grade")
+    if grade is not None and grade not in GRADES:
+        f.fail("grade", f"{grade!r} is not one of {', '.join(GRADES)}")
+    inserted = f.str("inserted")
+    if inserted:
+        parse_time(inserted, file, line, "inserted")
+    return LibraryEntry(
+        run=run, id=step_id, kind=kind, statement=f.str("statement", required=True),
+        status=f.enum("status", STATUSES), setting=f.str("setting"), hyp=f.str_list("hyp"),
+        grade=grade, repair=f.opt_str("repair"), inserted=inserted,
+        missing=f.str("missing", required=kind == "dead_end"),
+        failed_input=f.str("failed_input", required=kind == "error"), line=line,
+    )
+
+
+def iter_library(path: Path, problems: list[Problem] | None = None) -> Iterator[LibraryEntry]:
+    """Stream solve/library.jsonl; a global id appearing twice is an error.
+
+    With ``problems``, a repeated global id is recorded there (and the later entry dropped) instead
+    of raised; malformed input still raises."""
+    file = str(path)
+    seen: dict[str, int] = {}
+    for number, line in _iter_lines(path):
+        entry = parse_library_entry(_loads(line, file, number), file, number)
+        if entry.gid in seen:
+            _record(problems, InputError(file, number, "id", f"duplicate library entry {entry.gid!r} "
+                                                             f"(first on line {seen[entry.gid]})"))
+            continue
+        seen[entry.gid] = number
+        yield entry
+
+
+def read_library(path: Path) -> list[LibraryEntry]:
+    return list(iter_library(path)) if path.exists() else []
+
+
+# ---------------------------------------------------------------------------------------- core.md
+
+_HEADING = re.compile(r"^## +(.*?)\s*$")
+
+
+def split_core_heading(rest: str) -> tuple[str, str] | None:
+    """``'open gaps   E6/F4 …'`` -> ('open gaps', 'E6/F4 …'), matching the longest field name."""
+    for name in sorted(CORE_FIELDS, key=len, reverse=True):
+        if rest == name or rest.startswith(name + " ") or rest.startswith(name + "\t"):
+            return name, rest[len(name):].strip()
+    return None
+
+
+def parse_core_text(text: str, run: str, file: str) -> CoreMemory:
+    fields: list[tuple[str, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _HEADING.match(line)
+        if match:
+            split = split_core_heading(match.group(1))
+            if split is None:
+                raise InputError(file, number, "heading",
+                                 f"unknown field {match.group(1)!r} (fields: {', '.join(CORE_FIELDS)})")
+            name, first = split
+            if any(name == seen for seen, _ in fields):
+                raise InputError(file, number, name, "field appears twice")
+            fields.append((name, [first] if first else []))
+        elif line.strip():
+            if not fields:
+                raise InputError(file, number, None, "text before the first '## field' heading")
+            fields[-1][1].append(line.rstrip())
+    return CoreMemory(run=run, path=file,
+                      fields=tuple((name, "\n".join(lines)) for name, lines in fields))
+
+
+def parse_core(path: Path, run: str) -> CoreMemory:
+    return parse_core_text(read_text(path), run, str(path))
+
+
+def source_file(run_dir: Path, source: Source) -> Path | None:
+    """The snapshot file of a source, when it exists inside the run folder."""
+    if not source.path:
+        return None
+    target = (run_dir / source.path).resolve()
+    if not target.is_relative_to(run_dir.resolve()) or not target.is_file():
+        return None
+    return target

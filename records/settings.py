@@ -1,0 +1,161 @@
+"""The settings ontology (SPEC §8): which setting implies which, and a step's ``setting_match``."""
+
+from __future__ import annotations
+
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from records.errors import InputError
+
+SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatible"
+MATCHES = (SAME, IMPLIED, UNKNOWN, INCOMPATIBLE)
+SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
+
+
+def normalize(text: str) -> str:
+    """NFKC, case folded, white space collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def clauses(setting: str) -> list[str]:
+    """A setting's clauses (separated by ';'), normalised; empty clauses dropped."""
+    return [c for c in (normalize(part) for part in setting.split(";")) if c]
+
+
+@dataclass(frozen=True)
+class Ontology:
+    """Entries by canonical name; ``closure[name]`` holds every entry it implies, itself included."""
+
+    alias: dict[str, str]           # normalised name or alias -> canonical name
+    closure: dict[str, frozenset[str]]
+
+    def entry(self, clause: str) -> str | None:
+        return self.alias.get(normalize(clause))
+
+    def match(self, query_setting: str, step_setting: str) -> str:
+        """``setting_match`` of a step's setting against a query setting (SPEC §8).
+
+        A query clause implies a step clause when both name known entries and the step's is in the
+        query's closure, or when the two clauses are the same text (known or not). A known step
+        clause implied by no query clause is ``incompatible`` when the query names at least one
+        known entry (only known entries imply anything), else ``unknown`` (a query setting wholly
+        outside the ontology cannot be judged).
+        """
+        query = clauses(query_setting)
+        step = clauses(step_setting)
+        if not step:
+            return UNKNOWN
+        q_known = {self.entry(c) for c in query} - {None}
+        implied_by_query = set().union(*(self.closure[e] for e in q_known)) if q_known else set()
+        verdicts = []
+        for clause in step:
+            entry = self.entry(clause)
+            if clause in query or (entry is not None and entry in implied_by_query):
+                verdicts.append(IMPLIED)
+            elif entry is None or not q_known:
+                verdicts.append(UNKNOWN)
+            else:
+                verdicts.append(INCOMPATIBLE)
+        if INCOMPATIBLE in verdicts:
+            return INCOMPATIBLE
+        if UNKNOWN in verdicts:
+            return UNKNOWN
+        same = {self.entry(c) or c for c in step} == {self.entry(c) or c for c in query}
+        return SAME if same else IMPLIED
+
+
+def _read(path: Path) -> list[tuple[dict, str]]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(str(path), None, None, "not UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(str(path), getattr(err, "lineno", None), None, f"invalid TOML: {err}") from None
+    entries = data.get("setting", [])
+    if not isinstance(entries, list):
+        raise InputError(str(path), None, "setting", "must be an array of tables ([[setting]])")
+    return [(entry, str(path)) for entry in entries]
+
+
+def build(entries: list[tuple[dict, str]]) -> Ontology:
+    """Merge entries (later ones override earlier by name), check them, close ``implies``."""
+    by_name: dict[str, tuple[dict, str]] = {}
+    for i, (entry, file) in enumerate(entries):
+        where = f"setting[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
+            raise InputError(file, None, f"{where}.name", "missing (each [[setting]] needs a name)")
+        for key in ("aliases", "implies"):
+            value = entry.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InputError(file, None, f"{where}.{key}", "must be a list of strings")
+        unknown = set(entry) - {"name", "aliases", "implies"}
+        if unknown:
+            raise InputError(file, None, f"{where}.{sorted(unknown)[0]}", "unknown field")
+        by_name[normalize(entry["name"])] = (entry, file)
+    alias: dict[str, str] = {}
+    for name, (entry, file) in by_name.items():
+        for text in [entry["name"], *entry.get("aliases", [])]:
+            key = normalize(text)
+            if alias.get(key, name) != name:
+                raise InputError(file, None, "aliases",
+                                 f"{text!r} names both {alias[key]!r} and {name!r}")
+            alias[key] = name
+    direct: dict[str, set[str]] = {}
+    for name, (entry, file) in by_name.items():
+        direct[name] = set()
+        for target in entry.get("implies", []):
+            canonical = alias.get(normalize(target))
+            if canonical is None:
+                raise InputError(file, None, f"{entry['name']}.implies",
+                                 f"{target!r} is not a setting of the ontology")
+            direct[name].add(canonical)
+    _check_acyclic(direct, by_name)
+    closure: dict[str, frozenset[str]] = {}
+
+    def close(name: str) -> frozenset[str]:
+        if name not in closure:
+            closure[name] = frozenset({name}).union(*(close(t) for t in direct[name]))
+        return closure[name]
+
+    for name in direct:
+        close(name)
+    return Ontology(alias=alias, closure=closure)
+
+
+def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, str]]) -> None:
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(direct[name]):
+            if state.get(target) == 1:
+                cycle = " -> ".join(path[path.index(target):] + [target]) if target in path else target
+                raise InputError(by_name[name][1], None, f"{by_name[name][0]['name']}.implies",
+                                 f"cycle in implies: {cycle}")
+            if target not in state:
+                visit(target, path + [target])
+        state[name] = 2
+
+    for name in sorted(direct):
+        if name not in state:
+            visit(name, [name])
+
+
+@lru_cache(maxsize=8)
+def _load_cached(paths: tuple[str, ...], stamps: tuple[int, ...]) -> Ontology:
+    entries: list[tuple[dict, str]] = []
+    for path in paths:
+        entries.extend(_read(Path(path)))
+    return build(entries)
+
+
+def load_ontology(workspace: Path | None = None) -> Ontology:
+    """The shipped ontology, extended by ``WORKSPACE/solve/settings.toml`` when it exists."""
+    paths = [SHIPPED]
+    if workspace is not None and (workspace / "solve" / "settings.toml").is_file():
+        paths.append(workspace / "solve" / "settings.toml")
+    stamps = tuple(p.stat().st_mtime_ns for p in paths)
+    return _load_cached(tuple(str(p) for p in paths), stamps)

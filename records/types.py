@@ -1,0 +1,169 @@
+"""Immutable record types, one per thing the SPEC names (§3–§6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+KINDS = ("lemma", "dead_end", "error")
+STATUSES = ("open", "proved", "refuted", "blocked", "stale")
+FINAL_STATUSES = ("proved", "refuted", "blocked")
+GRADES = ("pass", "minor", "major", "error")
+PASSING_GRADES = ("pass", "minor")
+EVENT_KINDS = (
+    "source", "brief", "return", "registry", "redirect", "audit", "correction", "checkpoint", "evict",
+)
+CORE_FIELDS = ("phase", "portfolio", "open gaps", "next", "inputs")
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    grade: str
+    by: str = ""
+    note: str = ""
+    repaired: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """Passed the audit: grade pass or minor (SPEC §3)."""
+        return self.grade in PASSING_GRADES
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    problem: str = ""
+    setting: str = ""
+    criterion: str = ""
+    checklist: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    run: str
+    id: str
+    origin: str = ""
+    retrieved: str = ""
+    hash: str = ""
+    path: str = ""
+
+    @property
+    def gid(self) -> str:
+        return f"{self.run}/{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One proof step, rec(u): from a run's tree.json or, for a library without its run, the library."""
+
+    run: str
+    id: str
+    kind: str
+    statement: str
+    status: str
+    hyp: tuple[str, ...] = ()
+    setting: str = ""
+    parents: tuple[str, ...] = ()
+    proof: str = ""
+    audit: Audit | None = None
+    agent: str = ""
+    missing: str = ""
+    failed_input: str = ""
+    line: int | None = None
+
+    @property
+    def gid(self) -> str:
+        return f"{self.run}/{self.id}"
+
+    @property
+    def grade(self) -> str | None:
+        return self.audit.grade if self.audit else None
+
+    @property
+    def admissible(self) -> bool:
+        """M2: final status, and passed the audit or was repaired."""
+        return self.status in FINAL_STATUSES and self.audit is not None and (
+            self.audit.passed or self.audit.repaired
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """A run record G (tree.json)."""
+
+    run: str
+    path: str
+    date: str = ""
+    fix: Fix = field(default_factory=Fix)
+    sources: tuple[Source, ...] = ()
+    steps: tuple[Step, ...] = ()
+
+    def step(self, step_id: str) -> Step | None:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryEntry:
+    """One line of solve/library.jsonl (SPEC §5)."""
+
+    run: str
+    id: str
+    kind: str
+    statement: str
+    status: str
+    setting: str = ""
+    hyp: tuple[str, ...] = ()
+    grade: str | None = None
+    repair: str | None = None
+    inserted: str = ""
+    missing: str = ""
+    failed_input: str = ""
+    line: int | None = None
+
+    @property
+    def gid(self) -> str:
+        return f"{self.run}/{self.id}"
+
+    @property
+    def repaired(self) -> bool:
+        return bool(self.repair)
+
+    @property
+    def admissible(self) -> bool:
+        return self.status in FINAL_STATUSES and (self.grade in PASSING_GRADES or self.repaired)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One line of memory/events.jsonl; ``seq`` is its line number (SPEC §4)."""
+
+    run: str
+    seq: int
+    time: str
+    timestamp: datetime
+    actor: str
+    kind: str
+    ids: tuple[str, ...]
+    text: str
+    path: str | None = None  # the brief/return file the text points to, relative to the run
+
+    @property
+    def gid(self) -> str:
+        return f"{self.run}#{self.seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class CoreMemory:
+    """W: memory/core.md, five fields in order."""
+
+    run: str
+    path: str
+    fields: tuple[tuple[str, str], ...]
+
+    def get(self, name: str) -> str | None:
+        for key, value in self.fields:
+            if key == name:
+                return value
+        return None

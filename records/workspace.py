@@ -1,0 +1,130 @@
+"""A workspace on disk (SPEC §1): where each file lives, and loading it into records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from records.errors import InputError, NotFound, UsageError
+from records.ids import is_run_slug, split_gid
+from records.parse import iter_events, iter_library, parse_core, parse_tree
+from records.settings import Ontology, load_ontology
+from records.types import CoreMemory, Event, LibraryEntry, Step, Tree
+
+LIBRARY = Path("solve") / "library.jsonl"
+INDEX_DIR = ".mem"
+
+
+def resolve_workspace(path: str | os.PathLike[str] | None) -> Path:
+    """``--workspace``, else ``$MEM_WORKSPACE``, else the current directory."""
+    chosen = Path(path or os.environ.get("MEM_WORKSPACE") or ".")
+    if not chosen.is_dir():
+        raise UsageError(f"workspace {str(chosen)!r} is not a folder")
+    return chosen.resolve()
+
+
+@dataclass
+class Workspace:
+    root: Path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> "Workspace":
+        return cls(resolve_workspace(path))
+
+    # ---- where things are
+    @property
+    def index_dir(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def library_path(self) -> Path:
+        return self.root / LIBRARY
+
+    def run_dir(self, run: str) -> Path:
+        return self.root / run
+
+    def tree_path(self, run: str) -> Path:
+        return self.root / run / "tree.json"
+
+    def events_path(self, run: str) -> Path:
+        return self.root / run / "memory" / "events.jsonl"
+
+    def core_path(self, run: str) -> Path:
+        return self.root / run / "memory" / "core.md"
+
+    # ---- what is there
+    def runs(self) -> list[str]:
+        """Every run folder (a slug holding a tree.json), sorted."""
+        return sorted(
+            entry.name for entry in os.scandir(self.root)
+            if entry.is_dir() and is_run_slug(entry.name) and (Path(entry.path) / "tree.json").is_file()
+        )
+
+    def check_runs(self, runs: list[str] | None) -> list[str]:
+        known = self.runs()
+        if not runs:
+            return known
+        for run in runs:
+            if run not in known:
+                raise NotFound(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
+        return list(runs)
+
+    @cached_property
+    def ontology(self) -> Ontology:
+        return load_ontology(self.root)
+
+    # ---- loading (validated; InputError on bad input)
+    def tree(self, run: str) -> Tree:
+        """The run's parsed tree.json, cached while the file is unchanged (same mtime and size)."""
+        cache = self.__dict__.setdefault("_trees", {})
+        path = self.tree_path(run)
+        try:
+            stat = path.stat()
+        except OSError:
+            raise NotFound(f"no run {run!r} in {self.root}") from None
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if run not in cache or cache[run][0] != stamp:
+            cache[run] = (stamp, parse_tree(path, run))
+        return cache[run][1]
+
+    def events(self, run: str) -> Iterator[Event]:
+        path = self.events_path(run)
+        if path.is_file():
+            yield from iter_events(path, run, self.run_dir(run))
+
+    def core(self, run: str) -> CoreMemory | None:
+        path = self.core_path(run)
+        return parse_core(path, run) if path.is_file() else None
+
+    def library(self) -> list[LibraryEntry]:
+        path = self.library_path
+        return list(iter_library(path)) if path.is_file() else []
+
+    def step(self, ref: str, run: str | None = None) -> Step | LibraryEntry | None:
+        """A step by global id, or by bare id in ``run``; library entries for runs not present."""
+        ref_run, step_id = split_gid(ref)
+        run = ref_run or run
+        if run is None:
+            return None
+        if self.tree_path(run).is_file():
+            return self.tree(run).step(step_id)
+        for entry in self.library():
+            if entry.run == run and entry.id == step_id:
+                return entry
+        return None
+
+
+def library_as_step(entry: LibraryEntry) -> Step:
+    """A library entry whose run is not in the workspace, as a step (no proof, no parents)."""
+    from records.types import Audit
+
+    audit = Audit(grade=entry.grade, repaired=entry.repaired) if entry.grade else None
+    return Step(run=entry.run, id=entry.id, kind=entry.kind, statement=entry.statement,
+                status=entry.status, hyp=entry.hyp, setting=entry.setting, audit=audit,
+                missing=entry.missing, failed_input=entry.failed_input, line=entry.line)
+
+
+__all__ = ["InputError", "Workspace", "library_as_step", "resolve_workspace"]

@@ -1,0 +1,237 @@
+"""The two memory functions that write: ``core_set`` (W) and ``archive_insert`` (L).
+
+Both are safe against crashes and concurrent writers: appends are one ``os.write`` of a whole line on
+an O_APPEND descriptor, fsynced, under a file lock; core.md is replaced atomically
+(records.files.write_atomic) after its ``checkpoint`` event has been appended (write-ahead), so a
+crash leaves the old core.md and an event that carries the new text."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from records.core import clean_field, field_name, id_candidates, mentions, with_field
+from records.errors import InputError, NotFound, UsageError
+from records.files import write_atomic
+from records.invariants import Catalog, admission_problem
+from records.ids import is_run_slug, split_gid
+from records.parse import iter_library, parse_core_text, parse_library_entry, parse_time, read_text
+from records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_tokens
+from records.types import Event, LibraryEntry, Step
+from records.workspace import Workspace
+
+LOCK_TIMEOUT_S = 60.0
+
+
+class Refusal(NotFound):
+    """A write refused because it would break an invariant or repeat an id (exit status 1)."""
+
+
+# ------------------------------------------------------------------------------- durable file writes
+
+@contextlib.contextmanager
+def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on ``lock_path`` (created if needed)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path), timeout=timeout)
+    try:
+        return_ = None  # lock.acquire()
+    except Timeout:
+        raise Refusal(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
+    try:
+        yield
+    finally:
+        pass
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_line(path: Path, record: dict) -> int:
+    """Append ``record`` as one JSON line with one ``os.write`` (O_APPEND), fsynced; the caller holds
+    the file's lock. A file not ending in a newline gets one first. Returns the new line's number."""
+    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        unfinished = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        if unfinished:
+            data = b"\n" + data
+        number = _count_lines(fd, size) + 1 + unfinished
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+    return number
+
+
+def _count_lines(fd: int, size: int) -> int:
+    count, offset = 0, 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    return count
+
+
+def utc_iso(stamp: datetime) -> str:
+    """``2026-10-17T07:00:00Z``."""
+    return stamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _lock_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+# ------------------------------------------------------------------------------------------- events
+
+def _last_time(path: Path) -> datetime | None:
+    """The time of the last event in events.jsonl (None when there is none)."""
+    if not path.is_file():
+        return None
+    lines = read_text(path).splitlines()
+    for number in range(len(lines), 0, -1):
+        if lines[number - 1].strip():
+            try:
+                obj = json.loads(lines[number - 1])
+            except json.JSONDecodeError as err:
+                raise InputError(str(path), number, None, f"invalid JSON: {err.msg}") from None
+            time = obj.get("time") if isinstance(obj, dict) else None
+            if not isinstance(time, str):
+                raise InputError(str(path), number, "time", "missing")
+            return parse_time(time, str(path), number, "time")
+    return None
+
+
+def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
+                 actor: str = "root") -> Event:
+    """Append one event to RUN/memory/events.jsonl, timed now (UTC) but never before the last one."""
+    path = ws.events_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(_lock_of(path)):
+        now = datetime.now(UTC).replace(microsecond=0)
+        last = _last_time(path)
+        stamp = max(now, last) if last else now
+        record = {"time": utc_iso(stamp), "actor": actor, "kind": kind, "ids": ids, "text": text}
+        seq = append_line(path, record)
+    return Event(run=run, seq=seq, time=record["time"], timestamp=stamp, actor=actor, kind=kind,
+                 ids=tuple(ids), text=text)
+
+
+# ------------------------------------------------------------------------------------------ core_set
+
+@dataclass(frozen=True)
+class CoreSet:
+    """What a core_set did: the field written, W's size after it, and its checkpoint event."""
+
+    run: str
+    field: str
+    tokens: int
+    event: Event
+
+
+def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
+    """The ids a text names that exist: steps and sources of ``run`` (bare or global), steps of other
+    runs and library entries (global), in order of first mention."""
+    runs = set(ws.runs())
+    wanted = {run} | ({split_gid(word)[0] for word in text.split() if "/" in word} & runs)
+    trees = {run: ws.tree(run)}
+    library: list[LibraryEntry] = []
+    for other in sorted(wanted - {run}):
+        with contextlib.suppress(InputError):  # an id in an unreadable file is simply not named
+            trees[other] = ws.tree(other)
+    with contextlib.suppress(InputError):
+        library = ws.library()
+    catalog = Catalog(trees, library)
+    found: list[str] = []
+    for word in mentions(text):
+        for form in id_candidates(word):
+            if catalog.resolve(form, run) is not None:
+                if form not in found:
+                    found.append(form)
+                break
+    return found
+
+
+def core_set(ws: Workspace, run: str, field: str, text: str,
+             package: str = MODEL_PACKAGE) -> CoreSet:
+    """Rewrite one field of RUN/memory/core.md; refused when W would pass 2,000 tokens (M4)."""
+    name = field_name(field)
+    text = clean_field(text)
+    ws.tree(run)  # NotFound for an unknown run
+    path = ws.core_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(_lock_of(path)):
+        core = parse_core_text(read_text(path), run, str(path)) if path.is_file() else None
+        new_text = with_field(core, name, text)
+        tokens = count_tokens(new_text, package)
+        if tokens > CORE_TOKEN_LIMIT:
+            raise Refusal(f"{path}: W would be {tokens:,} tokens with this {name!r} "
+                          f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
+        if core is None:
+            write_atomic(path, with_field(None, name, ""))
+        event = append_event(ws, run, "checkpoint", named_ids(ws, run, text),
+                             f"core-set {name}: {text}")
+        write_atomic(path, new_text)
+    return CoreSet(run=run, field=name, tokens=tokens, event=event)
+
+
+# ------------------------------------------------------------------------------------ archive_insert
+
+def library_record(step: Step, inserted: str) -> dict:
+    """The SPEC §5 line for ``step``."""
+    audit = step.audit
+    repair = (audit.note or "repaired") if audit is not None and audit.repaired else None
+    record = {"run": step.run, "id": step.id, "kind": step.kind, "statement": step.statement,
+              "setting": step.setting, "hyp": list(step.hyp), "status": step.status,
+              "grade": audit.grade if audit else None, "repair": repair, "inserted": inserted}
+    if step.kind == "dead_end":
+        record["missing"] = step.missing
+    if step.kind == "error":
+        record["failed_input"] = step.failed_input
+    return record
+
+
+def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
+    """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails or the
+    id is already there."""
+    ref_run, step_id = split_gid(ref)
+    if ref_run is not None and run is not None and ref_run != run:
+        raise UsageError(f"{ref!r} names run {ref_run!r}, but --run is {run!r}")
+    run = ref_run or run
+    if run is None:
+        raise UsageError(f"{ref!r} is a bare step id: give its run (RUN/{ref} or --run RUN)")
+    if not is_run_slug(run):
+        raise UsageError(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+    step = ws.tree(run).step(step_id)
+    if step is None:
+        raise NotFound(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")
+    problem = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
+    if problem:
+        raise Refusal(f"{step.gid} may not enter the library (M2): {problem}")
+    path = ws.library_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path.parent / ".library.lock"):
+        for entry in iter_library(path) if path.is_file() else ():
+            if entry.gid == step.gid:
+                raise Refusal(f"{step.gid} is already in the library ({path}:{entry.line})")
+        record = library_record(step, utc_iso(datetime.now(UTC).replace(microsecond=0)))
+        line = append_line(path, record)
+    return parse_library_entry(record, str(path), line)

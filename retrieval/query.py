@@ -1,0 +1,109 @@
+"""What a query asks for beyond its words: ids named in it, filters, and an as-of point."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from records.errors import UsageError
+from records.ids import ref_problem, split_gid
+from records.types import KINDS, STATUSES
+
+_SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
+_STRIP = ".:!?"
+
+
+def ids_in_query(query: str) -> list[str]:
+    """Candidate step ids or global ids written in a query, in order, without repeats.
+
+    A query that is one word is always a candidate. Inside a longer query a bare word counts only
+    when it looks like an id (a digit, or one of - _ . ' inside it) so that plain words such as
+    'concave' do not jump the ranking; a global id (run/step) always counts."""
+    words = [w.strip(_STRIP) for w in _SPLIT.split(query.strip())]
+    words = [w for w in words if w]
+    single = len(words) == 1
+    out: list[str] = []
+    for word in words:
+        if ref_problem(word) is not None:
+            continue
+        run, step = split_gid(word)
+        if run is None and not single and not re.search(r"[0-9]|\w[-_.']\w", step):
+            continue
+        if word not in out:
+            out.append(word)
+    return out
+
+
+def only_ids(query: str) -> bool:
+    """Whether every word of the query is an id (an exact id lookup)."""
+    words = [w.strip(_STRIP) for w in _SPLIT.split(query.strip())]
+    words = [w for w in words if w]
+    return bool(words) and len(ids_in_query(query)) == len(set(words))
+
+
+@dataclass(frozen=True)
+class Until:
+    """Memory as it stood at an event: events up to it, steps some event had named by then."""
+
+    micros: int                 # the time cut (epoch microseconds)
+    run: str | None = None      # with ``seq``: the run whose log position is exact
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Filters:
+    run: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    exclude_run: str | None = None
+    until: Until | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in KINDS:
+            raise UsageError(f"--kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.status is not None and self.status not in STATUSES:
+            raise UsageError(f"--status {self.status!r} is not one of {', '.join(STATUSES)}")
+
+    def where(self, table: str, extra: list[str] | None = None) -> str | None:
+        """The prefilter as SQL, built only from integer keys and the closed enums above."""
+        from indexers.store import key
+
+        parts = list(extra or [])
+        if self.run is not None:
+            parts.append(f"run_key = {key(self.run)}")
+        if self.exclude_run is not None:
+            parts.append(f"run_key != {key(self.exclude_run)}")
+        if table == "steps":
+            if self.kind is not None:
+                parts.append(f"kind = '{KINDS[KINDS.index(self.kind)]}'")
+            if self.status is not None:
+                parts.append(f"status = '{STATUSES[STATUSES.index(self.status)]}'")
+        if self.until is not None:
+            cut = int(self.until.micros)
+            if table == "steps":
+                by_time = f"(named_ts >= 0 AND named_ts <= {cut})"
+                if self.until.run is not None and self.until.seq is not None:
+                    run_key = key(self.until.run)
+                    parts.append(f"((run_key = {run_key} AND named_seq >= 0 AND named_seq <= "
+                                 f"{int(self.until.seq)}) OR (run_key != {run_key} AND {by_time}))")
+                else:
+                    parts.append(by_time)
+            else:
+                if self.until.run is not None and self.until.seq is not None:
+                    run_key = key(self.until.run)
+                    parts.append(f"((run_key = {run_key} AND seq <= {int(self.until.seq)}) OR "
+                                 f"(run_key != {run_key} AND ts <= {cut}))")
+                else:
+                    parts.append(f"ts <= {cut}")
+        return " AND ".join(f"({p})" for p in parts) if parts else None
+
+
+def parse_time_arg(value: str) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        raise UsageError(f"--until {value!r}: a time needs a zone (Z or +hh:mm)")
+    return stamp

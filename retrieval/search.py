@@ -1,0 +1,168 @@
+"""The query pipeline, in the order the design requires: ids first, then BM25 candidates, then
+embeddings rerank the top K of those candidates (never adding one BM25 did not find).
+
+Strategies (the evaluator compares them): ``rerank`` (the default: ids + BM25 + rerank), ``bm25``
+(ids + BM25), ``vector`` (embedding nearest neighbours only) and ``hybrid-rrf`` (BM25 and vector
+lists fused by reciprocal rank)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from configs import Config
+from indexers import store
+from records.settings import INCOMPATIBLE, Ontology
+from retrieval import engines
+from retrieval.query import Filters, ids_in_query, only_ids
+from retrieval.tokenize import token_string
+
+STRATEGIES = ("rerank", "bm25", "vector", "hybrid-rrf")
+RRF_K = 60
+STEP_COLUMNS = ["gid", "key", "run", "sid", "kind", "statement", "status", "grade", "setting",
+                "in_library"]
+EVENT_COLUMNS = ["gid", "run", "seq", "time", "actor", "kind", "ids", "text", "path", "body"]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One entry of a final result list: the row, its score, and how it was found."""
+
+    row: dict[str, Any]
+    score: float
+    via: str = "text"
+
+
+@lru_cache(maxsize=256)
+def _query_vector(text: str, package: str, max_chars: int):
+    from retrieval.embed import embed
+
+    return embed([text[:max_chars]], package)[0]
+
+
+class Searcher:
+    """Ranks rows of one table (steps or events) for a query under filters."""
+
+    def __init__(self, db, config: Config, ontology: Ontology, settings: list[str]):
+        self.db = db
+        self.config = config
+        self.ontology = ontology
+        self.settings = settings  # distinct step settings, from the index meta
+        self._tables: dict[str, Any] = {}
+
+    def table(self, name: str):
+        if name not in self._tables:
+            self._tables[name] = store.open_table(self.db, name)
+        return self._tables[name]
+
+    # ---- the pieces
+    def setting_exclusion(self, setting: str | None, any_setting: bool) -> list[str]:
+        """Prefilter clauses leaving out steps whose setting is incompatible with ``setting``."""
+        if not setting or any_setting:
+            return []
+        bad = [store.key(s) for s in self.settings if self.ontology.match(setting, s) == INCOMPATIBLE]
+        return [f"NOT ({store.in_list('setting_key', bad)})"] if bad else []
+
+    def id_rows(self, query: str, where: str | None) -> list[dict[str, Any]]:
+        """Steps the query names by id, in the order it names them."""
+        refs = ids_in_query(query)
+        table = self.table("steps")
+        if not refs or table is None:
+            return []
+        gid_keys = [store.key(r) for r in refs if "/" in r]
+        sid_keys = [store.key(r) for r in refs if "/" not in r]
+        clauses = [c for c in (store.in_list("key", gid_keys) if gid_keys else None,
+                               store.in_list("sid_key", sid_keys) if sid_keys else None) if c]
+        match = " OR ".join(f"({c})" for c in clauses)
+        full = f"({match}) AND ({where})" if where else match
+        rows = table.search().where(full).select(STEP_COLUMNS).limit(1000).to_arrow().to_pylist()
+        order = {ref: i for i, ref in enumerate(refs)}
+        rows.sort(key=lambda r: (min(order.get(r["gid"], 1 << 30), order.get(r["sid"], 1 << 30)),
+                                 r["gid"]))
+        return rows
+
+    def bm25(self, name: str, query: str, where: str | None, columns: list[str]) -> list[dict[str, Any]]:
+        table = self.table(name)
+        if table is None or table.count_rows() == 0:
+            return []
+        tokens = token_string(query)
+        if self.config.bm25_engine == "rank-bm25":
+            return engines.rank_bm25_candidates(table, tokens, where, self.config.pool, columns,
+                                                self.config.bm25_k1, self.config.bm25_b)
+        return engines.lance_candidates(table, tokens, where, self.config.pool, columns)
+
+    def query_vector(self, query: str):
+        return _query_vector(query, self.config.model_package, self.config.max_chars)
+
+    def rerank(self, candidates: list[dict[str, Any]], query: str) -> list[Ranked]:
+        """Fuse BM25 and cosine over the top K candidates; the rest keep BM25 order below them."""
+        import numpy as np
+
+        if not candidates:
+            return []
+        k = min(self.config.rerank_k, len(candidates))
+        top, rest = candidates[:k], candidates[k:]
+        w = self.config.fusion_weight
+        best = max(c["bm25"] for c in candidates) or 1.0
+        if k:
+            vectors = np.asarray([c["vector"] for c in top], dtype=np.float32)
+            cosine = vectors @ self.query_vector(query)
+            fused = [w * float(cos) + (1 - w) * c["bm25"] / best for c, cos in zip(top, cosine)]
+        else:
+            fused = []
+        ranked = sorted((Ranked(c, s) for c, s in zip(top, fused)),
+                        key=lambda r: (-r.score, r.row["gid"]))
+        floor = min(fused) if fused else 1.0
+        edge = top[-1]["bm25"] if top else best
+        ranked += [Ranked(c, floor * c["bm25"] / edge if edge else 0.0) for c in rest]
+        return ranked
+
+    # ---- strategies
+    def rank(self, name: str, query: str, filters: Filters, setting: str | None = None,
+             any_setting: bool = False, strategy: str = "rerank") -> list[Ranked]:
+        """The whole result list for ``query`` on table ``name`` (steps or events)."""
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}")
+        extra = self.setting_exclusion(setting, any_setting) if name == "steps" else []
+        where = filters.where(name, extra)
+        columns = (STEP_COLUMNS if name == "steps" else EVENT_COLUMNS) + ["vector"]
+        ids: list[Ranked] = []
+        if name == "steps" and strategy in ("rerank", "bm25"):
+            ids = [Ranked(row, 1.0, "id") for row in self.id_rows(query, filters.where(name))]
+            if ids and only_ids(query):
+                strategy = "bm25"  # an exact id lookup: nothing to rerank on, and no model load
+        if strategy == "rerank":
+            ranked = self.rerank(self.bm25(name, query, where, columns), query)
+        elif strategy == "bm25":
+            found = self.bm25(name, query, where, columns)
+            best = max((c["bm25"] for c in found), default=1.0) or 1.0
+            ranked = [Ranked(c, c["bm25"] / best) for c in found]
+        else:
+            table = self.table(name)
+            if table is None or table.count_rows() == 0:
+                return []
+            near = engines.vector_candidates(table, self.query_vector(query), where,
+                                             self.config.pool, columns)
+            if strategy == "vector":
+                ranked = [Ranked(c, c["cosine"]) for c in near]
+            else:
+                ranked = rrf([self.bm25(name, query, where, columns), near], self.config.pool)
+        seen = {r.row["gid"] for r in ids}
+        out = ids + [r for r in ranked if r.row["gid"] not in seen]
+        if name == "steps" and setting and not any_setting:
+            out = [r for r in out if r.via == "id"
+                   or self.ontology.match(setting, r.row["setting"]) != INCOMPATIBLE]
+        return out[: max(self.config.pool, len(ids))]
+
+
+def rrf(lists: list[list[dict[str, Any]]], limit: int) -> list[Ranked]:
+    """Reciprocal rank fusion: score(d) = sum over lists of 1 / (60 + rank)."""
+    scores: dict[str, float] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for ranking in lists:
+        for rank, row in enumerate(ranking, start=1):
+            scores[row["gid"]] = scores.get(row["gid"], 0.0) + 1.0 / (RRF_K + rank)
+            rows.setdefault(row["gid"], row)
+    order = sorted(scores, key=lambda gid: (-scores[gid], gid))[:limit]
+    return [Ranked(rows[gid], scores[gid]) for gid in order]

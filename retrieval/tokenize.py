@@ -1,0 +1,88 @@
+"""Math-aware tokenisation for BM25, shared by indexing and querying.
+
+Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); Greek letters to their names (φ, \\varphi -> phi);
+LaTeX commands unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other
+commands kept as words: \\log -> log); sub/superscript markers and braces removed inside a word
+(F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or F_q((t)) is indexed whole (its parts
+joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m; fq, t). Tokens are [a-z0-9_] only, so
+no query can carry full-text-search syntax into the index. A few English function words are
+dropped. Bump VERSION whenever the output changes: it is stored with the index."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+VERSION = "math-v1"
+
+GREEK = {
+    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
+    "ζ": "zeta", "η": "eta", "θ": "theta", "ϑ": "theta", "ι": "iota", "κ": "kappa", "ϰ": "kappa",
+    "λ": "lambda", "μ": "mu", "ν": "nu", "ξ": "xi", "ο": "omicron", "π": "pi", "ϖ": "pi",
+    "ρ": "rho", "ϱ": "rho", "σ": "sigma", "ς": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi",
+    "ϕ": "phi", "χ": "chi", "ψ": "psi", "ω": "omega",
+}
+_LATEX_GREEK = {
+    "varphi": "phi", "varepsilon": "epsilon", "vartheta": "theta", "varpi": "pi", "varrho": "rho",
+    "varsigma": "sigma", "varkappa": "kappa",
+}
+# Commands whose name carries no meaning: their argument stays, the name goes.
+_DROP_COMMANDS = {
+    "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
+    "boldsymbol", "bm", "text", "textrm", "textbf", "textit", "emph", "operatorname", "mbox",
+    "left", "right", "big", "bigl", "bigr", "Big", "Bigl", "Bigr", "bigg", "displaystyle",
+    "textstyle", "quad", "qquad", "label", "begin", "end", "item", "hat", "tilde", "bar",
+    "overline", "underline", "widehat", "widetilde", "cdot", "cdots", "ldots", "dots", "colon",
+    "mid", "in", "to", "frac", "dfrac", "tfrac", "sqrt", "limits", "nolimits", "ref", "cref",
+    "Cref", "eqref", "cite", "autoref",
+}
+STOPWORDS = frozenset(
+    "a an and are as at be by for from has have if in into is it its of on or such that the then "
+    "there these this those to was we were which with".split()
+)
+
+_COMMAND = re.compile(r"\\([A-Za-z]+)|\\(.)")
+_WORD = re.compile(r"[0-9a-z_()\[\]{}/.'’^\-]+")
+_PART = re.compile(r"[0-9a-z]+")
+# A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
+_SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
+_BRACES = re.compile(r"[{}]")
+
+
+def _command(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name is None:
+        return " "  # \, \; \\ and friends
+    lowered = name.lower()
+    if name in _DROP_COMMANDS:
+        return ""
+    if lowered in _LATEX_GREEK:
+        return f" {_LATEX_GREEK[lowered]} "
+    return f" {name} "
+
+
+def normalize(text: str) -> str:
+    """NFKC, LaTeX commands unwrapped, Greek letters named, case folded."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _COMMAND.sub(_command, text)
+    text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in text.casefold())
+    return unicodedata.normalize("NFKC", text)
+
+
+def tokenize(text: str) -> list[str]:
+    """BM25 tokens of ``text``, in order: each compound's whole form, then its parts."""
+    tokens: list[str] = []
+    for word in _WORD.findall(normalize(text)):
+        word = _BRACES.sub("", _SCRIPT.sub(lambda m: m.group(1) or m.group(2) or "", word))
+        parts = _PART.findall(word)
+        if not parts:
+            continue
+        if len(parts) > 1:
+            tokens.append("_".join(parts))
+        tokens.extend(p for p in parts if p not in STOPWORDS)
+    return tokens
+
+
+def token_string(text: str) -> str:
+    """The tokens as one space-separated string (the indexed column)."""
+    return " ".join(tokenize(text))

@@ -1,0 +1,170 @@
+"""Bad input gets one line naming file, line and field, exit status 2, and the index is untouched."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import make_step
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def replace_line(path: Path, number: int, text: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[number - 1] = text
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def break_tree_json(ws):
+    (ws.root / "alpha" / "tree.json").write_text('{"run": "alpha",\n "steps": [\n  {"id": }\n]}')
+
+
+def missing_statement(ws):
+    ws.add_step("alpha", {k: v for k, v in make_step("a9").items() if k != "statement"})
+
+
+def mistyped_hyp(ws):
+    ws.edit_step("alpha", "a2", hyp="p odd")
+
+
+def bad_kind(ws):
+    ws.edit_step("alpha", "a2", kind="theorem")
+
+
+def duplicate_id(ws):
+    ws.add_step("alpha", make_step("a1"))
+
+
+def unknown_field(ws):
+    ws.edit_step("alpha", "a2", statment="typo")
+
+
+def time_backwards(ws):
+    events = ws.events("alpha")
+    events.append({"time": "2026-10-17T01:00:00Z", "actor": "A1", "kind": "audit", "ids": [], "text": "late"})
+    ws.write_events("alpha", events)
+
+
+def time_without_zone(ws):
+    events = ws.events("alpha")
+    events[0]["time"] = "2026-10-17T02:05:00"
+    ws.write_events("alpha", events)
+
+
+def brief_escapes(ws):
+    events = ws.events("alpha")
+    events.append({"time": "2026-10-18T00:00:00Z", "actor": "root", "kind": "brief", "ids": [],
+                   "text": "../../x"})
+    ws.write_events("alpha", events)
+
+
+def brief_symlink_outside(ws):
+    outside = ws.root.parent / "secret.md"
+    outside.write_text("outside\n")
+    (ws.root / "alpha" / "briefs").mkdir(exist_ok=True)
+    os.symlink(outside, ws.root / "alpha" / "briefs" / "A1.md")
+    events = ws.events("alpha")
+    events.append({"time": "2026-10-18T00:00:00Z", "actor": "root", "kind": "brief", "ids": [],
+                   "text": "briefs/A1.md"})
+    ws.write_events("alpha", events)
+
+
+def non_utf8_event(ws):
+    with ws.events_path("alpha").open("ab") as handle:
+        handle.write(b'{"time": "2026-10-18T00:00:00Z", "actor": "r\xff", "kind": "audit", "ids": [], "text": ""}\n')
+
+
+def event_invalid_json(ws):
+    with ws.events_path("alpha").open("a") as handle:
+        handle.write('{"time": "2026-10-18T00:00:00Z", "actor": \n')
+
+
+def library_missing_run(ws):
+    entries = ws.library()
+    del entries[0]["run"]
+    ws.write_library(entries)
+
+
+def library_duplicate(ws):
+    ws.write_library(ws.library() * 2)
+
+
+def core_unknown_field(ws):
+    ws.write_core("alpha", "## phase  round 1\n## mood  fine\n")
+
+
+def bad_id_with_space(ws):
+    ws.add_step("alpha", make_step("a 9"))
+
+
+CASES = [
+    (break_tree_json, "alpha/tree.json:3", "invalid JSON"),
+    (missing_statement, "alpha/tree.json:", "steps[5].statement: missing"),
+    (mistyped_hyp, "alpha/tree.json:", "steps[1].hyp: must be a list of strings"),
+    (bad_kind, "alpha/tree.json:", "steps[1].kind: 'theorem' is not one of"),
+    (duplicate_id, "alpha/tree.json:", "steps[5].id: duplicate id 'a1'"),
+    (unknown_field, "alpha/tree.json:", "steps[1].statment: unknown field"),
+    (time_backwards, "alpha/memory/events.jsonl:3", "time: 2026-10-17T01:00:00Z is earlier"),
+    (time_without_zone, "alpha/memory/events.jsonl:1", "time: '2026-10-17T02:05:00' has no time zone"),
+    (brief_escapes, "alpha/memory/events.jsonl:3", "text: path '../../x' leaves the run folder"),
+    (brief_symlink_outside, "alpha/memory/events.jsonl:3", "leaves the run folder"),
+    (non_utf8_event, "alpha/memory/events.jsonl:3", "not UTF-8 (byte 0xff"),
+    (event_invalid_json, "alpha/memory/events.jsonl:3", "invalid JSON"),
+    (library_missing_run, "solve/library.jsonl:1", "run: missing"),
+    (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
+    (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
+    (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
+]
+
+
+@pytest.fixture(scope="module")
+def indexed_template(tmp_path_factory):
+    """One indexed copy of the small workspace; each case starts from a copy of it."""
+    import shutil
+
+    from mem.cli import run
+    from conftest import build_workspace
+
+    root = tmp_path_factory.mktemp("template") / "ws"
+    build_workspace(root)
+    assert run(["--workspace", str(root), "index", "--no-progress"]) == 0
+    return root, shutil
+
+
+@pytest.mark.parametrize("damage, where, what", CASES, ids=[c[0].__name__ for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_the_index_is_untouched(damage, where, what, tmp_path,
+                                                                  indexed_template):
+    import io
+
+    from mem.cli import run
+    from conftest import Workspace
+
+    template, shutil = indexed_template
+    root = tmp_path / "ws"
+    shutil.copytree(template, root, symlinks=True)
+    ws = Workspace(root)
+    damage(ws)
+    before = snapshot(root / ".mem")
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--workspace", str(root), "index", "--no-progress"], out=out, err=err)
+    message = err.getvalue()
+    assert code == 2
+    assert message.count("\n") == 1 and "Traceback" not in message
+    assert message.startswith(f"mem: {root}/{where}") or message.startswith(f"mem: {root / where}")
+    assert what in message
+    assert snapshot(root / ".mem") == before
+
+
+def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
+    duplicate_id(workspace)
+    code, out, err = mem("--json", "index")
+    assert code == 2 and err == ""
+    assert "duplicate id 'a1'" in json.loads(out)["error"]

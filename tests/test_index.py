@@ -1,0 +1,133 @@
+"""Incremental indexing: nothing embedded twice, a change re-embeds only itself, removals leave."""
+
+import json
+
+import pytest
+
+from conftest import make_step
+from indexers import store
+from records.errors import InputError
+from retrieval import embed
+from retrieval.memory import Memory
+
+
+def embedded() -> int:
+    return embed.EMBEDDED["texts"]
+
+
+def rows(memory: Memory, table: str) -> dict[str, dict]:
+    t = store.open_table(store.connect(memory.workspace.index_dir), table)
+    return {r["gid"]: r for r in t.search().limit(10_000).to_arrow().to_pylist()}
+
+
+@pytest.fixture
+def memory(workspace):
+    m = Memory.open(workspace.root)
+    m.index(progress=False)
+    return m
+
+
+def test_first_index_embeds_each_distinct_text_once(workspace):
+    # alpha/a1 is in the library too: one record, embedded once
+    workspace.add_step("beta", make_step("b2", statement="statement of a1"))  # same text as a1
+    before = embedded()
+    report = Memory.open(workspace.root).index(progress=False)
+    steps = 5 + 2
+    events = 3
+    assert report.tables["steps"].added == steps
+    assert report.tables["events"].added == events
+    assert report.tables["sources"].added == 2
+    distinct_texts = steps - 1 + events  # b2 repeats a1's text
+    assert embedded() - before == distinct_texts == report.embedded
+
+
+def test_second_index_embeds_nothing_and_says_so(memory):
+    before = embedded()
+    report = memory.index(progress=False)
+    assert embedded() == before
+    assert report.total("added") == report.total("updated") == report.total("removed") == 0
+    assert "nothing embedded" in report.summary()
+
+
+def test_editing_one_statement_reembeds_exactly_one(memory, workspace):
+    workspace.edit_step("alpha", "a2", statement="a new statement about GL2m/Sp2m")
+    before = embedded()
+    report = memory.index(progress=False)
+    assert embedded() - before == 1
+    assert report.tables["steps"].updated == 1 and report.total("added") == 0
+    assert rows(memory, "steps")["alpha/a2"]["statement"] == "a new statement about GL2m/Sp2m"
+
+
+def test_a_status_change_rewrites_the_row_but_reuses_its_vector(memory, workspace):
+    old = rows(memory, "steps")["alpha/a4"]["vector"]
+    workspace.edit_step("alpha", "a4", status="stale")
+    before = embedded()
+    report = memory.index(progress=False)
+    assert embedded() == before and report.tables["steps"].updated == 1
+    row = rows(memory, "steps")["alpha/a4"]
+    assert row["status"] == "stale" and row["vector"] == old
+
+
+def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
+    tree = workspace.tree("alpha")
+    tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
+    workspace.save_tree("alpha", tree)
+    report = memory.index(progress=False)
+    assert report.tables["steps"].removed == 1
+    assert "alpha/a5" not in rows(memory, "steps")
+
+
+def test_indexing_one_run_leaves_the_others_alone(memory, workspace):
+    workspace.edit_step("beta", "b1", statement="changed in beta")
+    report = memory.index(["alpha"], progress=False)
+    assert report.total("updated") == 0 and report.total("removed") == 0
+    assert rows(memory, "steps")["beta/b1"]["statement"] == "statement of b1"
+
+
+def test_a_library_entry_and_its_step_are_one_record(memory):
+    steps = rows(memory, "steps")
+    assert [g for g in steps if g == "alpha/a1"] == ["alpha/a1"]
+    assert steps["alpha/a1"]["in_library"] and not steps["alpha/a2"]["in_library"]
+
+
+def test_a_library_without_its_run_is_indexed(workspace):
+    import shutil
+
+    shutil.rmtree(workspace.root / "alpha")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    assert set(rows(memory, "steps")) == {"alpha/a1", "beta/b1"}
+
+
+def test_parameters_are_stored_and_a_mismatch_asks_for_full(memory, workspace, mem):
+    meta_path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["tokenizer"] and meta["model"]["dim"] == 384 and meta["bm25"]["k1"] == 1.2
+    meta["tokenizer"] = "math-v0"
+    meta_path.write_text(json.dumps(meta))
+    code, out, err = mem("archive-search", "statement")
+    assert code == 2 and err.count("\n") == 1 and "mem index --full" in err
+    code, _, err = mem("index")
+    assert code == 2 and "mem index --full" in err
+    code, _, _ = mem("index", "--full")
+    assert code == 0
+    assert mem("archive-search", "statement")[0] == 0
+
+
+def test_a_corrupt_meta_is_detected_with_the_fix(memory, workspace):
+    (workspace.root / ".mem" / "meta.json").write_text("{not json")
+    with pytest.raises(InputError, match="corrupt.*mem index --full"):
+        Memory.open(workspace.root).archive_search("statement")
+
+
+def test_searching_before_indexing_says_to_index(workspace, mem):
+    code, _, err = mem("archive-search", "statement")
+    assert code == 2 and "run `mem index`" in err
+
+
+def test_summary_line_counts(workspace, mem):
+    code, out, _ = mem("index")
+    assert code == 0 and out.startswith("indexed: 11 added, 0 updated, 0 removed, 0 unchanged;")
+    code, out, _ = mem("--json", "index")
+    data = json.loads(out)
+    assert data["unchanged"] == 11 and data["embedded"] == 0

@@ -1,0 +1,407 @@
+"""The paging evaluator: standard metrics (hand-computed, and trec_eval's own numbers on the written
+run), recall by page and each pager on toy rankings known by hand, the hint, the JSON shape, the
+report files, and `mem eval paging` end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval.hint import estimate_remaining, relevance_weights
+from eval.judgments import Query, write_trec_run
+from eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
+from eval.paging import (RankedPages, fixed, first_page, hint, patience, read, recall_at,
+                         recall_by_page, score_drop, standard_pagers, summarize)
+from eval.paging_eval import evaluate_paging, search_depth
+from eval.paging_report import table_text, write_report, write_runs
+from eval.strategies import STRATEGIES, RankedHit
+from mem.cli import run as mem
+from records.errors import InputError
+
+PAGERS = ["first-page", "fixed-2", "patience-1", "score-drop", "hint"]
+BLUEPRINTS = Path("/work/shared/data/blueprints")
+
+
+def hits(*gids: str, scores: list[float] | None = None) -> list[RankedHit]:
+    scores = scores if scores is not None else [float(len(gids) - rank) for rank in range(len(gids))]
+    return [RankedHit(gid, score) for gid, score in zip(gids, scores)]
+
+
+def filler(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{n}" for n in range(count)]
+
+
+# ---- standard metrics ------------------------------------------------------------------------
+
+# q1: gold a (rank 1), c (rank 3); q2: gold x, no hits at all; q3: gold g (grade 2) at rank 7;
+# q4: judged only non-relevant, so not a judged query.
+TOY_QRELS = {"q1": {"a": 1, "c": 1, "z": 0}, "q2": {"x": 1}, "q3": {"g": 2}, "q4": {"y": 0}}
+TOY_RUN = {
+    "q1": run_scores(hits("a", "b", "c", "d", "e", "f")),
+    "q3": run_scores(hits(*filler("h", 6), "g", *filler("k", 5))),
+    "q4": run_scores(hits("y")),
+}
+
+
+def test_metrics_on_a_hand_computed_ranking():
+    values = per_query(TOY_RUN, TOY_QRELS)
+    assert set(values) == {"q1", "q2", "q3"}  # q4 has no relevant document: not judged
+    ndcg_q1 = (1 + 1 / 2) / (1 + 1 / 1.5849625007211562)  # gains at ranks 1, 3 over ideal ranks 1, 2
+    assert values["q1"] == pytest.approx({"R@5": 1, "R@10": 1, "R@50": 1, "RR@10": 1,
+                                          "nDCG@10": ndcg_q1, "AP": (1 + 2 / 3) / 2})
+    assert values["q2"] == dict.fromkeys(METRICS, 0.0)
+    assert values["q3"] == pytest.approx({"R@5": 0, "R@10": 1, "R@50": 1, "RR@10": 1 / 7,
+                                          "nDCG@10": 1 / 3, "AP": 1 / 7})  # 2/log2(8) over 2/log2(2)
+    means = mean_metrics(TOY_RUN, TOY_QRELS)
+    assert list(means) == list(METRICS)
+    assert means == pytest.approx({"R@5": 1 / 3, "R@10": 2 / 3, "R@50": 2 / 3, "RR@10": (1 + 1 / 7) / 3,
+                                   "nDCG@10": (ndcg_q1 + 1 / 3) / 3, "AP": (5 / 6 + 1 / 7) / 3})
+
+
+def test_a_query_without_hits_counts_as_zero_not_dropped():
+    only_q1 = {"q1": TOY_RUN["q1"]}
+    assert mean_metrics(only_q1, TOY_QRELS)["R@5"] == pytest.approx(1 / 3)
+    assert mean_metrics({"q1": TOY_RUN["q1"], "q3": {}}, TOY_QRELS)["R@5"] == pytest.approx(1 / 3)
+    assert mean_metrics({}, TOY_QRELS) == dict.fromkeys(METRICS, 0.0)
+    assert mean_metrics({}, {}) == dict.fromkeys(METRICS, 0.0)
+
+
+def test_run_scores_keep_the_ranked_order_under_trec_eval_tie_breaking():
+    import pytrec_eval
+
+    # Tied scores: trec_eval would put "b" before "a" (ties go by descending id); the list says a, b.
+    scores = run_scores(hits("a", "b", "a", "c", scores=[1.0, 1.0, 0.9, 1.5]))
+    assert list(scores) == ["a", "b", "c"]
+    assert scores == {"a": 1.0, "b": 0.999999, "c": 0.999998}
+    qrels = {"q": {"b": 1}}
+    assert per_query({"q": scores}, qrels)["q"]["RR@10"] == 0.5
+    assert pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate({"q": scores})["q"][
+        "recip_rank"] == 0.5
+
+
+def _read_trec_runs(path: Path) -> dict[str, dict[str, dict[str, float]]]:
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    for line in path.read_text().splitlines():
+        qid, _, doc, _, score, tag = line.split()
+        runs.setdefault(tag, {}).setdefault(qid, {})[doc] = float(score)
+    return runs
+
+
+def _trec_eval(run: dict[str, dict[str, float]], qrels) -> dict[str, dict[str, float]]:
+    """trec_eval's own measures (pytrec_eval), RR@10 as recip_rank over each ranking's first 10."""
+    import pytrec_eval
+
+    gold = judged(qrels)
+    main = pytrec_eval.RelevanceEvaluator(gold, {"recall.5,10,50", "ndcg_cut.10", "map"}).evaluate(run)
+    top10 = {qid: dict(sorted(docs.items(), key=lambda item: -item[1])[:10]) for qid, docs in run.items()}
+    rr = pytrec_eval.RelevanceEvaluator(gold, {"recip_rank"}).evaluate(top10)
+    return {qid: {"R@5": main[qid]["recall_5"], "R@10": main[qid]["recall_10"],
+                  "R@50": main[qid]["recall_50"], "RR@10": rr[qid]["recip_rank"],
+                  "nDCG@10": main[qid]["ndcg_cut_10"], "AP": main[qid]["map"]} for qid in main}
+
+
+def random_case(seed: int, queries: int = 12, docs: int = 80):
+    """Random rankings and graded qrels; some queries get no hits, some judged only 0."""
+    rng = random.Random(seed)
+    pool = [f"run-{rng.randint(1, 3)}/s{n}" for n in range(docs)]
+    qrels, lists = {}, {}
+    for q in range(queries):
+        qid = f"q{q}"
+        qrels[qid] = {doc: rng.choice([0, 1, 1, 2]) for doc in rng.sample(pool, rng.randint(1, 6))}
+        depth = 0 if q % 5 == 0 else rng.randint(1, 70)
+        ranked = rng.sample(pool, depth)
+        lists[qid] = hits(*ranked, scores=[round(rng.uniform(0, 3), 1) for _ in ranked])  # many ties
+        lists[qid].sort(key=lambda hit: -hit.score)
+    return qrels, lists
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_metrics_equal_trec_eval_on_the_written_trec_run(tmp_path, seed):
+    qrels, lists = random_case(seed)
+    run = {qid: run_scores(ranked) for qid, ranked in lists.items()}
+    write_trec_run(tmp_path / "run.trec", {"rerank": run})
+    written = _read_trec_runs(tmp_path / "run.trec")["rerank"]
+    oracle = _trec_eval(written, qrels)
+    ours = per_query(run, qrels)
+    for qid in judged(qrels):
+        expected = oracle.get(qid, dict.fromkeys(METRICS, 0.0))  # trec_eval skips queries without hits
+        assert ours[qid] == pytest.approx(expected, abs=1e-9), qid
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_recall_by_page_agrees_with_ir_measures_recall(seed):
+    qrels, lists = random_case(seed)
+    values = per_query({qid: run_scores(ranked) for qid, ranked in lists.items()}, qrels)
+    for qid, gold in judged(qrels).items():
+        scores = run_scores(lists[qid])
+        ranked = RankedPages(tuple(scores), tuple(scores.values()),
+                             frozenset(doc for doc, grade in gold.items() if grade > 0))
+        curve = recall_by_page(ranked, max_pages=10)
+        assert (curve[0], curve[1], curve[9]) == pytest.approx(
+            (values[qid]["R@5"], values[qid]["R@10"], values[qid]["R@50"]))
+
+
+# ---- paging and pagers -----------------------------------------------------------------------
+
+def pages_of(gids: list[str], gold: set[str], scores: list[float] | None = None, size: int = 5) -> RankedPages:
+    scores = scores if scores is not None else [float(len(gids) - n) for n in range(len(gids))]
+    return RankedPages(tuple(gids), tuple(scores), frozenset(gold), size)
+
+
+def gold_on_pages_1_and_3() -> RankedPages:
+    gids = filler("n", 20)
+    gids[1], gids[11] = "gold-1", "gold-3"
+    return pages_of(gids, {"gold-1", "gold-3"})
+
+
+def test_gold_on_pages_1_and_3_patience_stops_after_page_2():
+    ranked = gold_on_pages_1_and_3()
+    assert recall_by_page(ranked, max_pages=5) == [0.5, 0.5, 1.0, 1.0, 1.0]
+    assert read(ranked, patience(1)) == read(ranked, fixed(2)) == _stop(2, 0.5)
+    assert read(ranked, patience(2)) == _stop(4, 1.0)  # one barren page is forgiven: reads to the end
+    assert read(ranked, first_page()) == _stop(1, 0.5)
+    assert read(ranked, fixed(3)) == _stop(3, 1.0)
+    summary = summarize([ranked], {"patience-1": patience(1), "first-page": first_page()}, max_pages=4)
+    assert summary.pagers["patience-1"].loss == 0.5 and summary.pagers["patience-1"].pages == 2
+
+
+def _stop(pages: int, recall: float):
+    from eval.paging import Stop
+
+    return Stop(pages, recall)
+
+
+def test_patience_stops_after_a_first_page_without_gold():
+    gids = filler("n", 20)
+    gids[7] = "gold"
+    assert read(pages_of(gids, {"gold"}), patience(1)) == _stop(1, 0.0)
+
+
+def test_pagers_never_read_past_the_list_or_max_pages():
+    short = pages_of(filler("n", 7), {"n6"})  # 2 pages
+    assert read(short, fixed(5)) == _stop(2, 1.0)
+    long = pages_of(filler("n", 100), {"n99"})
+    assert read(long, fixed(20), max_pages=10) == _stop(10, 0.0)
+    empty = pages_of([], {"gold"})
+    for pager in standard_pagers().values():
+        assert read(empty, pager) == _stop(1, 0.0)  # the first (empty) page is always read
+
+
+def test_score_drop_stops_after_the_page_whose_best_falls_below_half_the_first():
+    gids = filler("n", 25)
+    gids[12] = "gold"
+    scores = [10.0] * 5 + [6.0] * 5 + [4.9] * 5 + [4.0] * 10  # page 3's best 4.9 < 0.5 * 10
+    ranked = pages_of(gids, {"gold"}, scores)
+    assert read(ranked, score_drop(0.5)) == _stop(3, 1.0)
+    assert read(ranked, score_drop(0.7)) == _stop(2, 0.0)  # page 2's best 6 < 7
+    assert read(pages_of(gids, {"gold"}, [0.0] * 25), score_drop(0.5)) == _stop(1, 0.0)
+
+
+def test_hint_estimate_by_hand():
+    # median of 20 scores (ten 1s, five 5s, 6..10) = (1 + 5) / 2 = 3; weights (s - 3) / (10 - 3).
+    scores = [10, 9, 8, 7, 6] + [5] * 5 + [1] * 10
+    assert relevance_weights(scores)[:6] == pytest.approx([1, 6 / 7, 5 / 7, 4 / 7, 3 / 7, 2 / 7])
+    assert relevance_weights(scores)[10:] == [0.0] * 10
+    assert estimate_remaining(scores, page=1, page_size=5, window=3) == pytest.approx(10 / 7)
+    assert estimate_remaining(scores, page=0, page_size=5, window=1) == pytest.approx(25 / 7)
+    assert estimate_remaining(scores, page=2, page_size=5, window=3) == 0
+    assert estimate_remaining([4.0] * 12, page=1) == 0  # flat scores carry no evidence
+    assert estimate_remaining([], page=1) == 0
+    # the same list on another scale gives the same estimate (BM25, cosine, RRF alike)
+    assert estimate_remaining([s / 70 + 0.01 for s in scores], page=1) == pytest.approx(10 / 7)
+    with pytest.raises(ValueError):
+        estimate_remaining(scores, page=-1)
+
+
+def test_hint_pager_reads_on_while_strong_scores_remain_where_patience_stops():
+    gids = filler("n", 30)
+    gids[1], gids[12] = "gold-1", "gold-3"  # page 2 brings nothing new: patience-1 stops there
+    scores = [10.0] * 5 + [9.0] * 5 + [8.0] * 5 + [0.0] * 15  # median 4: weights 1, 5/6, 4/6, 0
+    ranked = pages_of(gids, {"gold-1", "gold-3"}, scores)
+    assert estimate_remaining(scores, 2, 5, 3) == pytest.approx(5 * 4 / 6)
+    assert read(ranked, hint(3)) == _stop(3, 1.0)
+    assert read(ranked, patience(1)) == _stop(2, 0.5)
+    # a steeper list: page 2 still weighs 10/7 (read it), nothing after (stop); one strong hit alone: stop
+    steep = pages_of(filler("n", 20), set(), [10, 9, 8, 7, 6] + [5] * 5 + [1] * 10)
+    assert read(steep, hint(3)).pages == 2 and read(steep, hint(1)).pages == 2
+    assert read(pages_of(filler("n", 20), set(), [10.0] + [1.0] * 19), hint(3)).pages == 1
+
+
+def test_summary_counts_every_query_including_empty_lists():
+    full, empty = gold_on_pages_1_and_3(), pages_of([], {"gold"})
+    summary = summarize([full, empty], standard_pagers(), max_pages=4)
+    assert summary.recall_by_page == [0.25, 0.25, 0.5, 0.5]
+    assert list(summary.pagers) == PAGERS
+    patience1 = summary.pagers["patience-1"]
+    assert (patience1.pages, patience1.recall, patience1.loss) == (1.5, 0.25, 0.25)
+    first = summary.pagers["first-page"]
+    assert (first.pages, first.recall, first.loss) == (1.0, 0.25, 0.25)
+
+
+def test_recall_of_fixed_paging_at_a_mean_cost_interpolates_the_curve():
+    curve = [0.2, 0.5, 0.6]
+    assert recall_at(curve, 1) == 0.2 and recall_at(curve, 3) == 0.6
+    assert recall_at(curve, 1.5) == pytest.approx(0.35)  # half the queries read 1 page, half 2
+    assert recall_at(curve, 2.25) == pytest.approx(0.525)
+    with pytest.raises(ValueError):
+        recall_at(curve, 0.5)
+
+
+# ---- the evaluation, its JSON, table, TREC run and report ------------------------------------
+
+class ToyRanker:
+    """Fixed ranked lists by (strategy, qid); records what it was asked."""
+
+    def __init__(self, lists: dict[str, dict[str, list[RankedHit]]]):
+        self.lists, self.asked = lists, []
+
+    def __call__(self, strategy: str, query: Query, depth: int) -> list[RankedHit]:
+        self.asked.append((strategy, query.qid, depth))
+        return self.lists[strategy].get(query.qid, [])
+
+
+def toy_evaluation(strategies=("bm25", "rerank")):
+    gold_list = [RankedHit(hit.gid, hit.score) for hit in hits(*(["gold-1"] + filler("n", 10) + ["gold-3"]))]
+    lists = {"bm25": {"q1": gold_list, "q3": [RankedHit("nope", 1.0)]},
+             "rerank": {"q1": hits("gold-1", "gold-3"), "q3": hits("g")}}
+    queries = [Query("q1", "first"), Query("q2", "not judged"), Query("q3", "third", "PFR", "run-x")]
+    qrels = {"q1": {"gold-1": 1, "gold-3": 1}, "q2": {"nope": 0}, "q3": {"g": 1}}
+    ranker = ToyRanker(lists)
+    return ranker, evaluate_paging(ranker, queries, qrels, strategies=strategies, max_pages=4)
+
+
+def test_evaluation_json_has_the_issue_shape():
+    ranker, evaluation = toy_evaluation()
+    data = json.loads(json.dumps(evaluation.to_json()))
+    assert list(data) == ["queries", "strategies"] and data["queries"] == 2
+    assert list(data["strategies"]) == ["bm25", "rerank"]
+    for result in data["strategies"].values():
+        assert list(result) == ["metrics", "recall_by_page", "pagers"]
+        assert list(result["metrics"]) == ["R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP"]
+        assert len(result["recall_by_page"]) == 4
+        assert list(result["pagers"]) == PAGERS
+        assert all(list(pager) == ["pages", "recall", "loss"] for pager in result["pagers"].values())
+    rerank = data["strategies"]["rerank"]
+    assert rerank["metrics"]["R@5"] == 1.0 and rerank["recall_by_page"] == [1.0] * 4
+    bm25 = data["strategies"]["bm25"]
+    assert bm25["recall_by_page"] == [0.25, 0.25, 0.5, 0.5]  # q1: gold on pages 1 and 3; q3: none
+    assert bm25["pagers"]["patience-1"] == {"pages": 1.5, "recall": 0.25, "loss": 0.25}
+    # the unjudged query is never searched; the judged one keeps its setting and run for the ranker
+    assert {qid for _, qid, _ in ranker.asked} == {"q1", "q3"}
+
+
+def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path):
+    qrels_file = tmp_path / "r.qrels"
+    qrels_file.write_text("q1 0 a 1\nq9 0 b 1\n")
+    with pytest.raises(InputError, match=r"r\.qrels:2: qid: 'q9' is judged but not in the queries"):
+        evaluate_paging(ToyRanker({"bm25": {}}), [Query("q1", "x")], {"q1": {"a": 1}, "q9": {"b": 1}},
+                        strategies=["bm25"], qrels_file=qrels_file)
+
+
+def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):
+    _, evaluation = toy_evaluation()
+    write_runs(evaluation, tmp_path / "runs.trec")
+    written = _read_trec_runs(tmp_path / "runs.trec")
+    assert set(written) == {"bm25", "rerank"}
+    qrels = {"q1": {"gold-1": 1, "gold-3": 1}, "q3": {"g": 1}}
+    for name, run in written.items():
+        oracle = _trec_eval(run, qrels)
+        means = {metric: sum(oracle.get(qid, {}).get(metric, 0.0) for qid in qrels) / len(qrels)
+                 for metric in METRICS}
+        assert evaluation.strategies[name].metrics == pytest.approx(means)
+
+
+def test_table_and_report_files(tmp_path):
+    _, evaluation = toy_evaluation(STRATEGIES[:2])
+    text = table_text(evaluation)
+    assert "2 judged queries" in text and all(pager in text for pager in PAGERS)
+    assert all(metric in text for metric in METRICS)
+    paths = write_report(evaluation, tmp_path / "out")
+    assert [path.name for path in paths] == ["report.md", "recall_by_page.png"]
+    assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = paths[0].read_text()
+    assert "![recall by page, early-stop loss](recall_by_page.png)" in report
+    # patience-1 on bm25 reads 1.5 pages for recall 0.25; fixed paging at 1.5 pages also gets 0.25
+    assert "| bm25 | patience-1 | 1.50 | 0.250 | 0.250 | +0.000 |" in report
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["recall_by_page.png", "report.md"]
+
+
+def test_search_depth_covers_the_pool_r50_and_the_pages():
+    assert search_depth(100, 10, 5) == 100
+    assert search_depth(20, 4, 5) == 50
+    assert search_depth(100, 30, 5) == 150
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def test_cli_bad_qrels_exits_2_naming_file_line_and_field(tmp_path):
+    (tmp_path / "q.jsonl").write_text('{"qid": "q1", "query": "entropy"}\n')
+    (tmp_path / "r.qrels").write_text("q1 0 a/b 1\nq1 0 a/c high\n")
+    err = io.StringIO()
+    status = mem(["--workspace", str(tmp_path), "eval", "paging", "--queries", str(tmp_path / "q.jsonl"),
+                  "--qrels", str(tmp_path / "r.qrels")], out=io.StringIO(), err=err)
+    assert status == 2
+    assert err.getvalue() == f"mem: {tmp_path / 'r.qrels'}:2: grade: 'high' is not an integer\n"
+    status = mem(["eval", "paging", "--queries", "q", "--qrels", "r", "--strategy", "tfidf"],
+                 out=io.StringIO(), err=io.StringIO())
+    assert status == 2
+    (tmp_path / "r.qrels").write_text("q1 0 a/b 0\n")
+    out = io.StringIO()
+    status = mem(["--workspace", str(tmp_path), "--json", "eval", "paging", "--queries",
+                  str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels")], out=out, err=io.StringIO())
+    assert status == 2
+    assert json.loads(out.getvalue()) == {
+        "error": f"{tmp_path / 'r.qrels'}: no query of the queries file has a relevant judgment"}
+
+
+def small_blueprint_workspace(root: Path) -> tuple[Path, Path, Path]:
+    """Three PFR chapters of the blueprint development set, with their cross-chapter queries."""
+    runs = {"pfr-jensen", "pfr-entropy", "pfr-distance"}
+    workspace = root / "ws"
+    for run in runs:
+        shutil.copytree(BLUEPRINTS / "ws" / run, workspace / run)
+    (workspace / "solve").mkdir()
+    library = [line for line in (BLUEPRINTS / "ws/solve/library.jsonl").read_text().splitlines()
+               if json.loads(line)["run"] in runs]
+    (workspace / "solve/library.jsonl").write_text("\n".join(library) + "\n")
+    gold: dict[str, list[str]] = {}
+    for line in (BLUEPRINTS / "eval/uses.qrels").read_text().splitlines():
+        qid, _, doc, _ = line.split()
+        gold.setdefault(qid, []).append(doc)
+    queries = [json.loads(line) for line in (BLUEPRINTS / "eval/uses.queries.jsonl").read_text().splitlines()]
+    chosen = [q for q in queries if q["run"] in runs and all(d.split("/")[0] in runs for d in gold[q["qid"]])]
+    (root / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in chosen))
+    (root / "r.qrels").write_text("".join(f"{q['qid']} 0 {doc} 1\n" for q in chosen for doc in gold[q["qid"]]))
+    return workspace, root / "q.jsonl", root / "r.qrels"
+
+
+def test_cli_end_to_end_on_three_blueprint_chapters(tmp_path):
+    pytest.importorskip("retrieval.evaluation",
+                        reason="retrieval.evaluation.make_ranker (the search layer) is not built yet")
+    if not BLUEPRINTS.is_dir():
+        pytest.skip(f"blueprint development set not found at {BLUEPRINTS}")
+    workspace, queries, qrels = small_blueprint_workspace(tmp_path)
+    assert mem(["--workspace", str(workspace), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    out = io.StringIO()
+    status = mem(["--workspace", str(workspace), "--json", "eval", "paging", "--queries", str(queries),
+                  "--qrels", str(qrels), "--max-pages", "4", "--trec-out", str(tmp_path / "run.trec"),
+                  "--report", str(tmp_path / "report")], out=out, err=io.StringIO())
+    assert status == 0, out.getvalue()
+    data = json.loads(out.getvalue())
+    assert data["queries"] == 21 and list(data["strategies"]) == list(STRATEGIES)
+    assert all(list(result["pagers"]) == PAGERS for result in data["strategies"].values())
+    assert (tmp_path / "report/report.md").is_file() and (tmp_path / "report/recall_by_page.png").is_file()
+    # a query's own run is never a candidate
+    own_run = {json.loads(line)["qid"]: json.loads(line)["run"] for line in queries.read_text().splitlines()}
+    for line in (tmp_path / "run.trec").read_text().splitlines():
+        qid, _, doc, *_ = line.split()
+        assert doc.split("/")[0] != own_run[qid], line
+    text = io.StringIO()
+    assert mem(["--workspace", str(workspace), "eval", "paging", "--queries", str(queries), "--qrels",
+                str(qrels), "--strategy", "bm25", "--max-pages", "2"], out=text, err=io.StringIO()) == 0
+    assert "bm25" in text.getvalue() and "rerank" not in text.getvalue()

@@ -1,0 +1,60 @@
+"""setting_match (SPEC §8) on the shipped ontology and on small hand-made ones."""
+
+import pytest
+
+from records.errors import InputError
+from records.settings import build, load_ontology
+
+
+@pytest.fixture(scope="module")
+def onto():
+    return load_ontology()
+
+
+def test_a_local_function_field_implies_every_nonarchimedean_local_field(onto):
+    assert onto.match("F_q((t))", "every non-arch. local F") == "implied"
+    assert onto.match("F_q((t))", "local field") == "implied"  # transitively
+
+
+def test_no_transfer_by_analogy(onto):
+    assert onto.match("Q_p", "F_q((t))") == "incompatible"
+    assert onto.match("F_q((t))", "Q_p") == "incompatible"
+
+
+def test_aliases_and_normalisation_name_the_same_entry(onto):
+    assert onto.match("Fq((t))", "F_q((t))") == "same"
+    assert onto.match("  LOCAL   function field ", "F_q((t))") == "same"
+
+
+def test_unknown_settings(onto):
+    assert onto.match("F_q((t))", "a setting nobody wrote down") == "unknown"
+    assert onto.match("PFR", "Q_p") == "unknown"       # the query's own clause is not known
+    assert onto.match("PFR", "PFR") == "same"          # the same text implies itself
+    assert onto.match("F_q((t))", "") == "unknown"
+
+
+def test_clauses(onto):
+    # a query implies a step clause when one of its own clauses does
+    assert onto.match("F_q((t)); [Fintype n]", "[Fintype n]; local field") == "implied"
+    assert onto.match("Q_p; [Fintype n]", "[Fintype n]; F_q((t))") == "incompatible"
+    assert onto.match("Q_p", "local field; [Field K]") == "unknown"
+
+
+def test_workspace_settings_extend_and_override(tmp_path, onto):
+    (tmp_path / "solve").mkdir()
+    (tmp_path / "solve" / "settings.toml").write_text(
+        '[[setting]]\nname = "PFR"\naliases = ["pfr blueprint"]\nimplies = ["local"]\n')
+    extended = load_ontology(tmp_path)
+    assert extended.match("pfr blueprint", "local field") == "implied"
+    assert extended.match("PFR", "Q_p") == "incompatible"
+
+
+def test_a_cycle_in_implies_is_bad_input():
+    entries = [({"name": "a", "implies": ["b"]}, "s.toml"), ({"name": "b", "implies": ["a"]}, "s.toml")]
+    with pytest.raises(InputError, match="cycle in implies"):
+        build(entries)
+
+
+def test_an_implied_name_must_exist():
+    with pytest.raises(InputError, match="not a setting of the ontology"):
+        build([({"name": "a", "implies": ["nowhere"]}, "s.toml")])

@@ -1,0 +1,290 @@
+"""core_set and archive_insert: what they write, each refusal, crashes, and concurrent inserts."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import build_workspace, library_line, make_step
+from records.core import clean_field, render
+from records.errors import UsageError
+from records.parse import parse_core, parse_core_text, read_library
+from records.tokens import count_tokens
+from records.workspace import Workspace as RecordsWorkspace
+from records.writes import Refusal, archive_insert, core_set
+
+ROOT = Path(__file__).resolve().parent.parent
+EMPTY_CORE_TOKENS = 16  # "## phase\n## portfolio\n## open gaps\n## next\n## inputs\n": 5 × "#","#" + 6 words
+
+
+# ------------------------------------------------------------------------------------ token counter
+
+def test_tokens_are_word_pieces_without_special_tokens_or_truncation():
+    assert count_tokens("") == 0
+    assert count_tokens("hello world") == 2  # no [CLS]/[SEP]
+    assert count_tokens("hello " * 300) == 300  # the tokenizer.json truncates at 128; not here
+    assert count_tokens("## next") == 3  # '#', '#', 'next'
+    assert count_tokens(render({})) == EMPTY_CORE_TOKENS
+
+
+# ------------------------------------------------------------------------------------------ core-set
+
+def test_core_set_rewrites_one_field_and_keeps_the_others(workspace, mem):
+    before = parse_core(workspace.core_path("alpha"), "alpha")
+    code, out, err = mem("core-set", "alpha", "next", "audit a2, then a4 (a1 proved)")
+    assert (code, err) == (0, "")
+    assert "alpha/memory/core.md: next set" in out
+    after = parse_core(workspace.core_path("alpha"), "alpha")
+    assert after.get("next") == "audit a2, then a4 (a1 proved)"
+    assert [f for f in after.fields if f[0] != "next"] == [f for f in before.fields if f[0] != "next"]
+
+
+def test_core_set_appends_its_checkpoint_event(workspace, mem):
+    assert mem("core-set", "alpha", "open-gaps", "a4 ← a2; see alpha/a1, beta/b1, d1 and zz9")[0] == 0
+    event = workspace.events("alpha")[-1]
+    assert event["actor"] == "root" and event["kind"] == "checkpoint"
+    assert event["text"] == "core-set open gaps: a4 ← a2; see alpha/a1, beta/b1, d1 and zz9"
+    assert event["ids"] == ["a4", "a2", "alpha/a1", "beta/b1", "d1"]  # zz9 names nothing
+    assert event["time"].endswith("Z") and event["time"] >= "2026-10-17T03:42:00Z"
+
+
+def test_checkpoint_time_never_goes_before_the_last_event(workspace, mem):
+    events = workspace.events("alpha")
+    events.append({"time": "2099-01-01T00:00:00+02:00", "actor": "A1", "kind": "audit", "ids": [],
+                   "text": "from the future"})
+    workspace.write_events("alpha", events)
+    assert mem("core-set", "alpha", "phase", "verdict")[0] == 0
+    assert workspace.events("alpha")[-1]["time"] == "2098-12-31T22:00:00Z"
+    assert mem("check", "alpha")[0] == 0
+
+
+def test_core_set_creates_core_md_with_the_five_fields(workspace, mem):
+    assert not workspace.core_path("beta").exists()
+    assert mem("core-set", "beta", "inputs", "alpha/a1 proved")[0] == 0
+    core = parse_core(workspace.core_path("beta"), "beta")
+    assert core.fields == (("phase", ""), ("portfolio", ""), ("open gaps", ""), ("next", ""),
+                           ("inputs", "alpha/a1 proved"))
+    assert workspace.events("beta")[-1]["ids"] == ["alpha/a1"]
+
+
+def test_core_set_refuses_an_unknown_field_with_the_list(workspace, mem):
+    before = workspace.events_path("alpha").read_bytes()
+    code, out, err = mem("core-set", "alpha", "plan", "x")
+    assert code == 2 and out == ""
+    assert err == "mem: unknown core.md field 'plan' (fields: phase, portfolio, open gaps, next, inputs)\n"
+    assert workspace.events_path("alpha").read_bytes() == before
+
+
+def test_core_set_refuses_text_that_would_begin_a_field(workspace, mem):
+    code, _, err = mem("core-set", "alpha", "next", "a\n## inputs hijacked")
+    assert code == 2 and "line 2 starts with '## '" in err
+
+
+def test_core_set_unknown_run_is_not_found(mem):
+    code, _, err = mem("core-set", "gamma", "next", "x")
+    assert code == 1 and "no run 'gamma'" in err
+
+
+def test_core_set_accepts_exactly_2000_tokens_and_refuses_2001(workspace, mem):
+    # beta has no core.md: W = the 16 tokens of the empty fields + one token per "word"
+    words = 2000 - EMPTY_CORE_TOKENS
+    assert mem("core-set", "beta", "next", "word " * words)[0] == 0
+    assert count_tokens(workspace.core_path("beta").read_text()) == 2000
+    before = (workspace.core_path("beta").read_bytes(), workspace.events_path("beta").read_bytes())
+    code, out, err = mem("core-set", "beta", "next", "word " * (words + 1))
+    assert code == 1 and out == ""
+    assert "W would be 2,001 tokens with this 'next' (limit 2,000)" in err
+    after = (workspace.core_path("beta").read_bytes(), workspace.events_path("beta").read_bytes())
+    assert after == before  # refused: no event, no change
+
+
+def test_core_set_reads_text_from_stdin(workspace, monkeypatch, mem):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("line one\n\n  line two\n"))
+    assert mem("core-set", "alpha", "portfolio", "-")[0] == 0
+    assert parse_core(workspace.core_path("alpha"), "alpha").get("portfolio") == "line one\n  line two"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["phase", "portfolio", "open gaps", "next", "inputs"]),
+                       st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                               max_size=60)))
+def test_rendered_core_parses_back_to_the_cleaned_fields(fields):
+    cleaned = {}
+    for name, text in fields.items():
+        try:
+            cleaned[name] = clean_field(text)
+        except UsageError:
+            return  # a line starting '## ' is refused, tested above
+    core = parse_core_text(render(cleaned), "r", "core.md")
+    assert dict(core.fields) == {name: cleaned.get(name, "") for name in dict(core.fields)}
+    assert [name for name, _ in core.fields] == ["phase", "portfolio", "open gaps", "next", "inputs"]
+
+
+def test_crash_before_the_rename_leaves_core_md_intact(workspace, monkeypatch):
+    before = workspace.core_path("alpha").read_bytes()
+
+    def crash(src, dst):
+        raise OSError("simulated crash between write and rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan")
+    assert workspace.core_path("alpha").read_bytes() == before
+    assert workspace.events("alpha")[-1]["text"] == "core-set next: new plan"  # write-ahead
+    assert [p.name for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_killed_between_write_and_rename_leaves_core_md_intact(workspace):
+    """A real process killed (SIGKILL) after the temporary file is written and fsynced."""
+    before = workspace.core_path("alpha").read_bytes()
+    script = ("import os, signal, sys\n"
+              "os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "from mem.cli import run\n"
+              "sys.exit(run(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", script, "--workspace", str(workspace.root),
+                           "core-set", "alpha", "next", "the new plan"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert workspace.core_path("alpha").read_bytes() == before
+    assert workspace.events("alpha")[-1]["text"] == "core-set next: the new plan"
+    leftovers = [p for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"]
+    assert len(leftovers) == 1 and "the new plan" in leftovers[0].read_text()  # written, not renamed
+
+
+# ------------------------------------------------------------------------------------ archive-insert
+
+def test_archive_insert_appends_the_spec_form(workspace, mem):
+    code, out, err = mem("archive-insert", "alpha/a2")
+    assert (code, err) == (0, "")
+    assert out == "alpha/a2 (proved, grade minor) inserted into solve/library.jsonl line 2\n"
+    entry = workspace.library()[-1]
+    assert entry.pop("inserted").endswith("Z")
+    assert entry == {"run": "alpha", "id": "a2", "kind": "lemma", "statement": "statement of a2",
+                     "setting": "Qp", "hyp": ["p odd"], "status": "proved", "grade": "minor",
+                     "repair": None}
+
+
+def test_archive_insert_bare_id_with_run_and_kind_fields(workspace, mem):
+    assert mem("archive-insert", "a3", "--run", "alpha")[0] == 0
+    assert mem("archive-insert", "alpha/a5")[0] == 0
+    dead_end, repaired = workspace.library()[-2:]
+    assert dead_end["missing"] == "what would unblock a3" and dead_end["status"] == "blocked"
+    assert (repaired["grade"], repaired["repair"]) == ("major", "input (b) restated")
+    assert [e.gid for e in read_library(workspace.library_path)] == ["alpha/a1", "alpha/a3", "alpha/a5"]
+
+
+@pytest.mark.parametrize("step, message", [
+    (make_step("x1", "open", "pass"), "status 'open' is not final (proved, refuted, blocked)"),
+    (make_step("x2", "stale", "pass"), "status 'stale' is not final"),
+    (make_step("x3", "proved", None), "not audited (no audit grade) and not repaired"),
+    (make_step("x4", "refuted", "major"), "audit grade 'major' did not pass (pass or minor) and it "
+                                          "was not repaired"),
+    (make_step("x5", "proved", "error"), "audit grade 'error' did not pass"),
+])
+def test_archive_insert_refuses_what_m2_forbids(workspace, mem, step, message):
+    workspace.add_step("alpha", step)
+    before = workspace.library_path.read_bytes()
+    code, out, err = mem("archive-insert", f"alpha/{step['id']}")
+    assert code == 1 and out == ""
+    assert err.startswith(f"mem: alpha/{step['id']} may not enter the library (M2): ")
+    assert message in err
+    assert workspace.library_path.read_bytes() == before
+
+
+def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
+    code, _, err = mem("archive-insert", "alpha/a1")
+    assert code == 1 and "alpha/a1 is already in the library" in err and "library.jsonl:1" in err
+    assert len(workspace.library()) == 1
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["alpha/zz"], 1, "no step 'zz' in run 'alpha'"),
+    (["gamma/a1"], 1, "no run 'gamma'"),
+    (["a1"], 2, "'a1' is a bare step id: give its run"),
+    (["alpha/a1", "--run", "beta"], 2, "names run 'alpha', but --run is 'beta'"),
+])
+def test_archive_insert_unknown_or_ambiguous_ids(mem, argv, status, message):
+    code, _, err = mem("archive-insert", *argv)
+    assert code == status and message in err
+
+
+def test_archive_insert_creates_the_library(workspace, mem):
+    workspace.library_path.unlink()
+    assert mem("archive-insert", "beta/b1")[0] == 0
+    assert [e["id"] for e in workspace.library()] == ["b1"]
+
+
+def test_archive_insert_finishes_a_last_line_without_newline(workspace, mem):
+    workspace.library_path.write_text(workspace.library_path.read_text().rstrip("\n"))
+    code, out, _ = mem("archive-insert", "alpha/a2")
+    assert code == 0 and out.endswith("line 2\n")
+    assert [e["id"] for e in workspace.library()] == ["a1", "a2"]
+
+
+def test_archive_insert_as_a_real_process(workspace):
+    command = [sys.executable, "-m", "mem", "--workspace", str(workspace.root), "archive-insert"]
+    done = subprocess.run([*command, "alpha/a2"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "inserted" in done.stdout
+    again = subprocess.run([*command, "alpha/a2", "--json"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+    assert again.returncode == 1 and again.stderr == ""
+    assert "already in the library" in json.loads(again.stdout)["error"]
+
+
+# ----------------------------------------------------------------------------------- concurrency
+
+WORKERS, PER_WORKER, DUPLICATES = 8, 25, 10
+
+
+def _insert_all(root: str, worker: int, barrier, results) -> None:
+    ws = RecordsWorkspace.open(root)
+    barrier.wait()
+    inserted = refused = 0
+    mine = [f"w{worker}/s{i}" for i in range(PER_WORKER)]
+    # every worker also tries the first DUPLICATES steps of the next worker, and its own again
+    theirs = [f"w{(worker + 1) % WORKERS}/s{i}" for i in range(DUPLICATES)]
+    for ref in [*mine, *theirs, *mine[:DUPLICATES]]:
+        try:
+            archive_insert(ws, ref)
+            inserted += 1
+        except Refusal:
+            refused += 1
+    results.put((inserted, refused))
+
+
+def test_eight_processes_insert_exactly_the_distinct_steps(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    for worker in range(WORKERS):
+        ws.add_run(f"w{worker}", [make_step(f"s{i}") for i in range(PER_WORKER)])
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(WORKERS), context.Queue()
+    procs = [context.Process(target=_insert_all, args=(str(ws.root), w, barrier, results))
+             for w in range(WORKERS)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    lines = ws.library_path.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == ""  # ends with a newline: no torn last line
+    entries = [json.loads(line) for line in lines[:-1]]  # every line valid JSON
+    gids = [f"{e['run']}/{e['id']}" for e in entries]
+    expected = {f"w{w}/s{i}" for w in range(WORKERS) for i in range(PER_WORKER)}
+    assert len(gids) == 1 + WORKERS * PER_WORKER == len(set(gids))
+    assert set(gids) == expected | {"alpha/a1"}
+    assert sum(i for i, _ in outcomes) == WORKERS * PER_WORKER
+    assert sum(r for _, r in outcomes) == WORKERS * 2 * DUPLICATES
+    assert entries[1:] == [library_line(e["run"], make_step(e["id"]), inserted=e["inserted"])
+                           for e in entries[1:]]
