@@ -12,7 +12,7 @@ judgments of the pages already read, never of later ones.
 - ``score-drop``: stops after a page whose best score is below ``fraction`` (0.5) of the first
   hit's score (a list whose first score is not positive gives no scale: it stops after page 1).
 - ``hint``: reads on while the page's estimate of relevant hits remaining on later pages
-  (eval.hint.estimate_remaining) is at least 1.
+  (retrieval.hint.estimate_remaining) is at least 1.
 
 Early-stop loss = recall after ``max_pages`` pages − recall where the pager stopped (never negative)."""
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from eval.hint import DEFAULT_WINDOW, estimate_remaining
+from retrieval.hint import DEFAULT_WINDOW, estimate_remaining
 
 PAGE_SIZE = 5
 MAX_PAGES = 10

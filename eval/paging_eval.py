@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.hint import DEFAULT_WINDOW
+from retrieval.hint import DEFAULT_WINDOW
 from eval.judgments import Qrels, Query, Run
 from eval.metrics import judged, mean_metrics, run_scores
 from eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,

@@ -11,10 +11,7 @@ from typing import Protocol
 
 from eval.judgments import Query
 
-STRATEGIES = ("bm25", "rerank", "vector", "hybrid-rrf")
-"""``bm25``: ids + BM25. ``rerank``: ids + BM25 + embedding rerank (the product's default).
-``vector``: embedding nearest neighbours only. ``hybrid-rrf``: BM25 and vector lists fused by
-reciprocal rank."""
+from retrieval.search import STRATEGIES  # noqa: F401  (bm25, rerank, vector, hybrid-rrf)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from records.ids import split_gid
 from records.parse import read_text, source_file
 from records.types import Event, LibraryEntry, Step
 from records.workspace import Workspace, library_as_step
+from retrieval.embed import prepare
 from retrieval.tokenize import token_string
 
 NEVER = -1  # named_ts of a step no event has named
@@ -59,7 +60,7 @@ class Rows:
 def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -> dict[str, Any]:
     """Add content and text hashes; register the embedding text."""
     if text is not None:
-        text = text[: config.max_chars]
+        text = prepare(text, config.max_chars)
         row["text_hash"] = digest([config.model_name, text])
         rows.embed_text[row["text_hash"]] = text
     else:

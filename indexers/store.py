@@ -96,7 +96,7 @@ def connect(index_dir: Path):
     """The LanceDB connection (lancedb imported here, on first use)."""
     import os
 
-    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")
     import lancedb
 
     return lancedb.connect(str(index_dir / "lance"))

@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 EMBEDDED = {"texts": 0, "calls": 0}
+
+
+def prepare(text: str, max_chars: int) -> str:
+    """The text the model sees, for indexed texts and queries alike: the tokenizer's plain form
+    (NFKC, LaTeX unwrapped, so E₆/F₄ and E6/F4, \\mathrm{GL}_{2m} and GL2m embed alike), cut to
+    ``max_chars``."""
+    from retrieval.tokenize import plain
+
+    return plain(text[: max_chars * 2])[:max_chars]
 _LOCK = threading.Lock()
 
 

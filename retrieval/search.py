@@ -18,7 +18,7 @@ from retrieval import engines
 from retrieval.query import Filters, ids_in_query, only_ids
 from retrieval.tokenize import token_string
 
-STRATEGIES = ("rerank", "bm25", "vector", "hybrid-rrf")
+STRATEGIES = ("bm25", "rerank", "vector", "hybrid-rrf")
 RRF_K = 60
 STEP_COLUMNS = ["gid", "key", "run", "sid", "kind", "statement", "status", "grade", "setting",
                 "in_library"]
@@ -36,9 +36,9 @@ class Ranked:
 
 @lru_cache(maxsize=256)
 def _query_vector(text: str, package: str, max_chars: int):
-    from retrieval.embed import embed
+    from retrieval.embed import embed, prepare
 
-    return embed([text[:max_chars]], package)[0]
+    return embed([prepare(text, max_chars)], package)[0]
 
 
 class Searcher:

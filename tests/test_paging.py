@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.hint import estimate_remaining, relevance_weights
+from retrieval.hint import estimate_remaining, relevance_weights
 from eval.judgments import Query, write_trec_run
 from eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
 from eval.paging import (RankedPages, fixed, first_page, hint, patience, read, recall_at,

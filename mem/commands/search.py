@@ -54,7 +54,7 @@ def _memory(ctx):
 
 def _footer(page, command: str) -> str:
     if page.page < page.pages:
-        hint = f" · about {page.remaining:g} relevant hits estimated on later pages" \
+        hint = f" · hint: ~{page.remaining:.1f} relevant-looking hits on the next pages" \
             if page.remaining is not None else ""
         return f"more: --page {page.page + 1}{hint}"
     return "last page"

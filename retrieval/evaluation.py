@@ -1,0 +1,23 @@
+"""The ranker the paging evaluator calls: the real search, one strategy at a time."""
+
+from __future__ import annotations
+
+from configs import Config
+from eval.judgments import Query
+from eval.strategies import RankedHit, Ranker
+from records.workspace import Workspace
+from retrieval.memory import Memory
+from retrieval.query import Filters
+
+
+def make_ranker(workspace: Workspace, config: Config) -> Ranker:
+    """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
+    query's setting is the search setting; its run's own steps are never candidates."""
+    memory = Memory(workspace, config)
+
+    def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
+        ranked = memory.ranked_steps(query.query, Filters(exclude_run=query.run), query.setting,
+                                     strategy=strategy)
+        return [RankedHit(r.row["gid"], r.score) for r in ranked[:depth]]
+
+    return ranker

@@ -1,0 +1,182 @@
+"""Search on the example workspace: ids first, BM25 candidates, rerank, settings, pages."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from configs import load_config
+from eval.judgments import read_queries
+from records.errors import NotFound
+from retrieval.memory import Memory
+from retrieval.query import Filters, ids_in_query
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "workspace"
+
+
+@pytest.fixture(scope="session")
+def example(tmp_path_factory) -> Memory:
+    root = tmp_path_factory.mktemp("example") / "workspace"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    memory = Memory.open(root)
+    memory.index(progress=False)
+    return memory
+
+
+def ids(page) -> list[str]:
+    return [hit.id for hit in page.hits]
+
+
+@pytest.mark.parametrize("query", ["A5-7", "satake-two-levels/A5-7", "A5-9",
+                                   "satake-two-levels/A5-9"])
+def test_an_id_returns_its_step_first(example, query):
+    assert ids(example.archive_search(query))[0] == "satake-two-levels/" + query.split("/")[-1]
+
+
+def test_ids_inside_a_longer_query_rank_first(example):
+    page = example.archive_search("what became of satake-two-levels/A5-8 and A2-4 in the audit")
+    assert ids(page)[:3] == ["satake-two-levels/A5-8", "iwahori-two-levels/A2-4", "satake-two-levels/A2-4"]
+    assert all(hit.via == "id" for hit in page.hits[:3])
+
+
+def test_plain_words_are_not_taken_for_ids():
+    assert ids_in_query("concave functions and A5-7") == ["A5-7"]
+    assert ids_in_query("concave") == ["concave"]  # a one-word query may be an id
+
+
+def test_the_design_query(example):
+    page = example.archive_search("GL2m/Sp2m generation", setting="F_q((t))")
+    hit = next(h for h in page.hits if h.id == "satake-two-levels/A5-7")
+    assert page.page == 1 and hit.setting == "every non-arch. local F"
+    assert hit.setting_match == "implied"
+    assert all(h.setting_match in ("same", "implied", "unknown") for h in page.hits)
+
+
+def test_no_transfer_by_analogy(example):
+    query = "trace dictionary Frobenius trace sheaves to functions"
+    anywhere = ids(example.archive_search(query, any_setting=True, setting="Q_p"))
+    assert "satake-two-levels/A4-3" in anywhere  # proved only over F_q((t))
+    total = example.archive_search(query, setting="Q_p").total
+    every = [h for p in range(1, total // 5 + 2) for h in example.archive_search(query, setting="Q_p", page=p).hits
+             if p <= (total + 4) // 5]
+    assert "satake-two-levels/A4-3" not in [h.id for h in every]
+    assert all(h.setting_match != "incompatible" for h in every)
+    shown = next(h for h in example.archive_search(query, setting="Q_p", any_setting=True, page=1).hits
+                 if h.id == "satake-two-levels/A4-3") if "satake-two-levels/A4-3" in anywhere[:5] else None
+    if shown:
+        assert shown.setting_match == "incompatible"
+
+
+def test_unicode_and_ascii_spellings_return_the_same_hits(example):
+    for a, b in [("E₆/F₄", "E6/F4"), ("GL₄/Sp₄ semismall", "GL4/Sp4 semismall"),
+                 (r"\mathrm{GL}_{2m}", "GL2m")]:
+        assert ids(example.archive_search(a)) == ids(example.archive_search(b))
+
+
+def all_hits(memory, query, **kw):
+    first = memory.archive_search(query, **kw)
+    return [h for p in range(1, first.pages + 1) for h in memory.archive_search(query, page=p, **kw).hits]
+
+
+def test_pages_partition_the_ranked_list_and_are_stable(example):
+    query = "Hecke algebra generation at function level"
+    ranked = [r.row["gid"] for r in example.ranked_steps(query, Filters())]
+    paged = [h.id for h in all_hits(example, query)]
+    assert paged == ranked and len(set(paged)) == len(paged)  # oracle: the unpaged list
+    assert paged == [h.id for h in all_hits(example, query)]  # same again
+    first = example.archive_search(query)
+    assert first.total == len(ranked) and first.pages == (len(ranked) + 4) // 5
+    with pytest.raises(NotFound, match=f"only {first.pages} pages"):
+        example.archive_search(query, page=first.pages + 1)
+
+
+def test_rerank_reorders_only_bm25_candidates(example):
+    for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
+        bm25 = {r.row["gid"] for r in example.ranked_steps(query, Filters(), strategy="bm25")}
+        rerank = [r.row["gid"] for r in example.ranked_steps(query, Filters())]
+        assert set(rerank) == bm25  # nothing BM25 did not find is added
+    scores = [r.score for r in example.ranked_steps("E6/F4 sheaf level", Filters())]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters_run_inside_the_query(example):
+    assert {h.run for h in all_hits(example, "GL2m/Sp2m", run="iwahori-two-levels")} == {"iwahori-two-levels"}
+    assert {h.kind for h in all_hits(example, "E6/F4", kind="dead_end")} == {"dead_end"}
+    assert {h.status for h in all_hits(example, "SL2/SO2", status="proved")} == {"proved"}
+    # a hostile run name selects no run at all
+    assert example.archive_search("GL2m", run="x' OR '1'='1").total == 0
+
+
+def test_archive_get_gives_the_whole_step(example):
+    view = example.archive_get("satake-two-levels/A5-7").as_dict()
+    assert view["parents"] == ["A5-5", "A5-6", "d2"] and view["audit"]["grade"] == "minor"
+    assert view["hyp"] == ["F non-archimedean local"] and view["proof"]
+    with pytest.raises(NotFound, match="nearest: satake-two-levels/A5-7"):
+        example.archive_get("satake-two-levels/A5-77")
+
+
+def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
+    page = example.recall_search(id="A5-8", run="satake-two-levels")
+    events = [json.loads(line) for line in (EXAMPLE / "satake-two-levels" / "memory" / "events.jsonl")
+              .read_text().splitlines() if line.strip()]
+    expected = [i + 1 for i, e in enumerate(events) if "A5-8" in e["ids"]]
+    seqs = [h.seq for p in range(1, page.pages + 1)
+            for h in example.recall_search(id="A5-8", run="satake-two-levels", page=p).hits]
+    assert seqs == expected and len(expected) >= 2
+
+
+def test_recall_query_searches_briefs_and_returns(example):
+    brief = (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text()
+    word = "fibre method"
+    assert word in brief.lower() or "fibre" in brief.lower()
+    hits = example.recall_search("fibre method E6/F4 sheaf").hits
+    assert any(h.path == "briefs/A8.md" for h in hits)
+
+
+def test_both_bm25_engines_agree_on_the_fixture_queries(example):
+    rank_bm25 = Memory(example.workspace, load_config(example.workspace.root).__class__(
+        **{**vars(example.config), "bm25_engine": "rank-bm25"}))
+    queries = read_queries(EXAMPLE / "eval" / "queries.jsonl")
+    overlaps, firsts = [], 0
+    for query in queries:
+        a = [r.row["gid"] for r in example.ranked_steps(query.query, Filters(), strategy="bm25")]
+        b = [r.row["gid"] for r in rank_bm25.ranked_steps(query.query, Filters(), strategy="bm25")]
+        assert set(a) == set(b)  # the same candidates: every step sharing a token
+        overlaps.append(len(set(a[:10]) & set(b[:10])) / max(1, min(10, len(a))))
+        firsts += a[:1] == b[:1]
+    assert sum(overlaps) / len(overlaps) >= 0.8
+    assert firsts >= 0.8 * len(queries)
+
+
+def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
+    code = (
+        "import sys\n"
+        "from mem.cli import run\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-get', 'satake-two-levels/A5-7']) == 0\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "assert 'lancedb' not in sys.modules\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'A5-7']) == 0\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_cli_json_shape(example):
+    result = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(example.workspace.root),
+                             "--json", "archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"],
+                            capture_output=True, text=True, timeout=120)
+    data = json.loads(result.stdout)
+    assert result.returncode == 0
+    assert {"query", "setting", "page", "pages", "total", "hits"} <= set(data)
+    assert {"id", "run", "kind", "statement", "status", "grade", "setting", "setting_match",
+            "score"} <= set(data["hits"][0])
+    result = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(example.workspace.root),
+                             "archive-search", "GL2m/Sp2m generation", "--page", "99"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "pages" in result.stderr and result.stderr.count("\n") == 1
