@@ -119,6 +119,8 @@ class _Checker:
         self.ws, self.package = ws, package
         self.selected = set(ws.check_runs(runs)) if runs else None
         self.report = Report()
+        self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}  # by run; None: library
+        self.entries: list[LibraryEntry] = []
         self.catalog = self._load()
 
     # ---- recording
@@ -149,7 +151,6 @@ class _Checker:
         library() to report."""
         trees: dict[str, Tree] = {}
         unreadable: set[str] = set()
-        self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}
         for run in self.ws.runs():
             problems: list[Problem] = []
             try:
@@ -158,7 +159,6 @@ class _Checker:
                 unreadable.add(run)
                 problems.append(error.problem)
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
-        self.entries: list[LibraryEntry] = []
         path = self.ws.library_path
         if path.is_file():
             problems = []
@@ -306,6 +306,7 @@ def check(ws: Workspace, runs: list[str] | None = None, package: str = MODEL_PAC
     checker.library()
     for run in sorted(checker.selected or ws.runs()):
         checker.run(run)
+    checker.report.violations.sort(key=lambda v: (v.file, v.line or 0))
     return checker.report
 
 
@@ -313,6 +314,7 @@ def check_library(ws: Workspace) -> Report:
     """M1–M2 on the library alone (``mem eval status``)."""
     checker = _Checker(ws, None, MODEL_PACKAGE)
     checker.library()
+    checker.report.violations.sort(key=lambda v: v.line or 0)
     return checker.report
 
 

@@ -41,13 +41,13 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
 
     lock = FileLock(str(lock_path), timeout=timeout)
     try:
-        return_ = None  # lock.acquire()
+        lock.acquire()
     except Timeout:
         raise Refusal(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
     try:
         yield
     finally:
-        pass
+        lock.release()
 
 
 def fsync_dir(folder: Path) -> None:
@@ -150,19 +150,19 @@ class CoreSet:
 def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
     """The ids a text names that exist: steps and sources of ``run`` (bare or global), steps of other
     runs and library entries (global), in order of first mention."""
-    runs = set(ws.runs())
-    wanted = {run} | ({split_gid(word)[0] for word in text.split() if "/" in word} & runs)
+    forms = [id_candidates(word) for word in mentions(text)]
+    others = {split_gid(form)[0] for candidates in forms for form in candidates if "/" in form}
     trees = {run: ws.tree(run)}
     library: list[LibraryEntry] = []
-    for other in sorted(wanted - {run}):
+    for other in sorted((others & set(ws.runs())) - {run}):
         with contextlib.suppress(InputError):  # an id in an unreadable file is simply not named
             trees[other] = ws.tree(other)
     with contextlib.suppress(InputError):
         library = ws.library()
     catalog = Catalog(trees, library)
     found: list[str] = []
-    for word in mentions(text):
-        for form in id_candidates(word):
+    for candidates in forms:
+        for form in candidates:
             if catalog.resolve(form, run) is not None:
                 if form not in found:
                     found.append(form)

@@ -87,7 +87,7 @@ class Memory:
 
             meta = store.check_meta(self.workspace.index_dir, self.config)
             self._searcher = Searcher(store.connect(self.workspace.index_dir), self.config,
-                                      self.workspace.ontology, meta.get("settings", []))
+                                      self.workspace.ontology, meta)
         return self._searcher
 
     def ranked_steps(self, query: str, filters: Filters, setting: str | None = None,

@@ -44,16 +44,22 @@ def _query_vector(text: str, package: str, max_chars: int):
 class Searcher:
     """Ranks rows of one table (steps or events) for a query under filters."""
 
-    def __init__(self, db, config: Config, ontology: Ontology, settings: list[str]):
+    def __init__(self, db, config: Config, ontology: Ontology, meta: dict[str, Any]):
         self.db = db
         self.config = config
         self.ontology = ontology
-        self.settings = settings  # distinct step settings, from the index meta
+        self.settings = meta.get("settings", [])  # distinct step settings
+        self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
 
     def table(self, name: str):
+        """The table as the last completed `mem index` left it: its version is read from meta.json,
+        so a search never sees a half-finished index (a crash or a concurrent reindex)."""
         if name not in self._tables:
-            self._tables[name] = store.open_table(self.db, name)
+            table = store.open_table(self.db, name)
+            if table is not None and self.versions.get(name):
+                table.checkout(int(self.versions[name]))
+            self._tables[name] = table
         return self._tables[name]
 
     # ---- the pieces

@@ -1,0 +1,290 @@
+"""`mem check` (M1–M4, integrity) and `mem eval status`: each violation kind is built in a small
+workspace and must appear as one `file:line: code: message` line with the right exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import library_line, make_step
+from records.core import render
+from records.errors import InputError
+from records.parse import iter_events, iter_library, parse_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+OK_SUMMARY = "OK: 2 runs, 6 steps, 3 events, 1 core.md (2 status claims), 1 library entries; 0 violations"
+
+
+def step_line(workspace, run: str, step_id: str) -> int:
+    """The line a step's object starts on (the line before its "id", as the fixture writes JSON)."""
+    lines = (workspace.root / run / "tree.json").read_text().splitlines()
+    return lines.index(f'   "id": "{step_id}",')  # 0-based index of "id" = 1-based line of "{"
+
+
+def found(out: str) -> list[str]:
+    """The violation lines of `mem check` output (the last line is the summary)."""
+    return out.splitlines()[:-1]
+
+
+def test_a_valid_workspace_passes(mem):
+    assert mem("check") == (0, OK_SUMMARY + "\n", "")
+
+
+# ---------------------------------------------------------------------------------------------- M1
+
+def test_m1_core_md_promoting_a_status(workspace, mem):
+    workspace.write_core("alpha", "## phase       x\n## portfolio   y\n## open gaps   (a4 proved),\n"
+                                  "## next        a2 audited · a1 Proved.\n## inputs      a3 blocked\n")
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [f"alpha/memory/core.md:3: M1: W says a4 proved, "
+                          f"alpha/tree.json:{step_line(workspace, 'alpha', 'a4')} says open"]
+    assert out.splitlines()[-1].startswith("1 violations (M1: 1) in 2 runs")
+
+
+def test_m1_core_md_global_ids_and_unknown_steps(workspace, mem):
+    workspace.write_core("beta", render({"inputs": "alpha/a5 proved · alpha/zz proved · none open",
+                                         "next": "beta/b1 stale"}))
+    code, out, _ = mem("check", "beta")
+    assert code == 1
+    a5, b1 = step_line(workspace, "alpha", "a5"), step_line(workspace, "beta", "b1")
+    assert found(out) == [
+        f"beta/memory/core.md:4: M1: W says beta/b1 stale, beta/tree.json:{b1} says proved",
+        f"beta/memory/core.md:5: M1: W says alpha/a5 proved, alpha/tree.json:{a5} says refuted",
+        "beta/memory/core.md:5: integrity: W states a status (proved) for 'alpha/zz', which names no step",
+    ]
+
+
+def test_m1_library_status_differs_from_tree(workspace, mem):
+    workspace.write_library([library_line("alpha", make_step("a1"), status="refuted")])
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [f"solve/library.jsonl:1: M1: alpha/a1: the library says refuted, "
+                          f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says proved"]
+
+
+# ---------------------------------------------------------------------------------------------- M2
+
+def test_m2_library_entries_not_admissible(workspace, mem):
+    tree = {s["id"]: s for s in workspace.tree("alpha")["steps"]}
+    workspace.write_library([
+        library_line("alpha", tree["a1"]),
+        library_line("alpha", tree["a4"]),                            # open, not audited
+        library_line("alpha", tree["a5"], repair=None),               # major, repair dropped
+        library_line("alpha", tree["a2"], grade=None),                # not audited
+        library_line("alpha", tree["a3"]),                            # blocked dead end: fine
+        library_line("gone", tree["a5"]),                             # repaired, run not here: fine
+    ])
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [
+        "solve/library.jsonl:2: M2: alpha/a4: status 'open' is not final (proved, refuted, blocked)",
+        "solve/library.jsonl:3: M2: alpha/a5: audit grade 'major' did not pass (pass or minor) and it "
+        "was not repaired",
+        "solve/library.jsonl:4: M2: alpha/a2: not audited (no audit grade) and not repaired",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- M3
+
+def test_m3_incompatible_setting_is_a_violation(workspace, mem):
+    tree = workspace.tree("beta")
+    tree["fix"]["setting"] = "F_q((t))"  # a local function field does not imply Qp
+    workspace.save_tree("beta", tree)
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: step b1 cites "
+                          "library step alpha/a1 (setting 'Qp'), which this run's setting 'F_q((t))' "
+                          "does not imply"]
+
+
+def test_m3_unknown_setting_is_a_warning_naming_both(workspace, mem):
+    tree = workspace.tree("beta")
+    tree["fix"]["setting"] = "Banach spaces"
+    workspace.save_tree("beta", tree)
+    code, out, _ = mem("check")
+    assert code == 0
+    assert found(out) == [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: warning: step b1 "
+                          "cites library step alpha/a1: whether this run's setting 'Banach spaces' "
+                          "implies its setting 'Qp' is unknown to the ontology (an auditor must look)"]
+    assert out.splitlines()[-1] == OK_SUMMARY + ", 1 warnings"
+
+
+def test_m3_implied_setting_passes(workspace, mem):
+    workspace.edit_step("alpha", "a1", setting="p-adic local field")  # Qp implies it
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0])])
+    assert mem("check") == (0, OK_SUMMARY + "\n", "")
+
+
+# ---------------------------------------------------------------------------------------------- M4
+
+def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
+    # 16 tokens of empty fields + 1 per word: 1,984 words is exactly 2,000 tokens, 1,990 is 2,006
+    workspace.write_core("beta", render({"next": "word " * 1984}))
+    assert mem("check")[0] == 0
+    workspace.write_core("beta", render({"next": "word " * 1990, "inputs": "alpha/a1"}))
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == ["beta/memory/core.md:4: M4: W is 2,009 tokens (limit 2,000); this line "
+                          "passes the limit"]  # + '## inputs alpha/a1' = 3 + 3 more tokens
+
+
+# ----------------------------------------------------------------------------------------- integrity
+
+def test_parents_that_resolve_to_nothing(workspace, mem):
+    workspace.edit_step("alpha", "a2", parents=["a1", "d1", "zz", "gamma/a1", "beta/b9", "beta/b1",
+                                                "alpha/d1"])
+    code, out, _ = mem("check")
+    assert code == 1
+    line = step_line(workspace, "alpha", "a2")
+    assert found(out) == [
+        f"alpha/tree.json:{line}: integrity: step a2: parent {ref!r} resolves to nothing (no step or "
+        "source of its run, and no library entry)" for ref in ("zz", "gamma/a1", "beta/b9")]
+
+
+def test_events_naming_unknown_ids(workspace, mem):
+    events = workspace.events("alpha")
+    events.append({"time": "2026-10-17T04:00:00Z", "actor": "audit", "kind": "audit",
+                   "ids": ["a1", "nope", "beta/zz", "beta/b1", "alpha/a1"], "text": "x"})
+    workspace.write_events("alpha", events)
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == ["alpha/memory/events.jsonl:3: integrity: event names unknown id 'nope'",
+                          "alpha/memory/events.jsonl:3: integrity: event names unknown id 'beta/zz'"]
+
+
+def test_event_times_going_backwards_are_all_listed(workspace, mem):
+    times = ["03:00", "02:00", "04:00", "01:00", "05:00"]
+    workspace.write_events("alpha", [{"time": f"2026-10-17T{t}:00Z", "actor": "root", "kind": "registry",
+                                      "ids": ["a1"], "text": "r"} for t in times])
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [
+        "alpha/memory/events.jsonl:2: integrity: time: 2026-10-17T02:00:00Z is earlier than the event "
+        "before it (2026-10-17T03:00:00+00:00)",
+        "alpha/memory/events.jsonl:4: integrity: time: 2026-10-17T01:00:00Z is earlier than the event "
+        "before it (2026-10-17T04:00:00+00:00)"]
+
+
+def test_step_ids_used_twice_are_all_listed(workspace, mem):
+    workspace.add_step("alpha", make_step("a1", "refuted"))
+    workspace.add_step("alpha", make_step("d1"))
+    workspace.add_step("alpha", make_step("a1"))
+    code, out, _ = mem("check")
+    assert code == 1
+    lines = (workspace.root / "alpha" / "tree.json").read_text().splitlines()
+    starts = [i for i, text in enumerate(lines) if text.startswith('   "id"')][-3:]
+    assert found(out) == [
+        f"alpha/tree.json:{starts[0]}: integrity: steps[5].id: duplicate id 'a1' (already a step of "
+        "this run)",
+        f"alpha/tree.json:{starts[1]}: integrity: steps[6].id: duplicate id 'd1' (already a source of "
+        "this run)",
+        f"alpha/tree.json:{starts[2]}: integrity: steps[7].id: duplicate id 'a1' (already a step of "
+        "this run)"]
+
+
+def test_library_ids_used_twice_and_entries_of_no_step(workspace, mem):
+    a1 = library_line("alpha", make_step("a1"))
+    workspace.write_library([a1, library_line("alpha", make_step("zz")), a1])
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [
+        "solve/library.jsonl:2: integrity: alpha/zz is not a step of alpha/tree.json",
+        "solve/library.jsonl:3: integrity: id: duplicate library entry 'alpha/a1' (first on line 1)"]
+
+
+# ------------------------------------------------------------------------- collecting, input, scope
+
+def test_check_collects_every_kind_at_once(workspace, mem):
+    workspace.write_core("alpha", render({"next": "a4 proved", "inputs": "word " * 2000}))
+    workspace.add_step("alpha", make_step("a1"))
+    workspace.edit_step("beta", "b1", parents=["alpha/a1", "nothing"])
+    workspace.write_library([library_line("alpha", make_step("a1")),
+                             library_line("alpha", make_step("a4", "open"))])
+    code, out, _ = mem("check")
+    assert code == 1
+    codes = [line.split(": ")[1] for line in found(out)]
+    assert sorted(codes) == ["M1", "M2", "M4", "integrity", "integrity"]
+    assert out.splitlines()[-1].startswith("5 violations (M1: 1, M2: 1, M4: 1, integrity: 2)")
+
+
+def test_a_file_that_cannot_be_read_is_listed_and_the_rest_still_checked(workspace, mem):
+    (workspace.root / "beta" / "tree.json").write_text('{"run": "beta",\n "steps": [}\n')
+    workspace.write_core("alpha", render({"next": "a4 proved"}))
+    code, out, _ = mem("check")
+    assert code == 2
+    assert [line.split(": ")[:2] for line in found(out)] == [
+        ["alpha/memory/core.md:4", "M1"], ["beta/tree.json:2", "input"]]
+
+
+def test_check_only_the_named_runs(workspace, mem):
+    workspace.edit_step("beta", "b1", parents=["nothing"])
+    assert mem("check", "alpha")[0] == 0
+    assert mem("check", "beta")[0] == 1
+    code, _, err = mem("check", "gamma")
+    assert code == 1 and "no run 'gamma'" in err
+
+
+def test_check_as_a_real_process_with_json(workspace):
+    workspace.write_core("alpha", render({"next": "a4 proved"}))
+    command = [sys.executable, "-m", "mem", "--workspace", str(workspace.root)]
+    done = subprocess.run([*command, "check"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == ""
+    assert done.stdout.startswith("alpha/memory/core.md:4: M1: W says a4 proved")
+    done = subprocess.run([*command, "--json", "check"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["ok"] is False
+    assert report["violations"] == [{"file": "alpha/memory/core.md", "line": 4, "code": "M1",
+                                     "severity": "error", "message": report["violations"][0]["message"]}]
+
+
+def test_strict_parsers_still_raise(workspace):
+    """The collecting mode is opt-in: without ``problems`` the parsers raise as before."""
+    workspace.add_step("alpha", make_step("a1"))
+    with pytest.raises(InputError, match="duplicate id 'a1'"):
+        parse_tree(workspace.root / "alpha" / "tree.json", "alpha")
+    workspace.write_events("beta", [{"time": t, "actor": "r", "kind": "registry", "ids": [], "text": ""}
+                                    for t in ("2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z")])
+    with pytest.raises(InputError, match="earlier than the event before it"):
+        list(iter_events(workspace.events_path("beta"), "beta"))
+    workspace.write_library([library_line("alpha", make_step("a1"))] * 2)
+    with pytest.raises(InputError, match="duplicate library entry"):
+        list(iter_library(workspace.library_path))
+
+
+# -------------------------------------------------------------------------------------- eval status
+
+def test_eval_status_passes_on_a_sound_library(mem):
+    code, out, _ = mem("eval", "status")
+    assert code == 0
+    assert out == "status: PASS: 1 library entries; 0 promoted statuses (M1), 0 not admissible (M2)\n"
+
+
+def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
+    # a4 is open in its run; the library copy claims it proved (and graded pass)
+    workspace.write_library([library_line("alpha", make_step("a1")),
+                             library_line("alpha", make_step("a4", "proved"))])
+    code, out, _ = mem("eval", "status")
+    assert code == 1
+    assert out.splitlines() == [
+        f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, "
+        f"alpha/tree.json:{step_line(workspace, 'alpha', 'a4')} says open",
+        "status: FAIL: 2 library entries; 1 promoted statuses (M1), 0 not admissible (M2)"]
+
+
+def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, mem):
+    workspace.write_core("alpha", render({"next": "a4 proved"}))  # W's M1: not the library's
+    workspace.write_library([library_line("alpha", make_step("a1")),
+                             library_line("alpha", make_step("a3", "blocked", "error",
+                                                             kind="dead_end"))])
+    workspace.edit_step("alpha", "a3", audit={"grade": "error", "by": "A7", "note": "",
+                                              "repaired": False})
+    code, out, _ = mem("eval", "status")
+    assert code == 1
+    assert out.splitlines()[0].startswith("solve/library.jsonl:2: M2: alpha/a3: audit grade 'error'")
+    assert out.splitlines()[-1].endswith("0 promoted statuses (M1), 1 not admissible (M2)")
