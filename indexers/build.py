@@ -199,8 +199,7 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
                 merge.execute(data)
             else:
                 table.delete(store.in_list("key", removed_keys))
-        if full or changed or plan["removed"]:
-            _refresh_indexes(table, fresh=full)
+        _refresh_indexes(table, fresh=full)
         versions[name] = table.version
 
     steps = db.open_table(store.STEPS)
@@ -214,15 +213,18 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
 
 def _refresh_indexes(table, fresh: bool) -> None:
     """Create the full-text index once the table has rows (an FTS index built on an empty table
-    misses later rows, lance #4780); afterwards fold new rows into it."""
+    misses later rows, lance #4780); afterwards fold new rows into it. Runs whenever the index is
+    missing or lags the data, so an index build interrupted by a crash is finished next time."""
     from lancedb.index import FTS
 
     if table.count_rows() == 0:
         return
     names = {index.name for index in table.list_indices()}
-    if fresh or "tokens_idx" not in names:
-        table.create_index("tokens", config=FTS(
-            base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
-            ascii_folding=False, max_token_length=None, with_position=False), replace=True)
-    else:
+    if not fresh and "tokens_idx" in names:
+        if table.index_stats("tokens_idx").num_unindexed_rows == 0:
+            return
         table.optimize()
+        return
+    table.create_index("tokens", config=FTS(
+        base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
+        ascii_folding=False, max_token_length=None, with_position=False), replace=True)
