@@ -211,11 +211,14 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
                        seconds=time.perf_counter() - started, full=full, version=versions)
 
 
+KEY_COLUMNS = {store.STEPS: ("key", "sid_key"), store.EVENTS: ("key",), store.SOURCES: ("key",)}
+
+
 def _refresh_indexes(table, fresh: bool) -> None:
     """Create the full-text index once the table has rows (an FTS index built on an empty table
     misses later rows, lance #4780); afterwards fold new rows into it. Runs whenever the index is
     missing or lags the data, so an index build interrupted by a crash is finished next time."""
-    from lancedb.index import FTS
+    from lancedb.index import FTS, BTree
 
     if table.count_rows() == 0:
         return
@@ -228,3 +231,5 @@ def _refresh_indexes(table, fresh: bool) -> None:
     table.create_index("tokens", config=FTS(
         base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
         ascii_folding=False, max_token_length=None, with_position=False), replace=True)
+    for column in KEY_COLUMNS.get(table.name, ()):
+        table.create_index(column, config=BTree(), replace=True)  # id lookups without a scan

@@ -59,6 +59,8 @@ class Searcher:
             table = store.open_table(self.db, name)
             if table is not None and self.versions.get(name):
                 table.checkout(int(self.versions[name]))
+            if table is not None and table.count_rows() == 0:
+                table = None  # nothing to search (and no full-text index on an empty table)
             self._tables[name] = table
         return self._tables[name]
 
@@ -90,7 +92,7 @@ class Searcher:
 
     def bm25(self, name: str, query: str, where: str | None, columns: list[str]) -> list[dict[str, Any]]:
         table = self.table(name)
-        if table is None or table.count_rows() == 0:
+        if table is None:
             return []
         tokens = token_string(query)
         if self.config.bm25_engine == "rank-bm25":
@@ -146,7 +148,7 @@ class Searcher:
             ranked = [Ranked(c, c["bm25"] / best) for c in found]
         else:
             table = self.table(name)
-            if table is None or table.count_rows() == 0:
+            if table is None:
                 return []
             near = engines.vector_candidates(table, self.query_vector(query), where,
                                              self.config.pool, columns)
