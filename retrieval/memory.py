@@ -97,40 +97,57 @@ class Memory:
 
     def archive_search(self, query: str, setting: str | None = None, *, run: str | None = None,
                        kind: str | None = None, status: str | None = None, page: int = 1,
-                       any_setting: bool = False, until: str | None = None,
-                       strategy: str = "rerank") -> Page[Hit]:
+                       any_setting: bool = False, until: str | Until | None = None,
+                       strategy: str = "rerank", library: bool = False,
+                       exclude_run: str | None = None) -> Page[Hit]:
         """Steps of the runs and the library for ``query``, 5 a page (SPEC §9)."""
+        hits = self.archive_hits(query, setting, run=run, kind=kind, status=status,
+                                 any_setting=any_setting, until=until, strategy=strategy,
+                                 library=library, exclude_run=exclude_run)
+        return self._page(hits, page, query, setting)
+
+    def archive_hits(self, query: str, setting: str | None = None, *, run: str | None = None,
+                     kind: str | None = None, status: str | None = None, any_setting: bool = False,
+                     until: str | Until | None = None, strategy: str = "rerank",
+                     library: bool = False, exclude_run: str | None = None) -> list[Hit]:
+        """The whole result list of ``archive_search``, before paging. ``until`` is a ``--until``
+        value or a resolved ``Until``; ``library`` keeps only library steps."""
         if not query or not query.strip():
             raise UsageError("the query is empty")
-        filters = Filters(run=run, kind=kind, status=status,
-                          until=self.resolve_until(until, run) if until else None)
+        filters = Filters(run=run, kind=kind, status=status, exclude_run=exclude_run,
+                          until=self._until(until, run), library=library)
         ranked = self.ranked_steps(query, filters, setting, any_setting, strategy)
         ontology = self.workspace.ontology
-        hits = [Hit(id=r.row["gid"], run=r.row["run"], kind=r.row["kind"],
+        return [Hit(id=r.row["gid"], run=r.row["run"], kind=r.row["kind"],
                     statement=r.row["statement"], status=r.row["status"], grade=r.row["grade"],
                     setting=r.row["setting"],
                     setting_match=ontology.match(setting, r.row["setting"]) if setting else None,
                     score=round(r.score, 4), in_library=bool(r.row["in_library"]), via=r.via)
                 for r in ranked]
-        return self._page(hits, page, query, setting)
 
     def recall_search(self, query: str | None = None, *, id: str | None = None,
-                      run: str | None = None, page: int = 1, until: str | None = None) -> Page[EventHit]:
+                      run: str | None = None, page: int = 1,
+                      until: str | Until | None = None) -> Page[EventHit]:
         """Events with their briefs and returns: by id in log order, or by query, 5 a page."""
+        hits = self.recall_hits(query, id=id, run=run, until=until)
+        return self._page(hits, page, query if id is None else id, None)
+
+    def recall_hits(self, query: str | None = None, *, id: str | None = None,
+                    run: str | None = None, until: str | Until | None = None) -> list[EventHit]:
+        """The whole result list of ``recall_search``, before paging."""
         if (query is None or not query.strip()) == (id is None):
             raise UsageError("give a query or --id, not both")
-        filters = Filters(run=run, until=self.resolve_until(until, run) if until else None)
+        filters = Filters(run=run, until=self._until(until, run))
         if id is not None:
             rows = self._events_naming(id, filters)
             scored = [(row, 1.0) for row in rows]
         else:
             scored = [(r.row, r.score) for r in self.searcher.rank("events", query, filters)]
-        hits = [EventHit(id=row["gid"], run=row["run"], seq=row["seq"], time=row["time"],
+        return [EventHit(id=row["gid"], run=row["run"], seq=row["seq"], time=row["time"],
                          actor=row["actor"], kind=row["kind"], ids=tuple(row["ids"]),
                          text=row["text"], path=row["path"],
                          excerpt=" ".join(row["body"][:EXCERPT_CHARS].split()),
                          score=round(score, 4)) for row, score in scored]
-        return self._page(hits, page, query if id is None else id, None)
 
     def _events_naming(self, ref: str, filters: Filters) -> list[dict[str, Any]]:
         from indexers.store import key
@@ -162,17 +179,28 @@ class Memory:
                                   self.config.hint_window)
 
     # ---- as of an event
+    def _until(self, value: str | Until | None, run: str | None) -> Until | None:
+        if value is None or isinstance(value, Until):
+            return value
+        return self.resolve_until(value, run) if value else None
+
     def resolve_until(self, value: str, run: str | None) -> Until:
-        """``--until``: a sequence number or an event's id (needs the run), or an ISO time."""
+        """``--until``: a sequence number or an event's id (needs the run, which a global id
+        gives), or an ISO time. An event's id is an id in its ``ids`` (bare or global) or the first
+        word of its text (``R-1: …``, ``R-4 (verdict draft): …``); the first such event counts."""
         value = value.strip()
         stamp = parse_time_arg(value) if not value.isdigit() else None
         if stamp is not None:
             return Until(micros=int(stamp.timestamp() * 1_000_000))
+        ref_run, local = split_gid(value)
+        run = run or ref_run
         if run is None:
             raise UsageError(f"--until {value!r}: a sequence number or event id needs --run")
+        forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
         last = None
         for event in self.workspace.events(run):
-            named = value in event.ids or event.text.startswith((f"{value}:", f"{value} "))
+            words = event.text.split(maxsplit=1)
+            named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") == value)
             if (value.isdigit() and event.seq == int(value)) or (not value.isdigit() and named):
                 return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
             last = event

@@ -58,6 +58,7 @@ class Filters:
     status: str | None = None
     exclude_run: str | None = None
     until: Until | None = None
+    library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in KINDS:
@@ -79,6 +80,8 @@ class Filters:
                 parts.append(f"kind = '{KINDS[KINDS.index(self.kind)]}'")
             if self.status is not None:
                 parts.append(f"status = '{STATUSES[STATUSES.index(self.status)]}'")
+            if self.library:
+                parts.append("in_library = true")
         if self.until is not None:
             cut = int(self.until.micros)
             if table == "steps":

@@ -69,13 +69,6 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-def plain(text: str) -> str:
-    """The text as a reader would say it: normalised as above, sub/superscripts joined, braces and
-    dollar signs gone, white space collapsed (what the embedding model reads)."""
-    text = _BRACES.sub("", _SCRIPT.sub(lambda m: m.group(1) or m.group(2) or "", normalize(text)))
-    return " ".join(text.replace("$", " ").split())
-
-
 def tokenize(text: str) -> list[str]:
     """BM25 tokens of ``text``, in order: each compound's whole form, then its parts."""
     tokens: list[str] = []
