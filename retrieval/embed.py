@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 EMBEDDED = {"texts": 0, "calls": 0}
+_LOCK = threading.Lock()
 
 
 def prepare(text: str, max_chars: int) -> str:

@@ -7,6 +7,7 @@ workspace files directly, so an id lookup imports neither."""
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,19 @@ class SourceView:
                 "retrieved": s.retrieved, "hash": s.hash, "path": s.path}
 
 
+def _reads_index(method):
+    """A search reading a damaged index fails with one line naming the fix (indexers.store.guard)."""
+
+    @functools.wraps(method)
+    def guarded(self: "Memory", *args, **kwargs):
+        from indexers import store
+
+        with store.guard(self.workspace.index_dir):
+            return method(self, *args, **kwargs)
+
+    return guarded
+
+
 class Memory:
     """Memory of one workspace: index it, search its steps and events, get one step."""
 
@@ -90,11 +104,13 @@ class Memory:
                                       self.workspace.ontology, meta)
         return self._searcher
 
+    @_reads_index
     def ranked_steps(self, query: str, filters: Filters, setting: str | None = None,
                      any_setting: bool = False, strategy: str = "rerank"):
         """The whole ordered result list (``retrieval.search.Ranked``), before paging."""
         return self.searcher.rank("steps", query, filters, setting, any_setting, strategy)
 
+    @_reads_index
     def archive_search(self, query: str, setting: str | None = None, *, run: str | None = None,
                        kind: str | None = None, status: str | None = None, page: int = 1,
                        any_setting: bool = False, until: str | Until | None = None,
@@ -125,6 +141,7 @@ class Memory:
                     score=round(r.score, 4), in_library=bool(r.row["in_library"]), via=r.via)
                 for r in ranked]
 
+    @_reads_index
     def recall_search(self, query: str | None = None, *, id: str | None = None,
                       run: str | None = None, page: int = 1,
                       until: str | Until | None = None) -> Page[EventHit]:
