@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mem.cli import run as run_cli
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "workspace"
 
 
 def make_step(step_id: str, status: str = "proved", grade: str | None = "pass", *,
@@ -164,3 +167,16 @@ def mem(workspace: Workspace) -> Callable[..., tuple[int, str, str]]:
         return code, out.getvalue(), err.getvalue()
 
     return call
+
+
+@pytest.fixture(scope="session")
+def example(tmp_path_factory):
+    """The example workspace, copied to tmp and indexed once for the whole session (read-only: a
+    test that writes builds its own workspace)."""
+    from retrieval.memory import Memory
+
+    root = tmp_path_factory.mktemp("example") / "workspace"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    memory = Memory.open(root)
+    memory.index(progress=False)
+    return memory

@@ -1,0 +1,161 @@
+"""The reuse test: put NEW_RUN's Fix to the library, as the design's Recall step does
+(``archive_search(statement, setting)`` over the library, before the portfolio), and check that every
+library step NEW_RUN went on to cite comes back, each with its setting.
+
+The probes: the Fix problem, and the Fix criterion (it names the cases to decide), each an
+archive-search over the library only, NEW_RUN's own steps left out, setting = the Fix setting (so
+steps of an incompatible setting are left out, M3). The checklist is not used: it is written at Fix,
+after Recall, and in practice names the very ids Recall found. What NEW_RUN cites: the global ids of
+other runs' steps among its tree.json parents, and in its briefs/ (inputs and dead ends; a line
+saying "not an input" or "left out" cites nothing)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
+from records.core import id_candidates, mentions
+from records.ids import split_gid
+from records.settings import INCOMPATIBLE
+from retrieval.memory import Memory
+
+_NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
+_DEAD_END = re.compile(r"\bdead ends?\b|\bdo not retry\b", re.I)
+_INPUT = re.compile(r"\binputs?\b", re.I)
+
+
+@dataclass(frozen=True)
+class Reuse:
+    run: str
+    setting: str
+    probes: tuple[Probe, ...]
+    cited: tuple[Target, ...]
+    not_cited: tuple[str, ...] = ()      # ids a brief names as not an input
+    unresolved: tuple[str, ...] = ()     # global ids in a brief that name no step
+    pages: int = PAGES
+
+    @property
+    def recall(self) -> float | None:
+        return sum(t.found for t in self.cited) / len(self.cited) if self.cited else None
+
+    @property
+    def passed(self) -> bool:
+        return all(t.found for t in self.cited)
+
+    @property
+    def missed(self) -> list[str]:
+        return [t.id for t in self.cited if not t.found]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"test": "reuse", "pass": self.passed, "run": self.run, "setting": self.setting,
+                "pages": self.pages, "recall": self.recall,
+                "queries": [p.as_dict() for p in self.probes],
+                "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
+                "not_cited": list(self.not_cited), "unresolved": list(self.unresolved)}
+
+    def text(self) -> str:
+        lines = [f"reuse {self.run}: the library (its own steps left out) queried with its Fix, "
+                 f"setting {self.setting or '—'}, {self.pages} pages a query",
+                 *[f"query: {probe}" for probe in self.probes],
+                 f"library steps it cites: {len(self.cited)}"]
+        for target in self.cited:
+            lines += target.lines()
+        if self.not_cited:
+            lines.append(f"named in a brief as not an input (not required): {', '.join(self.not_cited)}")
+        if self.unresolved:
+            lines.append(f"global ids in briefs naming no step (not required): {', '.join(self.unresolved)}")
+        recall = "n/a (it cites no library step)" if self.recall is None else f"{self.recall:.2f}"
+        found = len(self.cited) - len(self.missed)
+        lines.append(f"reuse: {'PASS' if self.passed else 'FAIL'}: recall {found}/{len(self.cited)} "
+                     f"= {recall} within {self.pages} pages"
+                     + (f"; missed: {', '.join(self.missed)}" if self.missed else ""))
+        return "\n".join(lines)
+
+
+@dataclass
+class Citations:
+    """Other runs' steps a run cites, each with how (``parent of A3-2``, ``A3.md:6 input``)."""
+
+    cited: dict[str, list[str]] = field(default_factory=dict)
+    not_cited: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+    def add(self, gid: str, how: str) -> None:
+        self.cited.setdefault(gid, []).append(how)
+
+
+def citations(memory: Memory, run: str) -> Citations:
+    """The other runs' steps ``run`` cites: parents in tree.json, and global ids in its briefs, each
+    line read with its label (``Inputs …``, ``Dead ends …``/``Do not retry …``; ``not an input`` or
+    ``left out`` cites nothing). A list item (``- …``), or a line after one ending in ``,`` ``;`` or
+    ``:``, keeps the label before it."""
+    ws = memory.workspace
+    out = Citations()
+    for step in ws.tree(run).steps:
+        for parent in step.parents:
+            if "/" in parent and split_gid(parent)[0] != run:
+                out.add(parent, f"parent of {step.id}")
+    known = (set(ws.runs()) | {entry.run for entry in ws.library()}) - {run}
+    folder = ws.run_dir(run) / "briefs"
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if path.is_file():
+            _read_brief(memory, path, known, out)
+    out.not_cited = [gid for gid in out.not_cited if gid not in out.cited]
+    return out
+
+
+def _read_brief(memory: Memory, path: Path, known: set[str], out: Citations) -> None:
+    label, previous = "", ""
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        stripped = line.strip()
+        if not (stripped.startswith(("-", "*", "•")) or previous.endswith((",", ";", ":"))):
+            label = ("not" if _NOT_CITED.search(line) else "dead end" if _DEAD_END.search(line)
+                     else "input" if _INPUT.search(line) else "")
+        previous = stripped
+        for word in mentions(line):
+            forms = [form for form in id_candidates(word) if split_gid(form)[0] in known]
+            ref = next((form for form in forms if step_of(memory, form) is not None), None)
+            if ref is None:
+                if forms and forms[-1] not in out.unresolved:
+                    out.unresolved.append(forms[-1])
+            elif label == "not":
+                if ref not in out.not_cited:
+                    out.not_cited.append(ref)
+            else:
+                out.add(ref, f"{path.name}:{number} {label or 'named'}")
+
+
+def reuse(memory: Memory, run: str, pages: int = PAGES) -> Reuse:
+    """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``."""
+    check_pages(pages)
+    ws = memory.workspace
+    fix = ws.tree(run).fix
+    setting = fix.setting or None
+    probes = [Probe(ARCHIVE, text.strip(), f"Fix {origin}")
+              for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
+              if text.strip()]
+    size = memory.config.page_size
+    results = [(probe, memory.archive_hits(probe.text, setting, library=True, exclude_run=run))
+               for probe in probes]
+    library = {entry.gid: entry for entry in ws.library()}
+    found = citations(memory, run)
+    targets = []
+    for gid, how in found.cited.items():
+        entry = library.get(gid)
+        step = entry or step_of(memory, gid)
+        match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
+        why = ""
+        if entry is None:
+            why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
+        elif match == INCOMPATIBLE:
+            why = (f"its setting {entry.setting!r} is incompatible with the Fix setting {setting!r} "
+                   "(M3): the search leaves it out")
+        finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)
+                        for probe, hits in results])
+        targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",
+                              step.setting if step else "", tuple(how), finding, pages, why, match))
+    return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
+                 tuple(found.unresolved), pages)

@@ -1,0 +1,178 @@
+"""As-of search (``--until``): memory as it stood at an event, on the example workspace.
+
+The oracle is read from the events files: a step of run r is visible as of an event of r once an
+event of r with a sequence number at most the cut has named it in its ``ids``; a step of another run
+once that run's own events named it by the cut's time; a library entry of an absent run once it was
+inserted. An id-only query naming every step is an exact lookup, so its hits are exactly the visible
+steps."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+
+import pytest
+
+from conftest import library_line, make_step
+from mem.cli import run as run_cli
+from records.errors import NotFound
+from retrieval.memory import Memory
+
+SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
+
+
+def cli(memory: Memory, *argv: str) -> tuple[int, dict]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(memory.workspace.root), "--json", *argv], out=out, err=err)
+    return code, json.loads(out.getvalue())
+
+
+def first_named(memory: Memory, run: str) -> dict[str, tuple[int, datetime]]:
+    """Step id -> (seq, time) of the first event of ``run`` naming it in its ids."""
+    first: dict[str, tuple[int, datetime]] = {}
+    for event in memory.workspace.events(run):
+        for ref in event.ids:
+            step = ref.split("/", 1)[1] if ref.startswith(f"{run}/") else ref
+            first.setdefault(step, (event.seq, event.timestamp))
+    return first
+
+
+def every_step_query(memory: Memory, runs: list[str]) -> str:
+    return " ".join(s.gid for run in runs for s in memory.workspace.tree(run).steps)
+
+
+def seq_of(memory: Memory, run: str, prefix: str) -> int:
+    return next(e.seq for e in memory.workspace.events(run) if e.text.startswith(prefix))
+
+
+# ---------------------------------------------------------------------------------- --until SEQ
+
+def test_steps_visible_as_of_each_event_are_exactly_those_named_by_then(example):
+    named = first_named(example, SATAKE)
+    steps = {s.id for s in example.workspace.tree(SATAKE).steps}
+    query = every_step_query(example, [SATAKE])
+    last = max(e.seq for e in example.workspace.events(SATAKE))
+    for cut in range(1, last + 1):
+        expected = {f"{SATAKE}/{s}" for s in steps if s in named and named[s][0] <= cut}
+        found = {h.id for h in example.archive_hits(query, run=SATAKE, until=str(cut))}
+        assert found == expected, cut
+
+
+def test_a_step_appears_with_the_event_that_first_names_it(example):
+    # A5-7 is first named by A5's return, line 23 of satake's log (03:42)
+    assert first_named(example, SATAKE)["A5-7"][0] == 23
+    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "22")
+    assert f"{SATAKE}/A5-7" not in [h["id"] for h in data["hits"]]  # other steps share its words
+    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "23")
+    assert code == 0 and data["hits"][0]["id"] == f"{SATAKE}/A5-7" and data["hits"][0]["via"] == "id"
+
+
+def test_recall_returns_no_event_after_the_cut(example):
+    r1 = seq_of(example, SATAKE, "R-1:")
+    assert r1 == 14
+    for query in ["audit", "E₆/F₄ function level", "registry next action", "triangularity"]:
+        whole = example.recall_hits(query, run=SATAKE)
+        cut = example.recall_hits(query, run=SATAKE, until="R-1")
+        assert {h.id for h in cut} == {h.id for h in whole if h.seq <= r1}, query
+    later = example.recall_hits("A7 audit every candidate proof", run=SATAKE)
+    assert any(h.seq > r1 for h in later)  # the cut does remove something
+
+
+def test_recall_by_id_as_of_an_event(example):
+    code, data = cli(example, "recall-search", "--id", "A2-4", "--run", SATAKE, "--until", "R-1")
+    assert code == 0 and [h["seq"] for h in data["hits"]] == [12, 14]
+    code, data = cli(example, "recall-search", "--id", "A5-8", "--run", SATAKE, "--until", "R-1")
+    assert code == 1 and data["total"] == 0
+
+
+# ---------------------------------------------------------------------------- --until EVENT ID
+
+def test_an_event_id_is_an_id_it_names_or_the_first_word_of_its_text(example):
+    by_text = example.resolve_until("R-2", SATAKE)
+    assert by_text.seq == seq_of(example, SATAKE, "R-2:") and by_text.run == SATAKE
+    by_ids = example.resolve_until("A7-24", SATAKE)  # first named by A7's return at 03:47
+    assert by_ids.seq == first_named(example, SATAKE)["A7-24"][0]
+    assert example.resolve_until("R-1", SATAKE) == example.resolve_until("14", SATAKE)
+    verdict = example.resolve_until("R-4", SATAKE)  # "R-4 (verdict draft): …"
+    assert verdict.seq == seq_of(example, SATAKE, "R-4 ")
+    # a global id names the step in its run's log, and gives the run when --run is absent
+    assert example.resolve_until(f"{SATAKE}/A7-24", None) == by_ids
+    assert example.resolve_until(f"{SATAKE}/A7-24", SATAKE) == by_ids
+    with pytest.raises(NotFound):
+        example.resolve_until("R-9", SATAKE)
+    with pytest.raises(NotFound):  # iwahori's log never names satake's A7-24
+        example.resolve_until(f"{SATAKE}/A7-24", IWAHORI)
+
+
+def test_events_at_the_same_time_are_cut_by_their_position(example):
+    # R-1 (line 14) and its checkpoint (line 15) are both at 02:56; --until R-1 keeps line 14 only
+    events = {e.seq: e for e in example.workspace.events(SATAKE)}
+    assert events[14].time == events[15].time
+    seqs = {h.seq for h in example.recall_hits("core.md checkpoint", run=SATAKE, until="R-1")}
+    assert 15 not in seqs and max(seqs) <= 14
+
+
+# -------------------------------------------------------------------------------- --until TIME
+
+@pytest.mark.parametrize("time", ["2026-10-17T02:56:00Z", "2026-10-17T03:41:59Z",
+                                  "2026-10-17T03:42:00Z", "2026-10-18T02:40:00+00:00",
+                                  "2026-10-18T04:40:00+02:00", "2026-10-19T00:00:00Z"])
+def test_a_time_cuts_every_run_by_its_own_log(example, time):
+    cut = datetime.fromisoformat(time.replace("Z", "+00:00"))
+    expected = set()
+    for run in (SATAKE, IWAHORI):
+        named = first_named(example, run)
+        expected |= {s.gid for s in example.workspace.tree(run).steps
+                     if s.id in named and named[s.id][1] <= cut}
+    query = every_step_query(example, [SATAKE, IWAHORI])
+    found = {h.id for h in example.archive_hits(query, until=time)}
+    assert found == expected
+    events = {h.id for h in example.recall_hits("A2-4", until=time)}
+    assert all(e.timestamp <= cut for run in (SATAKE, IWAHORI)
+               for e in example.workspace.events(run) if e.gid in events)
+
+
+def test_a_time_without_a_zone_is_refused(example):
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(example.workspace.root), "archive-search", "A5-7",
+                    "--until", "2026-10-17T03:42:00"], out=out, err=err)
+    assert code == 2 and "needs a zone" in err.getvalue()
+
+
+# ------------------------------------------------------------------- the library across runs
+
+def test_library_entries_of_other_runs_follow_their_own_time(example):
+    # as of satake's R-1 (2026-10-17 02:56): satake's steps by its log position, iwahori's (all
+    # named on 2026-10-18) not at all, although many are in the library now
+    until = example.resolve_until("R-1", SATAKE)
+    query = every_step_query(example, [SATAKE, IWAHORI])
+    found = {h.id for h in example.archive_hits(query, until=until, library=True)}
+    named = first_named(example, SATAKE)
+    library = {e.gid for e in example.workspace.library()}
+    assert found == {g for g in library if g.startswith(SATAKE)
+                     and g.split("/")[1] in named and named[g.split("/")[1]][0] <= 14}
+    assert f"{SATAKE}/A2-4" in found and f"{SATAKE}/A5-7" not in found
+    # as of iwahori's R-1 (2026-10-18 02:40): every satake library step, by satake's own time
+    until = example.resolve_until("R-1", IWAHORI)
+    found = {h.id for h in example.archive_hits(query, until=until, library=True)}
+    iwahori_named = first_named(example, IWAHORI)
+    cut = datetime.fromisoformat("2026-10-18T02:40:00+00:00")
+    assert found == {g for g in library if g.startswith(SATAKE)} | {
+        g for g in library if g.startswith(IWAHORI) and iwahori_named[g.split("/")[1]][0] <= until.seq}
+    assert all(named[g.split("/")[1]][1] <= cut for g in found if g.startswith(SATAKE))
+
+
+def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
+    ws = workspace
+    ws.write_library(ws.library() + [library_line("gamma", make_step("g1"),
+                                                  inserted="2026-10-17T07:00:00Z")])
+    ws.add_step("alpha", make_step("a9"))  # a step no event ever names
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    assert {h.id for h in memory.archive_hits("gamma/g1 alpha/a9")} == {"gamma/g1", "alpha/a9"}
+    assert {h.id for h in memory.archive_hits("gamma/g1", until="2026-10-17T07:00:00Z")} == {"gamma/g1"}
+    assert not memory.archive_hits("gamma/g1", until="2026-10-17T06:59:59Z")
+    assert {h.id for h in memory.archive_hits("alpha/a2")} == {"alpha/a2"}
+    assert {h.id for h in memory.archive_hits("alpha/a2", run="alpha", until="2")} == {"alpha/a2"}
+    assert not memory.archive_hits("alpha/a9", run="alpha", until="2")  # never named: never there

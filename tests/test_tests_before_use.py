@@ -1,0 +1,231 @@
+"""The design's tests before use: `mem eval resume`, `mem eval reuse` (and `mem eval status`) pass
+on the example workspace, and fail, naming the culprit, on workspaces built to break them.
+
+(`mem eval status` failing on a promoted status is tested in test_check.py.)"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import library_line, make_step
+from eval.resume import blocked_routes, resume, w_as_of
+from eval.reuse import citations, reuse
+from mem.cli import run as run_cli
+from records.errors import UsageError
+from records.writes import core_set
+from retrieval.memory import Memory
+
+SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
+# every satake step iwahori cites: parents in its tree.json, and ids in its briefs (A6-7 is named
+# in briefs/A5.md only as "Not an input here (M3)")
+IWAHORI_CITES = {f"{SATAKE}/{s}" for s in
+                 ("A2-2", "A2-4", "A4-3", "A5-5", "A5-6", "A5-7", "A5-8", "A5-9", "A6-5")}
+
+
+def cli(root, *argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), *argv], out=out, err=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+# ------------------------------------------------------------------------- the example workspace
+
+def test_the_three_tests_pass_on_the_example(example):
+    root = example.workspace.root
+    code, text = cli(root, "eval", "resume", SATAKE, "--until", "R-1")
+    assert code == 0 and text.splitlines()[-1].startswith("resume: PASS")
+    code, text = cli(root, "eval", "reuse", IWAHORI)
+    assert code == 0 and "reuse: PASS: recall 9/9 = 1.00 within 2 pages" in text
+    code, text = cli(root, "eval", "status")
+    assert code == 0 and "status: PASS" in text
+
+
+def test_reuse_on_the_example_finds_every_cited_step_with_its_setting(example):
+    code, text = cli(example.workspace.root, "--json", "eval", "reuse", IWAHORI)
+    data = json.loads(text)
+    assert code == 0 and data["pass"] and data["recall"] == 1.0
+    assert {t["id"] for t in data["cited"]} == IWAHORI_CITES
+    assert data["not_cited"] == [f"{SATAKE}/A6-7"]
+    library = {e.gid: e for e in example.workspace.library()}
+    for target in data["cited"]:
+        assert target["found"] and target["page"] <= 2
+        assert target["setting"] == library[target["id"]].setting
+        assert target["setting_match"] in ("same", "implied")
+    assert [q["origin"] for q in data["queries"]] == ["Fix problem", "Fix criterion"]
+    cited = {t["id"]: t["cited"] for t in data["cited"]}
+    assert "A5.md:6 dead end" in cited[f"{SATAKE}/A5-9"] and "parent of A5-1" in cited[f"{SATAKE}/A5-9"]
+    assert cited[f"{SATAKE}/A5-8"] == ["A2.md:7 dead end", "A5.md:7 dead end"]  # cited in briefs only
+
+
+def test_blocked_routes_are_the_steps_named_by_then(example):
+    # brute force over every cut of satake's log: its steps with status blocked or kind
+    # dead_end/error that an event up to the cut names in its ids (satake names no other run's)
+    ws = example.workspace
+    events = list(ws.events(SATAKE))
+    steps = {s.id: s for s in ws.tree(SATAKE).steps}
+    for cut in range(len(events) + 1):
+        named = {ref for e in events[:cut] for ref in e.ids}
+        expected = {f"{SATAKE}/{s}" for s in named if s in steps and (
+            steps[s].status == "blocked" or steps[s].kind in ("dead_end", "error"))}
+        assert set(blocked_routes(example, SATAKE, events[:cut])) == expected, cut
+    assert set(blocked_routes(example, SATAKE, events)) == {f"{SATAKE}/A5-8", f"{SATAKE}/A5-9"}
+
+
+def test_resume_on_the_example_at_each_registry(example):
+    # at R-1 satake knows no blocked route yet (A5-8 and A5-9 come back at 03:42, after it)
+    report = resume(example, SATAKE, "R-1")
+    assert report.passed and report.routes == () and report.event.seq == 14
+    assert report.w_source == "core.md" and "current core.md" in report.notes[0]
+    report = resume(example, SATAKE, "R-3")
+    assert report.passed and {r.id for r in report.routes} == {f"{SATAKE}/A5-8", f"{SATAKE}/A5-9"}
+    assert all(r.best.page == 1 for r in report.routes)
+    # iwahori at R-1: the library dead ends its Recall checkpoint names, and its own A3-3
+    report = resume(example, IWAHORI, "R-1")
+    assert report.passed
+    assert {r.id for r in report.routes} == {f"{SATAKE}/A5-9", f"{SATAKE}/A5-8", f"{IWAHORI}/A3-3"}
+
+
+def test_pages_must_be_positive(example):
+    with pytest.raises(UsageError):
+        reuse(example, IWAHORI, pages=0)
+    code, text = cli(example.workspace.root, "eval", "resume", SATAKE, "--pages", "0")
+    assert code == 2 and "--pages 0" in text
+
+
+# ---------------------------------------------------------------------------------- resume, built
+
+def _run_with_a_hidden_route(workspace) -> None:
+    """alpha: a3 (dead end, blocked) comes back alone in event 3; W names only a1 and a4."""
+    workspace.write_events("alpha", [
+        {"time": "2026-10-17T02:05:00Z", "actor": "root", "kind": "source", "ids": ["d1"],
+         "text": "fetched d1"},
+        {"time": "2026-10-17T03:00:00Z", "actor": "B7", "kind": "return", "ids": ["a1", "a2", "a4", "a5"],
+         "text": "four steps"},
+        {"time": "2026-10-17T03:10:00Z", "actor": "B8", "kind": "return", "ids": ["a3"],
+         "text": "one more"},
+    ])
+    workspace.edit_step("alpha", "a3", statement="Hensel lifting fails for the quartic twist",
+                        missing="a lifting lemma in residue characteristic 2")
+
+
+def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
+    _run_with_a_hidden_route(workspace)
+    memory = Memory.open(workspace.root)
+    core_set(memory.workspace, "alpha", "inputs", "a1 proved")
+    core_set(memory.workspace, "alpha", "next", "audit a4")
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "resume", "alpha")
+    assert code == 1
+    assert "MISSED  alpha/a3  dead_end · blocked" in text
+    assert text.splitlines()[-1] == ("resume: FAIL: 0 of 1 blocked routes found within 2 pages; "
+                                     "missed: alpha/a3")
+    assert "W from the core-set checkpoints" in text
+    # as of event 2 the route was not known yet: nothing to find, pass
+    code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "2")
+    assert code == 0 and "blocked routes known by then: 0" in text
+    # once W names it, it is found (by id) on page 1
+    core_set(memory.workspace, "alpha", "open gaps", "the quartic twist ← a3 blocked")
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "resume", "alpha")
+    data = json.loads(text)
+    assert code == 0 and data["pass"] and data["routes"][0]["id"] == "alpha/a3"
+    assert data["routes"][0]["page"] == 1 and data["w_source"] == "checkpoints"
+
+
+def test_w_as_of_an_event_is_rebuilt_from_the_checkpoints(workspace):
+    memory = Memory.open(workspace.root)
+    first = core_set(memory.workspace, "alpha", "next", "audit a4")
+    core_set(memory.workspace, "alpha", "next", "audit a5\nthen a2")
+    events = list(memory.workspace.events("alpha"))
+    w, source, notes = w_as_of(memory, "alpha", [e for e in events if e.seq <= first.event.seq])
+    assert source == "checkpoints" and w["next"] == "audit a4" and w["inputs"] == ""
+    assert "are empty: phase, portfolio, open gaps, inputs" in notes[0]
+    w, _, _ = w_as_of(memory, "alpha", events)
+    assert w["next"] == "audit a5\nthen a2" == memory.workspace.core("alpha").get("next")
+    # before any core-set: the current core.md, said so
+    w, source, notes = w_as_of(memory, "alpha", events[:2])
+    assert source == "core.md" and w["next"] == "audit a5\nthen a2" and "current core.md" in notes[0]
+
+
+# ----------------------------------------------------------------------------------- reuse, built
+
+def _beta_reusing(workspace, brief: str, setting: str = "Qp") -> Memory:
+    """beta's Fix asks about Hensel lifting; alpha/a1 (library) is about it; beta's brief is given."""
+    workspace.edit_step("alpha", "a1", statement="Hensel lifting of simple roots for p odd")
+    workspace.write_library([library_line("alpha", make_step(
+        "a1", statement="Hensel lifting of simple roots for p odd"))])
+    tree = workspace.tree("beta")
+    tree["fix"]["problem"] = "Lift simple roots of the quartic by Hensel lifting, p odd."
+    tree["fix"]["setting"] = setting
+    workspace.save_tree("beta", tree)
+    (workspace.root / "beta" / "briefs").mkdir(exist_ok=True)
+    (workspace.root / "beta" / "briefs" / "B1.md").write_text(brief, encoding="utf-8")
+    return Memory.open(workspace.root)
+
+
+def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n")
+    memory.index(progress=False)
+    report = reuse(memory, "beta")
+    assert report.passed and report.recall == 1.0
+    (target,) = report.cited
+    assert target.id == "alpha/a1" and target.best.page == 1 and target.setting == "Qp"
+    assert target.cited == ("parent of b1", "B1.md:1 input")
+
+
+def test_reuse_fails_naming_a_cited_step_not_in_the_library(workspace):
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1, and\n- alpha/a2 for the lift.\n")
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "reuse", "beta")
+    assert code == 1
+    assert "MISSED  alpha/a2  lemma · proved · setting Qp (same)" in text
+    assert "not in the library (solve/library.jsonl)" in text
+    assert text.splitlines()[-1] == ("reuse: FAIL: recall 1/2 = 0.50 within 2 pages; "
+                                     "missed: alpha/a2")
+
+
+def test_reuse_fails_naming_a_cited_step_of_an_incompatible_setting(workspace):
+    memory = _beta_reusing(workspace, "Dead ends, do not retry:\n- alpha/a6: the complex case.\n")
+    workspace.add_step("alpha", make_step("a6", setting="C",
+                                          statement="Hensel lifting of simple roots over C"))
+    workspace.write_library(workspace.library() + [library_line("alpha", make_step(
+        "a6", setting="C", statement="Hensel lifting of simple roots over C"))])
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    data = json.loads(text)
+    assert code == 1 and data["missed"] == ["alpha/a6"] and data["recall"] == 0.5
+    (miss,) = [t for t in data["cited"] if not t["found"]]
+    assert miss["setting_match"] == "incompatible" and "B1.md:2 dead end" in miss["cited"]
+    assert "incompatible with the Fix setting 'Qp' (M3)" in miss["missed"]
+
+
+def test_a_step_named_as_not_an_input_is_not_required(workspace):
+    memory = _beta_reusing(workspace, "Input: alpha/a1.\nNot an input here (M3): alpha/a2, alpha/a9.\n")
+    memory.index(progress=False)
+    found = citations(memory, "beta")
+    assert set(found.cited) == {"alpha/a1"} and found.not_cited == ["alpha/a2"]
+    assert found.unresolved == ["alpha/a9"]  # names no step: listed, not required
+    assert reuse(memory, "beta").passed
+
+
+def test_reuse_reads_only_as_many_pages_as_asked(workspace):
+    # six library steps say more about the Fix than a1 does, so a1 ranks on page 2
+    strong = [make_step(f"h{i}", statement=f"Hensel lifting of simple roots of the quartic, p odd, "
+                                           f"case {i}") for i in range(1, 7)]
+    memory = _beta_reusing(workspace, "Inputs: alpha/a1.\n")
+    workspace.edit_step("alpha", "a1", statement="simple roots for p odd")
+    for step in strong:
+        workspace.add_step("alpha", step)
+    workspace.write_library([library_line("alpha", make_step("a1", statement="simple roots for p odd"))]
+                            + [library_line("alpha", step) for step in strong])
+    memory.index(progress=False)
+    ranked = [h.id for h in memory.archive_hits(memory.workspace.tree("beta").fix.problem, "Qp",
+                                                library=True, exclude_run="beta")]
+    rank = ranked.index("alpha/a1") + 1
+    assert 5 < rank <= 10
+    narrow = reuse(memory, "beta", pages=1)
+    assert not narrow.passed and narrow.cited[0].why_missed().startswith(f"best rank {rank} (page 2)")
+    assert reuse(memory, "beta", pages=2).passed
