@@ -60,17 +60,17 @@ def test_steps_visible_as_of_each_event_are_exactly_those_named_by_then(example)
 
 
 def test_a_step_appears_with_the_event_that_first_names_it(example):
-    # A5-7 is first named by A5's return, line 23 of satake's log (03:42)
-    assert first_named(example, SATAKE)["A5-7"][0] == 23
-    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "22")
+    # A5-7 is first named by A5's return, line 38 of satake's log (03:42)
+    assert first_named(example, SATAKE)["A5-7"][0] == 38
+    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "37")
     assert f"{SATAKE}/A5-7" not in [h["id"] for h in data["hits"]]  # other steps share its words
-    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "23")
+    code, data = cli(example, "archive-search", "A5-7", "--run", SATAKE, "--until", "38")
     assert code == 0 and data["hits"][0]["id"] == f"{SATAKE}/A5-7" and data["hits"][0]["via"] == "id"
 
 
 def test_recall_returns_no_event_after_the_cut(example):
     r1 = seq_of(example, SATAKE, "R-1:")
-    assert r1 == 14
+    assert r1 == 24
     for query in ["audit", "E₆/F₄ function level", "registry next action", "triangularity"]:
         whole = example.recall_hits(query, run=SATAKE)
         cut = example.recall_hits(query, run=SATAKE, until="R-1")
@@ -80,8 +80,9 @@ def test_recall_returns_no_event_after_the_cut(example):
 
 
 def test_recall_by_id_as_of_an_event(example):
+    # A2's return (line 17), W's inputs checkpointed at R-1 (line 23), the registry R-1 (line 24)
     code, data = cli(example, "recall-search", "--id", "A2-4", "--run", SATAKE, "--until", "R-1")
-    assert code == 0 and [h["seq"] for h in data["hits"]] == [12, 14]
+    assert code == 0 and [h["seq"] for h in data["hits"]] == [17, 23, 24]
     code, data = cli(example, "recall-search", "--id", "A5-8", "--run", SATAKE, "--until", "R-1")
     assert code == 1 and data["total"] == 0
 
@@ -93,7 +94,7 @@ def test_an_event_id_is_an_id_it_names_or_the_first_word_of_its_text(example):
     assert by_text.seq == seq_of(example, SATAKE, "R-2:") and by_text.run == SATAKE
     by_ids = example.resolve_until("A7-24", SATAKE)  # first named by A7's return at 03:47
     assert by_ids.seq == first_named(example, SATAKE)["A7-24"][0]
-    assert example.resolve_until("R-1", SATAKE) == example.resolve_until("14", SATAKE)
+    assert example.resolve_until("R-1", SATAKE) == example.resolve_until("24", SATAKE)
     verdict = example.resolve_until("R-4", SATAKE)  # "R-4 (verdict draft): …"
     assert verdict.seq == seq_of(example, SATAKE, "R-4 ")
     # a global id names the step in its run's log, and gives the run when --run is absent
@@ -106,11 +107,11 @@ def test_an_event_id_is_an_id_it_names_or_the_first_word_of_its_text(example):
 
 
 def test_events_at_the_same_time_are_cut_by_their_position(example):
-    # R-1 (line 14) and its checkpoint (line 15) are both at 02:56; --until R-1 keeps line 14 only
+    # R-1 (line 24) and its checkpoint (line 25) are both at 02:56; --until R-1 keeps line 24 only
     events = {e.seq: e for e in example.workspace.events(SATAKE)}
-    assert events[14].time == events[15].time
+    assert events[24].time == events[25].time
     seqs = {h.seq for h in example.recall_hits("core.md checkpoint", run=SATAKE, until="R-1")}
-    assert 15 not in seqs and max(seqs) <= 14
+    assert 25 not in seqs and max(seqs) <= 24
 
 
 # -------------------------------------------------------------------------------- --until TIME
@@ -151,7 +152,7 @@ def test_library_entries_of_other_runs_follow_their_own_time(example):
     named = first_named(example, SATAKE)
     library = {e.gid for e in example.workspace.library()}
     assert found == {g for g in library if g.startswith(SATAKE)
-                     and g.split("/")[1] in named and named[g.split("/")[1]][0] <= 14}
+                     and g.split("/")[1] in named and named[g.split("/")[1]][0] <= 24}
     assert f"{SATAKE}/A2-4" in found and f"{SATAKE}/A5-7" not in found
     # as of iwahori's R-1 (2026-10-18 02:40): every satake library step, by satake's own time
     until = example.resolve_until("R-1", IWAHORI)

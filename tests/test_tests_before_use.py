@@ -71,17 +71,25 @@ def test_blocked_routes_are_the_steps_named_by_then(example):
         expected = {f"{SATAKE}/{s}" for s in named if s in steps and (
             steps[s].status == "blocked" or steps[s].kind in ("dead_end", "error"))}
         assert set(blocked_routes(example, SATAKE, events[:cut])) == expected, cut
-    assert set(blocked_routes(example, SATAKE, events)) == {f"{SATAKE}/A5-8", f"{SATAKE}/A5-9"}
+    assert set(blocked_routes(example, SATAKE, events)) == {
+        f"{SATAKE}/{s}" for s in ("A2-6", "A6-3", "A5-8", "A5-9")}
 
 
 def test_resume_on_the_example_at_each_registry(example):
-    # at R-1 satake knows no blocked route yet (A5-8 and A5-9 come back at 03:42, after it)
+    # at R-1 satake knows two blocked routes, returned before it: A6-3 (dead end, A6 at 02:31) and
+    # A2-6 (error, A2 at 02:40); A5-8 and A5-9 come back at 03:42, after it. W is the one
+    # checkpointed at R-1, with the seed's next action
     report = resume(example, SATAKE, "R-1")
-    assert report.passed and report.routes == () and report.event.seq == 14
-    assert report.w_source == "core.md" and "current core.md" in report.notes[0]
+    assert report.passed and report.event.seq == 24 and report.w_source == "checkpoints"
+    assert {r.id for r in report.routes} == {f"{SATAKE}/A6-3", f"{SATAKE}/A2-6"}
+    assert report.w["next"].startswith("A7: audit every candidate proof (A2, A4, A6 now;")
+    assert report.notes == ()
     report = resume(example, SATAKE, "R-3")
-    assert report.passed and {r.id for r in report.routes} == {f"{SATAKE}/A5-8", f"{SATAKE}/A5-9"}
+    assert report.passed and {r.id for r in report.routes} == {
+        f"{SATAKE}/{s}" for s in ("A2-6", "A6-3", "A5-8", "A5-9")}
     assert all(r.best.page == 1 for r in report.routes)
+    # W as of the end is core.md itself: the last checkpoints carry its text
+    assert resume(example, SATAKE).w == dict(example.workspace.core(SATAKE).fields)
     # iwahori at R-1: the library dead ends its Recall checkpoint names, and its own A3-3
     report = resume(example, IWAHORI, "R-1")
     assert report.passed
