@@ -7,8 +7,10 @@ lists fused by reciprocal rank)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from configs import Config
@@ -34,6 +36,11 @@ class Ranked:
     via: str = "text"
 
 
+@lru_cache(maxsize=1)
+def _worker() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+
+
 @lru_cache(maxsize=256)
 def _query_vector(text: str, package: str, max_chars: int):
     from retrieval.embed import embed, prepare
@@ -57,6 +64,8 @@ class Searcher:
         so a search never sees a half-finished index (a crash or a concurrent reindex)."""
         if name not in self._tables:
             table = store.open_table(self.db, name)
+            if table is None and self.versions.get(name):  # meta.json names it: it was deleted
+                raise store.IndexDamaged(Path(self.db.uri).parent, f"table {name!r} is missing")
             if table is not None and self.versions.get(name):
                 table.checkout(int(self.versions[name]))
             if table is not None and table.count_rows() == 0:
@@ -103,7 +112,13 @@ class Searcher:
     def query_vector(self, query: str):
         return _query_vector(query, self.config.model_package, self.config.max_chars)
 
-    def rerank(self, candidates: list[dict[str, Any]], query: str) -> list[Ranked]:
+    def query_vector_soon(self, query: str) -> Future:
+        """Start embedding the query in a worker thread, so that the model (torch) and the BM25
+        query (LanceDB, in Rust) run at the same time; both release the GIL."""
+        return _worker().submit(self.query_vector, query)
+
+    def rerank(self, candidates: list[dict[str, Any]], query: str,
+               vector: Future | None = None) -> list[Ranked]:
         """Fuse BM25 and cosine over the top K candidates; the rest keep BM25 order below them."""
         import numpy as np
 
@@ -115,7 +130,7 @@ class Searcher:
         best = max(c["bm25"] for c in candidates) or 1.0
         if k:
             vectors = np.asarray([c["vector"] for c in top], dtype=np.float32)
-            cosine = vectors @ self.query_vector(query)
+            cosine = vectors @ (vector.result() if vector is not None else self.query_vector(query))
             fused = [w * float(cos) + (1 - w) * c["bm25"] / best for c, cos in zip(top, cosine)]
         else:
             fused = []
@@ -141,7 +156,8 @@ class Searcher:
             if ids and only_ids(query):
                 strategy = "bm25"  # an exact id lookup: nothing to rerank on, and no model load
         if strategy == "rerank":
-            ranked = self.rerank(self.bm25(name, query, where, columns), query)
+            vector = self.query_vector_soon(query) if self.table(name) is not None else None
+            ranked = self.rerank(self.bm25(name, query, where, columns), query, vector)
         elif strategy == "bm25":
             found = self.bm25(name, query, where, columns)
             best = max((c["bm25"] for c in found), default=1.0) or 1.0
