@@ -9,15 +9,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from records.errors import InputError, NotFound, UsageError
+from records.errors import InputError, NotFound, UsageError, one_line
 
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+_SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of argument bytes that are not UTF-8
 
 
 class Refused(Exception):
@@ -103,6 +105,9 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
     json_mode = "--json" in (argv if argv is not None else sys.argv[1:])
     ctx = Context(None, json_mode, None, out, err)
     try:
+        for arg in sys.argv[1:] if argv is None else argv:
+            if _SURROGATE.search(arg):
+                raise UsageError(f"argument {_shown(arg)} is not valid UTF-8")
         args = build_parser().parse_args(argv)
         ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err)
         return int(args.handler(args, ctx) or 0)
@@ -116,7 +121,16 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
         return EXIT_OK
 
 
+def _shown(arg: str) -> str:
+    """An argument holding bytes that are not UTF-8, as those bytes."""
+    try:
+        return ascii(arg.encode("utf-8", "surrogateescape"))[1:]
+    except UnicodeEncodeError:
+        return ascii(arg)
+
+
 def _fail(ctx: Context, message: str, status: int) -> int:
+    message = one_line(message)
     if ctx.json:
         ctx.out.write(json.dumps({"error": message}, ensure_ascii=False) + "\n")
     else:
@@ -125,4 +139,13 @@ def _fail(ctx: Context, message: str, status: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(argv)
+    """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
+    (mem/forward.py, checked before any parser is built), else runs here."""
+    from mem.forward import forward
+
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        code = forward(words)
+    except KeyboardInterrupt:
+        return _fail(Context(None, "--json" in words, None), "interrupted", 130)
+    return run(argv) if code is None else code

@@ -1,0 +1,114 @@
+"""The client side of `mem serve`: a read command is sent to the workspace's warm server, if one
+answers on ``WORKSPACE/.mem/serve.sock``, instead of being run in this process.
+
+Only the read commands (``READ_COMMANDS``) are forwarded; writes (index, core-set, archive-insert)
+and everything else always run in-process. Anything short of a well-formed answer (no socket, a
+stale one, a refused or timed-out connection, a server that cannot answer) returns None, and the
+caller runs the command in-process: forwarding may make a call faster, never different.
+``MEM_NO_SERVER=1`` turns forwarding off.
+
+This module is imported on every `mem` call, before anything else: standard library only."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+SOCKET_NAME = "serve.sock"
+INDEX_DIR = ".mem"  # records.workspace.INDEX_DIR (not imported: this path stays light)
+READ_COMMANDS = frozenset({"archive-search", "archive-get", "recall-search"})
+MAX_MESSAGE = 1 << 20          # bytes in one request (and the size a client accepts back: 64×)
+CONNECT_TIMEOUT = 1.0          # seconds to reach the server
+ANSWER_TIMEOUT = 30.0          # seconds for its answer (a server still warming up may take a while)
+_GLOBAL_WITH_VALUE = ("--workspace", "-w", "--config")
+
+
+def read_command(argv: list[str]) -> tuple[str, str | None] | None:
+    """``(command, --workspace value or None)`` when ``argv`` is a read command that can be
+    forwarded, else None. Global options are read as the CLI parser reads them; anything unusual
+    before the command (an abbreviated or unknown option, help) gives None: it runs in-process."""
+    command, workspace, i = None, None, 0
+    while i < len(argv):
+        token = argv[i]
+        if token in ("-h", "--help"):
+            return None
+        if token in _GLOBAL_WITH_VALUE:
+            if i + 1 >= len(argv):
+                return None
+            if token != "--config":
+                workspace = argv[i + 1]
+            i += 2
+            continue
+        if token.startswith("--workspace="):
+            workspace = token.split("=", 1)[1]
+        elif token.startswith("-w") and not token.startswith("--"):
+            workspace = token[2:]
+        elif command is None:
+            if token.startswith("-"):
+                if token != "--json" and not token.startswith("--config="):
+                    return None
+            else:
+                command = token
+        i += 1
+    return (command, workspace) if command in READ_COMMANDS else None
+
+
+def socket_path(workspace: str | None) -> str | None:
+    """Where the server of the workspace named by ``--workspace``, ``$MEM_WORKSPACE`` or the
+    current folder (as records.workspace.resolve_workspace chooses) listens; None if no folder."""
+    chosen = workspace or os.environ.get("MEM_WORKSPACE") or "."
+    if not os.path.isdir(chosen):
+        return None
+    return os.path.join(os.path.realpath(chosen), INDEX_DIR, SOCKET_NAME)
+
+
+def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict | None:
+    """Send one request to the server at ``path`` and return its answer, or None when there is
+    no server there or it does not answer in time."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(CONNECT_TIMEOUT)
+            conn.connect(path)
+            conn.settimeout(timeout)
+            conn.sendall(json.dumps(request).encode("utf-8"))
+            conn.shutdown(socket.SHUT_WR)
+            chunks, size = [], 0
+            while chunk := conn.recv(1 << 16):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > 64 * MAX_MESSAGE:
+                    return None
+        answer = json.loads(b"".join(chunks))
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def forward(argv: list[str]) -> int | None:
+    """Run ``argv`` on the warm server and print its answer exactly; the exit status, or None
+    when it must run in-process."""
+    if os.environ.get("MEM_NO_SERVER", "") not in ("", "0"):
+        return None
+    found = read_command(argv)
+    path = socket_path(found[1]) if found else None
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    answer = exchange(path, {"argv": list(argv), "cwd": cwd,
+                             "env": {"MEM_WORKSPACE": os.environ.get("MEM_WORKSPACE")}})
+    if answer is None or not isinstance(answer.get("code"), int) \
+            or not isinstance(answer.get("stdout"), str) or not isinstance(answer.get("stderr"), str):
+        return None
+    try:
+        sys.stdout.write(answer["stdout"])
+        sys.stdout.flush()
+        sys.stderr.write(answer["stderr"])
+        sys.stderr.flush()
+    except BrokenPipeError:  # as the in-process path: a closed reader is not an error
+        return 0
+    return answer["code"]

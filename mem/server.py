@@ -1,0 +1,233 @@
+"""The warm server behind `mem serve`: one process that keeps lancedb, the command modules and the
+embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serve.sock``.
+
+Protocol: one JSON request per connection, the client closing its side when done:
+``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null}}`` → ``{"code": int,
+"stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer (the client then
+runs the command in-process); ``{"ping": true}`` → ``{"pid", "requests", "workspace"}``. A request
+runs through ``mem.cli.run`` with the caller's folder and ``$MEM_WORKSPACE``, so its answer is the
+in-process output byte for byte. Each request builds a fresh ``Memory``, which reads
+``.mem/meta.json`` and opens the table versions pinned there: a reindex done meanwhile is served at
+once. Requests are answered one at a time."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
+
+from mem.cli import Refused
+from mem.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
+
+POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
+READ_TIMEOUT = 5.0     # seconds a client has to send its request
+BACKLOG = 16
+
+
+class Stop(BaseException):
+    """SIGTERM or SIGINT: leave the serve loop and remove the socket."""
+
+
+def socket_path(root: Path) -> Path:
+    return root / INDEX_DIR / SOCKET_NAME
+
+
+class Server:
+    """A listening socket in ``root/.mem`` and the loop answering it."""
+
+    def __init__(self, root: Path, listener: socket.socket, idle_timeout: float | None):
+        self.root = root
+        self.path = socket_path(root)
+        self.listener = listener
+        self.idle_timeout = idle_timeout
+        self.requests = 0
+        stat = self.path.stat()
+        self._identity = (stat.st_dev, stat.st_ino)
+
+    @classmethod
+    def bind(cls, root: Path, idle_timeout: float | None = None) -> "Server":
+        """Listen on ``root/.mem/serve.sock``; a stale socket is replaced, a live one refused."""
+        path = socket_path(root)
+        path.parent.mkdir(exist_ok=True)
+        if path.exists() or path.is_symlink():
+            if _answers(path):
+                raise Refused(f"a server already answers on {path} (stop it first)")
+            path.unlink(missing_ok=True)  # stale: its server died without cleaning up
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        mask = os.umask(0o177)  # only this user may connect: the socket runs commands as us
+        try:
+            listener.bind(str(path))
+        except OSError as error:
+            listener.close()
+            raise Refused(f"cannot listen on {path}: {error.strerror or error}") from None
+        finally:
+            os.umask(mask)
+        listener.listen(BACKLOG)
+        return cls(root, listener, idle_timeout)
+
+    def warm(self, model: bool = True) -> None:
+        """Import what a search needs (a first search does it) and, with ``model``, load and run the
+        embedding model of the workspace's config, so the first real request is already warm."""
+        from mem.cli import run
+
+        # A query is one short text: more intra-op threads only add synchronisation, and on a busy
+        # machine they cost 4-6x (measured: 80-135 ms vs 22-24 ms a query on 2 loaded cores).
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        sink = io.StringIO()
+        with redirect_stdout(sink), redirect_stderr(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                run(["--workspace", str(self.root), "archive-search", "warm up", "--strategy", "bm25"],
+                    out=sink, err=sink)
+                if model:
+                    from configs import load_config
+                    from retrieval.embed import embed
+
+                    embed(["warm up"], load_config(self.root).model_package)  # loads it, runs it once
+            except Exception:  # no index yet, a bad config or model: each request will say so itself
+                pass
+
+    def serve(self, model: bool = True, on_ready: Callable[[], None] | None = None) -> str:
+        """Warm up, call ``on_ready``, then answer requests until SIGTERM/SIGINT, the idle timeout,
+        or the socket being removed or replaced; returns why it stopped. The socket is removed on
+        the way out, whatever the way."""
+        handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.warm(model)
+            if on_ready is not None:
+                on_ready()
+            return self._loop()
+        except Stop as stop:
+            return str(stop)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            self.close()
+
+    def _loop(self) -> str:
+        self.listener.settimeout(POLL_SECONDS)
+        last = time.monotonic()
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                if self.idle_timeout is not None and time.monotonic() - last >= self.idle_timeout:
+                    return f"idle for {self.idle_timeout:g} s"
+                if not self._owns_socket():
+                    return f"{self.path} was removed or replaced"
+                continue
+            with conn:
+                self.handle(conn)
+            last = time.monotonic()
+
+    def handle(self, conn: socket.socket) -> None:
+        """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash."""
+        conn.settimeout(READ_TIMEOUT)
+        try:
+            answer = self.answer(_receive(conn))
+        except (OSError, ValueError) as error:
+            answer = {"error": f"bad request: {error}"}
+        try:
+            conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
+        except OSError:
+            pass  # the client left; it runs the command itself
+
+    def answer(self, request: dict) -> dict:
+        """The response to one decoded request."""
+        if request.get("ping") is True:
+            return {"pid": os.getpid(), "requests": self.requests, "workspace": str(self.root)}
+        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            return {"error": "bad request: argv must be a list of strings"}
+        if not isinstance(cwd, str) or not isinstance(env, dict) \
+                or not isinstance(env.get("MEM_WORKSPACE"), (str, type(None))):
+            return {"error": "bad request: cwd must be a string, env.MEM_WORKSPACE a string or null"}
+        if read_command(argv) is None:
+            return {"error": "not a read command: it runs in-process"}
+        if not os.path.isdir(cwd):
+            return {"error": f"no folder {cwd}"}
+        from mem.cli import run
+
+        self.requests += 1
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with _as_caller(cwd, env.get("MEM_WORKSPACE"), self.root), redirect_stdout(out), \
+                    redirect_stderr(err), warnings.catch_warnings():
+                code = run(argv, out=out, err=err)
+        except Stop:
+            raise
+        except (Exception, SystemExit) as error:  # a bug: the client reruns it in-process and shows it
+            sys.stderr.write(f"mem serve: {' '.join(argv)}: {type(error).__name__}: {error}\n")
+            return {"error": f"{type(error).__name__}: {error}"}
+        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+    def _owns_socket(self) -> bool:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
+
+    def close(self) -> None:
+        """Stop listening and remove the socket (unless another server has replaced it)."""
+        if self._owns_socket():
+            self.path.unlink(missing_ok=True)
+        self.listener.close()
+
+
+def _stop(signum: int, frame) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def _answers(path: Path) -> bool:
+    """Whether a live server accepts connections on ``path`` (a stale socket refuses them)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(CONNECT_TIMEOUT)
+        try:
+            probe.connect(str(path))
+        except TimeoutError:
+            return True  # there, but too busy to accept: alive
+        except OSError:
+            return False
+    return True
+
+
+def _receive(conn: socket.socket) -> dict:
+    chunks, size = [], 0
+    while chunk := conn.recv(1 << 16):
+        size += len(chunk)
+        if size > MAX_MESSAGE:
+            raise ValueError(f"request over {MAX_MESSAGE} bytes")
+        chunks.append(chunk)
+    request = json.loads(b"".join(chunks))
+    if not isinstance(request, dict):
+        raise ValueError("a request is a JSON object")
+    return request
+
+
+@contextmanager
+def _as_caller(cwd: str, workspace_env: str | None, home: Path) -> Iterator[None]:
+    """Run as the client would: its current folder and its ``$MEM_WORKSPACE``."""
+    saved = os.environ.get("MEM_WORKSPACE")
+    os.chdir(cwd)
+    _set_env("MEM_WORKSPACE", workspace_env)
+    try:
+        yield
+    finally:
+        _set_env("MEM_WORKSPACE", saved)
+        os.chdir(home)
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -1,0 +1,283 @@
+"""`mem serve` and forwarding: a real server process on a copy of the example workspace, real `mem`
+client processes. Each forwarded call is checked against the server's request counter (so an
+identical answer cannot come from a silent fallback), and against the in-process path."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mem.cli import run as run_cli
+from mem.forward import MAX_MESSAGE, exchange, read_command
+from retrieval.memory import Memory
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "workspace"
+NOT_COPIED = shutil.ignore_patterns("serve.sock", "index.lock")
+
+
+class Servers:
+    """`mem serve` processes started by a test; all are stopped at teardown."""
+
+    def __init__(self, logs: Path):
+        self.logs = logs
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, root: Path, *flags: str, expect_ready: bool = True) -> subprocess.Popen:
+        log = open(self.logs / f"serve-{len(self.procs)}.err", "w")
+        proc = subprocess.Popen([sys.executable, "-m", "mem", "-w", str(root), "serve", *flags],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True,
+                                env=client_env())
+        self.procs.append(proc)
+        if expect_ready:
+            self.wait_ready(proc)
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen) -> None:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("mem serve: ready on "), (line, self.log(proc))
+
+    def log(self, proc: subprocess.Popen) -> str:
+        return (self.logs / f"serve-{self.procs.index(proc)}.err").read_text()
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A warm server on a copy of the example workspace, indexed (in this process) while the server
+    warms up; stopped at the end of the module."""
+    root = tmp_path_factory.mktemp("serve") / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    servers = Servers(tmp_path_factory.mktemp("logs"))
+    try:
+        proc = servers.start(root, expect_ready=False)
+        Memory.open(root).index(progress=False)
+        servers.wait_ready(proc)
+        yield root
+    finally:
+        servers.stop_all()
+
+
+@pytest.fixture
+def indexed(server) -> Path:
+    return server
+
+
+@pytest.fixture
+def servers(tmp_path):
+    started = Servers(tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def spare(indexed, tmp_path) -> Path:
+    """A copy of the indexed workspace for tests that start, kill or stop their own server."""
+    root = tmp_path / "spare"
+    shutil.copytree(indexed, root, ignore=NOT_COPIED)
+    return root
+
+
+def client_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MEM_NO_SERVER", "MEM_WORKSPACE")}
+    env.update(extra)
+    return env
+
+
+def mem(*argv: str, cwd: Path = REPO, **env: str) -> tuple[int, str, str]:
+    """A `mem` client process: (exit status, stdout, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "mem", *argv], cwd=cwd, env=client_env(**env),
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stdout, done.stderr
+
+
+def in_process(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def sock(root: Path) -> str:
+    return str(root / ".mem" / "serve.sock")
+
+
+def served(root: Path) -> int:
+    """How many requests the server of ``root`` has run."""
+    answer = exchange(sock(root), {"ping": True})
+    assert answer is not None, "no server answers"
+    return answer["requests"]
+
+
+def forwarded(root: Path, *argv: str, cwd: Path = REPO, **env: str) -> tuple[int, str, str]:
+    """A client call that must have been answered by the server (its counter moves by one)."""
+    before = served(root)
+    result = mem(*argv, cwd=cwd, **env)
+    assert served(root) == before + 1, f"not forwarded: {argv}"
+    return result
+
+
+CASES = [
+    ("archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"),
+    ("--json", "archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"),
+    ("archive-search", "Satake transform generation", "--page", "2"),
+    ("archive-search", "GL2m", "--page", "99"),                       # past the last page: exit 1
+    ("--json", "archive-search", "GL2m", "--page", "99"),
+    ("archive-search", "GL2m", "--kind", "nonsense"),                  # bad input: exit 2
+    ("archive-search",),                                               # usage error: exit 2
+    ("archive-search", "A5-7"),                                        # an exact id lookup
+    ("archive-get", "satake-two-levels/A5-7"),
+    ("--json", "archive-get", "A3-2", "--run", "iwahori-two-levels"),
+    ("archive-get", "Z9-9"),                                           # not found, with suggestions
+    ("recall-search", "audit of the Satake step"),
+    ("recall-search", "--id", "A5-7", "--json"),
+    ("recall-search", "audit", "--page", "2"),
+]
+
+
+@pytest.mark.parametrize("argv", CASES, ids=" ".join)
+def test_a_forwarded_read_answers_exactly_as_in_process(server, argv):
+    code, out, err = forwarded(server, "-w", str(server), *argv)
+    assert (code, out, err) == in_process("-w", str(server), *argv)
+    assert out or err
+
+
+def test_the_cases_cover_success_not_found_and_bad_input(indexed):
+    assert {in_process("-w", str(indexed), *argv)[0] for argv in CASES} == {0, 1, 2}
+
+
+def test_no_server_env_runs_in_process_with_the_same_output(server):
+    argv = ("-w", str(server), "archive-get", "satake-two-levels/A5-7")
+    before = served(server)
+    alone = mem(*argv, MEM_NO_SERVER="1")
+    assert served(server) == before
+    assert alone == forwarded(server, *argv) and alone[0] == 0
+
+
+def test_the_workspace_is_found_from_the_folder_or_the_environment(server, tmp_path):
+    argv = ("archive-search", "E6/F4 generation")
+    expected = in_process("-w", str(server), *argv)
+    assert forwarded(server, *argv, cwd=server) == expected
+    assert forwarded(server, *argv, cwd=tmp_path, MEM_WORKSPACE=str(server)) == expected
+
+
+def test_a_forwarded_call_imports_neither_lancedb_nor_torch(server):
+    probe = ("import sys\nfrom mem.cli import main\ncode = main(sys.argv[1:])\n"
+             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'lancedb', 'torch', "
+             "'sentence_transformers', 'pyarrow', 'retrieval', 'indexers'})\n"
+             "print('HEAVY', heavy, file=sys.stderr)\nraise SystemExit(code)\n")
+    before = served(server)
+    done = subprocess.run([sys.executable, "-c", probe, "-w", str(server), "archive-search",
+                           "GL2m/Sp2m generation"], cwd=REPO, env=client_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert served(server) == before + 1
+    assert done.returncode == 0 and done.stdout.startswith("page 1 of ")
+    assert "HEAVY []" in done.stderr
+
+
+def test_only_read_commands_are_forwarded():
+    assert read_command(["-w", "ws", "archive-search", "q"]) == ("archive-search", "ws")
+    assert read_command(["--json", "--config", "c.toml", "archive-get", "A1-1", "-wx"]) == \
+        ("archive-get", "x")
+    assert read_command(["recall-search", "--id", "A1-1", "--workspace=w"]) == ("recall-search", "w")
+    for argv in (["index"], ["-w", "ws", "core-set", "r", "phase", "x"], ["archive-insert", "r/A1-1"],
+                 ["check"], ["serve"], ["eval", "paging"], ["archive-search", "q", "--help"],
+                 ["--conf", "c.toml", "archive-get", "A1-1"], ["--config", "archive-get"], []):
+        assert read_command(argv) is None, argv
+
+
+def test_bad_requests_are_answered_and_the_server_lives_on(server):
+    path = sock(server)
+    before = served(server)
+    write = {"argv": ["-w", str(server), "index"], "cwd": str(server), "env": {}}
+    assert "error" in exchange(path, write)
+    assert "error" in exchange(path, {"argv": "archive-get A5-7", "cwd": "/", "env": {}})
+    assert "error" in exchange(path, {"argv": ["archive-get", "A5-7"], "cwd": "/nonexistent/x",
+                                      "env": {}})
+    for raw in (b"not json", b"[1, 2]", b"{" * 10, b"x" * (MAX_MESSAGE + 10)):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(20)
+            conn.connect(path)
+            try:
+                conn.sendall(raw)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the server may stop reading an oversized request early
+            reply = b"".join(iter(lambda: conn.recv(65536), b""))
+        assert "error" in json.loads(reply)
+    assert served(server) == before  # none of them ran
+    assert forwarded(server, "-w", str(server), "archive-get", "A5-7", "--run",
+                     "satake-two-levels")[0] == 0
+
+
+def test_a_reindex_is_served_without_restarting(server):
+    argv = ("-w", str(server), "archive-search", "zorbification")
+    tree_path = server / "satake-two-levels" / "tree.json"
+    tree = json.loads(tree_path.read_text(encoding="utf-8"))
+    step = next(s for s in tree["steps"] if s["id"] == "A5-8")
+    assert forwarded(server, *argv)[0] == 1                   # no hit
+    step["statement"] = "zorbification: " + step["statement"]
+    tree_path.write_text(json.dumps(tree, ensure_ascii=False), encoding="utf-8")
+    assert forwarded(server, *argv)[0] == 1                   # not indexed yet: the index is read
+    Memory.open(server).index(progress=False)                 # in another process than the server
+    code, out, err = forwarded(server, *argv)
+    assert code == 0 and "1. satake-two-levels/A5-8" in out and "zorbification" in out
+    assert (code, out, err) == in_process(*argv)
+
+
+def test_a_killed_server_leaves_a_socket_that_changes_nothing(spare, servers):
+    proc = servers.start(spare, "--lazy")
+    argv = [("-w", str(spare), "archive-get", "satake-two-levels/A5-7"),
+            ("-w", str(spare), "archive-search", "GL2m", "--strategy", "bm25", "--page", "99")]
+    alive = [forwarded(spare, *a) for a in argv]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(20)
+    assert Path(sock(spare)).exists() and exchange(sock(spare), {"ping": True}) is None
+    assert [mem(*a) for a in argv] == alive
+
+
+def test_a_stale_socket_is_replaced_a_live_server_refused_and_sigterm_cleans_up(spare, servers):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    (spare / ".mem").mkdir(exist_ok=True)
+    stale.bind(sock(spare))
+    stale.close()                                  # the file stays, nobody listens
+    first = servers.start(spare, "--lazy")
+    assert served(spare) == 0
+    second = servers.start(spare, "--lazy", expect_ready=False)
+    assert second.wait(60) == 1 and "already answers" in servers.log(second)
+    assert served(spare) == 0                      # the first one is untouched
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(20) == 0
+    assert not Path(sock(spare)).exists()
+    assert "stopped (SIGTERM)" in servers.log(first)
+
+
+def test_an_idle_server_stops_by_itself(spare, servers):
+    proc = servers.start(spare, "--lazy", "--idle-timeout", "1")
+    started = time.monotonic()
+    assert proc.wait(30) == 0 and time.monotonic() - started < 10
+    assert not Path(sock(spare)).exists()
+    assert "idle for 1 s" in servers.log(proc)
