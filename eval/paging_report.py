@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from eval.judgments import write_trec_run
 from eval.paging import recall_at
 from eval.paging_eval import PagingEvaluation
-from records.files import write_atomic
+from records.files import replace_atomic, write_atomic
 
 PLOT = "recall_by_page.png"
 REPORT = "report.md"
@@ -114,14 +112,8 @@ def plot(evaluation: PagingEvaluation, path: Path) -> None:
     right.grid(axis="y", alpha=0.3)
     right.legend()
     figure.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        figure.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        replace_atomic(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(figure)
 
@@ -137,7 +129,4 @@ def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
 
 def write_runs(evaluation: PagingEvaluation, path: Path) -> None:
     """Every strategy's ranking as one TREC run file, tagged by strategy."""
-    with tempfile.TemporaryDirectory() as scratch:
-        staged = Path(scratch) / "run.trec"
-        write_trec_run(staged, evaluation.runs)
-        write_atomic(Path(path), staged.read_text(encoding="utf-8"))
+    replace_atomic(Path(path), lambda tmp: write_trec_run(tmp, evaluation.runs))

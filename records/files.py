@@ -1,37 +1,47 @@
-"""Crash-safe file writes shared by every writer (core.md, meta.json): write a temporary file in the
-same folder, fsync, rename over the target, fsync the folder. A crash leaves the old file or the
-new one, whole; never a mix."""
+"""Crash-safe file writes shared by every writer (core.md, meta.json, reports, plots): write a
+temporary file in the same folder, fsync, rename over the target, fsync the folder. A crash leaves
+the old file or the new one, whole; never a mix. The file keeps its permissions (a new one gets the
+umask's), not mkstemp's 0600."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str) -> None:
+def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Replace ``path`` by what ``write(temporary_path)`` writes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
     try:
         try:
-            mode = path.stat().st_mode & 0o777  # keep the file's permissions (mkstemp makes 0600)
+            mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o666 & ~_umask()
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
+        os.close(fd)
+        write(tmp)
+        with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` (UTF-8)."""
+    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _umask() -> int:

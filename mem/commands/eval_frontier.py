@@ -4,11 +4,10 @@ and how far a given memory (ids, a run's W, the library) sits below it."""
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 from records.errors import UsageError
+from records.files import replace_atomic
 
 ORDER = 30
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -187,16 +186,8 @@ def plot(front, score, path: Path) -> None:
     axes.set_title("utility–capacity frontier")
     axes.legend(loc="lower right", fontsize=8)
     figure.tight_layout()
-    folder = path.parent if str(path.parent) else Path(".")
     try:
-        handle, temporary = tempfile.mkstemp(suffix=path.suffix, dir=folder)
-        os.close(handle)
-        try:
-            figure.savefig(temporary)
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+        replace_atomic(path, lambda tmp: figure.savefig(tmp, format=path.suffix.lstrip(".") or "png"))
     except OSError as err:
         raise UsageError(f"--plot: cannot write {path}: {err.strerror}") from None
     finally:
