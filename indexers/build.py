@@ -100,8 +100,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             on_message("another `mem index` is running; waiting for it to finish")
         lock.acquire()
     try:
-        return _write(workspace, config, rows, scope_runs if runs and not full else None, present,
-                      full, Progress(progress), started)
+        with store.guard(index_dir):
+            return _write(workspace, config, rows, scope_runs if runs and not full else None,
+                          present, full, Progress(progress), started)
     finally:
         lock.release()
 
@@ -112,14 +113,21 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
     import pyarrow as pa
 
     index_dir = workspace.index_dir
-    meta = store.read_meta(index_dir)
+    try:
+        meta = store.read_meta(index_dir)
+    except store.IndexMismatch:
+        if not full:
+            raise
+        meta = None  # --full rebuilds from the files alone: a corrupt meta.json is replaced
     if meta is not None and not full:
         why = store.mismatch(meta, config)
         if why:
             raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
                                       "run `mem index --full`")
+    if full and (index_dir / "lance").exists() and not (index_dir / "lance").is_dir():
+        (index_dir / "lance").unlink()
     db = store.connect(index_dir)
-    tables = {name: store.open_table(db, name) for name in SCHEMAS}
+    tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
     if meta is None or any(t is None for t in tables.values()):
         full = True
     model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
@@ -132,7 +140,15 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
         existing: dict[str, tuple[str, str, str]] = {}
         if table is not None:
             cols = ["gid", "run", "content_hash", "text_hash"]
-            scanned = _scan(table, cols + (["vector"] if name in EMBEDDED_TABLES and model_same else []))
+            try:
+                scanned = _scan(table, cols + (["vector"] if name in EMBEDDED_TABLES and model_same
+                                               else []))
+            except BaseException as error:  # a damaged table: --full rebuilds it, else say so
+                if not (full and store.is_damage(error)):
+                    raise
+                store.drop_table_files(index_dir, name)
+                tables[name] = table = None
+        if table is not None:
             gids, run_col = scanned["gid"].to_pylist(), scanned["run"].to_pylist()
             content, text = scanned["content_hash"].to_pylist(), scanned["text_hash"].to_pylist()
             for i, gid in enumerate(gids):
@@ -189,7 +205,7 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
         data = pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names]))
         table = tables[name]
         if full:
-            table = db.create_table(name, data=data, schema=schema, mode="overwrite")
+            table = _create(db, index_dir, name, data, schema)
         elif changed or plan["removed"]:
             removed_keys = [store.key(gid) for gid in plan["removed"]]
             if changed:
@@ -200,6 +216,8 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
             else:
                 table.delete(store.in_list("key", removed_keys))
         _refresh_indexes(table, fresh=full)
+        if not full:
+            _read_fts(table)
         versions[name] = table.version
 
     steps = db.open_table(store.STEPS)
@@ -212,6 +230,39 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
 
 
 KEY_COLUMNS = {store.STEPS: ("key", "sid_key"), store.EVENTS: ("key",), store.SOURCES: ("key",)}
+
+
+def _open(db, index_dir, name: str, full: bool):
+    """Table ``name`` (None when absent). With ``full``, a table too damaged to open is deleted, to
+    be built afresh; otherwise the damage is reported (store.guard)."""
+    try:
+        return store.open_table(db, name)
+    except BaseException as error:
+        if not (full and store.is_damage(error)):
+            raise
+        store.drop_table_files(index_dir, name)
+        return None
+
+
+def _create(db, index_dir, name: str, data, schema):
+    """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected);
+    a table too damaged to be replaced is deleted and created afresh."""
+    try:
+        return db.create_table(name, data=data, schema=schema, mode="overwrite")
+    except BaseException as error:
+        if not store.is_damage(error):
+            raise
+        store.drop_table_files(index_dir, name)
+        return db.create_table(name, data=data, schema=schema, mode="overwrite")
+
+
+def _read_fts(table) -> None:
+    """Query the full-text index once: a damaged index fails `mem index` now (store.guard names
+    the fix, `mem index --full`) instead of the next search."""
+    from lancedb.query import MatchQuery
+
+    if table.count_rows():
+        table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
 
 
 def _refresh_indexes(table, fresh: bool) -> None:

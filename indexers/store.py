@@ -6,8 +6,10 @@ only from integer keys computed here (``key``), never from user text."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,11 @@ def read_meta(index_dir: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise IndexMismatch(f"the index in {index_dir} is corrupt (unreadable meta.json): "
                             "run `mem index --full`") from None
-    if not isinstance(meta, dict):
+    versions = meta.get("versions", {}) if isinstance(meta, dict) else None
+    settings = meta.get("settings", []) if isinstance(meta, dict) else None
+    if (not isinstance(versions, dict) or not isinstance(settings, list)
+            or not all(type(v) is int and v > 0 for v in versions.values())
+            or not all(isinstance(s, str) for s in settings)):
         raise IndexMismatch(f"the index in {index_dir} is corrupt: run `mem index --full`")
     return meta
 
@@ -90,6 +96,50 @@ def check_meta(index_dir: Path, config: Config) -> dict[str, Any]:
 
 def write_meta(index_dir: Path, meta: dict[str, Any]) -> None:
     write_atomic(index_dir / META, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+class IndexDamaged(InputError):
+    """A LanceDB file or table of the index is missing, truncated or garbled."""
+
+    def __init__(self, index_dir: Path, detail: str):
+        super().__init__(str(index_dir), None, None,
+                         f"the index is damaged ({detail}): run `mem index --full`")
+
+
+_DAMAGE_WORDS = ("LanceError(IO)", "Not found", "no longer exists", "corrupt", "does not exist")
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside lancedb/lance/pyarrow because a file of the index is
+    missing, truncated or garbled (rather than by a bug: those are not hidden)."""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    if not any(name.split(".")[0] in ("lancedb", "lance", "pyarrow") for name in frames):
+        return False
+    if isinstance(error, (OSError, RuntimeError)) or type(error).__name__ == "PanicException":
+        return True
+    return isinstance(error, ValueError) and any(w in str(error) for w in _DAMAGE_WORDS)
+
+
+@contextlib.contextmanager
+def guard(index_dir: Path) -> Iterator[None]:
+    """Report an error from a damaged index as one line naming the fix (IndexDamaged)."""
+    try:
+        yield
+    except BaseException as error:  # lance reports a Rust panic as a BaseException
+        if isinstance(error, InputError) or not is_damage(error):
+            raise
+        detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path
+        raise IndexDamaged(index_dir, f"{type(error).__name__}: {detail}") from None
+
+
+def drop_table_files(index_dir: Path, name: str) -> None:
+    """Delete a damaged table's folder (``mem index --full`` then builds it afresh)."""
+    import shutil
+
+    shutil.rmtree(index_dir / "lance" / f"{name}.lance", ignore_errors=True)
 
 
 def connect(index_dir: Path):

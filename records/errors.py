@@ -17,7 +17,15 @@ class Problem:
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
         what = f"{self.field}: {self.message}" if self.field else self.message
-        return f"{where}: {what}"
+        return one_line(f"{where}: {what}")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters (newlines included) and unpaired surrogates escaped, so
+    that a message quoting bad input stays one printable line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class InputError(Exception):

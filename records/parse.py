@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,9 @@ class _Fields:
         value = self.obj[name]
         if not isinstance(value, str):
             self.fail(name, f"must be a string, not {_type(value)}")
-        if "\x00" in value:
-            self.fail(name, "contains a NUL byte")
+        problem = text_problem(value)
+        if problem:
+            self.fail(name, problem)
         return value
 
     def opt_str(self, name: str) -> str | None:
@@ -77,6 +78,9 @@ class _Fields:
         for i, item in enumerate(value):
             if not isinstance(item, str):
                 self.fail(f"{name}[{i}]", f"must be a string, not {_type(item)}")
+            problem = text_problem(item)
+            if problem:
+                self.fail(f"{name}[{i}]", problem)
         return tuple(value)
 
     def bool(self, name: str, default: bool = False) -> bool:
@@ -84,6 +88,19 @@ class _Fields:
         if not isinstance(value, bool):
             self.fail(name, f"must be true or false, not {_type(value)}")
         return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """Why a JSON string cannot be stored as text (a NUL byte, an unpaired surrogate), or None."""
+    if "\x00" in value:
+        return "contains a NUL byte"
+    bad = _SURROGATE.search(value)
+    if bad:
+        return f"contains an unpaired surrogate \\u{ord(bad.group()):04x} (not Unicode text)"
+    return None
 
 
 def _type(value: Any) -> str:
@@ -108,7 +125,21 @@ def _loads(text: str, file: str, line: int | None = None) -> Any:
         at = err.lineno if line is None else line
         raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})") from None
     except RecursionError:
-        raise InputError(file, line, None, "invalid JSON: nested too deeply") from None
+        at = line if line is not None else _line_of(text, _DEEP)
+        raise InputError(file, at, None, "invalid JSON: nested too deeply") from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        at = line if line is not None else _line_of(text, _LONG_NUMBER)
+        raise InputError(file, at, None, f"invalid JSON: {str(err).split(';')[0]}") from None
+
+
+_DEEP = re.compile(r"(?:[\[{]\s*){500,}")
+_LONG_NUMBER = re.compile(r"\d{4300,}")
+
+
+def _line_of(text: str, pattern: re.Pattern[str]) -> int | None:
+    """The line where ``pattern`` first matches in ``text`` (to place an error json gives no line)."""
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
 
 
 def _record(problems: list[Problem] | None, error: InputError) -> None:
@@ -134,12 +165,17 @@ def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
         raise InputError(file, line, field, f"{value!r} is not an ISO 8601 time") from None
     if stamp.tzinfo is None:
         raise InputError(file, line, field, f"{value!r} has no time zone (write Z or +hh:mm)")
+    try:
+        stamp.astimezone(timezone.utc)
+    except OverflowError:
+        raise InputError(file, line, field, f"{value!r} is out of range in UTC") from None
     return stamp
 
 
 # ---------------------------------------------------------------------------------------- tree.json
 
 _STEPS_KEY = re.compile(r'(?<!\\)"steps"\s*:\s*\[')
+_SOURCES_KEY = re.compile(r'(?<!\\)"sources"\s*:\s*\[')
 
 
 def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | None]:
@@ -194,6 +230,32 @@ def parse_tree(path: Path, run: str | None = None, problems: list[Problem] | Non
     file = str(path)
     text = read_text(path)
     obj = _loads(text, file)
+    try:
+        return _parse_tree(obj, text, file, run, problems)
+    except InputError as error:
+        raise _with_line(error, text) from None
+
+
+def _with_line(error: InputError, text: str) -> InputError:
+    """A tree.json error outside ``steps`` gets the line of its field (or of the object's start)."""
+    p = error.problem
+    if p.line is not None:
+        return error
+    line = None
+    source = re.match(r"sources\[(\d+)\]", p.field or "")
+    if source:
+        line = _element_lines(text, _SOURCES_KEY, int(source.group(1)) + 1)[-1]
+    elif p.field:
+        key = re.match(r"[^.\[]+", p.field)
+        match = re.search(r'(?<!\\)"%s"\s*:' % re.escape(key.group()), text) if key else None
+        line = text.count("\n", 0, match.start()) + 1 if match else None
+    if line is None:
+        line = text.count("\n", 0, len(text) - len(text.lstrip())) + 1
+    return InputError(p.file, line, p.field, p.message)
+
+
+def _parse_tree(obj: Any, text: str, file: str, run: str | None,
+                problems: list[Problem] | None) -> Tree:
     f = _Fields(obj, file, None, "", TREE_FIELDS)
     name = f.str("run", required=True)
     if not is_run_slug(name):
@@ -206,7 +268,8 @@ def parse_tree(path: Path, run: str | None = None, problems: list[Problem] | Non
         fix = Fix(problem=x.str("problem"), setting=x.str("setting"), criterion=x.str("criterion"),
                   checklist=x.str_list("checklist"))
     sources = []
-    raw_sources = obj.get("sources") or []
+    raw_sources = obj.get("sources")
+    raw_sources = [] if raw_sources is None else raw_sources
     if not isinstance(raw_sources, list):
         f.fail("sources", f"must be a list, not {_type(raw_sources)}")
     for i, raw in enumerate(raw_sources):
@@ -263,12 +326,16 @@ def event_path(kind: str, text: str) -> bool:
 
 def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:
     """The path of a brief/return, checked to stay inside the run folder (symlinks resolved)."""
-    root = run_dir.resolve()
-    target = (run_dir / text).resolve()
-    if text.startswith("/") or not target.is_relative_to(root):
-        raise InputError(file, line, "text", f"path {text!r} leaves the run folder")
-    if not target.is_file():
-        raise InputError(file, line, "text", f"file {text!r} does not exist in the run folder")
+    try:
+        root = run_dir.resolve()
+        target = (run_dir / text).resolve()
+        if text.startswith("/") or not target.is_relative_to(root):
+            raise InputError(file, line, "text", f"path {text!r} leaves the run folder")
+        if not target.is_file():
+            raise InputError(file, line, "text", f"file {text!r} does not exist in the run folder")
+    except (OSError, RuntimeError) as err:  # a name too long, a symlink loop (RuntimeError)
+        raise InputError(file, line, "text", f"path {text!r} cannot be resolved: "
+                                             f"{getattr(err, 'strerror', None) or err}") from None
     return text
 
 
@@ -392,7 +459,10 @@ def source_file(run_dir: Path, source: Source) -> Path | None:
     """The snapshot file of a source, when it exists inside the run folder."""
     if not source.path:
         return None
-    target = (run_dir / source.path).resolve()
-    if not target.is_relative_to(run_dir.resolve()) or not target.is_file():
+    try:
+        target = (run_dir / source.path).resolve()
+        if not target.is_relative_to(run_dir.resolve()) or not target.is_file():
+            return None
+    except (OSError, RuntimeError):  # a name too long, a symlink loop
         return None
     return target

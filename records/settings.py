@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 import unicodedata
 from dataclasses import dataclass
@@ -69,21 +70,34 @@ class Ontology:
 
 def _read(path: Path) -> list[tuple[dict, str]]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(str(path), None, None, "not UTF-8") from None
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(str(path), raw.count(b"\n", 0, err.start) + 1, None,
+                         f"not UTF-8 (byte 0x{raw[err.start]:02x})") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise InputError(str(path), getattr(err, "lineno", None), None, f"invalid TOML: {err}") from None
+        at = re.search(r"at line (\d+)", str(err))
+        raise InputError(str(path), int(at.group(1)) if at else None, None,
+                         f"invalid TOML: {err}") from None
     entries = data.get("setting", [])
     if not isinstance(entries, list):
-        raise InputError(str(path), None, "setting", "must be an array of tables ([[setting]])")
+        at = re.search(r"^[ \t]*(\[\s*setting\s*\]|setting\s*=)", text, re.MULTILINE)
+        raise InputError(str(path), text.count("\n", 0, at.start()) + 1 if at else None, "setting",
+                         "must be an array of tables ([[setting]])")
     return [(entry, str(path)) for entry in entries]
 
 
 def build(entries: list[tuple[dict, str]]) -> Ontology:
     """Merge entries (later ones override earlier by name), check them, close ``implies``."""
     by_name: dict[str, tuple[dict, str]] = {}
-    for i, (entry, file) in enumerate(entries):
+    counts: dict[str, int] = {}
+    for entry, file in entries:
+        i = counts[file] = counts.get(file, -1) + 1  # the entry's index in its own file
         where = f"setting[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
             raise InputError(file, None, f"{where}.name", "missing (each [[setting]] needs a name)")
@@ -100,7 +114,7 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
         for text in [entry["name"], *entry.get("aliases", [])]:
             key = normalize(text)
             if alias.get(key, name) != name:
-                raise InputError(file, None, "aliases",
+                raise InputError(file, None, f"{entry['name']}.aliases",
                                  f"{text!r} names both {alias[key]!r} and {name!r}")
             alias[key] = name
     direct: dict[str, set[str]] = {}
@@ -132,9 +146,14 @@ def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, s
         state[name] = 1
         for target in sorted(direct[name]):
             if state.get(target) == 1:
-                cycle = " -> ".join(path[path.index(target):] + [target]) if target in path else target
-                raise InputError(by_name[name][1], None, f"{by_name[name][0]['name']}.implies",
-                                 f"cycle in implies: {cycle}")
+                loop = path[path.index(target):]  # each implies the next; the last implies the first
+                # blame the entry closing the loop, or one the workspace wrote: that file has the fault
+                ours = [i for i, n in enumerate(loop) if by_name[n][1] != str(SHIPPED)]
+                at = len(loop) - 1 if not ours or ours[-1] == len(loop) - 1 else ours[-1]
+                loop = loop[at + 1:] + loop[:at + 1]
+                blamed = by_name[loop[-1]]
+                raise InputError(blamed[1], None, f"{blamed[0]['name']}.implies",
+                                 f"cycle in implies: {' -> '.join(loop + loop[:1])}")
             if target not in state:
                 visit(target, path + [target])
         state[name] = 2
@@ -149,7 +168,47 @@ def _load_cached(paths: tuple[str, ...], stamps: tuple[int, ...]) -> Ontology:
     entries: list[tuple[dict, str]] = []
     for path in paths:
         entries.extend(_read(Path(path)))
-    return build(entries)
+    try:
+        return build(entries)
+    except InputError as error:
+        problem = error.problem
+        if problem.line is None and problem.field:
+            raise InputError(problem.file, _entry_line(problem.file, problem.field), problem.field,
+                             problem.message) from None
+        raise
+
+
+_HEADER = re.compile(r"\s*\[\[\s*setting\s*\]\]")
+_KEY = re.compile(r'\s*"?([A-Za-z_-]+)"?\s*=')
+
+
+def _entry_line(path: str, field: str) -> int | None:
+    """The line of an entry's key in a settings.toml, for an error's field: ``setting[2].implies``
+    (the third [[setting]] of the file) or ``NAME.implies`` (the entry named NAME)."""
+    head, _, key = field.rpartition(".")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    blocks: list[tuple[int, dict[str, int], list[str]]] = []  # header line, key lines, name
+    for number, line in enumerate(lines, start=1):
+        if _HEADER.match(line):
+            blocks.append((number, {}, []))
+            continue
+        match = _KEY.match(line)
+        if match and blocks:
+            blocks[-1][1].setdefault(match.group(1), number)
+            if match.group(1) == "name":
+                try:
+                    blocks[-1][2].append(str(tomllib.loads(line.strip())["name"]))
+                except (tomllib.TOMLDecodeError, KeyError):
+                    pass
+    index = re.fullmatch(r"setting\[(\d+)\]", head)
+    if index:
+        chosen = blocks[int(index.group(1))] if int(index.group(1)) < len(blocks) else None
+    else:
+        chosen = next((b for b in blocks if b[2] and normalize(b[2][0]) == normalize(head)), None)
+    return None if chosen is None else chosen[1].get(key, chosen[0])
 
 
 def load_ontology(workspace: Path | None = None) -> Ontology:

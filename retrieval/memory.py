@@ -55,6 +55,12 @@ class SourceView:
                 "retrieved": s.retrieved, "hash": s.hash, "path": s.path}
 
 
+def _check_text(query: str) -> None:
+    """A query must be Unicode text: an unpaired surrogate (bytes that were not UTF-8) is refused."""
+    if any("\ud800" <= c <= "\udfff" for c in query):
+        raise UsageError("the query is not valid Unicode text (it holds an unpaired surrogate)")
+
+
 def _reads_index(method):
     """A search reading a damaged index fails with one line naming the fix (indexers.store.guard)."""
 
@@ -130,6 +136,7 @@ class Memory:
         value or a resolved ``Until``; ``library`` keeps only library steps."""
         if not query or not query.strip():
             raise UsageError("the query is empty")
+        _check_text(query)
         filters = Filters(run=run, kind=kind, status=status, exclude_run=exclude_run,
                           until=self._until(until, run), library=library)
         ranked = self.ranked_steps(query, filters, setting, any_setting, strategy)
@@ -154,6 +161,7 @@ class Memory:
         """The whole result list of ``recall_search``, before paging."""
         if (query is None or not query.strip()) == (id is None):
             raise UsageError("give a query or --id, not both")
+        _check_text(query or "")
         filters = Filters(run=run, until=self._until(until, run))
         if id is not None:
             rows = self._events_naming(id, filters)

@@ -1,0 +1,176 @@
+"""Hostile query text and filter values: quotes, SQL, full-text-search syntax, 10,000 characters,
+only punctuation, only an id. Each search returns hits or one clear line, and no text changes which
+rows a filter selects: filters are built from integer keys and closed enums, never from user text."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import build_workspace
+from mem.cli import run as run_cli
+from retrieval.query import Filters
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SQL = ["x' OR '1'='1", "alpha' --", "'; DROP TABLE steps; --", '" OR ""="', "1 OR 1=1",
+       "alpha') OR ('1'='1", "%", "_", "alph%", "*", "ALPHA", "alpha ", " alpha", "alpha\\",
+       "run_key = 0 OR TRUE", "NULL", "\\x00", "' UNION SELECT * FROM steps --"]
+FTS = ["statement AND proof", "statement OR NOT proof", '"statement of a2"', "stat*", "statement~2",
+       "(statement OR proof) AND NOT a1", "+statement -proof", "statement^10", "tokens:statement",
+       "NEAR(statement proof)", "{!lucene}statement", "statement AND", "(((", '"', "'", "AND OR NOT"]
+SHAPES = ["!!!", "...", "—", "()[]{}", "'\"`", "$$\\\\", "%_%", ";;", "\u200b", "‮a1", "😀",
+          "a" * 10_000, "statement " * 1_000, " ".join(f"w{i}" for i in range(1_700)),
+          ("GL2m/Sp2m " * 1_000)[:10_000]]
+IDS = ["a1", "alpha/a1", "A5-7", "alpha/zz9", "x/y/z", "../a1", "a1'--", "alpha/a1' OR '1'='1",
+       "a1 a2 beta/b1", "d1"]
+QUERIES = SQL + FTS + SHAPES + IDS
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile") / "ws"
+    workspace = build_workspace(root)
+    assert run_cli(["--workspace", str(root), "index", "--no-progress"], out=io.StringIO()) == 0
+    return workspace
+
+
+def mem(ws, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(ws.root), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def hits(ws, *argv: str) -> list[dict]:
+    """Every hit of a search, all pages (JSON), or [] when there is none (exit 1)."""
+    found, page = [], 1
+    while True:
+        code, out, err = mem(ws, "--json", *argv, "--page", str(page))
+        assert code in (0, 1) and err == "", (code, out, err)
+        data = json.loads(out)
+        if code == 1:
+            assert page == 1 and data["total"] == 0 and data["hits"] == []
+            return found
+        found += data["hits"]
+        if page == data["pages"]:
+            assert len(found) == data["total"]
+            return found
+        page += 1
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[f"{i}:{q[:30]}" for i, q in enumerate(QUERIES)])
+def test_a_hostile_query_returns_hits_or_says_none(ws, query):
+    for command in ("archive-search", "recall-search"):
+        code, out, err = mem(ws, command, query)
+        assert code in (0, 1) and err == "", (code, err)
+        assert out.startswith("page 1 of ") and (code == 0) == (" 0 hits" not in out and
+                                                              " 0 events" not in out)
+
+
+@pytest.mark.parametrize("query", SQL + FTS + IDS[:3], ids=[q[:30] for q in SQL + FTS + IDS[:3]])
+def test_query_text_never_widens_a_filter(ws, query):
+    for found in (hits(ws, "archive-search", query, "--run", "beta", "--strategy", "bm25"),
+                  hits(ws, "archive-search", query, "--run", "beta")):
+        assert all(hit["run"] == "beta" for hit in found)
+    for option, value in (("kind", "dead_end"), ("status", "open")):
+        found = hits(ws, "archive-search", query, f"--{option}", value)
+        assert all(hit[option] == value for hit in found)
+    assert all(hit["run"] == "beta" for hit in hits(ws, "recall-search", query, "--run", "beta"))
+
+
+def test_an_id_alone_is_found_by_name(ws):
+    for query in ("a1", "alpha/a1"):
+        first = hits(ws, "archive-search", query)[0]
+        assert (first["id"], first["via"]) == ("alpha/a1", "id")
+    assert [h["id"] for h in hits(ws, "archive-search", "a1 a2 beta/b1")][:3] == [
+        "alpha/a1", "alpha/a2", "beta/b1"]
+
+
+@pytest.mark.parametrize("value", SQL)
+def test_a_hostile_run_matches_no_run(ws, value):
+    assert hits(ws, "archive-search", "statement", "--run", value) == []
+    assert hits(ws, "recall-search", "five steps", "--run", value) == []
+    assert hits(ws, "recall-search", "--id", "a1", "--run", value) == []
+    assert len(hits(ws, "archive-search", "statement", "--run", "alpha")) == 5  # the oracle
+
+
+@pytest.mark.parametrize("value", SQL)
+def test_filters_are_built_from_integer_keys_only(value):
+    where = Filters(run=value, exclude_run=value).where("steps")
+    assert re.fullmatch(r"\(run_key = -?\d+\) AND \(run_key != -?\d+\)", where), where
+    events = Filters(run=value).where("events", ["array_has(sid_keys, 5)"])
+    assert re.fullmatch(r"\(array_has\(sid_keys, 5\)\) AND \(run_key = -?\d+\)", events), events
+
+
+@pytest.mark.parametrize("option", ["--kind", "--status"])
+@pytest.mark.parametrize("value", SQL[:6] + ["Lemma", "lemma ", "proved;"])
+def test_a_kind_or_status_outside_its_enum_is_refused(ws, option, value):
+    code, out, err = mem(ws, "archive-search", "statement", option, value)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"mem: {option} ") and "is not one of" in err
+
+
+@pytest.mark.parametrize("value", SQL[:6])
+def test_a_hostile_setting_is_only_an_unknown_setting(ws, value):
+    """A setting is matched against the ontology, never put in a filter: SQL in it selects what
+    any setting outside the ontology selects, each hit marked unknown."""
+    plain = hits(ws, "archive-search", "statement", "--setting", "no such setting")
+    hostile = hits(ws, "archive-search", "statement", "--setting", value)
+    assert [h["id"] for h in hostile] == [h["id"] for h in plain] and len(plain) == 6
+    assert {h["setting_match"] for h in hostile} == {"unknown"}
+    assert len(hits(ws, "archive-search", "statement", "--setting", "C")) == 0  # the oracle:
+    # a known setting incompatible with Qp leaves every (Qp) step out
+
+
+@pytest.mark.parametrize("value, status, message", [
+    ("a1' OR '1'='1", 2, "contains ' '"),
+    ("alpha/a1 OR 1=1", 2, "contains ' '"),
+    ("a1'--", 1, None),
+    ("%", 1, None),
+    ("x/y/z", 2, "step id"),
+])
+def test_a_hostile_id_names_nothing(ws, value, status, message):
+    code, out, err = mem(ws, "recall-search", "--id", value)
+    assert code == status
+    if status == 2:
+        assert out == "" and err.count("\n") == 1 and message in err
+    else:
+        assert err == "" and " 0 events" in out
+    assert len(hits(ws, "recall-search", "--id", "a1")) == 2  # the oracle: two events name a1
+
+
+@pytest.mark.parametrize("value", SQL[:6] + ["2026-10-17T03:00:00Z' OR '1'='1", "1 OR 1=1", "-1"])
+def test_a_hostile_until_is_refused_or_names_no_event(ws, value):
+    code, out, err = mem(ws, "archive-search", "statement", "--run", "alpha", "--until", value)
+    assert code in (1, 2) and out == "" and err.count("\n") == 1
+    assert err.startswith("mem: --until ")
+
+
+def test_pages_that_are_not_numbers_or_out_of_range(ws):
+    code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
+    assert code == 2 and "invalid int value" in err
+    code, _, err = mem(ws, "archive-search", "statement", "--page", "0")
+    assert code == 2 and "page must be 1 or more" in err
+    code, _, err = mem(ws, "archive-search", "statement", "--page", "99999999999999999999")
+    assert code == 1 and "there are only 2 pages (6 hits)" in err
+
+
+def test_bytes_that_are_not_utf8_in_arguments_are_refused(ws):
+    """On a shell, an argument may hold any bytes: a query, a filter value or a core.md text that
+    is not UTF-8 is refused (exit 2), naming the bytes, before anything is read or written."""
+    before = (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes()
+    for argv in ([b"archive-search", b"stat\xffement"], [b"archive-search", b"x", b"--run", b"\xfe"],
+                 [b"recall-search", b"--id", b"a\xc3"], [b"core-set", b"alpha", b"next", b"\xff"]):
+        done = subprocess.run([sys.executable.encode(), b"-m", b"mem", b"--workspace",
+                               str(ws.root).encode(), *argv], cwd=ROOT, capture_output=True,
+                              timeout=120)
+        assert done.returncode == 2 and done.stdout == b"", done.stderr
+        assert done.stderr.endswith(b"is not valid UTF-8\n") and done.stderr.count(b"\n") == 1
+        assert b"\\x" in done.stderr
+    assert (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes() == before

@@ -1,0 +1,166 @@
+"""Recovery: `.mem/` is derived data. `mem index --full` rebuilds it from the files alone; a damaged
+or version-mismatched `.mem/` never gives a wrong answer or a traceback: a search either answers as
+the intact index would, or fails with one line naming the fix (`mem index --full`, exit 2), and
+`mem index --full` repairs it."""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import build_workspace
+from mem.cli import run as run_cli
+from test_crash import index_state
+
+ROOT = Path(__file__).resolve().parent.parent
+SEARCHES = [("archive-search", "statement", "--strategy", "bm25"), ("archive-search", "a2"),
+            ("recall-search", "five steps"), ("recall-search", "--id", "a1")]
+FIX = "run `mem index --full`"
+
+
+def mem(root: Path, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def answers(root: Path) -> list[tuple[int, str, str]]:
+    return [mem(root, "--json", *search) for search in SEARCHES]
+
+
+@pytest.fixture(scope="module")
+def intact(tmp_path_factory):
+    """An indexed workspace, what its searches answer and what a reader sees of its tables."""
+    root = tmp_path_factory.mktemp("recovery") / "ws"
+    build_workspace(root)
+    assert mem(root, "index", "--no-progress")[0] == 0
+    found = answers(root)
+    assert [code for code, _, _ in found] == [0, 0, 0, 0]
+    return {"root": root, "answers": found, "tables": index_state(root)["tables"]}
+
+
+def copy(intact: dict, tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    shutil.copytree(intact["root"], root)
+    return root
+
+
+def test_full_rebuilds_from_the_files_alone(intact, tmp_path):
+    root = copy(intact, tmp_path)
+    shutil.rmtree(root / ".mem")
+    code, out, err = mem(root, "archive-search", "statement")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "run `mem index`" in err
+    code, out, err = mem(root, "--json", "index", "--full", "--no-progress")
+    assert code == 0 and json.loads(out)["added"] == 11 and json.loads(out)["full"], err
+    assert index_state(root)["tables"] == intact["tables"]
+    assert answers(root) == intact["answers"]
+
+
+def lance_files(root: Path, pattern: str) -> list[str]:
+    found = glob.glob(str(root / ".mem" / "lance" / pattern))
+    assert found, pattern
+    return found
+
+
+def truncate(pattern: str, keep: float | int) -> callable:
+    def damage(root: Path) -> None:
+        for path in lance_files(root, pattern):
+            os.truncate(path, keep if isinstance(keep, int) else int(os.path.getsize(path) * keep))
+    return damage
+
+
+def garble(pattern: str) -> callable:
+    def damage(root: Path) -> None:
+        for path in lance_files(root, pattern):
+            Path(path).write_bytes(b"\x00garbage\xff" * 20)
+    return damage
+
+
+def delete(pattern: str) -> callable:
+    def damage(root: Path) -> None:
+        for path in lance_files(root, pattern):
+            shutil.rmtree(path)
+    return damage
+
+
+def meta(change) -> callable:
+    def damage(root: Path) -> None:
+        path = root / ".mem" / "meta.json"
+        if isinstance(change, str):
+            path.write_text(change)
+        else:
+            data = json.loads(path.read_text())
+            change(data)
+            path.write_text(json.dumps(data))
+    return damage
+
+
+def lance_is_a_file(root: Path) -> None:
+    shutil.rmtree(root / ".mem" / "lance")
+    (root / ".mem" / "lance").write_text("not a folder")
+
+
+DAMAGES = {
+    "data files truncated": truncate("*.lance/data/*.lance", 0.5),
+    "data files garbled": garble("*.lance/data/*.lance"),
+    "manifests garbled": garble("*.lance/_versions/*.manifest"),
+    "manifests truncated": truncate("*.lance/_versions/*.manifest", 10),
+    "full-text indexes garbled": garble("*.lance/_indices/*/*.lance"),
+    "data folders deleted": delete("*.lance/data"),
+    "tables deleted": delete("*.lance"),
+    "lance folder is a file": lance_is_a_file,
+    "meta.json garbled": meta("{not json"),
+    "meta.json empty": meta(""),
+    "meta.json a list": meta("[1, 2]"),
+    "meta.json versions not numbers": meta(lambda m: m.update(versions={"steps": "x"})),
+    "meta.json versions that do not exist": meta(lambda m: m["versions"].update(steps=999, events=999)),
+    "meta.json of another format": meta(lambda m: m.update(format=99)),
+    "meta.json of another tokenizer": meta(lambda m: m.update(tokenizer="math-v0")),
+}
+
+
+def right_or_the_fix(result: tuple[int, str, str], expected: tuple[int, str, str]) -> bool:
+    """A search on a damaged index: the intact answer, or exit 2 with one line naming the fix."""
+    code, out, err = result
+    if result == expected:
+        return True
+    message = json.loads(out)["error"] if code == 2 and out else ""
+    return code == 2 and err == "" and "\n" not in message and message.endswith(FIX)
+
+
+@pytest.mark.parametrize("name", list(DAMAGES))
+def test_a_damaged_index_answers_right_or_names_the_fix_and_full_repairs_it(name, intact, tmp_path):
+    root = copy(intact, tmp_path)
+    DAMAGES[name](root)
+    found = answers(root)
+    for result, expected in zip(found, intact["answers"]):
+        assert right_or_the_fix(result, expected), (result, expected)
+    assert found != intact["answers"]  # the damage is seen by at least one search
+    code, out, err = mem(root, "index", "--no-progress")  # incremental: says so, or repairs
+    if code == 0:
+        assert answers(root) == intact["answers"]
+    else:
+        assert (code, out) == (2, "") and err.count("\n") == 1 and err.rstrip().endswith(FIX), err
+    code, out, err = mem(root, "index", "--full", "--no-progress")
+    assert (code, err) == (0, ""), err
+    assert answers(root) == intact["answers"]
+    assert index_state(root)["tables"] == intact["tables"]
+
+
+def test_a_damaged_index_gives_one_line_in_a_real_process(intact, tmp_path):
+    root = copy(intact, tmp_path)
+    DAMAGES["manifests garbled"](root)
+    for argv in (["archive-search", "statement"], ["recall-search", "five"], ["index"]):
+        done = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(root), *argv],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.startswith(f"mem: {root / '.mem'}: the index is damaged (")
+        assert done.stderr.count("\n") == 1 and done.stderr.endswith(f"{FIX}\n")
