@@ -52,9 +52,15 @@ def test_tokens_are_safe_for_any_text(text):
 
 @settings(max_examples=300, deadline=None)
 @given(st.text())
-def test_tokenising_is_invariant_under_nfkc_and_case(text):
+def test_tokenising_is_invariant_under_nfkc(text):
     assert tokenize(unicodedata.normalize("NFKC", text)) == tokenize(text)
-    assert tokenize(text.upper().lower()) == tokenize(text.lower())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126, exclude_characters="\\")))
+def test_tokenising_ignores_case(text):
+    # LaTeX command names are case-sensitive (\\Cref is not \\CREF): no backslash here
+    assert tokenize(text.upper()) == tokenize(text.lower())
 
 
 @settings(max_examples=200, deadline=None)
