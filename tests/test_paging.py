@@ -24,7 +24,8 @@ from mem.cli import run as mem
 from records.errors import InputError
 
 PAGERS = ["first-page", "fixed-2", "patience-1", "score-drop", "hint"]
-BLUEPRINTS = Path("/work/shared/data/blueprints")
+# the public development set, in shared/ beside the checkout (as in CI)
+BLUEPRINTS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "blueprints"
 
 
 def hits(*gids: str, scores: list[float] | None = None) -> list[RankedHit]:
