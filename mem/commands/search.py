@@ -52,11 +52,14 @@ def _memory(ctx):
     return Memory(workspace, ctx.config(workspace))
 
 
-def _footer(page, command: str) -> str:
+def _footer(page) -> str:
+    """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
+    is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
     if page.page < page.pages:
-        hint = f" · hint: ~{page.remaining:.1f} relevant-looking hits on the next pages" \
-            if page.remaining is not None else ""
-        return f"more: --page {page.page + 1}{hint}"
+        left = page.total - page.page * len(page.hits)
+        hint = (f" · about {page.remaining:.0f} relevant-looking hits ahead"
+                if page.remaining is not None and page.remaining >= 1 else "")
+        return f"more: --page {page.page + 1} ({max(left, 0)} more hits){hint}"
     return "last page"
 
 
@@ -76,7 +79,7 @@ def archive_search(args, ctx) -> int:
                      + ("  [id]" if hit.via == "id" else ""))
         lines.append(textwrap.shorten(hit.statement, 300, placeholder=" …").join(["   ", ""]))
     if page.total:
-        lines.append(_footer(page, "archive-search"))
+        lines.append(_footer(page))
     ctx.emit(page.as_dict(), "\n".join(lines))
     return 0 if page.total else 1
 
@@ -117,6 +120,6 @@ def recall_search(args, ctx) -> int:
         if hit.excerpt:
             lines.append(f"   | {textwrap.shorten(hit.excerpt, 200, placeholder=' …')}")
     if page.total:
-        lines.append(_footer(page, "recall-search"))
+        lines.append(_footer(page))
     ctx.emit(page.as_dict(), "\n".join(lines))
     return 0 if page.total else 1
