@@ -14,32 +14,39 @@ _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
 
 
+_ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
+
+
+def _words(query: str) -> list[str]:
+    return [w for w in (w.strip(_STRIP) for w in _SPLIT.split(query.strip())) if w]
+
+
+def _id_like(word: str) -> bool:
+    """A global id, or a bare word with a digit or one of - _ . ' inside it (A5-7, log-sum)."""
+    run, step = split_gid(word)
+    return run is not None or bool(_ID_LIKE.search(step))
+
+
 def ids_in_query(query: str) -> list[str]:
     """Candidate step ids or global ids written in a query, in order, without repeats.
 
     A query that is one word is always a candidate. Inside a longer query a bare word counts only
     when it looks like an id (a digit, or one of - _ . ' inside it) so that plain words such as
     'concave' do not jump the ranking; a global id (run/step) always counts."""
-    words = [w.strip(_STRIP) for w in _SPLIT.split(query.strip())]
-    words = [w for w in words if w]
-    single = len(words) == 1
+    words = _words(query)
     out: list[str] = []
     for word in words:
-        if ref_problem(word) is not None:
-            continue
-        run, step = split_gid(word)
-        if run is None and not single and not re.search(r"[0-9]|\w[-_.']\w", step):
-            continue
-        if word not in out:
+        if ref_problem(word) is None and (len(words) == 1 or _id_like(word)) and word not in out:
             out.append(word)
     return out
 
 
-def only_ids(query: str) -> bool:
-    """Whether every word of the query is an id (an exact id lookup)."""
-    words = [w.strip(_STRIP) for w in _SPLIT.split(query.strip())]
-    words = [w for w in words if w]
-    return bool(words) and len(ids_in_query(query)) == len(set(words))
+def exact_lookup(query: str) -> bool:
+    """Whether the query is only ids that look like ids (``A5-7``, ``run/A5-7 A2-4``): an exact
+    lookup, answered by the id hits alone (a one-word plain query such as 'concave' is also a text
+    query)."""
+    words = _words(query)
+    return bool(words) and all(ref_problem(w) is None and _id_like(w) for w in words)
 
 
 @dataclass(frozen=True)

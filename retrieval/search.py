@@ -17,7 +17,7 @@ from configs import Config
 from indexers import store
 from records.settings import INCOMPATIBLE, Ontology
 from retrieval import engines
-from retrieval.query import Filters, ids_in_query, only_ids
+from retrieval.query import Filters, exact_lookup, ids_in_query
 from retrieval.tokenize import token_string
 
 STRATEGIES = ("bm25", "rerank", "vector", "hybrid-rrf")
@@ -153,8 +153,8 @@ class Searcher:
         ids: list[Ranked] = []
         if name == "steps" and strategy in ("rerank", "bm25"):
             ids = [Ranked(row, 1.0, "id") for row in self.id_rows(query, filters.where(name))]
-            if ids and only_ids(query):
-                strategy = "bm25"  # an exact id lookup: nothing to rerank on, and no model load
+            if ids and exact_lookup(query):
+                return ids  # an exact id lookup: the steps it names, no text search, no model
         if strategy == "rerank":
             vector = self.query_vector_soon(query) if self.table(name) is not None else None
             ranked = self.rerank(self.bm25(name, query, where, columns), query, vector)

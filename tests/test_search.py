@@ -174,3 +174,13 @@ def test_cli_json_shape(example):
                              "archive-search", "GL2m/Sp2m generation", "--page", "99"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "pages" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_an_exact_id_lookup_lists_only_the_steps_named(example):
+    page = example.archive_search("A5-9")
+    assert [h.id for h in page.hits] == ["satake-two-levels/A5-9"] and page.total == 1
+    both = example.archive_search("A2-4")  # a bare id held by two runs: both, by run
+    assert [h.id for h in both.hits] == ["iwahori-two-levels/A2-4", "satake-two-levels/A2-4"]
+    assert all(h.via == "id" for h in both.hits)
+    # a plain word is a text query even when it is one word
+    assert example.archive_search("Frobenius").total > 1
