@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from records.errors import InputError, NotFound, UsageError
+from records.errors import NotFound, UsageError
 from records.ids import is_run_slug, split_gid
 from records.parse import iter_events, iter_library, parse_core, parse_tree
 from records.settings import Ontology, load_ontology
-from records.types import CoreMemory, Event, LibraryEntry, Step, Tree
+from records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
 LIBRARY = Path("solve") / "library.jsonl"
 INDEX_DIR = ".mem"
@@ -119,12 +119,10 @@ class Workspace:
 
 def library_as_step(entry: LibraryEntry) -> Step:
     """A library entry whose run is not in the workspace, as a step (no proof, no parents)."""
-    from records.types import Audit
-
     audit = Audit(grade=entry.grade, repaired=entry.repaired) if entry.grade else None
     return Step(run=entry.run, id=entry.id, kind=entry.kind, statement=entry.statement,
                 status=entry.status, hyp=entry.hyp, setting=entry.setting, audit=audit,
                 missing=entry.missing, failed_input=entry.failed_input, line=entry.line)
 
 
-__all__ = ["InputError", "Workspace", "library_as_step", "resolve_workspace"]
+__all__ = ["Workspace", "library_as_step", "resolve_workspace"]
