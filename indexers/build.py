@@ -75,6 +75,26 @@ class Progress:
             self.bar = None
 
 
+def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
+    """The stored vectors of the ``wanted`` text hashes (hex digests made by rows.digest, so safe
+    to quote in a filter), read in chunks from the tables holding them."""
+    found: dict[str, Any] = {}
+    by_table: dict[str, list[str]] = {}
+    for text_hash in sorted(wanted):
+        if all(c in "0123456789abcdef" for c in text_hash):
+            by_table.setdefault(stored[text_hash], []).append(text_hash)
+    for name, hashes in by_table.items():
+        for start in range(0, len(hashes), 1000):
+            chunk = hashes[start:start + 1000]
+            where = "text_hash IN (" + ", ".join(f"'{h}'" for h in chunk) + ")"
+            data = (tables[name].search().where(where).select(["text_hash", "vector"])
+                    .limit(len(chunk) * 4).to_arrow())
+            vectors = data["vector"].to_numpy(zero_copy_only=False)
+            for text_hash, vector in zip(data["text_hash"].to_pylist(), vectors):
+                found.setdefault(text_hash, vector)
+    return found
+
+
 def _scan(table, columns: list[str]):
     """All rows of ``table``, only ``columns``, as an Arrow table."""
     return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
@@ -136,13 +156,13 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
     # 1. what changed, per table
     plans: dict[str, dict[str, Any]] = {}
     known_vectors: dict[str, Any] = {}
+    stored: dict[str, str] = {}  # text hash -> a table holding its vector (same model)
     for name, table in tables.items():
         existing: dict[str, tuple[str, str, str]] = {}
         if table is not None:
             cols = ["gid", "run", "content_hash", "text_hash"]
             try:
-                scanned = _scan(table, cols + (["vector"] if name in EMBEDDED_TABLES and model_same
-                                               else []))
+                scanned = _scan(table, cols)
             except BaseException as error:  # a damaged table: --full rebuilds it, else say so
                 if not (full and store.is_damage(error)):
                     raise
@@ -153,11 +173,10 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
             content, text = scanned["content_hash"].to_pylist(), scanned["text_hash"].to_pylist()
             for i, gid in enumerate(gids):
                 existing[gid] = (run_col[i], content[i], text[i])
-            if "vector" in scanned.column_names:
-                vectors = scanned["vector"].to_numpy(zero_copy_only=False)
-                for i, text_hash in enumerate(text):
+            if name in EMBEDDED_TABLES and model_same:
+                for text_hash in text:
                     if text_hash:
-                        known_vectors.setdefault(text_hash, vectors[i])
+                        stored.setdefault(text_hash, name)
         in_scope = {gid for gid, (run, _, _) in existing.items()
                     if full or runs is None or run in runs or run not in present}
         incoming = {row["gid"]: row for row in new_rows[name]}
@@ -171,7 +190,10 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
                                   unchanged=len(incoming) - len(added) - len(updated)),
         }
 
-    # 2. embed each needed text once
+    # 2. reuse stored vectors (read only for the texts that changed rows need), embed the rest once
+    wanted = {row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
+              if row["text_hash"] in stored}
+    known_vectors.update(_stored_vectors(tables, stored, wanted))
     needed = sorted({row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
                      if row["text_hash"] and row["text_hash"] not in known_vectors})
     if needed:
