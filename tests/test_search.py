@@ -177,3 +177,36 @@ def test_an_exact_id_lookup_lists_only_the_steps_named(example):
     assert all(h.via == "id" for h in both.hits)
     # a plain word is a text query even when it is one word
     assert example.archive_search("Frobenius").total > 1
+
+
+def test_id_lookups_from_the_id_map_equal_those_read_from_the_index(example):
+    """From its second id lookup a searcher answers from an in-memory id map and reads only the
+    rows a page shows. Every id of the example, bare and global, alone and in pairs, must give the
+    same hits and pages as a fresh searcher's lookup through the index, and as the brute-force
+    oracle: every step named, in the order the query names them, ties by gid."""
+    ws = example.workspace
+    gids = sorted({s.gid for run in ws.runs() for s in ws.tree(run).steps}
+                  | {e.gid for e in ws.library()})
+    sids = sorted({g.split("/", 1)[1] for g in gids})
+    queries = sids + gids[::3] + [f"{a} {b}" for a, b in zip(sids[::4], sids[1::4])] + [
+        f"{gids[0]} {gids[0].split('/', 1)[1]}"]
+    warm = Memory.open(ws.root)
+    warm.archive_search(sids[0])
+    warm.archive_search(sids[1])
+    assert warm.searcher._id_map is not None  # the map path is what the rest checks
+    for query in queries:
+        refs = query.split()
+        oracle = sorted((g for g in gids if g in refs or g.split("/", 1)[1] in refs),
+                        key=lambda g: (min(refs.index(r) for r in (g, g.split("/", 1)[1])
+                                           if r in refs), g))
+        through_index = Memory.open(ws.root).archive_hits(query)  # a fresh searcher: no map
+        assert [h.id for h in through_index] == oracle, query
+        assert warm.archive_hits(query) == through_index, query
+        for page in range(1, warm.archive_search(query).pages + 1):
+            fresh = Memory.open(ws.root)
+            assert warm.archive_search(query, page=page) == fresh.archive_search(query, page=page)
+    # filters are applied by the index, map or not; settings only mark the hits
+    assert ids(warm.archive_search("A2-4", run="iwahori-two-levels")) == ["iwahori-two-levels/A2-4"]
+    marked = warm.archive_search("A2-4", setting="F_q((t))")
+    assert marked == Memory.open(ws.root).archive_search("A2-4", setting="F_q((t))")
+    assert all(h.setting_match is not None for h in marked.hits)
