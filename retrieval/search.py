@@ -16,7 +16,6 @@ from typing import Any
 
 from configs import Config
 from indexers import store
-from records.ids import split_gid
 from records.settings import INCOMPATIBLE, Ontology
 from retrieval import engines
 from retrieval.query import Filters, exact_lookup, ids_in_query
@@ -32,29 +31,31 @@ EVENT_COLUMNS = ["gid", "run", "seq", "time", "actor", "kind", "ids", "text", "p
 
 @dataclass(frozen=True)
 class IdMap:
-    """Every step's gid, key and sid, read once from the pinned steps table (a Searcher lives for
-    one table version): about 70 ms and 20 MB at 100,000 steps, so it is built on a searcher's
-    second id lookup (a one-shot CLI call never pays for it; the server and the API do, once)."""
+    """Every step's gid, sid and row id, read once from the pinned steps table (a Searcher lives
+    for one table version): about 0.1 s and 20 MB at 100,000 steps, so it is built on a searcher's
+    second id lookup (a one-shot CLI call never pays for it; a long-lived API user does, once)."""
 
-    keys: dict[str, int]             # gid -> key
-    by_sid: dict[str, list[str]]     # sid -> gids
+    row_ids: dict[str, int]          # gid -> the row's id in the pinned table version
+    by_sid: dict[str, list[str]]     # sid -> gids, sorted
 
     @classmethod
     def scan(cls, table) -> "IdMap":
-        data = table.search().select(["gid", "key", "sid"]).limit(table.count_rows()).to_arrow()
+        data = (table.search().select(["gid", "sid"]).with_row_id(True)
+                .limit(table.count_rows()).to_arrow())
         gids = data["gid"].to_pylist()
         by_sid: dict[str, list[str]] = {}
-        for gid, sid in zip(gids, data["sid"].to_pylist()):
+        for gid, sid in sorted(zip(gids, data["sid"].to_pylist())):
             by_sid.setdefault(sid, []).append(gid)
-        return cls(dict(zip(gids, data["key"].to_pylist())), by_sid)
+        return cls(dict(zip(gids, data["_rowid"].to_pylist())), by_sid)
 
     def rows(self, refs: list[str]) -> list[dict[str, Any]]:
-        """Light rows of the steps ``refs`` name (each once): a global id names its step, a bare
-        id every step with that id."""
+        """Light rows (gid, row id) of the steps ``refs`` name, each once, in ``id_rows`` order:
+        by the first ref naming the step, then by gid (a global id names its step, a bare id every
+        step with that id, sorted by gid)."""
         named = dict.fromkeys(g for ref in refs
                               for g in ([ref] if "/" in ref else self.by_sid.get(ref, []))
-                              if g in self.keys)
-        return [{"gid": g, "key": self.keys[g], "sid": split_gid(g)[1]} for g in named]
+                              if g in self.row_ids)
+        return [{"gid": g, "_rowid": self.row_ids[g]} for g in named]
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,8 @@ class Searcher:
 
     def id_rows(self, query: str, where: str | None) -> list[dict[str, Any]]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
-        from the second lookup on, they come from an in-memory id map as light rows (gid, key,
-        sid; ``complete`` reads the rest for the rows shown): a bare id such as ``A5-7`` can name
+        from the second lookup on, they come from an in-memory id map as light rows (gid and row
+        id; ``complete`` reads the rest for the rows shown): a bare id such as ``A5-7`` can name
         hundreds of steps across runs, and reading all of them costs more than the page needs."""
         refs = ids_in_query(query)
         table = self.table("steps")
@@ -127,29 +128,28 @@ class Searcher:
             if self._id_map is None and self._id_lookups >= ID_MAP_AFTER:
                 self._id_map = IdMap.scan(table)
         if where is None and self._id_map is not None:
-            rows = self._id_map.rows(refs)
-        else:
-            gid_keys = [store.key(r) for r in refs if "/" in r]
-            sid_keys = [store.key(r) for r in refs if "/" not in r]
-            clauses = [c for c in (store.in_list("key", gid_keys) if gid_keys else None,
-                                   store.in_list("sid_key", sid_keys) if sid_keys else None) if c]
-            match = " OR ".join(f"({c})" for c in clauses)
-            full = f"({match}) AND ({where})" if where else match
-            rows = (table.search().where(full).select(STEP_COLUMNS).limit(table.count_rows())
-                    .to_arrow().to_pylist())
+            return self._id_map.rows(refs)
+        gid_keys = [store.key(r) for r in refs if "/" in r]
+        sid_keys = [store.key(r) for r in refs if "/" not in r]
+        clauses = [c for c in (store.in_list("key", gid_keys) if gid_keys else None,
+                               store.in_list("sid_key", sid_keys) if sid_keys else None) if c]
+        match = " OR ".join(f"({c})" for c in clauses)
+        full = f"({match}) AND ({where})" if where else match
+        rows = (table.search().where(full).select(STEP_COLUMNS).limit(table.count_rows())
+                .to_arrow().to_pylist())
         order = {ref: i for i, ref in enumerate(refs)}
         rows.sort(key=lambda r: (min(order.get(r["gid"], 1 << 30), order.get(r["sid"], 1 << 30)),
                                  r["gid"]))
         return rows
 
     def complete(self, ranked: Sequence[Ranked]) -> list[Ranked]:
-        """``ranked`` with every step column: the light rows the id map gave are read by key."""
-        light = [r.row["key"] for r in ranked if "statement" not in r.row]
+        """``ranked`` with every step column: the light rows the id map gave are taken by row id
+        (the searcher's table version is pinned, so its row ids hold)."""
+        light = [r.row["_rowid"] for r in ranked if "statement" not in r.row]
         if not light:
             return list(ranked)
-        rows = {row["gid"]: row for row in self.table("steps").search()
-                .where(store.in_list("key", light)).select(STEP_COLUMNS).limit(len(light))
-                .to_arrow().to_pylist()}
+        rows = {row["gid"]: row for row in self.table("steps").take_row_ids(light)
+                .select(STEP_COLUMNS).to_arrow().to_pylist()}
         return [r if "statement" in r.row else Ranked(rows[r.row["gid"]], r.score, r.via)
                 for r in ranked]
 
