@@ -58,6 +58,7 @@ class Progress:
     def __init__(self, enabled: bool | None):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.bar = None
+        self.texts = self.done = 0  # texts to embed, texts embedded
 
     def start(self, texts: list[str], desc: str) -> None:
         """A bar over the characters of ``texts`` (what embedding time follows), counting texts."""

@@ -78,9 +78,6 @@ class Server:
         embedding model of the workspace's config, so the first real request is already warm."""
         from mem.cli import run
 
-        # A query is one short text: more intra-op threads only add synchronisation, and on a busy
-        # machine they cost 4-6x (measured: 80-135 ms vs 22-24 ms a query on 2 loaded cores).
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
         sink = io.StringIO()
         with redirect_stdout(sink), redirect_stderr(sink), warnings.catch_warnings():
             warnings.simplefilter("ignore")

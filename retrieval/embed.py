@@ -85,7 +85,8 @@ def embed_query(text: str, package: str) -> "np.ndarray":
     one-text case a search needs: the model's own modules are called directly (``encode``'s
     sorting and batching cost about 2 ms for one text) on one thread (a short query is too small
     to split across cores, and a search runs its BM25 query on the other core meanwhile: on 2
-    cores this measured 22 ms for a warm 100k-step hybrid search against 25 ms with two)."""
+    cores this measured 22 ms for a warm 100k-step hybrid search against 25 ms with two). This is
+    the one place that sets the query path's thread count, for `mem serve` and the API alike."""
     import torch
 
     model = load_model(package)

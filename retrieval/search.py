@@ -127,8 +127,8 @@ class Searcher:
             self._id_lookups += 1
             if self._id_map is None and self._id_lookups >= ID_MAP_AFTER:
                 self._id_map = IdMap.scan(table)
-        if where is None and self._id_map is not None:
-            return self._id_map.rows(refs)
+            if self._id_map is not None:
+                return self._id_map.rows(refs)
         gid_keys = [store.key(r) for r in refs if "/" in r]
         sid_keys = [store.key(r) for r in refs if "/" not in r]
         clauses = [c for c in (store.in_list("key", gid_keys) if gid_keys else None,
