@@ -22,10 +22,11 @@ class Query:
     query: str
     setting: str | None = None
     run: str | None = None
+    step: str | None = None     # the step the query is (SPEC §10): hidden, leave-one-out
 
 
 def read_queries(path: Path) -> list[Query]:
-    """Queries JSONL: ``{"qid", "query", "setting"?, "run"?}`` a line; qids unique."""
+    """Queries JSONL: ``{"qid", "query", "setting"?, "run"?, "step"?}`` a line; qids unique."""
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
@@ -41,16 +42,19 @@ def read_queries(path: Path) -> list[Query]:
         for key in ("qid", "query"):
             if not isinstance(obj.get(key), str) or not obj[key].strip():
                 raise InputError(file, number, key, "missing or not a non-empty string")
-        for key in ("setting", "run"):
+        for key in ("setting", "run", "step"):
             if obj.get(key) is not None and not isinstance(obj[key], str):
                 raise InputError(file, number, key, "must be a string")
-        unknown = set(obj) - {"qid", "query", "setting", "run"}
+        if obj.get("step") is not None and "/" not in obj["step"]:
+            raise InputError(file, number, "step", f"{obj['step']!r} is not a global id (run/step)")
+        unknown = set(obj) - {"qid", "query", "setting", "run", "step"}
         if unknown:
             raise InputError(file, number, sorted(unknown)[0], "unknown field")
         if obj["qid"] in seen:
             raise InputError(file, number, "qid", f"duplicate qid {obj['qid']!r}")
         seen.add(obj["qid"])
-        queries.append(Query(obj["qid"], obj["query"], obj.get("setting") or None, obj.get("run") or None))
+        queries.append(Query(obj["qid"], obj["query"], obj.get("setting") or None, obj.get("run") or None,
+                             obj.get("step") or None))
     return queries
 
 

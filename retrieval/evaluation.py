@@ -12,12 +12,13 @@ from retrieval.query import Filters
 
 def make_ranker(workspace: Workspace, config: Config) -> Ranker:
     """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
-    query's setting is the search setting; its run's own steps are never candidates."""
+    query's setting is the search setting; its run's own steps are never candidates (a run cannot
+    reuse itself); a query naming its ``step`` is answered leave-one-out: that step is hidden."""
     memory = Memory(workspace, config)
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
-        ranked = memory.ranked_steps(query.query, Filters(exclude_run=query.run), query.setting,
-                                     strategy=strategy)
+        filters = Filters(exclude_run=query.run, hide=query.step)
+        ranked = memory.ranked_steps(query.query, filters, query.setting, strategy=strategy)
         return [RankedHit(r.row["gid"], r.score) for r in ranked[:depth]]
 
     return ranker

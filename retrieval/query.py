@@ -64,6 +64,7 @@ class Filters:
     kind: str | None = None
     status: str | None = None
     exclude_run: str | None = None
+    hide: str | None = None     # a step's global id, invisible to the search (leave-one-out)
     until: Until | None = None
     library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
 
@@ -82,6 +83,8 @@ class Filters:
             parts.append(f"run_key = {key(self.run)}")
         if self.exclude_run is not None:
             parts.append(f"run_key != {key(self.exclude_run)}")
+        if self.hide is not None and table == "steps":
+            parts.append(f"key != {key(self.hide)}")
         if table == "steps":
             if self.kind is not None:
                 parts.append(f"kind = '{KINDS[KINDS.index(self.kind)]}'")

@@ -406,3 +406,34 @@ def test_cli_end_to_end_on_three_blueprint_chapters(tmp_path):
     assert mem(["--workspace", str(workspace), "eval", "paging", "--queries", str(queries), "--qrels",
                 str(qrels), "--strategy", "bm25", "--max-pages", "2"], out=text, err=io.StringIO()) == 0
     assert "bm25" in text.getvalue() and "rerank" not in text.getvalue()
+
+
+def test_a_query_naming_its_step_never_finds_that_step(tmp_path):
+    """SPEC §10 leave-one-out: the query is its step's own statement, so the step would rank first;
+    named as ``step`` it is hidden, while the run's other steps stay candidates for a query with
+    no ``run``."""
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_step("alpha", make_step("a6", statement="Hecke operators span the spherical algebra"))
+    ws.add_step("alpha", make_step("a7", statement="the spherical Hecke algebra is commutative"))
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"qid": "q", "query": "Hecke operators span the spherical algebra",
+                                   "step": "alpha/a6"}) + "\n")
+    (tmp_path / "r.qrels").write_text("q 0 alpha/a7 1\n")
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    status = mem(["--workspace", str(ws.root), "eval", "paging", "--queries", str(queries), "--qrels",
+                  str(tmp_path / "r.qrels"), "--trec-out", str(tmp_path / "run.trec")],
+                 out=io.StringIO(), err=io.StringIO())
+    assert status == 0
+    ranked = [line.split()[2] for line in (tmp_path / "run.trec").read_text().splitlines()]
+    assert "alpha/a7" in ranked and "alpha/a6" not in ranked
+
+
+def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
+    from eval.judgments import read_queries
+
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"qid": "q", "query": "x", "step": "a6"}) + "\n")
+    with pytest.raises(InputError, match=r"q.jsonl:1: step: 'a6' is not a global id"):
+        read_queries(path)
