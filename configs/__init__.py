@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from records.errors import InputError
+from mem_retrieval.records.errors import InputError
 
 DEFAULT = Path(__file__).resolve().parent / "default.toml"
 

@@ -2,7 +2,7 @@
 
 Workspaces of 1,000, 10,000 and 100,000 steps (``eval/synthetic.py``) are measured in one run.
 
-    python -m eval.bench [--sizes 1000,10000,100000] [--quick] [--out out/bench] [--keep DIR]
+    python -m mem_retrieval.eval.bench [--sizes 1000,10000,100000] [--quick] [--out out/bench] [--keep DIR]
                          [--skip-full-index-above N] [--queries N] [--cold-runs N] [--profile]
 
 Per size: full index (`mem index --full` as a process: in-process seconds, records/s, texts/s,
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from eval import synthetic
-from eval.bench_process import Server, mem_argv, run_child, serve_available
-from eval.bench_report import FIGURES, markdown, target_results
+from mem_retrieval.eval import synthetic
+from mem_retrieval.eval.bench_process import Server, mem_argv, run_child, serve_available
+from mem_retrieval.eval.bench_report import FIGURES, markdown, target_results
 
 INDEX_RECORD = ".bench-index.json"   # the full-index figures of a kept workspace's index
 CHANGING = ".bench-changing"         # present while 1% of a kept workspace's statements are changed
@@ -140,9 +140,9 @@ def _profile(call, items, path: Path) -> None:
 
 def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options) -> dict[str, Any]:
     """Warm in-process p50/p95 of ours and of the naive baseline, on the same queries."""
-    from eval.bench_naive import NaiveSearch
-    from retrieval.memory import Memory
-    from retrieval.query import Filters
+    from mem_retrieval.eval.bench_naive import NaiveSearch
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.retrieval.query import Filters
 
     memory = Memory.open(made.root)
     n, w = options.queries, options.warmup
@@ -267,8 +267,8 @@ def bench_workspace(root: Path, options: Options, scratch: Path) -> dict[str, An
     without its index: what a user of that workspace would see."""
     import shutil
 
-    from records.workspace import Workspace
-    from retrieval.memory import Memory
+    from mem_retrieval.records.workspace import Workspace
+    from mem_retrieval.memory import Memory
 
     copy = scratch / "workspace"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".mem"))
@@ -294,7 +294,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def run(options: Options) -> dict[str, Any]:
     """Measure every size; write bench.json and bench.md to ``options.out`` after each size (a long
     run stopped half-way keeps what it measured); return the results."""
-    from configs import load_config
+    from mem_retrieval.configs import load_config
 
     options.out.mkdir(parents=True, exist_ok=True)
     serve = serve_available()
@@ -337,7 +337,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def parse_options(argv: list[str] | None = None) -> Options:
-    parser = argparse.ArgumentParser(prog="python -m eval.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mem_retrieval.eval.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=_sizes, help="step counts (default 1000,10000,100000)")
     parser.add_argument("--quick", action="store_true",
                         help="1,000 and 10,000 steps, 30 queries, 3 cold runs (CI-safe time)")

@@ -1,6 +1,6 @@
 """Time the lazy greedy frontier on a large random problem (default 10,000 events × 2,000 queries).
 
-    python -m eval.bench_frontier [--events N] [--queries Q] [--answers K] [--false P]
+    python -m mem_retrieval.eval.bench_frontier [--events N] [--queries Q] [--answers K] [--false P]
                                   [--synergy P] [--seed S]
 
 Each event has one span answering 1…2K random queries, shared with a second random event with
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from eval.frontier import Problem, frontier
+from mem_retrieval.eval.frontier import Problem, frontier
 
 
 def random_problem(events: int, queries: int, answers: int, false: float, seed: int,

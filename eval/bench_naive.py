@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
 TEXT_COLUMNS = ["gid", "sid", "statement", "hyp", "setting", "missing", "failed_input"]
 
@@ -28,8 +28,8 @@ class NaiveSearch:
     def __init__(self, memory: "Memory"):
         from rank_bm25 import BM25Okapi
 
-        from indexers.rows import step_search_text
-        from retrieval.tokenize import tokenize
+        from mem_retrieval.indexers.rows import step_search_text
+        from mem_retrieval.text.tokenize import tokenize
 
         config = memory.config
         self.pool, self.rerank_k, self.weight = config.pool, config.rerank_k, config.fusion_weight
@@ -48,7 +48,7 @@ class NaiveSearch:
 
     def bm25_top(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """Indices and scores of the ``pool`` best BM25 steps (score > 0), best first."""
-        from retrieval.tokenize import tokenize
+        from mem_retrieval.text.tokenize import tokenize
 
         scores = self.bm25.get_scores(tokenize(query))
         hits = np.flatnonzero(scores > 0)
@@ -59,7 +59,7 @@ class NaiveSearch:
 
     def search(self, query: str) -> list[str]:
         """Global ids of the fused result list for ``query``."""
-        from retrieval.embed import embed, prepare
+        from mem_retrieval.text.embed import embed, prepare
 
         top, scores = self.bm25_top(query)
         if not top.size:

@@ -72,7 +72,7 @@ def child_env(server: bool = False) -> dict[str, str]:
 
 
 def mem_argv(workspace: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "mem", "--workspace", str(workspace), *args]
+    return [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace), *args]
 
 
 def _timed(argv: list[str], result: Path, stdout, stderr, server: bool = False) -> subprocess.Popen:
@@ -106,7 +106,7 @@ def run_child(argv: list[str], show_stderr: bool = False, server: bool = False) 
 
 def serve_available() -> bool:
     """Whether this checkout has `mem serve` (``python -m mem serve --help`` succeeds)."""
-    return run_child([sys.executable, "-m", "mem", "serve", "--help"]).returncode == 0
+    return run_child([sys.executable, "-m", "mem_retrieval.cli", "serve", "--help"]).returncode == 0
 
 
 class Server:

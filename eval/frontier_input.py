@@ -7,11 +7,11 @@ import json
 import math
 from pathlib import Path
 
-from eval.frontier import Problem
-from eval.judgments import read_qrels, read_queries
-from records.errors import InputError, NotFound, UsageError
-from records.parse import _Fields, _loads, read_text
-from records.workspace import Workspace
+from mem_retrieval.eval.frontier import Problem
+from mem_retrieval.eval.judgments import read_qrels, read_queries
+from mem_retrieval.records.errors import InputError, NotFound, UsageError
+from mem_retrieval.records.parse import _Fields, _loads, read_text
+from mem_retrieval.records.workspace import Workspace
 
 TOP_FIELDS = {"queries", "events", "spans"}
 

@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from records.errors import InputError
-from records.parse import read_text
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.parse import read_text
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]

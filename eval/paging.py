@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from retrieval.hint import DEFAULT_WINDOW, estimate_remaining
+from mem_retrieval.retrieval.hint import DEFAULT_WINDOW, estimate_remaining
 
 PAGE_SIZE = 5
 MAX_PAGES = 10

@@ -11,13 +11,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.hint import DEFAULT_WINDOW
-from eval.judgments import Qrels, Query, Run
-from eval.metrics import judged, mean_metrics, run_scores
-from eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
+from mem_retrieval.retrieval.hint import DEFAULT_WINDOW
+from mem_retrieval.eval.judgments import Qrels, Query, Run
+from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
+from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
-from eval.strategies import STRATEGIES, Ranker
-from records.errors import InputError
+from mem_retrieval.eval.strategies import STRATEGIES, Ranker
+from mem_retrieval.records.errors import InputError
 
 METRIC_DEPTH = 50  # R@50 needs the first 50 hits
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.judgments import write_trec_run
-from eval.paging import recall_at
-from eval.paging_eval import PagingEvaluation
-from records.files import replace_atomic, write_atomic
+from mem_retrieval.eval.judgments import write_trec_run
+from mem_retrieval.eval.paging import recall_at
+from mem_retrieval.eval.paging_eval import PagingEvaluation
+from mem_retrieval.records.files import replace_atomic, write_atomic
 
 PLOT = "recall_by_page.png"
 REPORT = "report.md"

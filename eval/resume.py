@@ -14,14 +14,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, check_pages, locate,
+from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, check_pages, locate,
                                    short, step_of)
-from records.core import render
-from records.ids import split_gid
-from records.types import CORE_FIELDS, Event, LibraryEntry, Step
-from records.writes import named_ids
-from retrieval.memory import Memory
-from retrieval.query import Until
+from mem_retrieval.records.core import render
+from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
+from mem_retrieval.records.writes import named_ids
+from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import Until
 
 # the text of the checkpoint event records.writes.core_set appends before it rewrites core.md
 _CHECKPOINT = re.compile(r"core-set (" + "|".join(CORE_FIELDS) + r"): ?(.*)\Z", re.S)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
-from records.core import id_candidates, mentions
-from records.ids import split_gid
-from records.settings import INCOMPATIBLE
-from retrieval.memory import Memory
+from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
+from mem_retrieval.records.core import id_candidates, mentions
+from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.settings import INCOMPATIBLE
+from mem_retrieval.memory import Memory
 
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
 _DEAD_END = re.compile(r"\bdead ends?\b|\bdo not retry\b", re.I)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from eval.judgments import Query
+from mem_retrieval.eval.judgments import Query
 
-from retrieval.search import STRATEGIES  # noqa: F401  (bm25, rerank, vector, hybrid-rrf)
+from mem_retrieval.retrieval.search import STRATEGIES  # noqa: F401  (bm25, rerank, vector, hybrid-rrf)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ holds every audited final step (status final, and passed or repaired: SPEC M2).
 Statement text is math-like: words drawn from a Zipf distribution (exponent ``ZIPF_S``) over a
 vocabulary of real mathematical words followed by a long tail of compounds (``quasitorsive``), with
 LaTeX fragments, Greek letters, symmetric-space names (GL2m/Sp2m, E₆/F₄) and references to step ids
-mixed in. ``python -m eval.synthetic DIR --steps N`` writes one."""
+mixed in. ``python -m mem_retrieval.eval.synthetic DIR --steps N`` writes one."""
 
 from __future__ import annotations
 
@@ -333,7 +333,7 @@ def load(root: Path, steps: int, seed: int) -> Synthetic | None:
 def change_statements(root: Path, share: float, seed: int) -> tuple[int, Callable[[], None]]:
     """Rewrite the statements of a ``share`` of the steps (chosen by ``seed``); return how many were
     changed and a function putting the original files back."""
-    from records.workspace import Workspace
+    from mem_retrieval.records.workspace import Workspace
 
     workspace = Workspace(Path(root).resolve())
     runs = workspace.runs()
@@ -376,7 +376,7 @@ def workload(root: Path, n: int, seed: int) -> Workload:
     """``n`` of each kind of query (``4n`` texts), drawn (by ``seed``) from the steps of the workspace at ``root``:
     a text query is 2–5 words of one step's statement in order, sometimes with a symmetric-space
     name or an off-topic word, as an agent would type it."""
-    from records.workspace import Workspace
+    from mem_retrieval.records.workspace import Workspace
 
     workspace = Workspace(Path(root).resolve())
     steps = [step for run in workspace.runs() for step in workspace.tree(run).steps]

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from records.errors import InputError, NotFound, UsageError
-from records.types import LibraryEntry, Step
-from retrieval.memory import Memory
+from mem_retrieval.records.errors import InputError, NotFound, UsageError
+from mem_retrieval.records.types import LibraryEntry, Step
+from mem_retrieval.memory import Memory
 
 PAGES = 2
 ARCHIVE, RECALL = "archive-search", "recall-search"

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from configs import Config
-from indexers import store
-from indexers.rows import Rows, build_rows
-from indexers.schema import EMBEDDED_TABLES, SCHEMAS
-from records.workspace import Workspace
+from mem_retrieval.configs import Config
+from mem_retrieval.indexers import store
+from mem_retrieval.indexers.rows import Rows, build_rows
+from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
+from mem_retrieval.records.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | N
     needed = sorted({row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
                      if row["text_hash"] and row["text_hash"] not in known_vectors})
     if needed:
-        from retrieval.embed import embed
+        from mem_retrieval.text.embed import embed
 
         texts = [rows.embed_text[h] for h in needed]
         progress.start(texts, "embedding")

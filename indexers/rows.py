@@ -12,14 +12,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from configs import Config
-from indexers.store import key
-from records.ids import split_gid
-from records.parse import read_text, source_file
-from records.types import Event, LibraryEntry, Step
-from records.workspace import Workspace, library_as_step
-from retrieval.embed import prepare
-from retrieval.tokenize import token_string
+from mem_retrieval.configs import Config
+from mem_retrieval.indexers.store import key
+from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.parse import read_text, source_file
+from mem_retrieval.records.types import Event, LibraryEntry, Step
+from mem_retrieval.records.workspace import Workspace, library_as_step
+from mem_retrieval.text.embed import prepare
+from mem_retrieval.text.tokenize import token_string
 
 NEVER = -1  # named_ts of a step no event has named
 

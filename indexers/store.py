@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from configs import Config
-from records.errors import InputError
-from records.files import write_atomic
-from retrieval.tokenize import VERSION as TOKENIZER_VERSION
+from mem_retrieval.configs import Config
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.files import write_atomic
+from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
 FORMAT = 1
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from records.errors import UsageError
-from records.parse import split_core_heading
-from records.types import CORE_FIELDS, STATUSES, CoreMemory
+from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.parse import split_core_heading
+from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→"
 _HEADING = re.compile(r"^## +(.*?)\s*$")

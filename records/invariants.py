@@ -10,14 +10,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from records.core import claims, id_candidates
-from records.errors import InputError, Problem
-from records.ids import split_gid
-from records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
-from records.settings import INCOMPATIBLE, UNKNOWN
-from records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_line_tokens
-from records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
-from records.workspace import Workspace
+from mem_retrieval.records.core import claims, id_candidates
+from mem_retrieval.records.errors import InputError, Problem
+from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
+from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN
+from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_line_tokens
+from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
+from mem_retrieval.records.workspace import Workspace
 
 ERROR, WARNING = "error", "warning"
 INTEGRITY, INPUT = "integrity", "input"

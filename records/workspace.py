@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from records.errors import NotFound, UsageError
-from records.ids import is_run_slug, split_gid
-from records.parse import iter_events, iter_library, parse_core, parse_tree
-from records.settings import Ontology, load_ontology
-from records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
+from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.records.ids import is_run_slug, split_gid
+from mem_retrieval.records.parse import iter_events, iter_library, parse_core, parse_tree
+from mem_retrieval.records.settings import Ontology, load_ontology
+from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
 LIBRARY = Path("solve") / "library.jsonl"
 INDEX_DIR = ".mem"

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from records.core import clean_field, field_name, id_candidates, mentions, with_field
-from records.errors import InputError, NotFound, UsageError
-from records.files import write_atomic
-from records.invariants import Catalog, admission_problem
-from records.ids import is_run_slug, split_gid
-from records.parse import iter_library, parse_core_text, parse_library_entry, parse_time, read_text
-from records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_tokens
-from records.types import Event, LibraryEntry, Step
-from records.workspace import Workspace
+from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
+from mem_retrieval.records.errors import InputError, NotFound, UsageError
+from mem_retrieval.records.files import write_atomic
+from mem_retrieval.records.invariants import Catalog, admission_problem
+from mem_retrieval.records.ids import is_run_slug, split_gid
+from mem_retrieval.records.parse import iter_library, parse_core_text, parse_library_entry, parse_time, read_text
+from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_tokens
+from mem_retrieval.records.types import Event, LibraryEntry, Step
+from mem_retrieval.records.workspace import Workspace
 
 LOCK_TIMEOUT_S = 60.0
 

@@ -66,7 +66,7 @@ def rank_bm25_candidates(table, tokens: str, where: str | None, limit: int, colu
     chosen = sorted(((gids[i], float(scores[i])) for i in hits), key=lambda p: (-p[1], p[0]))
     if not chosen:
         return []
-    from indexers.store import in_list, key
+    from mem_retrieval.indexers.store import in_list, key
 
     rows = {row["gid"]: row for row in table.search().where(in_list("key", [key(g) for g, _ in chosen]))
             .select(columns).limit(len(chosen)).to_arrow().to_pylist()}

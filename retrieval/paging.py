@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TypeVar
 
-from records.errors import NotFound, UsageError
+from mem_retrieval.records.errors import NotFound, UsageError
 
 T = TypeVar("T")
 

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from records.errors import UsageError
-from records.ids import ref_problem, split_gid
-from records.types import KINDS, STATUSES
+from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.types import KINDS, STATUSES
 
 _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
@@ -76,7 +76,7 @@ class Filters:
 
     def where(self, table: str, extra: list[str] | None = None) -> str | None:
         """The prefilter as SQL, built only from integer keys and the closed enums above."""
-        from indexers.store import key
+        from mem_retrieval.indexers.store import key
 
         parts = list(extra or [])
         if self.run is not None:

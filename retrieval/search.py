@@ -14,12 +14,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from configs import Config
-from indexers import store
-from records.settings import INCOMPATIBLE, Ontology
-from retrieval import engines
-from retrieval.query import Filters, exact_lookup, ids_in_query
-from retrieval.tokenize import token_string
+from mem_retrieval.configs import Config
+from mem_retrieval.indexers import store
+from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
+from mem_retrieval.retrieval import engines
+from mem_retrieval.retrieval.query import Filters, exact_lookup, ids_in_query
+from mem_retrieval.text.tokenize import token_string
 
 STRATEGIES = ("bm25", "rerank", "vector", "hybrid-rrf")
 RRF_K = 60
@@ -74,7 +74,7 @@ def _worker() -> ThreadPoolExecutor:
 
 @lru_cache(maxsize=256)
 def _query_vector(text: str, package: str, max_chars: int):
-    from retrieval.embed import embed_query, prepare
+    from mem_retrieval.text.embed import embed_query, prepare
 
     return embed_query(prepare(text, max_chars), package)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mem.cli import run as run_cli
+from mem_retrieval.cli.main import run as run_cli
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "workspace"
 
@@ -173,7 +173,7 @@ def mem(workspace: Workspace) -> Callable[..., tuple[int, str, str]]:
 def example(tmp_path_factory):
     """The example workspace, copied to tmp and indexed once for the whole session (read-only: a
     test that writes builds its own workspace)."""
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     root = tmp_path_factory.mktemp("example") / "workspace"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))

@@ -15,9 +15,9 @@ from datetime import datetime
 import pytest
 
 from conftest import library_line, make_step
-from mem.cli import run as run_cli
-from records.errors import NotFound
-from retrieval.memory import Memory
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records.errors import NotFound
+from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
 

@@ -130,7 +130,7 @@ def indexed_template(tmp_path_factory):
     """One indexed copy of the small workspace; each case starts from a copy of it."""
     import shutil
 
-    from mem.cli import run
+    from mem_retrieval.cli.main import run
     from conftest import build_workspace
 
     root = tmp_path_factory.mktemp("template") / "ws"
@@ -144,7 +144,7 @@ def test_bad_input_is_one_line_exit_2_and_the_index_is_untouched(damage, where, 
                                                                   indexed_template):
     import io
 
-    from mem.cli import run
+    from mem_retrieval.cli.main import run
     from conftest import Workspace
 
     template, shutil = indexed_template

@@ -9,10 +9,10 @@ import io
 import json
 from pathlib import Path
 
-from eval import synthetic
-from eval.bench import main as bench_main
-from eval.bench_report import FIGURES, TARGETS
-from mem.cli import run as run_cli
+from mem_retrieval.eval import synthetic
+from mem_retrieval.eval.bench import main as bench_main
+from mem_retrieval.eval.bench_report import FIGURES, TARGETS
+from mem_retrieval.cli.main import run as run_cli
 
 # Figures that stay empty by design: a generated (not kept) workspace is always timed; the server
 # figures only when this checkout has `mem serve`.

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import library_line, make_step
-from records.core import render
-from records.errors import InputError
-from records.parse import iter_events, iter_library, parse_tree
+from mem_retrieval.records.core import render
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.parse import iter_events, iter_library, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 OK_SUMMARY = "OK: 2 runs, 6 steps, 3 events, 1 core.md (2 status claims), 1 library entries; 0 violations"
@@ -231,7 +231,7 @@ def test_check_only_the_named_runs(workspace, mem):
 
 def test_check_as_a_real_process_with_json(workspace):
     workspace.write_core("alpha", render({"next": "a4 proved"}))
-    command = [sys.executable, "-m", "mem", "--workspace", str(workspace.root)]
+    command = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root)]
     done = subprocess.run([*command, "check"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr == ""
     assert done.stdout.startswith("alpha/memory/core.md:4: M1: W says a4 proved")

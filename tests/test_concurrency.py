@@ -21,7 +21,7 @@ READERS = 4
 def look(memory) -> dict:
     """What one search session sees: the versions it is pinned to, the row count of each table at
     them, and every step and event holding the word quokka."""
-    from retrieval.query import Filters
+    from mem_retrieval.retrieval.query import Filters
 
     searcher = memory.searcher
     return {"versions": dict(searcher.versions),
@@ -35,7 +35,7 @@ READER = f"""
 import json, sys, time, traceback
 from pathlib import Path
 sys.path.insert(0, {str(TESTS)!r})
-from retrieval.memory import Memory
+from mem_retrieval.memory import Memory
 from test_concurrency import look
 root, stop = Path(sys.argv[1]), Path(sys.argv[2])
 held = Memory.open(root)  # opened before the reindex, kept through it
@@ -91,7 +91,7 @@ def test_searches_in_other_processes_during_a_reindex_each_see_one_version(index
                                                                            tmp_path):
     """Four reader processes search in a loop (each search opens the index afresh, and each reader
     also keeps one session opened before the reindex) while a `mem index` process rebuilds it."""
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     root, marked = changed_copy(indexed, tmp_path)
     old = look(Memory.open(root))
@@ -139,7 +139,7 @@ def test_two_index_runs_at_once_are_serialised_by_the_lock(indexed, forker, tmp_
     committed, finds nothing left to do. Both succeed and the index is the new state."""
     from filelock import FileLock
 
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     root, marked = changed_copy(indexed, tmp_path)
     lock = FileLock(str(root / ".mem" / "index.lock"))

@@ -1,7 +1,7 @@
 """Crash safety: `mem index`, `mem archive-insert` and `mem core-set` killed with SIGKILL at random
 points leave either the old state or the new one, never a mix, and the next run completes.
 
-The killed commands are real processes running the real CLI (``mem.cli.run``). They are forked from
+The killed commands are real processes running the real CLI (``mem_retrieval.cli.main.run``). They are forked from
 a warm process (``Forker``) that has already imported lancedb and torch and loaded the model, so a
 trial's time is spent in the command's own work and the kill points (uniform in [0, D], where D is
 the measured duration of the same command run to completion, one point per twentieth of D) fall in
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Workspace, build_workspace, make_step
-from records.parse import iter_events, iter_library, parse_core
+from mem_retrieval.records.parse import iter_events, iter_library, parse_core
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = 20
@@ -33,11 +33,11 @@ import json, os, sys, traceback, warnings
 warnings.filterwarnings("ignore", message="lancedb fork")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import lancedb, pyarrow
-import indexers.build, indexers.rows, records.writes, records.invariants, retrieval.memory
-from configs import load_config
-from mem.cli import run
-from records.tokens import count_tokens
-from retrieval.embed import load_model
+import mem_retrieval.indexers.build, mem_retrieval.indexers.rows, mem_retrieval.records.writes, mem_retrieval.records.invariants, mem_retrieval.memory
+from mem_retrieval.configs import load_config
+from mem_retrieval.cli.main import run
+from mem_retrieval.records.tokens import count_tokens
+from mem_retrieval.text.embed import load_model
 load_model(load_config(None, None).model_package)
 count_tokens("warm")
 print(json.dumps({"ready": os.getpid()}), flush=True)
@@ -226,7 +226,7 @@ def change_corpus(ws: Workspace) -> set[str]:
 def index_state(root: Path) -> dict:
     """What a reader sees: meta.json's versions, and each table's rows (gid -> content hash) at
     those versions; plus each table's latest version (ahead of meta.json after a torn build)."""
-    from indexers import store
+    from mem_retrieval.indexers import store
 
     meta = store.read_meta(root / ".mem")
     db = store.connect(root / ".mem")
@@ -248,8 +248,8 @@ def workspace_files(root: Path) -> dict[str, bytes]:
 
 def quokka_hits(root: Path) -> tuple[set[str], set[str]]:
     """What a search sees: every step (all pages) and every event holding the word quokka."""
-    from retrieval.memory import Memory
-    from retrieval.query import Filters
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.retrieval.query import Filters
 
     memory = Memory.open(root)
     steps = memory.ranked_steps("quokka", Filters(), strategy="bm25")

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from eval.frontier import Problem, exhaustive, frontier, greedy, score_memory
-from eval.frontier_input import ids_in_text
-from mem.cli import run
+from mem_retrieval.eval.frontier import Problem, exhaustive, frontier, greedy, score_memory
+from mem_retrieval.eval.frontier_input import ids_in_text
+from mem_retrieval.cli.main import run
 
 
 # ---------------------------------------------------------------------------- oracles (plain Python)

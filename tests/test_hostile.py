@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import build_workspace
-from mem.cli import run as run_cli
-from retrieval.query import Filters
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.retrieval.query import Filters
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,7 +167,7 @@ def test_bytes_that_are_not_utf8_in_arguments_are_refused(ws):
     before = (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes()
     for argv in ([b"archive-search", b"stat\xffement"], [b"archive-search", b"x", b"--run", b"\xfe"],
                  [b"recall-search", b"--id", b"a\xc3"], [b"core-set", b"alpha", b"next", b"\xff"]):
-        done = subprocess.run([sys.executable.encode(), b"-m", b"mem", b"--workspace",
+        done = subprocess.run([sys.executable.encode(), b"-m", b"mem_retrieval.cli", b"--workspace",
                                str(ws.root).encode(), *argv], cwd=ROOT, capture_output=True,
                               timeout=120)
         assert done.returncode == 2 and done.stdout == b"", done.stderr

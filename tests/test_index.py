@@ -5,10 +5,10 @@ import json
 import pytest
 
 from conftest import make_step
-from indexers import store
-from records.errors import InputError
-from retrieval import embed
-from retrieval.memory import Memory
+from mem_retrieval.indexers import store
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.text import embed
+from mem_retrieval.memory import Memory
 
 
 def embedded() -> int:

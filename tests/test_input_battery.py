@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Workspace, build_workspace, library_line, make_step
-from mem.cli import run as run_cli
-from records.errors import InputError
-from records.parse import event_path, iter_events, iter_library, parse_tree
-from records.types import EVENT_KINDS, GRADES, KINDS, STATUSES
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.parse import event_path, iter_events, iter_library, parse_tree
+from mem_retrieval.records.types import EVENT_KINDS, GRADES, KINDS, STATUSES
 from test_bad_input import snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -575,7 +575,7 @@ def test_a_damaged_file_never_gives_a_traceback_in_a_real_process(template, tmp_
     ws = fresh_copy(template, tmp_path)
     replace_event(1, b"\xff\xfe{not json")(ws)
     for extra in ([], ["--json"]):
-        done = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(ws.root), *extra,
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws.root), *extra,
                                "index"], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and "Traceback" not in done.stderr + done.stdout
         line = json.loads(done.stdout)["error"] if extra else done.stderr.removeprefix("mem: ")
@@ -585,7 +585,7 @@ def test_a_damaged_file_never_gives_a_traceback_in_a_real_process(template, tmp_
 # ----------------------------------------------------------------------------- valid, if surprising
 
 def rows(root: Path, table: str) -> dict[str, dict]:
-    from indexers import store
+    from mem_retrieval.indexers import store
 
     meta = store.read_meta(root / ".mem")
     t = store.open_table(store.connect(root / ".mem"), table)
@@ -639,7 +639,7 @@ def test_a_20_mb_statement_indexes_in_bounded_memory_and_is_embedded_truncated(t
     the statement's first 20,000 characters is indexed first, so the big step reuses the twin's
     vector and `mem index` embeds nothing (and never loads the model). The `mem index` process peaks
     at less than 20 × the statement over a no-op `mem index` of the same workspace."""
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     ws = build_workspace(tmp_path / "ws")
     sentence = "the Satake transform of GL2m/Sp2m at level K_{n} is injective for every odd prime p "
@@ -647,7 +647,7 @@ def test_a_20_mb_statement_indexes_in_bounded_memory_and_is_embedded_truncated(t
     ws.add_step("alpha", make_step("twin", statement=big[:20_000]))
     memory = Memory.open(ws.root)
     memory.index(progress=False)
-    measure = ("import json, resource, sys\nfrom mem.cli import run\n"
+    measure = ("import json, resource, sys\nfrom mem_retrieval.cli.main import run\n"
                "code = run(sys.argv[1:])\n"
                "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules, 'rss_mb': "
                "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
@@ -682,7 +682,7 @@ def test_a_million_line_event_log_is_streamed(tmp_path):
             handle.write(line * 10_000)
     assert path.stat().st_size > 140_000_000
     code = ("import json, resource, sys\nfrom pathlib import Path\n"
-            "from records.parse import iter_events\n"
+            "from mem_retrieval.records.parse import iter_events\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "count = last = 0\n"
             "for event in iter_events(Path(sys.argv[1]), 'r'):\n"
@@ -840,10 +840,10 @@ TARGETS = [TREE, EVENTS, LIBRARY, "alpha/memory/core.md", SETTINGS, "alpha/brief
 def test_arbitrary_bytes_give_records_or_one_input_error(pristine, target, mutations):
     """Whatever the bytes of one file, building the index rows (every parser, the tokenizer, the
     hashes) and `mem check` end in records or an InputError: never another exception."""
-    from configs import load_config
-    from indexers.rows import build_rows
-    from records.invariants import check
-    from records.workspace import Workspace as Records
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.rows import build_rows
+    from mem_retrieval.records.invariants import check
+    from mem_retrieval.records.workspace import Workspace as Records
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "ws"
@@ -866,9 +866,9 @@ def test_arbitrary_bytes_give_records_or_one_input_error(pristine, target, mutat
 
 def test_mutations_do_reach_every_parser(pristine, tmp_path):
     """The property above is not vacuous: one mutation of each target is refused, naming it."""
-    from configs import load_config
-    from indexers.rows import build_rows
-    from records.workspace import Workspace as Records
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.rows import build_rows
+    from mem_retrieval.records.workspace import Workspace as Records
 
     rng = random.Random(7)
     for target in TARGETS:

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from records.errors import NotFound, UsageError
-from retrieval.paging import page_count, page_slice
+from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.retrieval.paging import page_count, page_slice
 
 
 @given(st.integers(min_value=0, max_value=60), st.integers(min_value=1, max_value=7))

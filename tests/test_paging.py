@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.hint import estimate_remaining, relevance_weights
-from eval.judgments import Query, write_trec_run
-from eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
-from eval.paging import (RankedPages, fixed, first_page, hint, patience, read, recall_at,
+from mem_retrieval.retrieval.hint import estimate_remaining, relevance_weights
+from mem_retrieval.eval.judgments import Query, write_trec_run
+from mem_retrieval.eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
+from mem_retrieval.eval.paging import (RankedPages, fixed, first_page, hint, patience, read, recall_at,
                          recall_by_page, score_drop, standard_pagers, summarize)
-from eval.paging_eval import evaluate_paging, search_depth
-from eval.paging_report import table_text, write_report, write_runs
-from eval.strategies import STRATEGIES, RankedHit
-from mem.cli import run as mem
-from records.errors import InputError
+from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
+from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
+from mem_retrieval.eval.strategies import STRATEGIES, RankedHit
+from mem_retrieval.cli.main import run as mem
+from mem_retrieval.records.errors import InputError
 
 PAGERS = ["first-page", "fixed-2", "patience-1", "score-drop", "hint"]
 # the public development set, in shared/ beside the checkout (as in CI)
@@ -172,7 +172,7 @@ def test_gold_on_pages_1_and_3_patience_stops_after_page_2():
 
 
 def _stop(pages: int, recall: float):
-    from eval.paging import Stop
+    from mem_retrieval.eval.paging import Stop
 
     return Stop(pages, recall)
 
@@ -382,7 +382,7 @@ def small_blueprint_workspace(root: Path) -> tuple[Path, Path, Path]:
 
 
 def test_cli_end_to_end_on_three_blueprint_chapters(tmp_path):
-    pytest.importorskip("retrieval.evaluation",
+    pytest.importorskip("mem_retrieval.eval.ranker",
                         reason="retrieval.evaluation.make_ranker (the search layer) is not built yet")
     if not BLUEPRINTS.is_dir():
         pytest.skip(f"blueprint development set not found at {BLUEPRINTS}")
@@ -431,7 +431,7 @@ def test_a_query_naming_its_step_never_finds_that_step(tmp_path):
 
 
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
-    from eval.judgments import read_queries
+    from mem_retrieval.eval.judgments import read_queries
 
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"qid": "q", "query": "x", "step": "a6"}) + "\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_workspace
-from mem.cli import run as run_cli
+from mem_retrieval.cli.main import run as run_cli
 from test_crash import index_state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_a_damaged_index_gives_one_line_in_a_real_process(intact, tmp_path):
     root = copy(intact, tmp_path)
     DAMAGES["manifests garbled"](root)
     for argv in (["archive-search", "statement"], ["recall-search", "five"], ["index"]):
-        done = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(root), *argv],
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root), *argv],
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert (done.returncode, done.stdout) == (2, ""), done.stderr
         assert done.stderr.startswith(f"mem: {root / '.mem'}: the index is damaged (")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from configs import load_config
-from eval.judgments import read_queries
-from records.errors import NotFound
-from retrieval.memory import Memory
-from retrieval.query import Filters, ids_in_query
+from mem_retrieval.configs import load_config
+from mem_retrieval.eval.judgments import read_queries
+from mem_retrieval.records.errors import NotFound
+from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import Filters, ids_in_query
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "workspace"
 
@@ -141,7 +141,7 @@ def test_both_bm25_engines_agree_on_the_fixture_queries(example):
 def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
     code = (
         "import sys\n"
-        "from mem.cli import run\n"
+        "from mem_retrieval.cli.main import run\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-get', 'satake-two-levels/A5-7']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         "assert 'lancedb' not in sys.modules\n"
@@ -155,7 +155,7 @@ def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
 
 
 def test_cli_json_shape(example):
-    result = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(example.workspace.root),
+    result = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(example.workspace.root),
                              "--json", "archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"],
                             capture_output=True, text=True, timeout=120)
     data = json.loads(result.stdout)
@@ -163,7 +163,7 @@ def test_cli_json_shape(example):
     assert {"query", "setting", "page", "pages", "total", "hits"} <= set(data)
     assert {"id", "run", "kind", "statement", "status", "grade", "setting", "setting_match",
             "score"} <= set(data["hits"][0])
-    result = subprocess.run([sys.executable, "-m", "mem", "--workspace", str(example.workspace.root),
+    result = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(example.workspace.root),
                              "archive-search", "GL2m/Sp2m generation", "--page", "99"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "pages" in result.stderr and result.stderr.count("\n") == 1

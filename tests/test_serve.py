@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mem.cli import run as run_cli
-from mem.forward import MAX_MESSAGE, exchange, read_command
-from retrieval.memory import Memory
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.cli.forward import MAX_MESSAGE, exchange, read_command
+from mem_retrieval.memory import Memory
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "workspace"
@@ -36,7 +36,7 @@ class Servers:
 
     def start(self, root: Path, *flags: str, expect_ready: bool = True) -> subprocess.Popen:
         log = open(self.logs / f"serve-{len(self.procs)}.err", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "mem", "-w", str(root), "serve", *flags],
+        proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "serve", *flags],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True,
                                 env=client_env())
         self.procs.append(proc)
@@ -110,7 +110,7 @@ def client_env(**extra: str) -> dict[str, str]:
 
 def mem(*argv: str, cwd: Path = REPO, **env: str) -> tuple[int, str, str]:
     """A `mem` client process: (exit status, stdout, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "mem", *argv], cwd=cwd, env=client_env(**env),
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", *argv], cwd=cwd, env=client_env(**env),
                           capture_output=True, text=True, timeout=120)
     return done.returncode, done.stdout, done.stderr
 
@@ -185,7 +185,7 @@ def test_the_workspace_is_found_from_the_folder_or_the_environment(server, tmp_p
 
 
 def test_a_forwarded_call_imports_neither_lancedb_nor_torch(server):
-    probe = ("import sys\nfrom mem.cli import main\ncode = main(sys.argv[1:])\n"
+    probe = ("import sys\nfrom mem_retrieval.cli.main import main\ncode = main(sys.argv[1:])\n"
              "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'lancedb', 'torch', "
              "'sentence_transformers', 'pyarrow', 'retrieval', 'indexers'})\n"
              "print('HEAVY', heavy, file=sys.stderr)\nraise SystemExit(code)\n")

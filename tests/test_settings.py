@@ -2,8 +2,8 @@
 
 import pytest
 
-from records.errors import InputError
-from records.settings import build, load_ontology
+from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.settings import build, load_ontology
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ import json
 import pytest
 
 from conftest import library_line, make_step
-from eval.resume import blocked_routes, resume, w_as_of
-from eval.reuse import citations, reuse
-from mem.cli import run as run_cli
-from records.errors import UsageError
-from records.writes import core_set
-from retrieval.memory import Memory
+from mem_retrieval.eval.resume import blocked_routes, resume, w_as_of
+from mem_retrieval.eval.reuse import citations, reuse
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.writes import core_set
+from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
 # every satake step iwahori cites: parents in its tree.json, and ids in its briefs (A6-7 is named

@@ -6,7 +6,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.tokenize import tokenize
+from mem_retrieval.text.tokenize import tokenize
 
 
 def test_subscripts_match_plain_digits():

@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import build_workspace, library_line, make_step
-from records.core import clean_field, render
-from records.errors import UsageError
-from records.parse import parse_core, parse_core_text, read_library
-from records.tokens import count_tokens
-from records.workspace import Workspace as RecordsWorkspace
-from records.writes import Refusal, archive_insert, core_set
+from mem_retrieval.records.core import clean_field, render
+from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.parse import parse_core, parse_core_text, read_library
+from mem_retrieval.records.tokens import count_tokens
+from mem_retrieval.records.workspace import Workspace as RecordsWorkspace
+from mem_retrieval.records.writes import Refusal, archive_insert, core_set
 
 ROOT = Path(__file__).resolve().parent.parent
 EMPTY_CORE_TOKENS = 16  # "## phase\n## portfolio\n## open gaps\n## next\n## inputs\n": 5 × "#","#" + 6 words
@@ -151,7 +151,7 @@ def test_killed_between_write_and_rename_leaves_core_md_intact(workspace):
     before = workspace.core_path("alpha").read_bytes()
     script = ("import os, signal, sys\n"
               "os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)\n"
-              "from mem.cli import run\n"
+              "from mem_retrieval.cli.main import run\n"
               "sys.exit(run(sys.argv[1:]))\n")
     proc = subprocess.run([sys.executable, "-c", script, "--workspace", str(workspace.root),
                            "core-set", "alpha", "next", "the new plan"], cwd=ROOT,
@@ -234,7 +234,7 @@ def test_archive_insert_finishes_a_last_line_without_newline(workspace, mem):
 
 
 def test_archive_insert_as_a_real_process(workspace):
-    command = [sys.executable, "-m", "mem", "--workspace", str(workspace.root), "archive-insert"]
+    command = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root), "archive-insert"]
     done = subprocess.run([*command, "alpha/a2"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "inserted" in done.stdout
     again = subprocess.run([*command, "alpha/a2", "--json"], cwd=ROOT, capture_output=True, text=True,
@@ -252,15 +252,15 @@ def _insert_all(root: str, worker: int, barrier, results) -> None:
     """Insert this worker's 25 steps, each followed by the same step of worker 0: all 8 workers start
     together and try w0/s0, w0/s1, … at about the same time (duplicates but for the first to get
     there)."""
-    import records.writes
+    import mem_retrieval.records.writes as writes
 
-    append = records.writes.append_line
+    append = writes.append_line
 
     def slow_append(path, record):  # widen the read-check-append window: a race cannot hide
         time.sleep(0.005)
         return append(path, record)
 
-    records.writes.append_line = slow_append
+    writes.append_line = slow_append
     try:
         ws = RecordsWorkspace.open(root)
         inserted = refused = 0

@@ -20,7 +20,7 @@ def register(subparsers, common) -> None:
 
 
 def run(args, ctx) -> int:
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     workspace = ctx.workspace()
     memory = Memory(workspace, ctx.config(workspace))

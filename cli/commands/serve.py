@@ -35,7 +35,7 @@ def _seconds(text: str) -> float:
 def serve(args, ctx) -> int:
     import os
 
-    from mem.server import Server
+    from mem_retrieval.cli.server import Server
 
     workspace = ctx.workspace()
     server = Server.bind(workspace.root, args.idle_timeout)

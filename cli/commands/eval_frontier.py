@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from records.errors import UsageError
-from records.files import replace_atomic
+from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.files import replace_atomic
 
 ORDER = 30
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -51,8 +51,8 @@ def _count(text: str) -> int:
 
 def run_frontier(args: argparse.Namespace, ctx) -> int:
     """Build the problem, compute the frontier, score the memory, then draw and print."""
-    from eval.frontier import frontier, score_memory
-    from eval.frontier_input import memory_from, parse_memory, problem_from_workspace, read_problem
+    from mem_retrieval.eval.frontier import frontier, score_memory
+    from mem_retrieval.eval.frontier_input import memory_from, parse_memory, problem_from_workspace, read_problem
 
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
         raise UsageError(f"--plot: {args.plot} should end in {', '.join(PLOT_SUFFIXES)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.strategies import STRATEGIES
+from mem_retrieval.eval.strategies import STRATEGIES
 
 ORDER = 10
 
@@ -29,7 +29,7 @@ def register(subparsers, common) -> None:
 
 def _check_outputs(args) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
-    from records.errors import UsageError
+    from mem_retrieval.records.errors import UsageError
 
     if args.max_pages < 1:
         raise UsageError(f"--max-pages must be at least 1, not {args.max_pages}")
@@ -40,10 +40,10 @@ def _check_outputs(args) -> None:
 
 
 def run_paging(args, ctx) -> int:
-    from eval.judgments import read_qrels, read_queries
-    from eval.paging_eval import evaluate_paging, judged_queries, search_depth
-    from eval.paging_report import table_text, write_report, write_runs
-    from records.errors import InputError
+    from mem_retrieval.eval.judgments import read_qrels, read_queries
+    from mem_retrieval.eval.paging_eval import evaluate_paging, judged_queries, search_depth
+    from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
+    from mem_retrieval.records.errors import InputError
 
     _check_outputs(args)
     queries = read_queries(Path(args.queries))
@@ -56,7 +56,7 @@ def run_paging(args, ctx) -> int:
                  "not scored")
     workspace = ctx.workspace()
     config = ctx.config(workspace)
-    from retrieval.evaluation import make_ranker
+    from mem_retrieval.eval.ranker import make_ranker
 
     ranker = make_ranker(workspace, config)
     evaluation = evaluate_paging(

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from configs import Config, load_config
-from records.errors import NotFound, UsageError
-from records.ids import ref_problem, split_gid
-from records.types import LibraryEntry, Source, Step
-from records.workspace import Workspace, library_as_step
-from retrieval.paging import page_count, page_slice
-from retrieval.query import Filters, Until, parse_time_arg
-from retrieval.types import EventHit, Hit, Page
+from mem_retrieval.configs import Config, load_config
+from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.types import LibraryEntry, Source, Step
+from mem_retrieval.records.workspace import Workspace, library_as_step
+from mem_retrieval.retrieval.paging import page_count, page_slice
+from mem_retrieval.retrieval.query import Filters, Until, parse_time_arg
+from mem_retrieval.retrieval.types import EventHit, Hit, Page
 
 EXCERPT_CHARS = 300
 
@@ -71,7 +71,7 @@ def _reads_index(method):
 
     @functools.wraps(method)
     def guarded(self: "Memory", *args, **kwargs):
-        from indexers import store
+        from mem_retrieval.indexers import store
 
         with store.guard(self.workspace.index_dir):
             return method(self, *args, **kwargs)
@@ -98,7 +98,7 @@ class Memory:
     # ---- indexing
     def index(self, runs: list[str] | None = None, full: bool = False, progress: bool | None = None,
               on_message=None):
-        from indexers.build import build_index
+        from mem_retrieval.indexers.build import build_index
 
         self._searcher = None
         return build_index(self.workspace, self.config, runs, full, progress, on_message)
@@ -107,8 +107,8 @@ class Memory:
     @property
     def searcher(self):
         if self._searcher is None:
-            from indexers import store
-            from retrieval.search import Searcher
+            from mem_retrieval.indexers import store
+            from mem_retrieval.retrieval.search import Searcher
 
             meta = store.check_meta(self.workspace.index_dir, self.config)
             self._searcher = Searcher(store.connect(self.workspace.index_dir), self.config,
@@ -193,8 +193,8 @@ class Memory:
                          score=round(score, 4)) for row, score in scored]
 
     def _events_naming(self, ref: str, filters: Filters) -> list[dict[str, Any]]:
-        from indexers.store import key
-        from retrieval.search import EVENT_COLUMNS
+        from mem_retrieval.indexers.store import key
+        from mem_retrieval.retrieval.search import EVENT_COLUMNS
 
         problem = ref_problem(ref)
         if problem:
@@ -216,7 +216,7 @@ class Memory:
                     remaining=self._remaining([h.score for h in hits], page))
 
     def _remaining(self, scores: list[float], page: int) -> float | None:
-        from retrieval.hint import estimate_remaining
+        from mem_retrieval.retrieval.hint import estimate_remaining
 
         return estimate_remaining(scores, page, self.config.page_size,
                                   self.config.hint_window)

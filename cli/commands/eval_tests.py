@@ -35,14 +35,14 @@ def register(subparsers, common) -> None:
 
 
 def _memory(ctx):
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     workspace = ctx.workspace()
     return Memory(workspace, ctx.config(workspace))
 
 
 def resume(args, ctx) -> int:
-    from eval.resume import resume as run_resume
+    from mem_retrieval.eval.resume import resume as run_resume
 
     report = run_resume(_memory(ctx), args.run, args.until, args.pages)
     ctx.emit(report.as_dict(), report.text())
@@ -50,7 +50,7 @@ def resume(args, ctx) -> int:
 
 
 def reuse(args, ctx) -> int:
-    from eval.reuse import reuse as run_reuse
+    from mem_retrieval.eval.reuse import reuse as run_reuse
 
     report = run_reuse(_memory(ctx), args.new_run, args.pages)
     ctx.emit(report.as_dict(), report.text())

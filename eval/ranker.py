@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from configs import Config
-from eval.judgments import Query
-from eval.strategies import RankedHit, Ranker
-from records.workspace import Workspace
-from retrieval.memory import Memory
-from retrieval.query import Filters
+from mem_retrieval.configs import Config
+from mem_retrieval.eval.judgments import Query
+from mem_retrieval.eval.strategies import RankedHit, Ranker
+from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import Filters
 
 
 def make_ranker(workspace: Workspace, config: Config) -> Ranker:

@@ -38,8 +38,8 @@ def register(subparsers, common) -> None:
 
 
 def core_set(args, ctx) -> int:
-    from records.tokens import CORE_TOKEN_LIMIT
-    from records.writes import core_set as write
+    from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT
+    from mem_retrieval.records.writes import core_set as write
 
     ws = ctx.workspace()
     text = sys.stdin.read() if args.text == "-" else args.text
@@ -53,7 +53,7 @@ def core_set(args, ctx) -> int:
 
 
 def archive_insert(args, ctx) -> int:
-    from records.writes import archive_insert as insert
+    from mem_retrieval.records.writes import archive_insert as insert
 
     entry = insert(ctx.workspace(), args.id, args.run)
     ctx.emit({"inserted": entry.gid, "line": entry.line, "status": entry.status,
@@ -64,7 +64,7 @@ def archive_insert(args, ctx) -> int:
 
 
 def check(args, ctx) -> int:
-    from records.invariants import check as run_check
+    from mem_retrieval.records.invariants import check as run_check
 
     ws = ctx.workspace()
     report = run_check(ws, args.runs or None, ctx.config(ws).model_package)

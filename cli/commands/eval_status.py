@@ -15,7 +15,7 @@ def register(subparsers, common) -> None:
 
 
 def status(args, ctx) -> int:
-    from records.invariants import check_library
+    from mem_retrieval.records.invariants import check_library
 
     report = check_library(ctx.workspace())
     failing = [v for v in report.errors if v.code in ("M1", "M2", "input")]

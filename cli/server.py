@@ -5,7 +5,7 @@ Protocol: one JSON request per connection, the client closing its side when done
 ``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null}}`` → ``{"code": int,
 "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer (the client then
 runs the command in-process); ``{"ping": true}`` → ``{"pid", "requests", "workspace"}``. A request
-runs through ``mem.cli.run`` with the caller's folder and ``$MEM_WORKSPACE``, so its answer is the
+runs through ``mem_retrieval.cli.main.run`` with the caller's folder and ``$MEM_WORKSPACE``, so its answer is the
 in-process output byte for byte. Each request builds a fresh ``Memory``, which reads
 ``.mem/meta.json`` and opens the table versions pinned there: a reindex done meanwhile is served at
 once. Requests are answered one at a time."""
@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from mem.cli import Refused
-from mem.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
+from mem_retrieval.cli.main import Refused
+from mem_retrieval.cli.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
 READ_TIMEOUT = 5.0     # seconds a client has to send its request
@@ -76,7 +76,7 @@ class Server:
     def warm(self, model: bool = True) -> None:
         """Import what a search needs (a first search does it) and, with ``model``, load and run the
         embedding model of the workspace's config, so the first real request is already warm."""
-        from mem.cli import run
+        from mem_retrieval.cli.main import run
 
         sink = io.StringIO()
         with redirect_stdout(sink), redirect_stderr(sink), warnings.catch_warnings():
@@ -85,8 +85,8 @@ class Server:
                 run(["--workspace", str(self.root), "archive-search", "warm up", "--strategy", "bm25"],
                     out=sink, err=sink)
                 if model:
-                    from configs import load_config
-                    from retrieval.embed import embed_query
+                    from mem_retrieval.configs import load_config
+                    from mem_retrieval.text.embed import embed_query
 
                     embed_query("warm up", load_config(self.root).model_package)  # loads and runs it
             except Exception:  # no index yet, a bad config or model: each request will say so itself
@@ -151,7 +151,7 @@ class Server:
             return {"error": "not a read command: it runs in-process"}
         if not os.path.isdir(cwd):
             return {"error": f"no folder {cwd}"}
-        from mem.cli import run
+        from mem_retrieval.cli.main import run
 
         self.requests += 1
         out, err = io.StringIO(), io.StringIO()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from records.errors import InputError, NotFound, UsageError, one_line
+from mem_retrieval.records.errors import InputError, NotFound, UsageError, one_line
 
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
@@ -37,12 +37,12 @@ class Context:
     err: Any = field(default=sys.stderr)
 
     def workspace(self):
-        from records.workspace import Workspace
+        from mem_retrieval.records.workspace import Workspace
 
         return Workspace.open(self.workspace_arg)
 
     def config(self, workspace=None):
-        from configs import load_config
+        from mem_retrieval.configs import load_config
 
         return load_config(workspace.root if workspace else None, self.config_path)
 
@@ -91,11 +91,11 @@ def command_modules(prefix: str) -> list[Any]:
     their ``ORDER``. Each must import only light modules at import time."""
     import pkgutil
 
-    import mem.commands as package
+    import mem_retrieval.cli.commands as package
 
     names = [info.name for info in pkgutil.iter_modules(package.__path__)
              if info.name.startswith(prefix) and (prefix or not info.name.startswith("eval_"))]
-    modules = [importlib.import_module(f"mem.commands.{name}") for name in names]
+    modules = [importlib.import_module(f"mem_retrieval.cli.commands.{name}") for name in names]
     return sorted(modules, key=lambda module: (getattr(module, "ORDER", 50), module.__name__))
 
 
@@ -141,7 +141,7 @@ def _fail(ctx: Context, message: str, status: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
     (mem/forward.py, checked before any parser is built), else runs here."""
-    from mem.forward import forward
+    from mem_retrieval.cli.forward import forward
 
     words = sys.argv[1:] if argv is None else argv
     try:

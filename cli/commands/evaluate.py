@@ -7,7 +7,7 @@ ORDER = 90
 
 
 def register(subparsers, common) -> None:
-    from mem.cli import command_modules
+    from mem_retrieval.cli.main import command_modules
 
     parser = subparsers.add_parser("eval", help="retrieval- and memory-quality evaluation",
                                    description="Retrieval- and memory-quality evaluation.")

@@ -46,7 +46,7 @@ def argparse_help_strategy() -> str:
 
 
 def _memory(ctx):
-    from retrieval.memory import Memory
+    from mem_retrieval.memory import Memory
 
     workspace = ctx.workspace()
     return Memory(workspace, ctx.config(workspace))

@@ -1,0 +1,3 @@
+from mem_retrieval.cli.main import main
+
+raise SystemExit(main())
