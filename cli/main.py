@@ -15,15 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mem_retrieval.records.errors import InputError, NotFound, UsageError, one_line
+from mem_retrieval.records.errors import BadInput, MemError, one_line
 
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of argument bytes that are not UTF-8
-
-
-class Refused(Exception):
-    """A command refused or found nothing: exit 1 with its one-line message."""
 
 
 @dataclass
@@ -46,6 +42,20 @@ class Context:
 
         return load_config(workspace.root if workspace else None, self.config_path)
 
+    def memory(self):
+        """The workspace's Memory, with its configuration."""
+        from mem_retrieval.memory import Memory
+
+        workspace = self.workspace()
+        return Memory(workspace, self.config(workspace))
+
+    def warn_if_no_runs(self, workspace) -> None:
+        """Say so when the folder holds no run (often the wrong --workspace)."""
+        if not workspace.runs():
+            library = workspace.library_path.is_file()
+            self.note(f"mem: no runs in {workspace.root} (a run is a folder holding tree.json)"
+                      + ("; only solve/library.jsonl is read" if library else ""))
+
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""
         if self.json:
@@ -60,7 +70,7 @@ class Context:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
-        raise UsageError(f"{self.prog}: {message}")
+        raise BadInput(f"{message} (see `{self.prog} --help`)")
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -107,18 +117,30 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
     try:
         for arg in sys.argv[1:] if argv is None else argv:
             if _SURROGATE.search(arg):
-                raise UsageError(f"argument {_shown(arg)} is not valid UTF-8")
+                raise BadInput(f"argument {_shown(arg)} is not valid UTF-8")
         args = build_parser().parse_args(argv)
         ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err)
         return int(args.handler(args, ctx) or 0)
-    except (UsageError, InputError) as error:
-        return _fail(ctx, str(error), EXIT_BAD_INPUT)
-    except (NotFound, Refused) as error:
-        return _fail(ctx, str(error), EXIT_REFUSED)
+    except MemError as error:
+        more = [str(p) for p in getattr(error, "problems", ())[1:]]
+        return _fail(ctx, cli_message(error), error.exit_status, more)
     except KeyboardInterrupt:
         return _fail(ctx, "interrupted", 130)
     except BrokenPipeError:
         return EXIT_OK
+
+
+POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN"}
+
+
+def flag(param: str) -> str:
+    """An API parameter as the command line spells it: ``any_setting`` -> ``--any-setting``."""
+    return POSITIONAL.get(param) or "--" + param.replace("_", "-")
+
+
+def cli_message(error: MemError) -> str:
+    """The error's one line, its parameter named as the command line spells it (``--kind``)."""
+    return str(error) if error.param is None else f"{flag(error.param)} {error.message}"
 
 
 def _shown(arg: str) -> str:
@@ -129,12 +151,15 @@ def _shown(arg: str) -> str:
         return ascii(arg)
 
 
-def _fail(ctx: Context, message: str, status: int) -> int:
-    message = one_line(message)
+def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None) -> int:
+    """The error as one line (stderr; with --json, ``{"error": …}`` on stdout); ``more``: further
+    problems of the same input, one line each after it (``"problems"`` in JSON)."""
+    lines = [one_line(line) for line in [message, *(more or [])]]
     if ctx.json:
-        ctx.out.write(json.dumps({"error": message}, ensure_ascii=False) + "\n")
+        data = {"error": lines[0]} | ({"problems": lines} if more else {})
+        ctx.out.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
-        ctx.err.write(f"mem: {message}\n")
+        ctx.err.write("".join(f"mem: {line}\n" for line in lines))
     return status
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from mem_retrieval.cli.main import Refused
+from mem_retrieval.records.errors import Refused
 from mem_retrieval.cli.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -88,7 +88,7 @@ class Server:
                     from mem_retrieval.configs import load_config
                     from mem_retrieval.text.embed import embed_query
 
-                    embed_query("warm up", load_config(self.root).model_package)  # loads and runs it
+                    embed_query("warm up", load_config(self.root).model.package)  # loads and runs it
             except Exception:  # no index yet, a bad config or model: each request will say so itself
                 pass
 

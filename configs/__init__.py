@@ -1,87 +1,129 @@
-"""Configuration: configs/default.toml, overridden by WORKSPACE/solve/mem.toml and --config FILE."""
+"""Configuration: one source, ``configs/default.toml``, read into a typed ``Config``.
+
+``WORKSPACE/solve/mem.toml`` and then ``--config FILE`` override it, key by key, in the same form.
+The values live only in default.toml: the dataclasses below declare each key's type and range, not
+its value. A bad or unknown key is an InputError naming the file that holds it."""
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.parse import read_toml
+from mem_retrieval.records.validate import Fields
 
 DEFAULT = Path(__file__).resolve().parent / "default.toml"
+WORKSPACE_CONFIG = Path("solve") / "mem.toml"
+
+
+def rule(*, minimum: float | None = None, maximum: float | None = None,
+         choices: tuple[str, ...] | None = None) -> Any:
+    """A config key's constraints beyond its type (checked for every file that sets it)."""
+    return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices})
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    strategy: str = rule()
+    page_size: int = rule(minimum=1)
+    pool: int = rule(minimum=1)
+    rerank_k: int = rule(minimum=0)
+    fusion_weight: float = rule(minimum=0.0, maximum=1.0)
+    hint_window: int = rule(minimum=0)
+
+
+@dataclass(frozen=True)
+class Bm25Config:
+    engine: str = rule(choices=("lance", "rank-bm25"))
+    k1: float = rule(minimum=0.0)
+    b: float = rule(minimum=0.0, maximum=1.0)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = rule()
+    package: str = rule()
+    dim: int = rule(minimum=1)
+    batch_size: int = rule(minimum=1)
+    max_chars: int = rule(minimum=1)
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    event_body_chars: int = rule(minimum=0)
+    source_chars: int = rule(minimum=0)
 
 
 @dataclass(frozen=True)
 class Config:
-    page_size: int
-    pool: int
-    rerank_k: int
-    fusion_weight: float
-    hint_window: int
-    bm25_engine: str
-    bm25_k1: float
-    bm25_b: float
-    model_name: str
-    model_package: str
-    model_dim: int
-    batch_size: int
-    max_chars: int
-    event_body_chars: int
-    source_chars: int
+    """Every setting, by the section and key default.toml gives it (``config.search.page_size``)."""
+
+    search: SearchConfig
+    bm25: Bm25Config
+    model: ModelConfig
+    index: IndexConfig
+    origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
+
+    def origin(self, key: str) -> str:
+        """The file that set ``key`` (``section.name``): where a value found bad later is blamed."""
+        return self.origins.get(key, str(DEFAULT))
 
 
-_KEYS = {
-    ("search", "page_size"): ("page_size", int), ("search", "pool"): ("pool", int),
-    ("search", "rerank_k"): ("rerank_k", int), ("search", "fusion_weight"): ("fusion_weight", float),
-    ("search", "hint_window"): ("hint_window", int),
-    ("bm25", "engine"): ("bm25_engine", str), ("bm25", "k1"): ("bm25_k1", float),
-    ("bm25", "b"): ("bm25_b", float),
-    ("model", "name"): ("model_name", str), ("model", "package"): ("model_package", str),
-    ("model", "dim"): ("model_dim", int), ("model", "batch_size"): ("batch_size", int),
-    ("model", "max_chars"): ("max_chars", int),
-    ("index", "event_body_chars"): ("event_body_chars", int),
-    ("index", "source_chars"): ("source_chars", int),
-}
-ENGINES = ("lance", "rank-bm25")
+SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "model": ModelConfig, "index": IndexConfig}
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(path), None, None, f"cannot read: {err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(str(path), None, None, f"invalid TOML: {err}") from None
+def _checked(path: Path) -> dict[str, dict[str, Any]]:
+    """The sections and keys ``path`` sets, each checked against its declaration."""
+    data, _ = read_toml(path)
+    file = str(path)
+    top = Fields(data, file, None, "", SECTIONS, kind="a TOML document")
+    out: dict[str, dict[str, Any]] = {}
+    for section, kind in SECTIONS.items():
+        if not top.has(section):
+            continue
+        keys = {f.name: f for f in dataclasses.fields(kind)}
+        table = Fields(data[section], file, None, f"{section}.", keys, kind="a [table]")
+        out[section] = {name: _value(table, name, keys[name]) for name in keys if table.has(name)}
+    return out
+
+
+def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
+    rules = declared.metadata
+    if declared.type == "int":
+        return table.int(name, minimum=rules["minimum"], maximum=rules["maximum"])
+    if declared.type == "float":
+        return table.number(name, minimum=rules["minimum"], maximum=rules["maximum"])
+    if rules["choices"]:
+        return table.enum(name, rules["choices"])
+    return table.str(name, required=True, nonempty=True)
+
+
+def config_files(workspace: Path | None = None, override: Path | None = None) -> list[Path]:
+    """The files a configuration is read from, in order: default.toml, the workspace's mem.toml,
+    ``--config``."""
+    files = [DEFAULT]
+    if workspace is not None and (Path(workspace) / WORKSPACE_CONFIG).is_file():
+        files.append(Path(workspace) / WORKSPACE_CONFIG)
+    if override is not None:
+        files.append(Path(override))
+    return files
 
 
 def load_config(workspace: Path | None = None, override: Path | None = None) -> Config:
-    values: dict[str, Any] = {}
-    files = [DEFAULT]
-    if workspace is not None and (workspace / "solve" / "mem.toml").is_file():
-        files.append(workspace / "solve" / "mem.toml")
-    if override is not None:
-        files.append(Path(override))
-    for path in files:
-        for section, table in _read(path).items():
-            if not isinstance(table, dict):
-                raise InputError(str(path), None, section, "must be a [table]")
-            for key, value in table.items():
-                if (section, key) not in _KEYS:
-                    raise InputError(str(path), None, f"{section}.{key}", "unknown setting")
-                name, kind = _KEYS[(section, key)]
-                if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                    value = float(value)
-                if not isinstance(value, kind) or isinstance(value, bool):
-                    raise InputError(str(path), None, f"{section}.{key}",
-                                     f"must be {kind.__name__}, not {type(value).__name__}")
-                values[name] = value
-    config = Config(**values)
-    if config.bm25_engine not in ENGINES:
-        raise InputError(str(files[-1]), None, "bm25.engine",
-                         f"{config.bm25_engine!r} is not one of {', '.join(ENGINES)}")
-    if config.page_size < 1 or config.pool < 1 or config.rerank_k < 0:
-        raise InputError(str(files[-1]), None, "search", "page_size and pool must be >= 1, rerank_k >= 0")
-    if not 0.0 <= config.fusion_weight <= 1.0:
-        raise InputError(str(files[-1]), None, "search.fusion_weight", "must be between 0 and 1")
-    return config
+    """default.toml, overridden by ``WORKSPACE/solve/mem.toml``, then by ``override``."""
+    values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    origins: dict[str, str] = {}
+    for path in config_files(workspace, override):
+        for section, keys in _checked(path).items():
+            values[section].update(keys)
+            origins.update({f"{section}.{name}": str(path) for name in keys})
+    sections = {}
+    for section, kind in SECTIONS.items():
+        missing = [f.name for f in dataclasses.fields(kind) if f.name not in values[section]]
+        if missing:
+            raise InputError(str(DEFAULT), None, f"{section}.{missing[0]}", "missing")
+        sections[section] = kind(**values[section])
+    return Config(**sections, origins=origins)

@@ -28,9 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from mem_retrieval.configs import load_config
 from mem_retrieval.eval import synthetic
 from mem_retrieval.eval.bench_process import Server, mem_argv, run_child, serve_available
 from mem_retrieval.eval.bench_report import FIGURES, markdown, target_results
+from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.retrieval.query import ArchiveQuery
 
 INDEX_RECORD = ".bench-index.json"   # the full-index figures of a kept workspace's index
 CHANGING = ".bench-changing"         # present while 1% of a kept workspace's statements are changed
@@ -141,30 +144,31 @@ def _profile(call, items, path: Path) -> None:
 def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options) -> dict[str, Any]:
     """Warm in-process p50/p95 of ours and of the naive baseline, on the same queries."""
     from mem_retrieval.eval.bench_naive import NaiveSearch
-    from mem_retrieval.memory import Memory
-    from mem_retrieval.retrieval.query import Filters
 
-    memory = Memory.open(made.root)
+    retriever = _retriever(made.root)
+
+    def search(text: str, **options: Any):
+        return retriever.archive_search(ArchiveQuery(text, **options))
+
     n, w = options.queries, options.warmup
     warm_texts, texts = load.texts[:w], load.texts[w:w + n]
     setting_texts = list(zip(load.texts[w + n:w + 2 * n], load.settings[w:w + n]))
     ids, gids = load.ids[w:w + n], load.gids[w:w + n]
     _say(f"  warm searches ({len(texts)} queries each, after {len(warm_texts)} warm-up) …")
     for text in warm_texts:  # imports, the model, table handles, caches
-        memory.archive_search(text)
-        memory.archive_search(text, strategy="bm25")
+        search(text)
+        search(text, strategy="bm25")
     for ref in load.ids[:w] + load.gids[:w]:
-        memory.archive_search(ref)
+        search(ref)
     figures: dict[str, Any] = {}
     timings = {
-        "id": _timed_ms(memory.archive_search, ids),
-        "gid": _timed_ms(memory.archive_search, gids),
-        "bm25": _timed_ms(lambda q: memory.archive_search(q, strategy="bm25"), texts),
-        "hybrid": _timed_ms(memory.archive_search, texts),
-        "hybrid_setting": _timed_ms(lambda qs: memory.archive_search(qs[0], setting=qs[1]),
-                                    setting_texts),
+        "id": _timed_ms(search, ids),
+        "gid": _timed_ms(search, gids),
+        "bm25": _timed_ms(lambda q: search(q, strategy="bm25"), texts),
+        "hybrid": _timed_ms(search, texts),
+        "hybrid_setting": _timed_ms(lambda qs: search(qs[0], setting=qs[1]), setting_texts),
     }
-    naive = NaiveSearch(memory)
+    naive = NaiveSearch(retriever)
     for text in warm_texts:
         naive.search(text)
     naive_lists: dict[str, list[str]] = {}
@@ -175,15 +179,15 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
     figures["naive_build_s"] = naive.build_seconds
     overlaps = []
     for text in texts:
-        ours = [r.row["gid"] for r in memory.ranked_steps(text, Filters())[:10]]
+        ours = [c.gid for c in retriever.ranked(ArchiveQuery(text))[:10]]
         theirs = naive_lists[text][:10]
         if ours or theirs:
             overlaps.append(len(set(ours) & set(theirs)) / max(len(ours), len(theirs)))
     figures["top10_overlap"] = float(np.mean(overlaps)) if overlaps else None
     if options.profile:
         spare = load.texts[w + 2 * n:w + 3 * n] or texts
-        _profile(memory.archive_search, list(spare), options.out / f"profile-{made.steps}-hybrid.txt")
-        _profile(memory.archive_search, list(ids), options.out / f"profile-{made.steps}-id.txt")
+        _profile(search, list(spare), options.out / f"profile-{made.steps}-hybrid.txt")
+        _profile(search, list(ids), options.out / f"profile-{made.steps}-id.txt")
     return figures
 
 
@@ -267,15 +271,14 @@ def bench_workspace(root: Path, options: Options, scratch: Path) -> dict[str, An
     without its index: what a user of that workspace would see."""
     import shutil
 
-    from mem_retrieval.records.workspace import Workspace
-    from mem_retrieval.memory import Memory
+    from mem_retrieval.indexers.build import build_index
 
     copy = scratch / "workspace"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".mem"))
     started = time.perf_counter()
-    report = Memory.open(copy).index(full=True, progress=False)
-    index_s = time.perf_counter() - started
     workspace = Workspace.open(copy)
+    report = build_index(workspace, load_config(copy), full=True, progress=False)
+    index_s = time.perf_counter() - started
     steps = sum(len(workspace.tree(run).steps) for run in workspace.runs())
     made = synthetic.Synthetic(root=copy, steps=steps, runs=len(workspace.runs()), events=0,
                                library=len(workspace.library()), seed=options.seed)
@@ -283,6 +286,14 @@ def bench_workspace(root: Path, options: Options, scratch: Path) -> dict[str, An
     figures = {"full_index_s": index_s, "embedded": report.embedded,
                "records": report.total("added")} | _warm(made, load, options)
     return {"workspace": str(root), "steps": steps, "figures": figures}
+
+
+def _retriever(root: Path):
+    """The read side of the workspace at ``root``, with its configuration."""
+    from mem_retrieval.retrieval.retriever import Retriever
+
+    workspace = Workspace.open(root)
+    return Retriever(workspace, load_config(workspace.root))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -294,8 +305,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def run(options: Options) -> dict[str, Any]:
     """Measure every size; write bench.json and bench.md to ``options.out`` after each size (a long
     run stopped half-way keeps what it measured); return the results."""
-    from mem_retrieval.configs import load_config
-
     options.out.mkdir(parents=True, exist_ok=True)
     serve = serve_available()
     _say(f"mem serve: {'found' if serve else 'not in this checkout'}")
@@ -307,8 +316,8 @@ def run(options: Options) -> dict[str, Any]:
         "options": {"quick": options.quick, "queries": options.queries, "warmup": options.warmup,
                     "cold_runs": options.cold_runs, "seed": options.seed,
                     "change_share": CHANGE_SHARE},
-        "config": {"pool": config.pool, "rerank_k": config.rerank_k, "bm25_engine": config.bm25_engine,
-                   "model": config.model_name},
+        "config": {"pool": config.search.pool, "rerank_k": config.search.rerank_k, "bm25_engine": config.bm25.engine,
+                   "model": config.model.name},
         "serve": serve,
         "figures": {name: {"label": label, "unit": unit} for name, (label, unit) in FIGURES.items()},
         "sizes": [],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from mem_retrieval.memory import Memory
+    from mem_retrieval.retrieval.retriever import Retriever
 
 TEXT_COLUMNS = ["gid", "sid", "statement", "hyp", "setting", "missing", "failed_input"]
 
@@ -25,23 +25,23 @@ TEXT_COLUMNS = ["gid", "sid", "statement", "hyp", "setting", "missing", "failed_
 class NaiveSearch:
     """BM25Okapi over all steps + exhaustive cosine over all vectors, built from the index."""
 
-    def __init__(self, memory: "Memory"):
+    def __init__(self, retriever: "Retriever"):
         from rank_bm25 import BM25Okapi
 
         from mem_retrieval.indexers.rows import step_search_text
         from mem_retrieval.text.tokenize import tokenize
 
-        config = memory.config
-        self.pool, self.rerank_k, self.weight = config.pool, config.rerank_k, config.fusion_weight
-        self.package, self.max_chars = config.model_package, config.max_chars
+        config = retriever.config
+        self.pool, self.rerank_k, self.weight = config.search.pool, config.search.rerank_k, config.search.fusion_weight
+        self.package, self.max_chars = config.model.package, config.model.max_chars
         started = time.perf_counter()
-        table = memory.searcher.table("steps")
+        table = retriever.searcher.table("steps")
         data = table.search().select(TEXT_COLUMNS + ["vector"]).limit(
             max(table.count_rows(), 1)).to_arrow()
         rows = data.select(TEXT_COLUMNS).to_pylist()
         self.gids = [row["gid"] for row in rows]
         self.bm25 = BM25Okapi([tokenize(step_search_text(row)) for row in rows],
-                              k1=config.bm25_k1, b=config.bm25_b)
+                              k1=config.bm25.k1, b=config.bm25.b)
         vectors = data["vector"].combine_chunks()
         self.vectors = vectors.flatten().to_numpy().reshape(len(vectors), -1).astype(np.float32)
         self.build_seconds = time.perf_counter() - started

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from mem_retrieval.eval.frontier import Problem
 from mem_retrieval.eval.judgments import read_qrels, read_queries
-from mem_retrieval.records.errors import InputError, NotFound, UsageError
-from mem_retrieval.records.parse import _Fields, _loads, read_text
+from mem_retrieval.records.errors import InputError, Refused, BadInput
+from mem_retrieval.records.parse import parse_json, read_text
+from mem_retrieval.records.validate import Fields
 from mem_retrieval.records.workspace import Workspace
 
 TOP_FIELDS = {"queries", "events", "spans"}
@@ -20,7 +21,7 @@ def read_problem(path: Path) -> Problem:
     """The JSON input of the frontier (issue 5); one InputError naming file, line and field."""
     file = str(path)
     text = read_text(Path(path))
-    top = _Fields(_loads(text, file), file, None, "", TOP_FIELDS)
+    top = Fields(parse_json(text, file), file, None, "", TOP_FIELDS)
     for name in sorted(TOP_FIELDS):
         if not isinstance(top.obj.get(name), list):
             top.fail(name, "missing" if name not in top.obj else "must be a list")
@@ -29,7 +30,7 @@ def read_problem(path: Path) -> Problem:
     queries: list[tuple[str, float]] = []
     qids: set[str] = set()
     for i, raw in enumerate(top.obj["queries"]):
-        f = _Fields(raw, file, lines.get(("queries", i)), f"queries[{i}].", {"qid", "text", "weight"})
+        f = Fields(raw, file, lines.get(("queries", i)), f"queries[{i}].", {"qid", "text", "weight"})
         qid = _fresh_id(f, "qid", qids)
         f.str("text")
         weight = f.obj.get("weight", 1.0)
@@ -45,14 +46,14 @@ def read_problem(path: Path) -> Problem:
     events: list[tuple[str, bool]] = []
     event_ids: set[str] = set()
     for i, raw in enumerate(top.obj["events"]):
-        f = _Fields(raw, file, lines.get(("events", i)), f"events[{i}].", {"id", "text", "true"})
+        f = Fields(raw, file, lines.get(("events", i)), f"events[{i}].", {"id", "text", "true"})
         eid = _fresh_id(f, "id", event_ids)
         f.str("text")
         events.append((eid, f.bool("true", default=True)))
 
     spans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     for i, raw in enumerate(top.obj["spans"]):
-        f = _Fields(raw, file, lines.get(("spans", i)), f"spans[{i}].", {"events", "item", "answers"})
+        f = Fields(raw, file, lines.get(("spans", i)), f"spans[{i}].", {"events", "item", "answers"})
         f.str("item")
         members = _known(f, "events", event_ids, "event")
         if not members:
@@ -96,7 +97,7 @@ def _element_lines(text: str) -> dict[tuple[str, int], int]:
     return lines
 
 
-def _fresh_id(f: _Fields, name: str, seen: set[str]) -> str:
+def _fresh_id(f: Fields, name: str, seen: set[str]) -> str:
     value = f.str(name, required=True)
     if not value.strip():
         f.fail(name, "must not be empty")
@@ -106,7 +107,7 @@ def _fresh_id(f: _Fields, name: str, seen: set[str]) -> str:
     return value
 
 
-def _known(f: _Fields, name: str, known: set[str], what: str) -> tuple[str, ...]:
+def _known(f: Fields, name: str, known: set[str], what: str) -> tuple[str, ...]:
     if name not in f.obj:
         f.fail(name, "missing")
     values = f.str_list(name)
@@ -156,7 +157,7 @@ def parse_memory(text: str, problem: Problem) -> list[int]:
         else:
             sample = ", ".join(problem.event_ids[:5]) + (", …" if len(problem.event_ids) > 5 else "")
             why = "names several events (give run/id)" if by_step.get(name) else f"is not an event ({sample})"
-            raise UsageError(f"--memory: {name!r} {why}")
+            raise BadInput(f"{name!r} {why}", param="memory")
     return list(dict.fromkeys(memory))
 
 
@@ -187,5 +188,5 @@ def memory_from(source: str, workspace: Workspace, problem: Problem) -> list[int
     run = workspace.check_runs([source])[0]
     core = workspace.core(run)
     if core is None:
-        raise NotFound(f"--memory-from: run {run!r} has no {workspace.core_path(run)}")
+        raise Refused(f"{run!r}: the run has no {workspace.core_path(run)}", param="memory_from")
     return ids_in_text("\n".join(value for _, value in core.fields), run, problem)

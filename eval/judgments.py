@@ -5,12 +5,13 @@ ir_measures take them."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.parse import read_text
+from mem_retrieval.records.ids import ref_problem
+from mem_retrieval.records.parse import parse_json, read_text
+from mem_retrieval.records.validate import Fields
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -25,36 +26,27 @@ class Query:
     step: str | None = None     # the step the query is (SPEC §10): hidden, leave-one-out
 
 
+QUERY_FIELDS = ("qid", "query", "setting", "run", "step")
+
+
 def read_queries(path: Path) -> list[Query]:
-    """Queries JSONL: ``{"qid", "query", "setting"?, "run"?, "step"?}`` a line; qids unique."""
+    """Queries JSONL: ``{"qid", "query", "setting"?, "run"?, "step"?}`` a line; qids unique; ``step``
+    is a global id."""
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
     for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(file, number, None, f"invalid JSON: {err.msg}") from None
-        if not isinstance(obj, dict):
-            raise InputError(file, number, None, "must be a JSON object")
-        for key in ("qid", "query"):
-            if not isinstance(obj.get(key), str) or not obj[key].strip():
-                raise InputError(file, number, key, "missing or not a non-empty string")
-        for key in ("setting", "run", "step"):
-            if obj.get(key) is not None and not isinstance(obj[key], str):
-                raise InputError(file, number, key, "must be a string")
-        if obj.get("step") is not None and "/" not in obj["step"]:
-            raise InputError(file, number, "step", f"{obj['step']!r} is not a global id (run/step)")
-        unknown = set(obj) - {"qid", "query", "setting", "run", "step"}
-        if unknown:
-            raise InputError(file, number, sorted(unknown)[0], "unknown field")
-        if obj["qid"] in seen:
-            raise InputError(file, number, "qid", f"duplicate qid {obj['qid']!r}")
-        seen.add(obj["qid"])
-        queries.append(Query(obj["qid"], obj["query"], obj.get("setting") or None, obj.get("run") or None,
-                             obj.get("step") or None))
+        f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
+        qid, text = f.str("qid", required=True, nonempty=True), f.str("query", required=True, nonempty=True)
+        setting, run, step = f.opt_str("setting"), f.opt_str("run"), f.opt_str("step")
+        if step and (ref_problem(step) or "/" not in step):
+            f.fail("step", f"{step!r} is not a global id (run/step)")
+        if qid in seen:
+            f.fail("qid", f"duplicate qid {qid!r}")
+        seen.add(qid)
+        queries.append(Query(qid, text, setting or None, run or None, step or None))
     return queries
 
 

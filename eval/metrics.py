@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from mem_retrieval.eval.judgments import Qrels, Run
-from mem_retrieval.eval.strategies import RankedHit
+from mem_retrieval.eval.ranker import RankedHit
 
 METRICS = ("R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP")
 _RESOLUTION = 1_000_000  # scores in runs are kept to 6 decimals, as write_trec_run writes them

@@ -16,7 +16,8 @@ from mem_retrieval.eval.judgments import Qrels, Query, Run
 from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
-from mem_retrieval.eval.strategies import STRATEGIES, Ranker
+from mem_retrieval.eval.ranker import Ranker
+from mem_retrieval.retrieval.strategies import STRATEGIES
 from mem_retrieval.records.errors import InputError
 
 METRIC_DEPTH = 50  # R@50 needs the first 50 hits

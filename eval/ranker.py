@@ -1,24 +1,45 @@
-"""The ranker the paging evaluator calls: the real search, one strategy at a time."""
+"""The one interface the evaluators need from search: a *ranker* turns an evaluation query into a
+ranked list of global ids with scores, for a named strategy (``retrieval.strategies``).
+``make_ranker`` builds it over the real search; everything else in eval/ works on its output
+alone, so the evaluation is pure over (ranked lists, qrels)."""
 
 from __future__ import annotations
 
-from mem_retrieval.configs import Config
+from dataclasses import dataclass
+from typing import Protocol
+
 from mem_retrieval.eval.judgments import Query
-from mem_retrieval.eval.strategies import RankedHit, Ranker
-from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.memory import Memory
-from mem_retrieval.retrieval.query import Filters
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
 
 
-def make_ranker(workspace: Workspace, config: Config) -> Ranker:
+@dataclass(frozen=True)
+class RankedHit:
+    """One hit of a ranked list: a global id (``<run>/<step id>``) and the strategy's score."""
+
+    gid: str
+    score: float
+
+
+class Ranker(Protocol):
+    """``ranker(strategy, query, depth)`` → at most ``depth`` hits, already in final order (best
+    first), each global id once.
+
+    The ranker must honour the query: ``query.setting`` is passed to the search as its setting, and
+    when ``query.run`` is set no step of that run is a candidate (a run cannot reuse itself). Scores
+    only need to be comparable within one list (they feed the ``score-drop`` pager and the hint)."""
+
+    def __call__(self, strategy: str, query: Query, depth: int) -> list[RankedHit]: ...
+
+
+def make_ranker(retriever: Retriever) -> Ranker:
     """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
     query's setting is the search setting; its run's own steps are never candidates (a run cannot
     reuse itself); a query naming its ``step`` is answered leave-one-out: that step is hidden."""
-    memory = Memory(workspace, config)
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
-        filters = Filters(exclude_run=query.run, hide=query.step)
-        ranked = memory.ranked_steps(query.query, filters, query.setting, strategy=strategy)
-        return [RankedHit(r.row["gid"], r.score) for r in ranked[:depth]]
+        search = ArchiveQuery(query.query, query.setting, exclude_run=query.run, hide=query.step,
+                              strategy=strategy)
+        return [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
 
     return ranker

@@ -20,8 +20,8 @@ from mem_retrieval.records.core import render
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
-from mem_retrieval.memory import Memory
-from mem_retrieval.retrieval.query import Until
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
+from mem_retrieval.retrieval.retriever import Retriever
 
 # the text of the checkpoint event records.writes.core_set appends before it rewrites core.md
 _CHECKPOINT = re.compile(r"core-set (" + "|".join(CORE_FIELDS) + r"): ?(.*)\Z", re.S)
@@ -79,7 +79,7 @@ class Resume:
         return "\n".join(lines)
 
 
-def w_as_of(memory: Memory, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:
+def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:
     """W after ``events``: (fields, source, notes). The fields the core-set checkpoints among them
     wrote (the others empty), or the current core.md when none carries field text."""
     fields: dict[str, str] = {}
@@ -109,7 +109,7 @@ def kept(event: Event, until: Until | None) -> bool:
     return int(event.timestamp.timestamp() * 1_000_000) <= until.micros
 
 
-def blocked_routes(memory: Memory, run: str, events: list[Event]) -> dict[str, Route]:
+def blocked_routes(memory: Retriever, run: str, events: list[Event]) -> dict[str, Route]:
     """Steps with status blocked or kind dead_end/error that ``events`` name, by global id: in their
     ids (a bare id is a step of ``run``) or, for another run's step, as a global id in their text."""
     routes: dict[str, Route] = {}
@@ -130,7 +130,7 @@ def _names(hit, gid: str) -> bool:
     return gid in {ref if "/" in ref else f"{hit.run}/{ref}" for ref in hit.ids} or gid in hit.text.split()
 
 
-def probes_from(memory: Memory, run: str, w: dict[str, str]) -> list[Probe]:
+def probes_from(memory: Retriever, run: str, w: dict[str, str]) -> list[Probe]:
     """What a root resuming from W asks: each W line and each id W names, to both searches."""
     probes: list[Probe] = []
     for name in CORE_FIELDS:
@@ -142,26 +142,26 @@ def probes_from(memory: Memory, run: str, w: dict[str, str]) -> list[Probe]:
     return probes
 
 
-def resume(memory: Memory, run: str, until: str | None = None, pages: int = PAGES) -> Resume:
+def resume(memory: Retriever, run: str, until: str | None = None, pages: int = PAGES) -> Resume:
     """The resume test on ``run`` as of ``until`` (an event id, a sequence number or an ISO time;
     None: now)."""
     check_pages(pages)
-    memory.workspace.tree(run)  # NotFound for an unknown run
+    memory.workspace.tree(run)  # Refused for an unknown run
     cut = memory.resolve_until(until, run) if until else None
     events = [e for e in memory.workspace.events(run) if kept(e, cut)]
     w, source, notes = w_as_of(memory, run, events)
     probes = probes_from(memory, run, w)
     routes = blocked_routes(memory, run, events)
-    size = memory.config.page_size
+    size = memory.config.search.page_size
     findings: dict[str, list] = {gid: [] for gid in routes}
     for probe in probes if routes else ():
         if probe.tool == ARCHIVE:
-            hits = memory.archive_hits(probe.text, until=cut)
+            hits = memory.archive_hits(ArchiveQuery(probe.text, until=cut))
             for gid in routes:
                 findings[gid].append(locate(hits, lambda hit, g=gid: hit.id == g, probe, size))
         else:
-            hits = memory.recall_hits(None if probe.by_id else probe.text,
-                                      id=probe.text if probe.by_id else None, run=run, until=cut)
+            hits = memory.recall_hits(RecallQuery(None if probe.by_id else probe.text,
+                                                  probe.text if probe.by_id else None, run, cut))
             for gid in routes:
                 findings[gid].append(locate(hits, lambda hit, g=gid: _names(hit, g), probe, size))
     targets = tuple(Target(gid, step.kind, step.status, step.setting,

@@ -20,7 +20,8 @@ from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, b
 from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
-from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
 
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
 _DEAD_END = re.compile(r"\bdead ends?\b|\bdo not retry\b", re.I)
@@ -87,7 +88,7 @@ class Citations:
         self.cited.setdefault(gid, []).append(how)
 
 
-def citations(memory: Memory, run: str) -> Citations:
+def citations(memory: Retriever, run: str) -> Citations:
     """The other runs' steps ``run`` cites: parents in tree.json, and global ids in its briefs, each
     line read with its label (``Inputs …``, ``Dead ends …``/``Do not retry …``; ``not an input`` or
     ``left out`` cites nothing). A list item (``- …``), or a line after one ending in ``,`` ``;`` or
@@ -107,7 +108,7 @@ def citations(memory: Memory, run: str) -> Citations:
     return out
 
 
-def _read_brief(memory: Memory, path: Path, known: set[str], out: Citations) -> None:
+def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) -> None:
     label, previous = "", ""
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         stripped = line.strip()
@@ -128,7 +129,7 @@ def _read_brief(memory: Memory, path: Path, known: set[str], out: Citations) -> 
                 out.add(ref, f"{path.name}:{number} {label or 'named'}")
 
 
-def reuse(memory: Memory, run: str, pages: int = PAGES) -> Reuse:
+def reuse(memory: Retriever, run: str, pages: int = PAGES) -> Reuse:
     """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``."""
     check_pages(pages)
     ws = memory.workspace
@@ -137,8 +138,9 @@ def reuse(memory: Memory, run: str, pages: int = PAGES) -> Reuse:
     probes = [Probe(ARCHIVE, text.strip(), f"Fix {origin}")
               for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
               if text.strip()]
-    size = memory.config.page_size
-    results = [(probe, memory.archive_hits(probe.text, setting, library=True, exclude_run=run))
+    size = memory.config.search.page_size
+    results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True,
+                                                         exclude_run=run)))
                for probe in probes]
     library = {entry.gid: entry for entry in ws.library()}
     found = citations(memory, run)

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mem_retrieval.records.errors import InputError, NotFound, UsageError
+from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.types import LibraryEntry, Step
-from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.retriever import Retriever
 
 PAGES = 2
 ARCHIVE, RECALL = "archive-search", "recall-search"
@@ -110,15 +110,15 @@ def best(findings: list[Finding | None]) -> Finding | None:
 
 def check_pages(pages: int) -> None:
     if pages < 1:
-        raise UsageError(f"--pages {pages}: at least 1")
+        raise BadInput(f"{pages} is not a number of pages (at least 1)", param="pages")
 
 
-def step_of(memory: Memory, gid: str) -> Step | LibraryEntry | None:
+def step_of(memory: Retriever, gid: str) -> Step | LibraryEntry | None:
     """The step (or library entry) a global id names; None when none, or its run is unreadable
     (`mem check` says why)."""
     try:
         return memory.workspace.step(gid)
-    except (InputError, NotFound):
+    except (InputError, Refused):
         return None
 
 

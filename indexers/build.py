@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
@@ -81,6 +82,176 @@ class Progress:
             self.bar = None
 
 
+def _scan(table, columns: list[str]):
+    """All rows of ``table``, only ``columns``, as an Arrow table."""
+    return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """What one table's commit will do: write ``changed`` (every row on a full build), delete
+    ``removed``."""
+
+    name: str
+    changed: list[dict[str, Any]]
+    removed: list[str]
+    report: TableReport
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The change plan of one index run, per table, and where reusable vectors are stored."""
+
+    full: bool
+    tables: dict[str, TablePlan]
+    stored: dict[str, str]      # text hash -> a table holding its vector (same model)
+
+    def texts_wanted(self) -> set[str]:
+        """The text hashes the changed rows need vectors for."""
+        return {row["text_hash"] for name in EMBEDDED_TABLES for row in self.tables[name].changed
+                if row["text_hash"]}
+
+
+@dataclass
+class Index:
+    """The open index of one run: its folder, connection, tables (None: absent or to rebuild)."""
+
+    folder: Path
+    db: Any
+    tables: dict[str, Any]
+    full: bool                  # rebuild every table from the rows (asked, or nothing usable)
+    model_same: bool            # stored vectors were made by the configured model
+
+
+def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
+                full: bool = False, progress: bool | None = None,
+                on_message: Callable[[str], None] | None = None) -> IndexReport:
+    """Index ``runs`` (default: all) and the library: plan, embed what changed, commit. Bad input
+    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock)."""
+    from filelock import FileLock, Timeout
+
+    started = time.perf_counter()
+    scope_runs = workspace.check_runs(None if full else runs)
+    rows = build_rows(workspace, config, scope_runs)
+    present = set(workspace.runs())
+    index_dir = workspace.index_dir
+    index_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(index_dir / store.LOCK))
+    try:
+        lock.acquire(timeout=0.2)
+    except Timeout:
+        if on_message:
+            on_message("another `mem index` is running; waiting for it to finish")
+        lock.acquire()
+    try:
+        with store.guard(index_dir):
+            index = open_index(index_dir, config, full)
+            plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
+            vectors = vectors_for(index, plan, rows, config, Progress(progress))
+            versions = commit(index, plan, vectors, config)
+            return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
+                               embedded=vectors.embedded, seconds=time.perf_counter() - started,
+                               full=plan.full, version=versions)
+    finally:
+        lock.release()
+
+
+def open_index(index_dir: Path, config: Config, full: bool) -> Index:
+    """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
+    (``--full`` deletes one too damaged to open), and decide whether this is a full build."""
+    try:
+        meta = store.read_meta(index_dir)
+    except store.IndexMismatch:
+        if not full:
+            raise
+        meta = None  # --full rebuilds from the files alone: a corrupt meta.json is replaced
+    if meta is not None and not full:
+        why = store.mismatch(meta, config)
+        if why:
+            raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
+                                      "run `mem index --full`")
+    if full and (index_dir / "lance").exists() and not (index_dir / "lance").is_dir():
+        (index_dir / "lance").unlink()
+    db = store.connect(index_dir)
+    tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
+    full = full or meta is None or any(t is None for t in tables.values())
+    model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
+    return Index(index_dir, db, tables, full, model_same)
+
+
+def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[str]) -> Plan:
+    """Per table: the rows added or changed (by content hash) and the gids removed. Rows of
+    ``runs`` (None: every run) and of runs no longer present are in scope for removal."""
+    new_rows = {"steps": rows.steps, "events": rows.events, "sources": rows.sources}
+    tables: dict[str, TablePlan] = {}
+    stored: dict[str, str] = {}
+    for name in SCHEMAS:
+        existing = _existing(index, name)
+        if name in EMBEDDED_TABLES and index.model_same:
+            for _, _, text_hash in existing.values():
+                if text_hash:
+                    stored.setdefault(text_hash, name)
+        in_scope = {gid for gid, (run, _, _) in existing.items()
+                    if index.full or runs is None or run in runs or run not in present}
+        incoming = {row["gid"]: row for row in new_rows[name]}
+        added = [row for gid, row in incoming.items() if gid not in existing]
+        updated = [row for gid, row in incoming.items()
+                   if gid in existing and existing[gid][1] != row["content_hash"]]
+        removed = sorted(in_scope - set(incoming))
+        report = TableReport(added=len(added), updated=len(updated), removed=len(removed),
+                             unchanged=len(incoming) - len(added) - len(updated))
+        tables[name] = TablePlan(name, list(incoming.values()) if index.full else added + updated,
+                                 removed, report)
+    return Plan(index.full, tables, stored)
+
+
+def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str]]:
+    """``gid -> (run, content hash, text hash)`` of the rows table ``name`` holds now."""
+    table = index.tables[name]
+    if table is None:
+        return {}
+    try:
+        scanned = _scan(table, ["gid", "run", "content_hash", "text_hash"])
+    except BaseException as error:  # a damaged table: --full rebuilds it, else say so
+        if not (index.full and store.is_damage(error)):
+            raise
+        store.drop_table_files(index.folder, name)
+        index.tables[name] = None
+        return {}
+    columns = [scanned[c].to_pylist() for c in ("gid", "run", "content_hash", "text_hash")]
+    return {gid: (run, content, text) for gid, run, content, text in zip(*columns)}
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """A vector for every text hash the plan needs, and how many texts were embedded for it."""
+
+    by_hash: dict[str, Any]
+    embedded: int
+
+
+def vectors_for(index: Index, plan: Plan, rows: Rows, config: Config, progress: Progress) -> Vectors:
+    """Reuse stored vectors (read only for the texts the changed rows need), embed the rest once:
+    no text is embedded twice (a library entry repeating its run's step shares its vector)."""
+    wanted = plan.texts_wanted()
+    known = _stored_vectors(index.tables, plan.stored, wanted & set(plan.stored))
+    needed = sorted(wanted - set(known))
+    if needed:
+        from mem_retrieval.text.embed import embed
+
+        texts = [rows.embed_text[h] for h in needed]
+        progress.start(texts, "embedding")
+        try:
+            matrix = embed(texts, config.model.package, config.model.batch_size, progress.update)
+        finally:
+            progress.close()
+        if matrix.shape[1] != config.model.dim:
+            raise store.IndexMismatch(f"model {config.model.name} gives {matrix.shape[1]}-dimensional "
+                                      f"vectors, config says {config.model.dim}")
+        known.update(zip(needed, matrix))
+    return Vectors(known, len(needed))
+
+
 def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
     """The stored vectors of the ``wanted`` text hashes (hex digests made by rows.digest, so safe
     to quote in a filter), read in chunks from the tables holding them."""
@@ -101,160 +272,49 @@ def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[
     return found
 
 
-def _scan(table, columns: list[str]):
-    """All rows of ``table``, only ``columns``, as an Arrow table."""
-    return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
-
-
-def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
-                full: bool = False, progress: bool | None = None,
-                on_message: Callable[[str], None] | None = None) -> IndexReport:
-    """Index ``runs`` (default: all) and the library. Bad input raises InputError before any write."""
-    from filelock import FileLock, Timeout
-
-    started = time.perf_counter()
-    scope_runs = workspace.check_runs(None if full else runs)
-    rows = build_rows(workspace, config, scope_runs)
-    present = set(workspace.runs())
-    index_dir = workspace.index_dir
-    index_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(index_dir / store.LOCK))
-    try:
-        lock.acquire(timeout=0.2)
-    except Timeout:
-        if on_message:
-            on_message("another `mem index` is running; waiting for it to finish")
-        lock.acquire()
-    try:
-        with store.guard(index_dir):
-            return _write(workspace, config, rows, scope_runs if runs and not full else None,
-                          present, full, Progress(progress), started)
-    finally:
-        lock.release()
-
-
-def _write(workspace: Workspace, config: Config, rows: Rows, runs: list[str] | None,
-           present: set[str], full: bool, progress: Progress, started: float) -> IndexReport:
-    import numpy as np
-    import pyarrow as pa
-
-    index_dir = workspace.index_dir
-    try:
-        meta = store.read_meta(index_dir)
-    except store.IndexMismatch:
-        if not full:
-            raise
-        meta = None  # --full rebuilds from the files alone: a corrupt meta.json is replaced
-    if meta is not None and not full:
-        why = store.mismatch(meta, config)
-        if why:
-            raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
-                                      "run `mem index --full`")
-    if full and (index_dir / "lance").exists() and not (index_dir / "lance").is_dir():
-        (index_dir / "lance").unlink()
-    db = store.connect(index_dir)
-    tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
-    if meta is None or any(t is None for t in tables.values()):
-        full = True
-    model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
-    new_rows = {"steps": rows.steps, "events": rows.events, "sources": rows.sources}
-
-    # 1. what changed, per table
-    plans: dict[str, dict[str, Any]] = {}
-    known_vectors: dict[str, Any] = {}
-    stored: dict[str, str] = {}  # text hash -> a table holding its vector (same model)
-    for name, table in tables.items():
-        existing: dict[str, tuple[str, str, str]] = {}
-        if table is not None:
-            cols = ["gid", "run", "content_hash", "text_hash"]
-            try:
-                scanned = _scan(table, cols)
-            except BaseException as error:  # a damaged table: --full rebuilds it, else say so
-                if not (full and store.is_damage(error)):
-                    raise
-                store.drop_table_files(index_dir, name)
-                tables[name] = table = None
-        if table is not None:
-            gids, run_col = scanned["gid"].to_pylist(), scanned["run"].to_pylist()
-            content, text = scanned["content_hash"].to_pylist(), scanned["text_hash"].to_pylist()
-            for i, gid in enumerate(gids):
-                existing[gid] = (run_col[i], content[i], text[i])
-            if name in EMBEDDED_TABLES and model_same:
-                for text_hash in text:
-                    if text_hash:
-                        stored.setdefault(text_hash, name)
-        in_scope = {gid for gid, (run, _, _) in existing.items()
-                    if full or runs is None or run in runs or run not in present}
-        incoming = {row["gid"]: row for row in new_rows[name]}
-        added = [row for gid, row in incoming.items() if gid not in existing]
-        updated = [row for gid, row in incoming.items()
-                   if gid in existing and existing[gid][1] != row["content_hash"]]
-        removed = sorted(in_scope - set(incoming))
-        plans[name] = {
-            "changed": list(incoming.values()) if full else added + updated, "removed": removed,
-            "report": TableReport(added=len(added), updated=len(updated), removed=len(removed),
-                                  unchanged=len(incoming) - len(added) - len(updated)),
-        }
-
-    # 2. reuse stored vectors (read only for the texts that changed rows need), embed the rest once
-    wanted = {row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
-              if row["text_hash"] in stored}
-    known_vectors.update(_stored_vectors(tables, stored, wanted))
-    needed = sorted({row["text_hash"] for name in EMBEDDED_TABLES for row in plans[name]["changed"]
-                     if row["text_hash"] and row["text_hash"] not in known_vectors})
-    if needed:
-        from mem_retrieval.text.embed import embed
-
-        texts = [rows.embed_text[h] for h in needed]
-        progress.start(texts, "embedding")
-        try:
-            matrix = embed(texts, config.model_package, config.batch_size, progress.update)
-        finally:
-            progress.close()
-        if matrix.shape[1] != config.model_dim:
-            raise store.IndexMismatch(f"model {config.model_name} gives {matrix.shape[1]}-dimensional "
-                                      f"vectors, config says {config.model_dim}")
-        known_vectors.update(zip(needed, matrix))
-
-    # 3. write, one commit per table
+def commit(index: Index, plan: Plan, vectors: Vectors, config: Config) -> dict[str, int]:
+    """Write each table in one commit (upserts and deletions together; a full build replaces it),
+    refresh its indexes, then meta.json, written last and atomically: it pins the versions readers
+    use, so a crash anywhere before leaves the old index readable."""
     versions: dict[str, int] = {}
-    for name, plan in plans.items():
-        schema = SCHEMAS[name](config.model_dim)
-        changed = plan["changed"]
-        columns = {field.name: [row.get(field.name) for row in changed]
-                   for field in schema if field.name != "vector"}
-        arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
-        names = [f.name for f in schema if f.name != "vector"]
-        if "vector" in schema.names:
-            flat = (np.vstack([known_vectors[r["text_hash"]] for r in changed]).astype(np.float32).ravel()
-                    if changed else np.zeros(0, dtype=np.float32))
-            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), config.model_dim))
-            names.append("vector")
-        data = pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names]))
-        table = tables[name]
-        if full:
-            table = _create(db, index_dir, name, data, schema)
-        elif changed or plan["removed"]:
-            removed_keys = [store.key(gid) for gid in plan["removed"]]
-            if changed:
+    for name, table_plan in plan.tables.items():
+        data = _arrow(table_plan, vectors.by_hash, config.model.dim)
+        table = index.tables[name]
+        if plan.full:
+            table = _create(index.db, index.folder, name, data, data.schema)
+        elif table_plan.changed or table_plan.removed:
+            removed_keys = [store.key(gid) for gid in table_plan.removed]
+            if table_plan.changed:
                 merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
                 if removed_keys:
                     merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
                 merge.execute(data)
             else:
                 table.delete(store.in_list("key", removed_keys))
-        _refresh_indexes(table, fresh=full)
-        if not full:
+        _refresh_indexes(table, fresh=plan.full)
+        if not plan.full:
             _read_fts(table)
         versions[name] = table.version
-
-    steps = db.open_table(store.STEPS)
+    steps = index.db.open_table(store.STEPS)
     settings = sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
-    meta = store.build_params(config) | {"versions": versions, "built": time.time(),
-                                         "settings": settings}
-    store.write_meta(index_dir, meta)
-    return IndexReport(tables={n: p["report"] for n, p in plans.items()}, embedded=len(needed),
-                       seconds=time.perf_counter() - started, full=full, version=versions)
+    store.write_meta(index.folder, store.build_params(config) | {"versions": versions, "built": time.time(),
+                                                              "settings": settings})
+    return versions
+
+
+def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int):
+    """The changed rows of ``plan`` as one Arrow table of its schema (vectors by text hash)."""
+    import numpy as np
+    import pyarrow as pa
+
+    schema = SCHEMAS[plan.name](dim)
+    arrays = [pa.array([row.get(f.name) for row in plan.changed], type=f.type)
+              for f in schema if f.name != "vector"]
+    if "vector" in schema.names:
+        flat = (np.vstack([vectors[row["text_hash"]] for row in plan.changed]).astype(np.float32).ravel()
+                if plan.changed else np.zeros(0, dtype=np.float32))
+        arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), dim))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 KEY_COLUMNS = {store.STEPS: ("key", "sid_key"), store.EVENTS: ("key",), store.SOURCES: ("key",)}

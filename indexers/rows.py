@@ -60,8 +60,8 @@ class Rows:
 def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -> dict[str, Any]:
     """Add content and text hashes; register the embedding text."""
     if text is not None:
-        text = prepare(text, config.max_chars)
-        row["text_hash"] = digest([config.model_name, text])
+        text = prepare(text, config.model.max_chars)
+        row["text_hash"] = digest([config.model.name, text])
         rows.embed_text[row["text_hash"]] = text
     else:
         row["text_hash"] = ""
@@ -100,7 +100,7 @@ def _first_named(events: Iterable[Event], run: str) -> dict[str, tuple[int, int]
 def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
     body = ""
     if event.path:
-        body = read_text(run_dir / event.path)[: config.event_body_chars]
+        body = read_text(run_dir / event.path)[: config.index.event_body_chars]
     gids = [ref if "/" in ref else f"{event.run}/{ref}" for ref in event.ids]
     row = {
         "gid": event.gid, "key": key(event.gid), "run": event.run, "run_key": key(event.run),
@@ -136,10 +136,10 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
             rows.events.append(_finish(row, rows, text, config))
         for source in tree.sources:
             path = source_file(run_dir, source)
-            text = path.read_bytes()[: config.source_chars * 4].decode("utf-8", "replace") if path else ""
+            text = path.read_bytes()[: config.index.source_chars * 4].decode("utf-8", "replace") if path else ""
             row = {"gid": source.gid, "key": key(source.gid), "run": run, "run_key": key(run),
                    "sid": source.id, "origin": source.origin, "retrieved": source.retrieved,
-                   "hash": source.hash, "path": source.path, "text": text[: config.source_chars]}
+                   "hash": source.hash, "path": source.path, "text": text[: config.index.source_chars]}
             row["tokens"] = token_string(" ".join([source.id, source.origin, row["text"]]))
             rows.sources.append(_finish(row, rows, None, config))
         if on_run:

@@ -48,8 +48,8 @@ def build_params(config: Config) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
-        "bm25": {"engine": config.bm25_engine, "k1": config.bm25_k1, "b": config.bm25_b},
-        "model": {"name": config.model_name, "package": config.model_package, "dim": config.model_dim},
+        "bm25": {"engine": config.bm25.engine, "k1": config.bm25.k1, "b": config.bm25.b},
+        "model": {"name": config.model.name, "package": config.model.package, "dim": config.model.dim},
     }
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.parse import split_core_heading
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
@@ -29,24 +29,24 @@ class Claim:
 
 
 def field_name(name: str) -> str:
-    """A field as the user may type it (``open-gaps``, ``Open_Gaps``) -> its name; UsageError if none."""
+    """A field as the user may type it (``open-gaps``, ``Open_Gaps``) -> its name; BadInput if none."""
     canonical = " ".join(name.replace("-", " ").replace("_", " ").casefold().split())
     if canonical not in CORE_FIELDS:
-        raise UsageError(f"unknown core.md field {name!r} (fields: {', '.join(CORE_FIELDS)})")
+        raise BadInput(f"unknown core.md field {name!r} (fields: {', '.join(CORE_FIELDS)})")
     return canonical
 
 
 def clean_field(text: str) -> str:
     """A field's text as core.md keeps it: lines right-stripped, blank lines dropped, the first line
-    stripped. UsageError for a line that would start a new field or a NUL byte."""
+    stripped. BadInput for a line that would start a new field or a NUL byte."""
     if "\x00" in text:
-        raise UsageError("field text contains a NUL byte")
+        raise BadInput("field text contains a NUL byte")
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
     if lines:
         lines[0] = lines[0].lstrip()
     for number, line in enumerate(lines[1:], start=2):
         if _HEADING.match(line):
-            raise UsageError(f"field text line {number} starts with '## ', which would begin a new "
+            raise BadInput(f"field text line {number} starts with '## ', which would begin a new "
                              "field (indent it or write it on one line)")
     return "\n".join(lines)
 

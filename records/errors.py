@@ -1,4 +1,13 @@
-"""One error type for bad input: it names the file, the line and the field, in one line."""
+"""The errors this package raises on purpose: one base carrying its exit status, two meanings.
+
+- ``Refused`` (exit 1): the request is well formed but refused or finds nothing (an unknown id, a
+  write that would break an invariant, a page past the last).
+- ``BadInput`` (exit 2): bad usage (an argument value that can never work) or bad input in a file;
+  ``InputError``, its located form, names the file, the line and the field.
+
+Messages are one line and speak of the API's own parameters (``param``: ``kind``, ``until``); the
+command line rewords those as its flags (``--kind``). Anything else escaping is a bug, and shows as
+one."""
 
 from __future__ import annotations
 
@@ -28,21 +37,55 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
-class InputError(Exception):
-    """Bad input in a workspace file. ``str(err)`` is the one line shown to the user."""
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 violation``, ``2 violations``, ``1,000 hits`` (``many``: an irregular plural)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+class MemError(Exception):
+    """Base of every error raised on purpose. ``message`` says what is wrong; ``param``, when set,
+    names the parameter at fault (the message then starts with its value, so that
+    ``f"{param} {message}"`` reads as one sentence: ``kind 'x' is not one of …``)."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, *, param: str | None = None):
+        self.message = message
+        self.param = param
+        super().__init__(f"{param} {message}" if param else message)
+
+
+class Refused(MemError):
+    """Refused, or not found: exit status 1."""
+
+    exit_status = 1
+
+
+class BadInput(MemError):
+    """Bad usage or bad input: exit status 2."""
+
+    exit_status = 2
+
+
+class InputError(BadInput):
+    """Bad input in a file: ``str(err)`` is the one line ``FILE:LINE: FIELD: what`` of its first
+    problem; ``problems`` holds every problem found in that file (up to ``MAX_PROBLEMS``), so a
+    user can mend them all in one go."""
+
+    MAX_PROBLEMS = 20
 
     def __init__(self, file: str, line: int | None, field: str | None, message: str):
         self.problem = Problem(str(file), line, field, message)
+        self.problems: tuple[Problem, ...] = (self.problem,)
         super().__init__(str(self.problem))
 
     @classmethod
     def of(cls, problem: Problem) -> "InputError":
         return cls(problem.file, problem.line, problem.field, problem.message)
 
-
-class UsageError(Exception):
-    """Bad usage (an unknown option value, a malformed id): exit status 2."""
-
-
-class NotFound(Exception):
-    """Refused or not found: exit status 1."""
+    @classmethod
+    def many(cls, problems: list[Problem]) -> "InputError":
+        """One error for several problems (the first is its message)."""
+        error = cls.of(problems[0])
+        error.problems = tuple(problems[: cls.MAX_PROBLEMS])
+        return error

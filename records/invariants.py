@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mem_retrieval.records.core import claims, id_candidates
-from mem_retrieval.records.errors import InputError, Problem
+from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN
-from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_line_tokens
+from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
 from mem_retrieval.records.workspace import Workspace
 
@@ -105,17 +105,18 @@ class Report:
 
     def summary(self) -> str:
         c = self.counts
-        checked = (f"{c['runs']} runs, {c['steps']} steps, {c['events']} events, {c['cores']} core.md "
-                   f"({c['claims']} status claims), {c['entries']} library entries")
-        warned = f", {len(self.warnings)} warnings" if self.warnings else ""
+        checked = (f"{plural(c['runs'], 'run')}, {plural(c['steps'], 'step')}, "
+                   f"{plural(c['events'], 'event')}, {c['cores']:,} core.md "
+                   f"({plural(c['claims'], 'status claim')}), {plural(c['entries'], 'library entry', 'library entries')}")
+        warned = f", {plural(len(self.warnings), 'warning')}" if self.warnings else ""
         if not self.errors:
             return f"OK: {checked}; 0 violations{warned}"
         codes = ", ".join(f"{code}: {n}" for code, n in self.by_code().items())
-        return f"{len(self.errors)} violations ({codes}){warned} in {checked}"
+        return f"{plural(len(self.errors), 'violation')} ({codes}){warned} in {checked}"
 
 
 class _Checker:
-    def __init__(self, ws: Workspace, runs: list[str] | None, package: str):
+    def __init__(self, ws: Workspace, runs: list[str] | None, package: str | None):
         self.ws, self.package = ws, package
         self.selected = set(ws.check_runs(runs)) if runs else None
         self.report = Report()
@@ -157,7 +158,7 @@ class _Checker:
                 trees[run] = parse_tree(self.ws.tree_path(run), run, problems)
             except InputError as error:
                 unreadable.add(run)
-                problems.append(error.problem)
+                problems.extend(error.problems)
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
         path = self.ws.library_path
         if path.is_file():
@@ -300,7 +301,7 @@ class _Checker:
                      f"W states a status ({status}) for {word!r}, which names no step")
 
 
-def check(ws: Workspace, runs: list[str] | None = None, package: str = MODEL_PACKAGE) -> Report:
+def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:
     """M1–M4 and integrity over the runs (all when none given) and their library entries."""
     checker = _Checker(ws, runs, package)
     checker.library()
@@ -312,7 +313,7 @@ def check(ws: Workspace, runs: list[str] | None = None, package: str = MODEL_PAC
 
 def check_library(ws: Workspace) -> Report:
     """M1–M2 on the library alone (``mem eval status``)."""
-    checker = _Checker(ws, None, MODEL_PACKAGE)
+    checker = _Checker(ws, None, None)
     checker.library()
     checker.report.violations.sort(key=lambda v: v.line or 0)
     return checker.report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import InputError, Problem
 from mem_retrieval.records.ids import is_run_slug, ref_problem, step_id_problem
+from mem_retrieval.records.validate import Fields, type_name
 from mem_retrieval.records.types import (
     CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
     Source, Step, Tree,
@@ -30,84 +32,6 @@ TREE_FIELDS = {"run", "date", "fix", "sources", "steps"}
 PATH_PREFIXES = ("briefs/", "returns/", "sources/")
 
 
-class _Fields:
-    """Typed access to one JSON object, raising InputError at (file, line, prefix+field)."""
-
-    def __init__(self, obj: Any, file: str, line: int | None, prefix: str, allowed: set[str]):
-        if not isinstance(obj, dict):
-            raise InputError(file, line, prefix.rstrip(".") or None,
-                             f"must be a JSON object, not {_type(obj)}")
-        self.obj, self.file, self.line, self.prefix = obj, file, line, prefix
-        unknown = sorted(set(obj) - allowed)
-        if unknown:
-            self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(allowed))})")
-
-    def fail(self, name: str, message: str) -> None:
-        raise InputError(self.file, self.line, f"{self.prefix}{name}", message)
-
-    def str(self, name: str, *, required: bool = False, default: str = "") -> str:
-        if name not in self.obj:
-            if required:
-                self.fail(name, "missing")
-            return default
-        value = self.obj[name]
-        if not isinstance(value, str):
-            self.fail(name, f"must be a string, not {_type(value)}")
-        problem = text_problem(value)
-        if problem:
-            self.fail(name, problem)
-        return value
-
-    def opt_str(self, name: str) -> str | None:
-        if self.obj.get(name) is None:
-            return None
-        return self.str(name)
-
-    def enum(self, name: str, choices: tuple[str, ...], *, required: bool = True) -> str:
-        value = self.str(name, required=required)
-        if value not in choices and (required or value):
-            self.fail(name, f"{value!r} is not one of {', '.join(choices)}")
-        return value
-
-    def str_list(self, name: str) -> tuple[str, ...]:
-        value = self.obj.get(name, [])
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.fail(name, f"must be a list of strings, not {_type(value)}")
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                self.fail(f"{name}[{i}]", f"must be a string, not {_type(item)}")
-            problem = text_problem(item)
-            if problem:
-                self.fail(f"{name}[{i}]", problem)
-        return tuple(value)
-
-    def bool(self, name: str, default: bool = False) -> bool:
-        value = self.obj.get(name, default)
-        if not isinstance(value, bool):
-            self.fail(name, f"must be true or false, not {_type(value)}")
-        return value
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def text_problem(value: str) -> str | None:
-    """Why a JSON string cannot be stored as text (a NUL byte, an unpaired surrogate), or None."""
-    if "\x00" in value:
-        return "contains a NUL byte"
-    bad = _SURROGATE.search(value)
-    if bad:
-        return f"contains an unpaired surrogate \\u{ord(bad.group()):04x} (not Unicode text)"
-    return None
-
-
-def _type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
-
-
 def _decode(data: bytes, file: str, line_offset: int = 0) -> str:
     try:
         return data.decode("utf-8")
@@ -118,7 +42,8 @@ def _decode(data: bytes, file: str, line_offset: int = 0) -> str:
                          f"not UTF-8 (byte 0x{data[err.start]:02x} at column {column})") from None
 
 
-def _loads(text: str, file: str, line: int | None = None) -> Any:
+def parse_json(text: str, file: str, line: int | None = None) -> Any:
+    """Decoded JSON, or one InputError naming the file and line (json's own message)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -156,6 +81,21 @@ def read_text(path: Path) -> str:
     except OSError as err:
         raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
     return _decode(data, str(path))
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line."""
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
+    text = _decode(raw, file)
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as err:
+        at = re.search(r"at line (\d+)", str(err))
+        raise InputError(file, int(at.group(1)) if at else None, None, f"invalid TOML: {err}") from None
 
 
 def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
@@ -196,7 +136,7 @@ def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | No
 
 
 def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> Step:
-    f = _Fields(obj, file, line, prefix, STEP_FIELDS)
+    f = Fields(obj, file, line, prefix, STEP_FIELDS)
     step_id = f.str("id", required=True)
     problem = step_id_problem(step_id)
     if problem:
@@ -211,7 +151,7 @@ def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> 
             f.fail(f"parents[{i}]", problem)
     audit = None
     if obj.get("audit") is not None:
-        a = _Fields(obj["audit"], file, line, f"{prefix}audit.", {"grade", "by", "note", "repaired"})
+        a = Fields(obj["audit"], file, line, f"{prefix}audit.", {"grade", "by", "note", "repaired"})
         audit = Audit(grade=a.enum("grade", GRADES), by=a.str("by"), note=a.str("note"),
                       repaired=a.bool("repaired"))
     return Step(
@@ -229,7 +169,7 @@ def parse_tree(path: Path, run: str | None = None, problems: list[Problem] | Non
     raised; malformed input still raises."""
     file = str(path)
     text = read_text(path)
-    obj = _loads(text, file)
+    obj = parse_json(text, file)
     try:
         return _parse_tree(obj, text, file, run, problems)
     except InputError as error:
@@ -256,7 +196,7 @@ def _with_line(error: InputError, text: str) -> InputError:
 
 def _parse_tree(obj: Any, text: str, file: str, run: str | None,
                 problems: list[Problem] | None) -> Tree:
-    f = _Fields(obj, file, None, "", TREE_FIELDS)
+    f = Fields(obj, file, None, "", TREE_FIELDS)
     name = f.str("run", required=True)
     if not is_run_slug(name):
         f.fail("run", f"{name!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
@@ -264,16 +204,16 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
         f.fail("run", f"{name!r} does not match its folder {run!r}")
     fix = Fix()
     if obj.get("fix") is not None:
-        x = _Fields(obj["fix"], file, None, "fix.", {"problem", "setting", "criterion", "checklist"})
+        x = Fields(obj["fix"], file, None, "fix.", {"problem", "setting", "criterion", "checklist"})
         fix = Fix(problem=x.str("problem"), setting=x.str("setting"), criterion=x.str("criterion"),
                   checklist=x.str_list("checklist"))
     sources = []
     raw_sources = obj.get("sources")
     raw_sources = [] if raw_sources is None else raw_sources
     if not isinstance(raw_sources, list):
-        f.fail("sources", f"must be a list, not {_type(raw_sources)}")
+        f.fail("sources", f"must be a list, not {type_name(raw_sources)}")
     for i, raw in enumerate(raw_sources):
-        s = _Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
+        s = Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
         source_id = s.str("id", required=True)
         problem = step_id_problem(source_id)
         if problem:
@@ -282,19 +222,32 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
                               retrieved=s.str("retrieved"), hash=s.str("hash"), path=s.str("path")))
     raw_steps = obj.get("steps")
     if not isinstance(raw_steps, list):
-        f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {_type(raw_steps)}")
+        f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")
     lines = _element_lines(text, _STEPS_KEY, len(raw_steps))
     steps: list[Step] = []
     seen: dict[str, int | None] = {s.id: None for s in sources}
+    bad: list[Problem] = []  # every malformed step, reported together
     for i, raw in enumerate(raw_steps):
-        step = parse_step(raw, name, file, lines[i], f"steps[{i}].")
+        try:
+            step = parse_step(raw, name, file, lines[i], f"steps[{i}].")
+        except InputError as error:
+            bad.append(error.problem)
+            if len(bad) == InputError.MAX_PROBLEMS:
+                break
+            continue
         if step.id in seen:
             what = "a source" if seen[step.id] is None and step.id in {s.id for s in sources} else "a step"
-            _record(problems, InputError(file, lines[i], f"steps[{i}].id",
-                                         f"duplicate id {step.id!r} (already {what} of this run)"))
+            duplicate = InputError(file, lines[i], f"steps[{i}].id",
+                                   f"duplicate id {step.id!r} (already {what} of this run)")
+            if problems is None:
+                bad.append(duplicate.problem)
+            else:
+                problems.append(duplicate.problem)
             continue
         seen[step.id] = lines[i]
         steps.append(step)
+    if bad:
+        raise InputError.many(bad)
     return Tree(run=name, path=file, date=f.str("date"), fix=fix, sources=tuple(sources),
                 steps=tuple(steps))
 
@@ -349,8 +302,8 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
     for number, line in _iter_lines(path):
-        obj = _loads(line, file, number)
-        f = _Fields(obj, file, number, "", EVENT_FIELDS)
+        obj = parse_json(line, file, number)
+        f = Fields(obj, file, number, "", EVENT_FIELDS)
         time = f.str("time", required=True)
         stamp = parse_time(time, file, number, "time")
         if last is not None and stamp < last:
@@ -372,7 +325,7 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
 # ------------------------------------------------------------------------------------ library.jsonl
 
 def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
-    f = _Fields(obj, file, line, "", LIBRARY_FIELDS)
+    f = Fields(obj, file, line, "", LIBRARY_FIELDS)
     run = f.str("run", required=True)
     if not is_run_slug(run):
         f.fail("run", f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
@@ -404,7 +357,7 @@ def iter_library(path: Path, problems: list[Problem] | None = None) -> Iterator[
     file = str(path)
     seen: dict[str, int] = {}
     for number, line in _iter_lines(path):
-        entry = parse_library_entry(_loads(line, file, number), file, number)
+        entry = parse_library_entry(parse_json(line, file, number), file, number)
         if entry.gid in seen:
             _record(problems, InputError(file, number, "id", f"duplicate library entry {entry.gid!r} "
                                                              f"(first on line {seen[entry.gid]})"))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import tomllib
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.parse import read_toml
+from mem_retrieval.records.validate import Fields
 
 SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatible"
 MATCHES = (SAME, IMPLIED, UNKNOWN, INCOMPATIBLE)
@@ -32,9 +34,17 @@ class Ontology:
 
     alias: dict[str, str]           # normalised name or alias -> canonical name
     closure: dict[str, frozenset[str]]
+    names: dict[str, str] = field(default_factory=dict)  # canonical name -> the name as written
 
     def entry(self, clause: str) -> str | None:
         return self.alias.get(normalize(clause))
+
+    def nearest(self, clause: str, n: int = 3) -> list[str]:
+        """The entries whose name or an alias is closest to ``clause`` (for a helpful warning)."""
+        import difflib
+
+        close = difflib.get_close_matches(normalize(clause), list(self.alias), n=3 * n, cutoff=0.5)
+        return list(dict.fromkeys(self.names.get(self.alias[c], self.alias[c]) for c in close))[:n]
 
     def match(self, query_setting: str, step_setting: str) -> str:
         """``setting_match`` of a step's setting against a query setting (SPEC §8).
@@ -69,21 +79,12 @@ class Ontology:
 
 
 def _read(path: Path) -> list[tuple[dict, str]]:
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(str(path), raw.count(b"\n", 0, err.start) + 1, None,
-                         f"not UTF-8 (byte 0x{raw[err.start]:02x})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        at = re.search(r"at line (\d+)", str(err))
-        raise InputError(str(path), int(at.group(1)) if at else None, None,
-                         f"invalid TOML: {err}") from None
+    data, text = read_toml(path)
+    unknown = sorted(set(data) - {"setting"})
+    if unknown:
+        at = re.search(r"^[ \t]*\[*\s*%s\b" % re.escape(unknown[0]), text, re.MULTILINE)
+        raise InputError(str(path), text.count("\n", 0, at.start()) + 1 if at else None, unknown[0],
+                         "unknown table or key (a settings file holds [[setting]] entries only)")
     entries = data.get("setting", [])
     if not isinstance(entries, list):
         at = re.search(r"^[ \t]*(\[\s*setting\s*\]|setting\s*=)", text, re.MULTILINE)
@@ -98,16 +99,13 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
     counts: dict[str, int] = {}
     for entry, file in entries:
         i = counts[file] = counts.get(file, -1) + 1  # the entry's index in its own file
-        where = f"setting[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
-            raise InputError(file, None, f"{where}.name", "missing (each [[setting]] needs a name)")
-        for key in ("aliases", "implies"):
-            value = entry.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise InputError(file, None, f"{where}.{key}", "must be a list of strings")
-        unknown = set(entry) - {"name", "aliases", "implies"}
-        if unknown:
-            raise InputError(file, None, f"{where}.{sorted(unknown)[0]}", "unknown field")
+        f = Fields(entry, file, None, f"setting[{i}].", ("name", "aliases", "implies"),
+                   kind="a [[setting]] table")
+        if not f.has("name"):
+            f.fail("name", "missing (each [[setting]] needs a name)")
+        f.str("name", nonempty=True)
+        f.str_list("aliases")
+        f.str_list("implies")
         by_name[normalize(entry["name"])] = (entry, file)
     alias: dict[str, str] = {}
     for name, (entry, file) in by_name.items():
@@ -136,7 +134,8 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
 
     for name in direct:
         close(name)
-    return Ontology(alias=alias, closure=closure)
+    return Ontology(alias=alias, closure=closure,
+                    names={name: entry["name"] for name, (entry, _) in by_name.items()})
 
 
 def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, str]]) -> None:

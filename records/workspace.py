@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.records.errors import Refused, BadInput
 from mem_retrieval.records.ids import is_run_slug, split_gid
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core, parse_tree
 from mem_retrieval.records.settings import Ontology, load_ontology
@@ -22,7 +22,7 @@ def resolve_workspace(path: str | os.PathLike[str] | None) -> Path:
     """``--workspace``, else ``$MEM_WORKSPACE``, else the current directory."""
     chosen = Path(path or os.environ.get("MEM_WORKSPACE") or ".")
     if not chosen.is_dir():
-        raise UsageError(f"workspace {str(chosen)!r} is not a folder")
+        raise BadInput(f"workspace {str(chosen)!r} is not a folder")
     return chosen.resolve()
 
 
@@ -69,7 +69,7 @@ class Workspace:
             return known
         for run in runs:
             if run not in known:
-                raise NotFound(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
+                raise Refused(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
         return list(runs)
 
     @cached_property
@@ -84,7 +84,7 @@ class Workspace:
         try:
             stat = path.stat()
         except OSError:
-            raise NotFound(f"no run {run!r} in {self.root}") from None
+            raise Refused(f"no run {run!r} in {self.root}") from None
         stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if run not in cache or cache[run][0] != stamp:
             cache[run] = (stamp, parse_tree(path, run))

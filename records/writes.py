@@ -16,20 +16,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
-from mem_retrieval.records.errors import InputError, NotFound, UsageError
+from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import write_atomic
 from mem_retrieval.records.invariants import Catalog, admission_problem
 from mem_retrieval.records.ids import is_run_slug, split_gid
 from mem_retrieval.records.parse import iter_library, parse_core_text, parse_library_entry, parse_time, read_text
-from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, MODEL_PACKAGE, count_tokens
+from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
 
 LOCK_TIMEOUT_S = 60.0
-
-
-class Refusal(NotFound):
-    """A write refused because it would break an invariant or repeat an id (exit status 1)."""
 
 
 # ------------------------------------------------------------------------------- durable file writes
@@ -43,7 +39,7 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise Refusal(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
+        raise Refused(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
     try:
         yield
     finally:
@@ -171,11 +167,11 @@ def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
 
 
 def core_set(ws: Workspace, run: str, field: str, text: str,
-             package: str = MODEL_PACKAGE) -> CoreSet:
+             package: str) -> CoreSet:
     """Rewrite one field of RUN/memory/core.md; refused when W would pass 2,000 tokens (M4)."""
     name = field_name(field)
     text = clean_field(text)
-    ws.tree(run)  # NotFound for an unknown run
+    ws.tree(run)  # Refused for an unknown run
     path = ws.core_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
@@ -183,7 +179,7 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
         new_text = with_field(core, name, text)
         tokens = count_tokens(new_text, package)
         if tokens > CORE_TOKEN_LIMIT:
-            raise Refusal(f"{path}: W would be {tokens:,} tokens with this {name!r} "
+            raise Refused(f"{path}: W would be {tokens:,} tokens with this {name!r} "
                           f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
         if core is None:
             write_atomic(path, with_field(None, name, ""))
@@ -214,24 +210,24 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     id is already there."""
     ref_run, step_id = split_gid(ref)
     if ref_run is not None and run is not None and ref_run != run:
-        raise UsageError(f"{ref!r} names run {ref_run!r}, but --run is {run!r}")
+        raise BadInput(f"{run!r} is not the run {ref!r} names ({ref_run!r})", param="run")
     run = ref_run or run
     if run is None:
-        raise UsageError(f"{ref!r} is a bare step id: give its run (RUN/{ref} or --run RUN)")
+        raise BadInput(f"{ref!r} is a bare step id: name its run too (RUN/{ref})", param="id")
     if not is_run_slug(run):
-        raise UsageError(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
     step = ws.tree(run).step(step_id)
     if step is None:
-        raise NotFound(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")
+        raise Refused(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")
     problem = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
     if problem:
-        raise Refusal(f"{step.gid} may not enter the library (M2): {problem}")
+        raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):
         for entry in iter_library(path) if path.is_file() else ():
             if entry.gid == step.gid:
-                raise Refusal(f"{step.gid} is already in the library ({path}:{entry.line})")
+                raise Refused(f"{step.gid} is already in the library ({path}:{entry.line})")
         record = library_record(step, utc_iso(datetime.now(UTC).replace(microsecond=0)))
         line = append_line(path, record)
     return parse_library_entry(record, str(path), line)

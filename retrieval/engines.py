@@ -1,18 +1,29 @@
-"""BM25 candidate engines over the pre-tokenised ``tokens`` column.
+"""Candidate engines over one LanceDB table: BM25 over the pre-tokenised ``tokens`` column, and
+nearest neighbours over the ``vector`` column.
 
-``lance`` (default): LanceDB's native full-text index; it persists with the table and applies the
-prefilter inside the index query. ``rank-bm25``: the rank_bm25 package, rebuilt in each process over
-the prefiltered rows (a second engine, to compare against). Both return (gid, score) pairs, best
-first, ties broken by gid so that pages are stable from call to call (lance #9132: FTS limit/offset
-can repeat or skip tied rows, so one fixed pool is taken and sliced here, never paged in the index)."""
+BM25: ``lance`` (default) is LanceDB's native full-text index; it persists with the table and
+applies the prefilter inside the index query. ``rank-bm25`` is the rank_bm25 package, rebuilt in
+each process over the prefiltered rows (a second engine, to compare against). Both return
+candidates best first, ties broken by gid, so that pages are stable from call to call (lance #9132:
+FTS limit/offset can repeat or skip tied rows, so one fixed pool is taken and sliced here, never
+paged in the index)."""
 
 from __future__ import annotations
 
-from typing import Any
+from mem_retrieval.indexers.store import in_list, key
+from mem_retrieval.retrieval.candidates import ROW_TYPES, Candidate, from_arrow
 
 
-def lance_candidates(table, tokens: str, where: str | None, limit: int,
-                     columns: list[str]) -> list[dict[str, Any]]:
+def _columns(table_name: str, vectors: bool) -> list[str]:
+    return list(ROW_TYPES[table_name].COLUMNS) + (["vector"] if vectors else [])
+
+
+def _best_first(candidates: list[Candidate], score: str) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: (-getattr(c, score), c.gid))
+
+
+def lance_candidates(table, table_name: str, tokens: str, where: str | None, limit: int,
+                     vectors: bool = True) -> list[Candidate]:
     from lancedb.query import MatchQuery
 
     if not tokens:
@@ -20,11 +31,8 @@ def lance_candidates(table, tokens: str, where: str | None, limit: int,
     query = table.search(MatchQuery(tokens, "tokens"), query_type="fts")
     if where:
         query = query.where(where, prefilter=True)
-    rows = query.select(columns + ["_score"]).limit(limit).to_arrow().to_pylist()
-    for row in rows:
-        row["bm25"] = float(row.pop("_score"))
-    rows.sort(key=lambda row: (-row["bm25"], row["gid"]))
-    return rows
+    data = query.select(_columns(table_name, vectors) + ["_score"]).limit(limit).to_arrow()
+    return _best_first(from_arrow(data, table_name, "_score"), "bm25")
 
 
 _MODELS: dict[tuple, tuple] = {}
@@ -50,8 +58,8 @@ def _rank_bm25_model(table, where: str | None, k1: float, b: float):
     return _MODELS[cache_key]
 
 
-def rank_bm25_candidates(table, tokens: str, where: str | None, limit: int, columns: list[str],
-                         k1: float, b: float) -> list[dict[str, Any]]:
+def rank_bm25_candidates(table, table_name: str, tokens: str, where: str | None, limit: int,
+                         k1: float, b: float, vectors: bool = True) -> list[Candidate]:
     import numpy as np
 
     if not tokens:
@@ -63,29 +71,22 @@ def rank_bm25_candidates(table, tokens: str, where: str | None, limit: int, colu
     hits = np.flatnonzero(scores > 0)
     if hits.size > limit:
         hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
-    chosen = sorted(((gids[i], float(scores[i])) for i in hits), key=lambda p: (-p[1], p[0]))
+    chosen = {gids[i]: float(scores[i]) for i in hits}
     if not chosen:
         return []
-    from mem_retrieval.indexers.store import in_list, key
-
-    rows = {row["gid"]: row for row in table.search().where(in_list("key", [key(g) for g, _ in chosen]))
-            .select(columns).limit(len(chosen)).to_arrow().to_pylist()}
-    out = []
-    for gid, score in chosen:
-        row = rows[gid]
-        row["bm25"] = score
-        out.append(row)
-    return out
+    data = (table.search().where(in_list("key", [key(g) for g in chosen]))
+            .select(_columns(table_name, vectors)).limit(len(chosen)).to_arrow())
+    found = [c.scored(0.0, bm25=chosen[c.gid]) for c in from_arrow(data, table_name)]
+    return _best_first(found, "bm25")
 
 
-def vector_candidates(table, vector, where: str | None, limit: int,
-                      columns: list[str]) -> list[dict[str, Any]]:
+def vector_candidates(table, table_name: str, vector, where: str | None,
+                      limit: int) -> list[Candidate]:
     """Nearest neighbours by cosine over all (prefiltered) rows: the `vector` strategy."""
     query = table.search(vector, vector_column_name="vector").distance_type("cosine")
     if where:
         query = query.where(where, prefilter=True)
-    rows = query.select(columns + ["_distance"]).limit(limit).to_arrow().to_pylist()
-    for row in rows:
-        row["cosine"] = 1.0 - float(row.pop("_distance"))
-    rows.sort(key=lambda row: (-row["cosine"], row["gid"]))
-    return rows
+    data = query.select(_columns(table_name, True) + ["_distance"]).limit(limit).to_arrow()
+    distances = data["_distance"].to_pylist()
+    found = [c.scored(0.0, cosine=1.0 - float(d)) for c, d in zip(from_arrow(data, table_name), distances)]
+    return _best_first(found, "cosine")

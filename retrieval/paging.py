@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TypeVar
 
-from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.records.errors import BadInput, Refused, plural
 
 T = TypeVar("T")
 
@@ -16,12 +16,12 @@ def page_count(total: int, page_size: int) -> int:
 
 
 def page_slice(items: Sequence[T], page: int, page_size: int) -> tuple[T, ...]:
-    """Items of ``page`` (1-based). Past the last page: NotFound saying how many pages there are."""
+    """Items of ``page`` (1-based). Past the last page: Refused saying how many pages there are."""
     if page < 1:
-        raise UsageError(f"page must be 1 or more, not {page}")
+        raise BadInput(f"{page} is not a page number (pages start at 1)", param="page")
     pages = page_count(len(items), page_size)
     if page > max(pages, 1):
-        raise NotFound(f"page {page} of {pages}: there {'is' if pages == 1 else 'are'} only "
-                       f"{pages} page{'s' if pages != 1 else ''} ({len(items)} hits)")
+        raise Refused(f"page {page} of {pages}: there {'is' if pages == 1 else 'are'} only "
+                      f"{plural(pages, 'page')} ({plural(len(items), 'hit')})")
     start = (page - 1) * page_size
     return tuple(items[start:start + page_size])

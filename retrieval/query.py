@@ -1,4 +1,9 @@
-"""What a query asks for beyond its words: ids named in it, filters, and an as-of point."""
+"""What a search asks for: one query object each for archive_search and recall_search, the ids
+written in a query, the filters they imply, and an as-of point.
+
+A query is checked when it is made (``BadInput`` naming the parameter at fault), so everything
+after it can trust it. Filters become SQL built only from integer keys and the closed enums of the
+SPEC, never from user text."""
 
 from __future__ import annotations
 
@@ -6,14 +11,13 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from mem_retrieval.records.errors import UsageError
+from mem_retrieval.indexers.store import key
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import KINDS, STATUSES
 
 _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
-
-
 _ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
 
 
@@ -49,6 +53,15 @@ def exact_lookup(query: str) -> bool:
     return bool(words) and all(ref_problem(w) is None and _id_like(w) for w in words)
 
 
+def check_text(text: str, param: str = "query") -> None:
+    """A query must be non-empty Unicode text (an unpaired surrogate means bytes that were not
+    UTF-8)."""
+    if not text or not text.strip():
+        raise BadInput("is empty", param=param)
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        raise BadInput("is not valid Unicode text (it holds an unpaired surrogate)", param=param)
+
+
 @dataclass(frozen=True)
 class Until:
     """Memory as it stood at an event: events up to it, steps some event had named by then."""
@@ -59,33 +72,90 @@ class Until:
 
 
 @dataclass(frozen=True)
+class ArchiveQuery:
+    """One archive_search: its text and everything that narrows or orders its result list.
+
+    ``setting`` is the setting the hits will be used in (SPEC §8; incompatible hits are left out
+    unless ``any_setting``). ``run``, ``kind``, ``status`` keep only matching steps; ``library`` keeps
+    only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
+    step's global id made invisible (leave-one-out, SPEC §10); ``until`` is memory as of an event (a
+    ``--until`` value, resolved against the workspace, or an ``Until``). ``strategy`` None is the
+    configured default."""
+
+    text: str
+    setting: str | None = None
+    any_setting: bool = False
+    run: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    library: bool = False
+    exclude_run: str | None = None
+    hide: str | None = None
+    until: str | Until | None = None
+    strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        check_text(self.text)
+        if self.kind is not None and self.kind not in KINDS:
+            raise BadInput(f"{self.kind!r} is not one of {', '.join(KINDS)}", param="kind")
+        if self.status is not None and self.status not in STATUSES:
+            raise BadInput(f"{self.status!r} is not one of {', '.join(STATUSES)}", param="status")
+        if self.hide is not None and (ref_problem(self.hide) or "/" not in self.hide):
+            raise BadInput(f"{self.hide!r} is not a global id (run/step)", param="hide")
+        if self.setting is not None and not self.setting.strip():
+            object.__setattr__(self, "setting", None)
+
+    def filters(self, until: Until | None) -> "Filters":
+        """The prefilter of this query, with its ``until`` resolved."""
+        return Filters(run=self.run, kind=self.kind, status=self.status, exclude_run=self.exclude_run,
+                       hide=self.hide, until=until, library=self.library)
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """One recall_search: a text query, or every event naming ``id`` (in log order); ``run`` and
+    ``until`` narrow it."""
+
+    text: str | None = None
+    id: str | None = None
+    run: str | None = None
+    until: str | Until | None = None
+
+    def __post_init__(self) -> None:
+        has_text = self.text is not None and bool(self.text.strip())
+        if has_text == (self.id is not None):
+            raise BadInput("give a query text or an id, not both" if has_text
+                           else "give a query text or an id")
+        if has_text:
+            check_text(self.text)
+        else:
+            problem = ref_problem(self.id)
+            if problem:
+                raise BadInput(problem, param="id")
+
+
+@dataclass(frozen=True)
 class Filters:
+    """The prefilter of a search, as SQL over the index's key columns."""
+
     run: str | None = None
     kind: str | None = None
     status: str | None = None
     exclude_run: str | None = None
-    hide: str | None = None     # a step's global id, invisible to the search (leave-one-out)
+    hide: str | None = None
     until: Until | None = None
     library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
 
-    def __post_init__(self) -> None:
-        if self.kind is not None and self.kind not in KINDS:
-            raise UsageError(f"--kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.status is not None and self.status not in STATUSES:
-            raise UsageError(f"--status {self.status!r} is not one of {', '.join(STATUSES)}")
-
     def where(self, table: str, extra: list[str] | None = None) -> str | None:
-        """The prefilter as SQL, built only from integer keys and the closed enums above."""
-        from mem_retrieval.indexers.store import key
-
+        """The prefilter as SQL, built only from integer keys and the closed enums."""
         parts = list(extra or [])
         if self.run is not None:
             parts.append(f"run_key = {key(self.run)}")
         if self.exclude_run is not None:
             parts.append(f"run_key != {key(self.exclude_run)}")
-        if self.hide is not None and table == "steps":
-            parts.append(f"key != {key(self.hide)}")
         if table == "steps":
+            if self.hide is not None:
+                parts.append(f"key != {key(self.hide)}")
             if self.kind is not None:
                 parts.append(f"kind = '{KINDS[KINDS.index(self.kind)]}'")
             if self.status is not None:
@@ -93,30 +163,32 @@ class Filters:
             if self.library:
                 parts.append("in_library = true")
         if self.until is not None:
-            cut = int(self.until.micros)
-            if table == "steps":
-                by_time = f"(named_ts >= 0 AND named_ts <= {cut})"
-                if self.until.run is not None and self.until.seq is not None:
-                    run_key = key(self.until.run)
-                    parts.append(f"((run_key = {run_key} AND named_seq >= 0 AND named_seq <= "
-                                 f"{int(self.until.seq)}) OR (run_key != {run_key} AND {by_time}))")
-                else:
-                    parts.append(by_time)
-            else:
-                if self.until.run is not None and self.until.seq is not None:
-                    run_key = key(self.until.run)
-                    parts.append(f"((run_key = {run_key} AND seq <= {int(self.until.seq)}) OR "
-                                 f"(run_key != {run_key} AND ts <= {cut}))")
-                else:
-                    parts.append(f"ts <= {cut}")
+            parts.append(self._as_of(table))
         return " AND ".join(f"({p})" for p in parts) if parts else None
+
+    def _as_of(self, table: str) -> str:
+        until = self.until
+        cut = int(until.micros)
+        exact = until.run is not None and until.seq is not None
+        if table == "steps":
+            by_time = f"(named_ts >= 0 AND named_ts <= {cut})"
+            if not exact:
+                return by_time
+            run_key = key(until.run)
+            return (f"((run_key = {run_key} AND named_seq >= 0 AND named_seq <= {int(until.seq)}) "
+                    f"OR (run_key != {run_key} AND {by_time}))")
+        if not exact:
+            return f"ts <= {cut}"
+        run_key = key(until.run)
+        return f"((run_key = {run_key} AND seq <= {int(until.seq)}) OR (run_key != {run_key} AND ts <= {cut}))"
 
 
 def parse_time_arg(value: str) -> datetime | None:
+    """An ISO time with a zone, or None when ``value`` is not a time."""
     try:
         stamp = datetime.fromisoformat(value)
     except ValueError:
         return None
     if stamp.tzinfo is None:
-        raise UsageError(f"--until {value!r}: a time needs a zone (Z or +hh:mm)")
+        raise BadInput(f"{value!r} is a time without a zone (write Z or +hh:mm)", param="until")
     return stamp

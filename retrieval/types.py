@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 
@@ -52,16 +53,43 @@ H = TypeVar("H", Hit, EventHit)
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """Something to know about a result: why it is empty, or what a parameter did. ``message``
+    starts with the value of ``param``; ``see`` names a parameter that would show more. The API
+    spells parameters by name, the command line as its flags (``render(spell)``)."""
+
+    param: str
+    message: str
+    see: str | None = None
+
+    def render(self, spell: "Callable[[str], str]" = str) -> str:
+        text = f"{spell(self.param)} {self.message}"
+        return text + (f" ({spell(self.see)} shows them)" if self.see else "")
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[H]):
-    """Page ``page`` of ``pages`` (5 hits a page) over ``total`` hits."""
+    """Page ``page`` of ``pages`` (``page_size`` hits a page) over ``total`` hits."""
 
     hits: tuple[H, ...]
     page: int
     pages: int
     total: int
+    page_size: int
     query: str | None = None
     setting: str | None = None
     remaining: float | None = None  # estimated relevant hits on later pages (see retrieval.hint)
+    notes: tuple[Note, ...] = ()    # why the list is empty, or what a parameter did
+
+    @property
+    def first_rank(self) -> int:
+        """The rank (1-based, in the whole result list) of this page's first hit."""
+        return (self.page - 1) * self.page_size + 1
+
+    @property
+    def left(self) -> int:
+        """Hits on the pages after this one."""
+        return max(self.total - (self.first_rank - 1) - len(self.hits), 0)
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "setting": self.setting, "page": self.page, "pages": self.pages,

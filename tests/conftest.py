@@ -152,6 +152,22 @@ def build_workspace(root: Path) -> Workspace:
     return ws
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (crash trials, real servers, benchmarks): "
+                          "CI and the README's test command do")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Without --slow, the tests marked slow are deselected: the default run stays fast."""
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     return build_workspace(tmp_path / "ws")

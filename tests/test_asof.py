@@ -16,7 +16,7 @@ import pytest
 
 from conftest import library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.records.errors import NotFound
+from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
@@ -90,20 +90,20 @@ def test_recall_by_id_as_of_an_event(example):
 # ---------------------------------------------------------------------------- --until EVENT ID
 
 def test_an_event_id_is_an_id_it_names_or_the_first_word_of_its_text(example):
-    by_text = example.resolve_until("R-2", SATAKE)
+    by_text = example.retriever.resolve_until("R-2", SATAKE)
     assert by_text.seq == seq_of(example, SATAKE, "R-2:") and by_text.run == SATAKE
-    by_ids = example.resolve_until("A7-24", SATAKE)  # first named by A7's return at 03:47
+    by_ids = example.retriever.resolve_until("A7-24", SATAKE)  # first named by A7's return at 03:47
     assert by_ids.seq == first_named(example, SATAKE)["A7-24"][0]
-    assert example.resolve_until("R-1", SATAKE) == example.resolve_until("24", SATAKE)
-    verdict = example.resolve_until("R-4", SATAKE)  # "R-4 (verdict draft): …"
+    assert example.retriever.resolve_until("R-1", SATAKE) == example.retriever.resolve_until("24", SATAKE)
+    verdict = example.retriever.resolve_until("R-4", SATAKE)  # "R-4 (verdict draft): …"
     assert verdict.seq == seq_of(example, SATAKE, "R-4 ")
     # a global id names the step in its run's log, and gives the run when --run is absent
-    assert example.resolve_until(f"{SATAKE}/A7-24", None) == by_ids
-    assert example.resolve_until(f"{SATAKE}/A7-24", SATAKE) == by_ids
-    with pytest.raises(NotFound):
-        example.resolve_until("R-9", SATAKE)
-    with pytest.raises(NotFound):  # iwahori's log never names satake's A7-24
-        example.resolve_until(f"{SATAKE}/A7-24", IWAHORI)
+    assert example.retriever.resolve_until(f"{SATAKE}/A7-24", None) == by_ids
+    assert example.retriever.resolve_until(f"{SATAKE}/A7-24", SATAKE) == by_ids
+    with pytest.raises(Refused):
+        example.retriever.resolve_until("R-9", SATAKE)
+    with pytest.raises(Refused):  # iwahori's log never names satake's A7-24
+        example.retriever.resolve_until(f"{SATAKE}/A7-24", IWAHORI)
 
 
 def test_events_at_the_same_time_are_cut_by_their_position(example):
@@ -138,7 +138,7 @@ def test_a_time_without_a_zone_is_refused(example):
     out, err = io.StringIO(), io.StringIO()
     code = run_cli(["--workspace", str(example.workspace.root), "archive-search", "A5-7",
                     "--until", "2026-10-17T03:42:00"], out=out, err=err)
-    assert code == 2 and "needs a zone" in err.getvalue()
+    assert code == 2 and "--until '2026-10-17T03:42:00' is a time without a zone" in err.getvalue()
 
 
 # ------------------------------------------------------------------- the library across runs
@@ -146,7 +146,7 @@ def test_a_time_without_a_zone_is_refused(example):
 def test_library_entries_of_other_runs_follow_their_own_time(example):
     # as of satake's R-1 (2026-10-17 02:56): satake's steps by its log position, iwahori's (all
     # named on 2026-10-18) not at all, although many are in the library now
-    until = example.resolve_until("R-1", SATAKE)
+    until = example.retriever.resolve_until("R-1", SATAKE)
     query = every_step_query(example, [SATAKE, IWAHORI])
     found = {h.id for h in example.archive_hits(query, until=until, library=True)}
     named = first_named(example, SATAKE)
@@ -155,7 +155,7 @@ def test_library_entries_of_other_runs_follow_their_own_time(example):
                      and g.split("/")[1] in named and named[g.split("/")[1]][0] <= 24}
     assert f"{SATAKE}/A2-4" in found and f"{SATAKE}/A5-7" not in found
     # as of iwahori's R-1 (2026-10-18 02:40): every satake library step, by satake's own time
-    until = example.resolve_until("R-1", IWAHORI)
+    until = example.retriever.resolve_until("R-1", IWAHORI)
     found = {h.id for h in example.archive_hits(query, until=until, library=True)}
     iwahori_named = first_named(example, IWAHORI)
     cut = datetime.fromisoformat("2026-10-18T02:40:00+00:00")

@@ -9,6 +9,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from mem_retrieval.eval import synthetic
 from mem_retrieval.eval.bench import main as bench_main
 from mem_retrieval.eval.bench_report import FIGURES, TARGETS
@@ -40,6 +42,7 @@ def test_synthetic_workspace_is_valid_and_deterministic(tmp_path: Path) -> None:
     assert _tree_files(made.root) == _tree_files(again.root)
 
 
+@pytest.mark.slow
 def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert bench_main(["--sizes", "100", "--queries", "3", "--cold-runs", "1", "--out", str(out)]) == 0

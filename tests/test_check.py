@@ -16,7 +16,7 @@ from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.parse import iter_events, iter_library, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-OK_SUMMARY = "OK: 2 runs, 6 steps, 3 events, 1 core.md (2 status claims), 1 library entries; 0 violations"
+OK_SUMMARY = "OK: 2 runs, 6 steps, 3 events, 1 core.md (2 status claims), 1 library entry; 0 violations"
 
 
 def step_line(workspace, run: str, step_id: str) -> int:
@@ -43,7 +43,7 @@ def test_m1_core_md_promoting_a_status(workspace, mem):
     assert code == 1
     assert found(out) == [f"alpha/memory/core.md:3: M1: W says a4 proved, "
                           f"alpha/tree.json:{step_line(workspace, 'alpha', 'a4')} says open"]
-    assert out.splitlines()[-1].startswith("1 violations (M1: 1) in 2 runs")
+    assert out.splitlines()[-1].startswith("1 violation (M1: 1) in 2 runs")
 
 
 def test_m1_core_md_global_ids_and_unknown_steps(workspace, mem):
@@ -111,7 +111,7 @@ def test_m3_unknown_setting_is_a_warning_naming_both(workspace, mem):
     assert found(out) == [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: warning: step b1 "
                           "cites library step alpha/a1: whether this run's setting 'Banach spaces' "
                           "implies its setting 'Qp' is unknown to the ontology (an auditor must look)"]
-    assert out.splitlines()[-1] == OK_SUMMARY + ", 1 warnings"
+    assert out.splitlines()[-1] == OK_SUMMARY + ", 1 warning"
 
 
 def test_m3_implied_setting_passes(workspace, mem):

@@ -13,6 +13,8 @@ import pytest
 
 from test_crash import build_corpus, change_corpus, index_state, running, shared_forker
 
+pytestmark = pytest.mark.slow  # real processes: run with --slow (CI does)
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 READERS = 4
@@ -21,13 +23,13 @@ READERS = 4
 def look(memory) -> dict:
     """What one search session sees: the versions it is pinned to, the row count of each table at
     them, and every step and event holding the word quokka."""
-    from mem_retrieval.retrieval.query import Filters
+    from mem_retrieval.retrieval.query import ArchiveQuery
 
-    searcher = memory.searcher
+    searcher = memory.retriever.searcher
     return {"versions": dict(searcher.versions),
             "counts": {n: searcher.table(n).count_rows() for n in ("steps", "events", "sources")},
-            "steps": sorted(r.row["gid"] for r in memory.ranked_steps("quokka", Filters(),
-                                                                      strategy="bm25")),
+            "steps": sorted(c.gid for c in memory.retriever.ranked(ArchiveQuery("quokka",
+                                                                                 strategy="bm25"))),
             "events": sorted(hit.id for hit in memory.recall_search("quokka").hits)}
 
 
@@ -37,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, {str(TESTS)!r})
 from mem_retrieval.memory import Memory
 from test_concurrency import look
+
 root, stop = Path(sys.argv[1]), Path(sys.argv[2])
 held = Memory.open(root)  # opened before the reindex, kept through it
 print(json.dumps({{"kind": "ready", "held": look(held)}}), flush=True)

@@ -25,6 +25,8 @@ import pytest
 from conftest import Workspace, build_workspace, make_step
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core
 
+pytestmark = pytest.mark.slow  # real processes: run with --slow (CI does)
+
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = 20
 
@@ -38,8 +40,9 @@ from mem_retrieval.configs import load_config
 from mem_retrieval.cli.main import run
 from mem_retrieval.records.tokens import count_tokens
 from mem_retrieval.text.embed import load_model
-load_model(load_config(None, None).model_package)
-count_tokens("warm")
+
+load_model(load_config(None, None).model.package)
+count_tokens("warm", load_config(None, None).model.package)
 print(json.dumps({"ready": os.getpid()}), flush=True)
 for line in sys.stdin:
     job = json.loads(line)
@@ -249,12 +252,12 @@ def workspace_files(root: Path) -> dict[str, bytes]:
 def quokka_hits(root: Path) -> tuple[set[str], set[str]]:
     """What a search sees: every step (all pages) and every event holding the word quokka."""
     from mem_retrieval.memory import Memory
-    from mem_retrieval.retrieval.query import Filters
+    from mem_retrieval.retrieval.query import ArchiveQuery, Filters
 
     memory = Memory.open(root)
-    steps = memory.ranked_steps("quokka", Filters(), strategy="bm25")
-    events = memory.searcher.rank("events", "quokka", Filters(), strategy="bm25")
-    return {r.row["gid"] for r in steps}, {r.row["gid"] for r in events}
+    steps = memory.retriever.ranked(ArchiveQuery("quokka", strategy="bm25"))
+    events = memory.retriever.searcher.rank_events("quokka", Filters())
+    return {c.gid for c in steps}, {c.gid for c in events}
 
 
 @pytest.fixture(scope="module")

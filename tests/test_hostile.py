@@ -52,7 +52,8 @@ def hits(ws, *argv: str) -> list[dict]:
     found, page = [], 1
     while True:
         code, out, err = mem(ws, "--json", *argv, "--page", str(page))
-        assert code in (0, 1) and err == "", (code, out, err)
+        assert code in (0, 1) and all(line.startswith("mem: ") for line in err.splitlines()), (
+            code, out, err)  # notes only: why a list is empty, a setting the ontology lacks
         data = json.loads(out)
         if code == 1:
             assert page == 1 and data["total"] == 0 and data["hits"] == []
@@ -69,8 +70,7 @@ def test_a_hostile_query_returns_hits_or_says_none(ws, query):
     for command in ("archive-search", "recall-search"):
         code, out, err = mem(ws, command, query)
         assert code in (0, 1) and err == "", (code, err)
-        assert out.startswith("page 1 of ") and (code == 0) == (" 0 hits" not in out and
-                                                              " 0 events" not in out)
+        assert out.startswith("page 1 of ") if code == 0 else out in ("no hits\n", "no events\n")
 
 
 @pytest.mark.parametrize("query", SQL + FTS + IDS[:3], ids=[q[:30] for q in SQL + FTS + IDS[:3]])
@@ -141,7 +141,7 @@ def test_a_hostile_id_names_nothing(ws, value, status, message):
     if status == 2:
         assert out == "" and err.count("\n") == 1 and message in err
     else:
-        assert err == "" and " 0 events" in out
+        assert err == "" and out == "no events\n"
     assert len(hits(ws, "recall-search", "--id", "a1")) == 2  # the oracle: two events name a1
 
 
@@ -156,7 +156,7 @@ def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
     assert code == 2 and "invalid int value" in err
     code, _, err = mem(ws, "archive-search", "statement", "--page", "0")
-    assert code == 2 and "page must be 1 or more" in err
+    assert code == 2 and "--page 0 is not a page number (pages start at 1)" in err
     code, _, err = mem(ws, "archive-search", "statement", "--page", "99999999999999999999")
     assert code == 1 and "there are only 2 pages (6 hits)" in err
 

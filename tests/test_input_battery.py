@@ -523,7 +523,7 @@ CASES += [
         name = "a
         '''), SETTINGS, 3, None, "invalid TOML"),
     Case("settings-not-utf8", settings_toml(b'[[setting]]\nname = "\xff"\n'), SETTINGS, 2, None,
-         "not UTF-8 (byte 0xff)"),
+         "not UTF-8 (byte 0xff at column 9)"),
 ]
 
 
@@ -857,7 +857,7 @@ def test_arbitrary_bytes_give_records_or_one_input_error(pristine, target, mutat
         except InputError as error:
             assert "\n" not in str(error) and str(error).startswith(str(root))
         try:  # `mem check` reports what it can read; a bad settings.toml stops it (exit 2)
-            report = check(Records.open(root))
+            report = check(Records.open(root), None, load_config(root, None).model.package)
         except InputError as error:
             assert "\n" not in str(error) and str(error).startswith(str(root))
         else:

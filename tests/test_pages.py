@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mem_retrieval.records.errors import NotFound, UsageError
+from mem_retrieval.records.errors import Refused, BadInput
 from mem_retrieval.retrieval.paging import page_count, page_slice
 
 
@@ -18,9 +18,9 @@ def test_pages_partition_the_list(total, size):
 
 
 def test_asking_past_the_last_page_says_how_many():
-    with pytest.raises(NotFound, match="only 2 pages .7 hits"):
+    with pytest.raises(Refused, match="only 2 pages .7 hits"):
         page_slice(list(range(7)), 3, 5)
-    with pytest.raises(UsageError):
+    with pytest.raises(BadInput):
         page_slice(list(range(7)), 0, 5)
 
 

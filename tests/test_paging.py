@@ -19,7 +19,8 @@ from mem_retrieval.eval.paging import (RankedPages, fixed, first_page, hint, pat
                          recall_by_page, score_drop, standard_pagers, summarize)
 from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
 from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
-from mem_retrieval.eval.strategies import STRATEGIES, RankedHit
+from mem_retrieval.eval.ranker import RankedHit
+from mem_retrieval.retrieval.strategies import STRATEGIES
 from mem_retrieval.cli.main import run as mem
 from mem_retrieval.records.errors import InputError
 
@@ -318,7 +319,7 @@ def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):
 
 
 def test_table_and_report_files(tmp_path):
-    _, evaluation = toy_evaluation(STRATEGIES[:2])
+    _, evaluation = toy_evaluation(list(STRATEGIES)[:2])
     text = table_text(evaluation)
     assert "2 judged queries" in text and all(pager in text for pager in PAGERS)
     assert all(metric in text for metric in METRICS)

@@ -155,6 +155,7 @@ def test_a_damaged_index_answers_right_or_names_the_fix_and_full_repairs_it(name
     assert index_state(root)["tables"] == intact["tables"]
 
 
+@pytest.mark.slow
 def test_a_damaged_index_gives_one_line_in_a_real_process(intact, tmp_path):
     root = copy(intact, tmp_path)
     DAMAGES["manifests garbled"](root)

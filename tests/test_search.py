@@ -3,15 +3,16 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mem_retrieval.configs import load_config
 from mem_retrieval.eval.judgments import read_queries
-from mem_retrieval.records.errors import NotFound
+from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory
-from mem_retrieval.retrieval.query import Filters, ids_in_query
+from mem_retrieval.retrieval.query import ArchiveQuery, ids_in_query
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "workspace"
 
@@ -72,22 +73,22 @@ def all_hits(memory, query, **kw):
 
 def test_pages_partition_the_ranked_list_and_are_stable(example):
     query = "Hecke algebra generation at function level"
-    ranked = [r.row["gid"] for r in example.ranked_steps(query, Filters())]
+    ranked = [c.gid for c in example.retriever.ranked(ArchiveQuery(query))]
     paged = [h.id for h in all_hits(example, query)]
     assert paged == ranked and len(set(paged)) == len(paged)  # oracle: the unpaged list
     assert paged == [h.id for h in all_hits(example, query)]  # same again
     first = example.archive_search(query)
     assert first.total == len(ranked) and first.pages == (len(ranked) + 4) // 5
-    with pytest.raises(NotFound, match=f"only {first.pages} pages"):
+    with pytest.raises(Refused, match=f"only {first.pages} pages"):
         example.archive_search(query, page=first.pages + 1)
 
 
 def test_rerank_reorders_only_bm25_candidates(example):
     for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
-        bm25 = {r.row["gid"] for r in example.ranked_steps(query, Filters(), strategy="bm25")}
-        rerank = [r.row["gid"] for r in example.ranked_steps(query, Filters())]
+        bm25 = {c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="bm25"))}
+        rerank = [c.gid for c in example.retriever.ranked(ArchiveQuery(query))]
         assert set(rerank) == bm25  # nothing BM25 did not find is added
-    scores = [r.score for r in example.ranked_steps("E6/F4 sheaf level", Filters())]
+    scores = [c.score for c in example.retriever.ranked(ArchiveQuery("E6/F4 sheaf level"))]
     assert scores == sorted(scores, reverse=True)
 
 
@@ -103,7 +104,7 @@ def test_archive_get_gives_the_whole_step(example):
     view = example.archive_get("satake-two-levels/A5-7").as_dict()
     assert view["parents"] == ["A5-5", "A5-6", "d2"] and view["audit"]["grade"] == "minor"
     assert view["hyp"] == ["F non-archimedean local"] and view["proof"]
-    with pytest.raises(NotFound, match="nearest: satake-two-levels/A5-7"):
+    with pytest.raises(Refused, match="nearest: satake-two-levels/A5-7"):
         example.archive_get("satake-two-levels/A5-77")
 
 
@@ -124,13 +125,13 @@ def test_recall_query_searches_briefs_and_returns(example):
 
 
 def test_both_bm25_engines_agree_on_the_fixture_queries(example):
-    rank_bm25 = Memory(example.workspace, load_config(example.workspace.root).__class__(
-        **{**vars(example.config), "bm25_engine": "rank-bm25"}))
+    config = example.config
+    rank_bm25 = Memory(example.workspace, replace(config, bm25=replace(config.bm25, engine="rank-bm25")))
     queries = read_queries(EXAMPLE / "eval" / "queries.jsonl")
     overlaps, firsts = [], 0
     for query in queries:
-        a = [r.row["gid"] for r in example.ranked_steps(query.query, Filters(), strategy="bm25")]
-        b = [r.row["gid"] for r in rank_bm25.ranked_steps(query.query, Filters(), strategy="bm25")]
+        a = [c.gid for c in example.retriever.ranked(ArchiveQuery(query.query, strategy="bm25"))]
+        b = [c.gid for c in rank_bm25.retriever.ranked(ArchiveQuery(query.query, strategy="bm25"))]
         assert set(a) == set(b)  # the same candidates: every step sharing a token
         overlaps.append(len(set(a[:10]) & set(b[:10])) / max(1, min(10, len(a))))
         firsts += a[:1] == b[:1]
@@ -154,6 +155,7 @@ def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
     assert result.stdout.strip().endswith("ok")
 
 
+@pytest.mark.slow
 def test_cli_json_shape(example):
     result = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(example.workspace.root),
                              "--json", "archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"],
@@ -193,7 +195,7 @@ def test_id_lookups_from_the_id_map_equal_those_read_from_the_index(example):
     warm = Memory.open(ws.root)
     warm.archive_search(sids[0])
     warm.archive_search(sids[1])
-    assert warm.searcher._id_map is not None  # the map path is what the rest checks
+    assert warm.retriever.searcher._id_map is not None  # the map path is what the rest checks
     for query in queries:
         refs = query.split()
         oracle = sorted((g for g in gids if g in refs or g.split("/", 1)[1] in refs),

@@ -22,6 +22,8 @@ from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.cli.forward import MAX_MESSAGE, exchange, read_command
 from mem_retrieval.memory import Memory
 
+pytestmark = pytest.mark.slow  # real processes: run with --slow (CI does)
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "workspace"
 NOT_COPIED = shutil.ignore_patterns("serve.sock", "index.lock")

@@ -14,8 +14,7 @@ from conftest import library_line, make_step
 from mem_retrieval.eval.resume import blocked_routes, resume, w_as_of
 from mem_retrieval.eval.reuse import citations, reuse
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.records.errors import UsageError
-from mem_retrieval.records.writes import core_set
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
@@ -79,26 +78,26 @@ def test_resume_on_the_example_at_each_registry(example):
     # at R-1 satake knows two blocked routes, returned before it: A6-3 (dead end, A6 at 02:31) and
     # A2-6 (error, A2 at 02:40); A5-8 and A5-9 come back at 03:42, after it. W is the one
     # checkpointed at R-1, with the seed's next action
-    report = resume(example, SATAKE, "R-1")
+    report = resume(example.retriever, SATAKE, "R-1")
     assert report.passed and report.event.seq == 24 and report.w_source == "checkpoints"
     assert {r.id for r in report.routes} == {f"{SATAKE}/A6-3", f"{SATAKE}/A2-6"}
     assert report.w["next"].startswith("A7: audit every candidate proof (A2, A4, A6 now;")
     assert report.notes == ()
-    report = resume(example, SATAKE, "R-3")
+    report = resume(example.retriever, SATAKE, "R-3")
     assert report.passed and {r.id for r in report.routes} == {
         f"{SATAKE}/{s}" for s in ("A2-6", "A6-3", "A5-8", "A5-9")}
     assert all(r.best.page == 1 for r in report.routes)
     # W as of the end is core.md itself: the last checkpoints carry its text
-    assert resume(example, SATAKE).w == dict(example.workspace.core(SATAKE).fields)
+    assert resume(example.retriever, SATAKE).w == dict(example.workspace.core(SATAKE).fields)
     # iwahori at R-1: the library dead ends its Recall checkpoint names, and its own A3-3
-    report = resume(example, IWAHORI, "R-1")
+    report = resume(example.retriever, IWAHORI, "R-1")
     assert report.passed
     assert {r.id for r in report.routes} == {f"{SATAKE}/A5-9", f"{SATAKE}/A5-8", f"{IWAHORI}/A3-3"}
 
 
 def test_pages_must_be_positive(example):
-    with pytest.raises(UsageError):
-        reuse(example, IWAHORI, pages=0)
+    with pytest.raises(BadInput):
+        reuse(example.retriever, IWAHORI, pages=0)
     code, text = cli(example.workspace.root, "eval", "resume", SATAKE, "--pages", "0")
     assert code == 2 and "--pages 0" in text
 
@@ -122,8 +121,8 @@ def _run_with_a_hidden_route(workspace) -> None:
 def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     _run_with_a_hidden_route(workspace)
     memory = Memory.open(workspace.root)
-    core_set(memory.workspace, "alpha", "inputs", "a1 proved")
-    core_set(memory.workspace, "alpha", "next", "audit a4")
+    memory.core_set("alpha", "inputs", "a1 proved")
+    memory.core_set("alpha", "next", "audit a4")
     memory.index(progress=False)
     code, text = cli(workspace.root, "eval", "resume", "alpha")
     assert code == 1
@@ -135,7 +134,7 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "2")
     assert code == 0 and "blocked routes known by then: 0" in text
     # once W names it, it is found (by id) on page 1
-    core_set(memory.workspace, "alpha", "open gaps", "the quartic twist ← a3 blocked")
+    memory.core_set("alpha", "open gaps", "the quartic twist ← a3 blocked")
     memory.index(progress=False)
     code, text = cli(workspace.root, "--json", "eval", "resume", "alpha")
     data = json.loads(text)
@@ -145,8 +144,8 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
 
 def test_w_as_of_an_event_is_rebuilt_from_the_checkpoints(workspace):
     memory = Memory.open(workspace.root)
-    first = core_set(memory.workspace, "alpha", "next", "audit a4")
-    core_set(memory.workspace, "alpha", "next", "audit a5\nthen a2")
+    first = memory.core_set("alpha", "next", "audit a4")
+    memory.core_set("alpha", "next", "audit a5\nthen a2")
     events = list(memory.workspace.events("alpha"))
     w, source, notes = w_as_of(memory, "alpha", [e for e in events if e.seq <= first.event.seq])
     assert source == "checkpoints" and w["next"] == "audit a4" and w["inputs"] == ""
@@ -177,7 +176,7 @@ def _beta_reusing(workspace, brief: str, setting: str = "Qp") -> Memory:
 def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):
     memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n")
     memory.index(progress=False)
-    report = reuse(memory, "beta")
+    report = reuse(memory.retriever, "beta")
     assert report.passed and report.recall == 1.0
     (target,) = report.cited
     assert target.id == "alpha/a1" and target.best.page == 1 and target.setting == "Qp"
@@ -213,10 +212,10 @@ def test_reuse_fails_naming_a_cited_step_of_an_incompatible_setting(workspace):
 def test_a_step_named_as_not_an_input_is_not_required(workspace):
     memory = _beta_reusing(workspace, "Input: alpha/a1.\nNot an input here (M3): alpha/a2, alpha/a9.\n")
     memory.index(progress=False)
-    found = citations(memory, "beta")
+    found = citations(memory.retriever, "beta")
     assert set(found.cited) == {"alpha/a1"} and found.not_cited == ["alpha/a2"]
     assert found.unresolved == ["alpha/a9"]  # names no step: listed, not required
-    assert reuse(memory, "beta").passed
+    assert reuse(memory.retriever, "beta").passed
 
 
 def test_reuse_reads_only_as_many_pages_as_asked(workspace):
@@ -234,6 +233,6 @@ def test_reuse_reads_only_as_many_pages_as_asked(workspace):
                                                 library=True, exclude_run="beta")]
     rank = ranked.index("alpha/a1") + 1
     assert 5 < rank <= 10
-    narrow = reuse(memory, "beta", pages=1)
+    narrow = reuse(memory.retriever, "beta", pages=1)
     assert not narrow.passed and narrow.cited[0].why_missed().startswith(f"best rank {rank} (page 2)")
-    assert reuse(memory, "beta", pages=2).passed
+    assert reuse(memory.retriever, "beta", pages=2).passed

@@ -17,11 +17,15 @@ from hypothesis import strategies as st
 
 from conftest import build_workspace, library_line, make_step
 from mem_retrieval.records.core import clean_field, render
-from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.parse import parse_core, parse_core_text, read_library
 from mem_retrieval.records.tokens import count_tokens
 from mem_retrieval.records.workspace import Workspace as RecordsWorkspace
-from mem_retrieval.records.writes import Refusal, archive_insert, core_set
+from mem_retrieval.configs import load_config
+from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.writes import archive_insert, core_set
+
+PACKAGE = load_config().model.package  # the model whose word pieces W's bound counts
 
 ROOT = Path(__file__).resolve().parent.parent
 EMPTY_CORE_TOKENS = 16  # "## phase\n## portfolio\n## open gaps\n## next\n## inputs\n": 5 × "#","#" + 6 words
@@ -30,11 +34,11 @@ EMPTY_CORE_TOKENS = 16  # "## phase\n## portfolio\n## open gaps\n## next\n## inp
 # ------------------------------------------------------------------------------------ token counter
 
 def test_tokens_are_word_pieces_without_special_tokens_or_truncation():
-    assert count_tokens("") == 0
-    assert count_tokens("hello world") == 2  # no [CLS]/[SEP]
-    assert count_tokens("hello " * 300) == 300  # the tokenizer.json truncates at 128; not here
-    assert count_tokens("## next") == 3  # '#', '#', 'next'
-    assert count_tokens(render({})) == EMPTY_CORE_TOKENS
+    assert count_tokens("", PACKAGE) == 0
+    assert count_tokens("hello world", PACKAGE) == 2  # no [CLS]/[SEP]
+    assert count_tokens("hello " * 300, PACKAGE) == 300  # the tokenizer.json truncates at 128; not here
+    assert count_tokens("## next", PACKAGE) == 3  # '#', '#', 'next'
+    assert count_tokens(render({}), PACKAGE) == EMPTY_CORE_TOKENS
 
 
 # ------------------------------------------------------------------------------------------ core-set
@@ -99,7 +103,7 @@ def test_core_set_accepts_exactly_2000_tokens_and_refuses_2001(workspace, mem):
     # beta has no core.md: W = the 16 tokens of the empty fields + one token per "word"
     words = 2000 - EMPTY_CORE_TOKENS
     assert mem("core-set", "beta", "next", "word " * words)[0] == 0
-    assert count_tokens(workspace.core_path("beta").read_text()) == 2000
+    assert count_tokens(workspace.core_path("beta").read_text(), PACKAGE) == 2000
     before = (workspace.core_path("beta").read_bytes(), workspace.events_path("beta").read_bytes())
     code, out, err = mem("core-set", "beta", "next", "word " * (words + 1))
     assert code == 1 and out == ""
@@ -125,7 +129,7 @@ def test_rendered_core_parses_back_to_the_cleaned_fields(fields):
     for name, text in fields.items():
         try:
             cleaned[name] = clean_field(text)
-        except UsageError:
+        except BadInput:
             return  # a line starting '## ' is refused, tested above
     core = parse_core_text(render(cleaned), "r", "core.md")
     assert dict(core.fields) == {name: cleaned.get(name, "") for name in dict(core.fields)}
@@ -140,7 +144,7 @@ def test_crash_before_the_rename_leaves_core_md_intact(workspace, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
-        core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan")
+        core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan", PACKAGE)
     assert workspace.core_path("alpha").read_bytes() == before
     assert workspace.events("alpha")[-1]["text"] == "core-set next: new plan"  # write-ahead
     assert [p.name for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
@@ -212,8 +216,8 @@ def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
 @pytest.mark.parametrize("argv, status, message", [
     (["alpha/zz"], 1, "no step 'zz' in run 'alpha'"),
     (["gamma/a1"], 1, "no run 'gamma'"),
-    (["a1"], 2, "'a1' is a bare step id: give its run"),
-    (["alpha/a1", "--run", "beta"], 2, "names run 'alpha', but --run is 'beta'"),
+    (["a1"], 2, "ID 'a1' is a bare step id: name its run too (RUN/a1)"),
+    (["alpha/a1", "--run", "beta"], 2, "--run 'beta' is not the run 'alpha/a1' names ('alpha')"),
 ])
 def test_archive_insert_unknown_or_ambiguous_ids(mem, argv, status, message):
     code, _, err = mem("archive-insert", *argv)
@@ -270,7 +274,7 @@ def _insert_all(root: str, worker: int, barrier, results) -> None:
                 try:
                     archive_insert(ws, ref)
                     inserted += 1
-                except Refusal as refusal:
+                except Refused as refusal:
                     assert "already in the library" in str(refusal)
                     refused += 1
         results.put((inserted, refused))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mem_retrieval.records.errors import UsageError
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.files import replace_atomic
 
 ORDER = 30
@@ -55,15 +55,15 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     from mem_retrieval.eval.frontier_input import memory_from, parse_memory, problem_from_workspace, read_problem
 
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise UsageError(f"--plot: {args.plot} should end in {', '.join(PLOT_SUFFIXES)}")
+        raise BadInput(f"--plot: {args.plot} should end in {', '.join(PLOT_SUFFIXES)}")
     if args.file and (args.queries or args.qrels):
-        raise UsageError("frontier: give FILE or --queries and --qrels, not both")
+        raise BadInput("frontier: give FILE or --queries and --qrels, not both")
     if args.file:
         problem = read_problem(Path(args.file))
     elif args.queries and args.qrels:
         problem = problem_from_workspace(ctx.workspace(), Path(args.queries), Path(args.qrels))
     else:
-        raise UsageError("frontier: give FILE, or --queries Q and --qrels R (with --workspace W)")
+        raise BadInput("frontier: give FILE, or --queries Q and --qrels R (with --workspace W)")
     memory = None
     if args.memory is not None:
         memory = parse_memory(args.memory, problem)
@@ -189,6 +189,6 @@ def plot(front, score, path: Path) -> None:
     try:
         replace_atomic(path, lambda tmp: figure.savefig(tmp, format=path.suffix.lstrip(".") or "png"))
     except OSError as err:
-        raise UsageError(f"--plot: cannot write {path}: {err.strerror}") from None
+        raise BadInput(f"--plot: cannot write {path}: {err.strerror}") from None
     finally:
         plt.close(figure)

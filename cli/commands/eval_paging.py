@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mem_retrieval.eval.strategies import STRATEGIES
+from mem_retrieval.retrieval.strategies import STRATEGIES
 
 ORDER = 10
 
@@ -29,14 +29,14 @@ def register(subparsers, common) -> None:
 
 def _check_outputs(args) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
-    from mem_retrieval.records.errors import UsageError
+    from mem_retrieval.records.errors import BadInput
 
     if args.max_pages < 1:
-        raise UsageError(f"--max-pages must be at least 1, not {args.max_pages}")
+        raise BadInput(f"--max-pages must be at least 1, not {args.max_pages}")
     if args.trec_out and Path(args.trec_out).is_dir():
-        raise UsageError(f"--trec-out {args.trec_out!r} is a folder, not a file")
+        raise BadInput(f"--trec-out {args.trec_out!r} is a folder, not a file")
     if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
-        raise UsageError(f"--report {args.report!r} exists and is not a folder")
+        raise BadInput(f"--report {args.report!r} exists and is not a folder")
 
 
 def run_paging(args, ctx) -> int:
@@ -54,15 +54,15 @@ def run_paging(args, ctx) -> int:
     if len(chosen) < len(queries):
         ctx.note(f"{len(queries) - len(chosen)} of {len(queries)} queries have no relevant judgment: "
                  "not scored")
-    workspace = ctx.workspace()
-    config = ctx.config(workspace)
     from mem_retrieval.eval.ranker import make_ranker
 
-    ranker = make_ranker(workspace, config)
+    memory = ctx.memory()
+    config = memory.config
+    ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
-        page_size=config.page_size, window=config.hint_window,
-        depth=search_depth(config.pool, args.max_pages, config.page_size),
+        page_size=config.search.page_size, window=config.search.hint_window,
+        depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
         progress=True, qrels_file=args.qrels)
     if args.trec_out:
         write_runs(evaluation, Path(args.trec_out))

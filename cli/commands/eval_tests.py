@@ -34,17 +34,12 @@ def register(subparsers, common) -> None:
     parser.set_defaults(handler=reuse)
 
 
-def _memory(ctx):
-    from mem_retrieval.memory import Memory
-
-    workspace = ctx.workspace()
-    return Memory(workspace, ctx.config(workspace))
 
 
 def resume(args, ctx) -> int:
     from mem_retrieval.eval.resume import resume as run_resume
 
-    report = run_resume(_memory(ctx), args.run, args.until, args.pages)
+    report = run_resume(ctx.memory().retriever, args.run, args.until, args.pages)
     ctx.emit(report.as_dict(), report.text())
     return 0 if report.passed else 1
 
@@ -52,6 +47,6 @@ def resume(args, ctx) -> int:
 def reuse(args, ctx) -> int:
     from mem_retrieval.eval.reuse import reuse as run_reuse
 
-    report = run_reuse(_memory(ctx), args.new_run, args.pages)
+    report = run_reuse(ctx.memory().retriever, args.new_run, args.pages)
     ctx.emit(report.as_dict(), report.text())
     return 0 if report.passed else 1

@@ -20,10 +20,8 @@ def register(subparsers, common) -> None:
 
 
 def run(args, ctx) -> int:
-    from mem_retrieval.memory import Memory
-
-    workspace = ctx.workspace()
-    memory = Memory(workspace, ctx.config(workspace))
+    memory = ctx.memory()
+    ctx.warn_if_no_runs(memory.workspace)
     report = memory.index(args.runs or None, full=args.full, progress=args.progress,
                           on_message=ctx.note)
     ctx.emit(report.as_dict(), report.summary())

@@ -39,11 +39,9 @@ def register(subparsers, common) -> None:
 
 def core_set(args, ctx) -> int:
     from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT
-    from mem_retrieval.records.writes import core_set as write
 
-    ws = ctx.workspace()
     text = sys.stdin.read() if args.text == "-" else args.text
-    done = write(ws, args.run, args.field, text, ctx.config(ws).model_package)
+    done = ctx.memory().core_set(args.run, args.field, text)
     event = done.event
     ctx.emit({"run": done.run, "field": done.field, "tokens": done.tokens, "limit": CORE_TOKEN_LIMIT,
               "event": {"seq": event.seq, "time": event.time, "ids": list(event.ids)}},
@@ -53,9 +51,7 @@ def core_set(args, ctx) -> int:
 
 
 def archive_insert(args, ctx) -> int:
-    from mem_retrieval.records.writes import archive_insert as insert
-
-    entry = insert(ctx.workspace(), args.id, args.run)
+    entry = ctx.memory().archive_insert(args.id, args.run)
     ctx.emit({"inserted": entry.gid, "line": entry.line, "status": entry.status,
               "grade": entry.grade, "repair": entry.repair, "time": entry.inserted},
              f"{entry.gid} ({entry.status}, grade {entry.grade}) inserted into solve/library.jsonl "
@@ -64,10 +60,9 @@ def archive_insert(args, ctx) -> int:
 
 
 def check(args, ctx) -> int:
-    from mem_retrieval.records.invariants import check as run_check
-
-    ws = ctx.workspace()
-    report = run_check(ws, args.runs or None, ctx.config(ws).model_package)
+    memory = ctx.memory()
+    ctx.warn_if_no_runs(memory.workspace)
+    report = memory.check(args.runs or None)
     lines = [str(v) for v in report.violations] + [report.summary()]
     ctx.emit({"ok": not report.errors, "summary": report.summary(), "counts": dict(report.counts),
               "violations": [{"file": v.file, "line": v.line, "code": v.code, "message": v.message,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
+from mem_retrieval.cli.main import flag
+from mem_retrieval.records.errors import plural
+
 ORDER = 20
 
 
@@ -21,8 +24,9 @@ def register(subparsers, common) -> None:
     p.add_argument("--until", metavar="SEQ|TIME|EVENT",
                    help="memory as it stood at that event (a sequence number or event id needs --run)")
     p.add_argument("--page", type=int, default=1)
-    p.add_argument("--strategy", default="rerank", choices=["rerank", "bm25", "vector", "hybrid-rrf"],
-                   help=argparse_help_strategy())
+    p.add_argument("--strategy", metavar="S",
+                   help="the ranking strategy (default: the config's search.strategy): "
+                        + ", ".join(strategy_names()))
     p.set_defaults(handler=archive_search)
 
     p = subparsers.add_parser("archive-get", parents=[common],
@@ -41,36 +45,34 @@ def register(subparsers, common) -> None:
     p.set_defaults(handler=recall_search)
 
 
-def argparse_help_strategy() -> str:
-    return "rerank (default), bm25, vector or hybrid-rrf (the last two for comparison)"
+def strategy_names() -> list[str]:
+    from mem_retrieval.retrieval.strategies import STRATEGIES
 
-
-def _memory(ctx):
-    from mem_retrieval.memory import Memory
-
-    workspace = ctx.workspace()
-    return Memory(workspace, ctx.config(workspace))
+    return list(STRATEGIES)
 
 
 def _footer(page) -> str:
     """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
     is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
     if page.page < page.pages:
-        left = page.total - page.page * len(page.hits)
         hint = (f" · about {page.remaining:.0f} relevant-looking hits ahead"
                 if page.remaining is not None and page.remaining >= 1 else "")
-        return f"more: --page {page.page + 1} ({max(left, 0)} more hits){hint}"
+        return f"more: --page {page.page + 1} ({plural(page.left, 'more hit')}){hint}"
     return "last page"
 
 
 def archive_search(args, ctx) -> int:
-    page = _memory(ctx).archive_search(
+    page = ctx.memory().archive_search(
         args.query, args.setting, run=args.run, kind=args.kind, status=args.status, page=args.page,
         any_setting=args.any_setting, until=args.until, strategy=args.strategy)
-    lines = [f"page {page.page} of {page.pages} · {page.total} hits"
+    for note in page.notes:
+        ctx.note(f"mem: {note.render(flag)}")
+    if not page.total:
+        ctx.emit(page.as_dict(), "no hits")
+        return 1
+    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'hit')}"
              + (f" · setting {page.setting}" if page.setting else "")]
-    first = (page.page - 1) * 5
-    for rank, hit in enumerate(page.hits, start=first + 1):
+    for rank, hit in enumerate(page.hits, start=page.first_rank):
         grade = hit.grade or "not audited"
         match = f" ({hit.setting_match})" if hit.setting_match else ""
         lib = " · library" if hit.in_library else ""
@@ -78,14 +80,13 @@ def archive_search(args, ctx) -> int:
                      f"setting: {hit.setting or '—'}{match} · {hit.score:.3f}"
                      + ("  [id]" if hit.via == "id" else ""))
         lines.append(textwrap.shorten(hit.statement, 300, placeholder=" …").join(["   ", ""]))
-    if page.total:
-        lines.append(_footer(page))
+    lines.append(_footer(page))
     ctx.emit(page.as_dict(), "\n".join(lines))
-    return 0 if page.total else 1
+    return 0
 
 
 def archive_get(args, ctx) -> int:
-    view = _memory(ctx).archive_get(args.id, run=args.run)
+    view = ctx.memory().archive_get(args.id, run=args.run)
     data = view.as_dict()
     if data["kind"] == "source":
         text = "\n".join(f"{k:<10} {v}" for k, v in data.items() if v)
@@ -110,16 +111,18 @@ def archive_get(args, ctx) -> int:
 
 
 def recall_search(args, ctx) -> int:
-    page = _memory(ctx).recall_search(args.query, id=args.step_id, run=args.run, page=args.page,
+    page = ctx.memory().recall_search(args.query, id=args.step_id, run=args.run, page=args.page,
                                       until=args.until)
-    lines = [f"page {page.page} of {page.pages} · {page.total} events"]
+    if not page.total:
+        ctx.emit(page.as_dict(), "no events")
+        return 1
+    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
     for hit in page.hits:
         ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""
         lines.append(f"{hit.run} #{hit.seq}  {hit.time} · {hit.actor} · {hit.kind}{ids}")
         lines.append(f"   {textwrap.shorten(hit.text, 200, placeholder=' …')}")
         if hit.excerpt:
             lines.append(f"   | {textwrap.shorten(hit.excerpt, 200, placeholder=' …')}")
-    if page.total:
-        lines.append(_footer(page))
+    lines.append(_footer(page))
     ctx.emit(page.as_dict(), "\n".join(lines))
-    return 0 if page.total else 1
+    return 0

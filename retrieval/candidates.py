@@ -1,0 +1,97 @@
+"""What travels the query path: typed rows read from the index, and candidates carrying their
+feature scores until one final score orders them.
+
+A ``Candidate`` is frozen; each stage that scores it makes a new one (``scored``). A candidate from
+the in-memory id map is *light* (``row`` None, ``row_id`` set): only the rows a page shows are read
+in full (``Searcher.complete``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """The columns of a steps row a hit shows."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("gid", "run", "sid", "kind", "statement", "status",
+                                          "grade", "setting", "in_library")
+
+    gid: str
+    run: str
+    sid: str
+    kind: str
+    statement: str
+    status: str
+    grade: str | None
+    setting: str
+    in_library: bool
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> "StepRow":
+        return cls(row["gid"], row["run"], row["sid"], row["kind"], row["statement"], row["status"],
+                   row["grade"], row["setting"], bool(row["in_library"]))
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """The columns of an events row a hit shows."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("gid", "run", "seq", "time", "actor", "kind", "ids",
+                                          "text", "path", "body")
+
+    gid: str
+    run: str
+    seq: int
+    time: str
+    actor: str
+    kind: str
+    ids: tuple[str, ...]
+    text: str
+    path: str
+    body: str
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> "EventRow":
+        return cls(row["gid"], row["run"], row["seq"], row["time"], row["actor"], row["kind"],
+                   tuple(row["ids"]), row["text"], row["path"], row["body"])
+
+
+ROW_TYPES: dict[str, type[StepRow] | type[EventRow]] = {"steps": StepRow, "events": EventRow}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Candidate:
+    """One entry of a result list: the row, its feature scores, the final score, how it was found
+    (``id``: the query named it; ``text``: the text search found it)."""
+
+    gid: str
+    row: StepRow | EventRow | None = None
+    row_id: int | None = None
+    vector: "np.ndarray | None" = None
+    bm25: float | None = None
+    cosine: float | None = None
+    score: float = 0.0
+    via: str = "text"
+
+    def scored(self, score: float, **features: float) -> "Candidate":
+        return replace(self, score=score, **features)
+
+
+def from_arrow(data, table: str, score_column: str | None = None) -> list[Candidate]:
+    """Candidates from an Arrow result of ``table`` (its row columns, ``vector`` when selected,
+    and ``score_column`` read into ``bm25``); vectors are sliced from one numpy block."""
+    row_type = ROW_TYPES[table]
+    rows = data.select([c for c in row_type.COLUMNS]).to_pylist()
+    vectors = None
+    if "vector" in data.column_names and data.num_rows:
+        column = data["vector"].combine_chunks()
+        vectors = column.flatten().to_numpy().reshape(len(column), -1)
+    scores = data[score_column].to_pylist() if score_column else None
+    return [Candidate(row["gid"], row_type.of(row), vector=None if vectors is None else vectors[i],
+                      bm25=None if scores is None else float(scores[i]))
+            for i, row in enumerate(rows)]

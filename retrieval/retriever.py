@@ -1,0 +1,266 @@
+"""The read side of memory over one workspace: archive_search, recall_search (pages of hits, or
+the whole result list for the evaluators) and archive_get (one full step, from the files).
+
+Searches read the LanceDB index (lancedb is imported by the first search; torch only when a rerank
+needs the model). ``archive_get`` reads the workspace files directly, so it imports neither."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mem_retrieval.configs import Config
+from mem_retrieval.records.errors import BadInput, Refused, plural
+from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.types import LibraryEntry, Source, Step
+from mem_retrieval.records.settings import clauses
+from mem_retrieval.records.workspace import Workspace, library_as_step
+from mem_retrieval.retrieval.hint import estimate_remaining
+from mem_retrieval.retrieval.paging import page_count, page_slice
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, parse_time_arg
+from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
+
+EXCERPT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One full step for archive_get: the record, and where it lives."""
+
+    step: Step
+    in_library: bool
+    inserted: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.step
+        return {
+            "id": s.gid, "run": s.run, "kind": s.kind, "statement": s.statement, "hyp": list(s.hyp),
+            "setting": s.setting, "parents": list(s.parents), "proof": s.proof, "status": s.status,
+            "audit": None if s.audit is None else {"grade": s.audit.grade, "by": s.audit.by,
+                                                   "note": s.audit.note, "repaired": s.audit.repaired},
+            "missing": s.missing or None, "failed_input": s.failed_input or None, "agent": s.agent,
+            "in_library": self.in_library, "inserted": self.inserted or None,
+        }
+
+
+@dataclass(frozen=True)
+class SourceView:
+    source: Source
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.source
+        return {"id": s.gid, "run": s.run, "kind": "source", "origin": s.origin,
+                "retrieved": s.retrieved, "hash": s.hash, "path": s.path}
+
+
+def _reads_index(method):
+    """A search reading a damaged index fails with one line naming the fix (indexers.store.guard)."""
+
+    @functools.wraps(method)
+    def guarded(self: "Retriever", *args, **kwargs):
+        from mem_retrieval.indexers import store
+
+        with store.guard(self.workspace.index_dir):
+            return method(self, *args, **kwargs)
+
+    return guarded
+
+
+def _shown(score: float) -> float:
+    """The score a hit shows (and the paging hint reads): four decimals."""
+    return round(score, 4)
+
+
+class Retriever:
+    """Searches and reads one workspace's memory."""
+
+    def __init__(self, workspace: Workspace, config: Config):
+        self.workspace = workspace
+        self.config = config
+        self._searcher = None
+
+    @property
+    def searcher(self):
+        """The searcher of the index as the last `mem index` left it (opened on first use)."""
+        if self._searcher is None:
+            from mem_retrieval.indexers import store
+            from mem_retrieval.retrieval.search import Searcher
+
+            meta = store.check_meta(self.workspace.index_dir, self.config)
+            self._searcher = Searcher(store.connect(self.workspace.index_dir), self.config,
+                                      self.workspace.ontology, meta)
+        return self._searcher
+
+    def reopen(self) -> None:
+        """Read the index afresh on the next search (after an index run)."""
+        self._searcher = None
+
+    # ---- archive_search
+    @_reads_index
+    def ranked(self, query: ArchiveQuery) -> list:
+        """The whole result list of ``query`` as candidates (``retrieval.candidates.Candidate``),
+        before paging; light id candidates are not read in full."""
+        return self.searcher.rank_steps(query, self.resolve(query.until, query.run))
+
+    @_reads_index
+    def archive_search(self, query: ArchiveQuery, page: int = 1) -> Page[Hit]:
+        """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9)."""
+        ranked = self.ranked(query)
+        shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
+        found = self._page(tuple(self._hit(c, query.setting) for c in shown), len(ranked),
+                           [_shown(c.score) for c in ranked], page, query.text, query.setting)
+        return replace(found, notes=tuple(self.notes(query, len(ranked))))
+
+    def notes(self, query: ArchiveQuery, total: int) -> list[Note]:
+        """What to tell the caller about ``query``'s result list of ``total`` hits: a setting the
+        ontology does not know (its nearest entries); for an empty list, why (a run that names no
+        run, hits the setting left out)."""
+        notes = []
+        ontology = self.workspace.ontology
+        if query.setting:
+            unknown = [c for c in clauses(query.setting) if ontology.entry(c) is None]
+            if unknown:
+                near = ontology.nearest(unknown[0])
+                notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
+                                  "ontology, so a step matches it only by the same text"
+                                  + (f"; nearest entries: {', '.join(near)}" if near else "")))
+        if total:
+            return notes
+        if query.run is not None:
+            runs = sorted(set(self.workspace.runs()) | {e.run for e in self.workspace.library()})
+            if query.run not in runs:
+                near = difflib.get_close_matches(query.run, runs, n=3, cutoff=0.5)
+                notes.append(Note("run", f"{query.run!r} names no run of this workspace"
+                                  + (f"; nearest: {', '.join(near)}" if near
+                                     else f" (runs: {', '.join(runs[:10]) or 'none'})")))
+        if query.setting and not query.any_setting:
+            left_out = len(self.ranked(replace(query, any_setting=True)))
+            if left_out:
+                notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
+                                  "setting it does not imply (M3)", see="any_setting"))
+        return notes
+
+    @_reads_index
+    def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
+        """The whole result list of ``archive_search``, before paging."""
+        return [self._hit(c, query.setting) for c in self.searcher.complete(self.ranked(query))]
+
+    def _hit(self, candidate, setting: str | None) -> Hit:
+        row = candidate.row
+        return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
+                   status=row.status, grade=row.grade, setting=row.setting,
+                   setting_match=self.workspace.ontology.match(setting, row.setting) if setting else None,
+                   score=_shown(candidate.score), in_library=row.in_library, via=candidate.via)
+
+    # ---- recall_search
+    @_reads_index
+    def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
+        """Events with their briefs and returns: by id in log order, or by text, a page."""
+        hits = self.recall_hits(query)
+        shown = page_slice(hits, page, self.config.search.page_size)
+        return self._page(shown, len(hits), [h.score for h in hits], page,
+                          query.text if query.id is None else query.id, None)
+
+    @_reads_index
+    def recall_hits(self, query: RecallQuery) -> list[EventHit]:
+        """The whole result list of ``recall_search``, before paging."""
+        from mem_retrieval.retrieval.query import Filters
+
+        filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
+        if query.id is not None:
+            found = self.searcher.events_naming(query.id, filters)
+        else:
+            found = self.searcher.rank_events(query.text, filters)
+        return [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
+                         ids=e.ids, text=e.text, path=e.path,
+                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), score=_shown(c.score))
+                for c in found for e in (c.row,)]
+
+    def _page(self, shown: tuple, total: int, scores: list[float], page: int, query: str | None,
+              setting: str | None) -> Page:
+        size = self.config.search.page_size
+        return Page(hits=shown, page=page, pages=page_count(total, size), total=total, page_size=size,
+                    query=query, setting=setting,
+                    remaining=estimate_remaining(scores, page, size, self.config.search.hint_window))
+
+    # ---- as of an event
+    def resolve(self, value: str | Until | None, run: str | None) -> Until | None:
+        """An ``until`` value as an ``Until`` (None and an ``Until`` pass through)."""
+        if value is None or isinstance(value, Until):
+            return value
+        return self.resolve_until(value, run) if value else None
+
+    def resolve_until(self, value: str, run: str | None) -> Until:
+        """``until``: a sequence number or an event's id (needs the run, which a global id
+        gives), or an ISO time. An event's id is an id in its ``ids`` (bare or global) or the first
+        word of its text (``R-1: …``, ``R-4 (verdict draft): …``); the first such event counts."""
+        value = value.strip()
+        stamp = parse_time_arg(value) if not value.isdigit() else None
+        if stamp is not None:
+            return Until(micros=int(stamp.timestamp() * 1_000_000))
+        ref_run, local = split_gid(value)
+        run = run or ref_run
+        if run is None:
+            raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
+        forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
+        last = None
+        for event in self.workspace.events(run):
+            words = event.text.split(maxsplit=1)
+            named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") == value)
+            if (value.isdigit() and event.seq == int(value)) or (not value.isdigit() and named):
+                return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
+            last = event
+        if value.isdigit() and last is not None and int(value) > last.seq:
+            return Until(micros=int(last.timestamp.timestamp() * 1_000_000), run=run, seq=int(value))
+        raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
+
+    # ---- archive_get
+    def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
+        """One full step (or source), read from the workspace files: no index, no model."""
+        problem = ref_problem(ref)
+        if problem:
+            raise BadInput(problem, param="id")
+        ref_run, step_id = split_gid(ref)
+        owner = ref_run or run
+        library: dict[str, LibraryEntry] | None = None
+        for name in [owner] if owner else self.workspace.runs():
+            if self.workspace.tree_path(name).is_file():
+                tree = self.workspace.tree(name)
+                step = tree.step(step_id)
+                if step is not None:
+                    library = self._library()
+                    entry = library.get(step.gid)
+                    return StepView(step, entry is not None, entry.inserted if entry else "")
+                for source in tree.sources:
+                    if source.id == step_id:
+                        return SourceView(source)
+        library = library if library is not None else self._library()
+        matches = [e for e in library.values() if e.id == step_id and (e.run == owner or not owner)]
+        if len(matches) == 1 or (matches and owner):
+            return StepView(library_as_step(matches[0]), True, matches[0].inserted)
+        if len(matches) > 1:
+            raise Refused(f"{ref!r} names steps of several runs: "
+                          + ", ".join(sorted(e.gid for e in matches)))
+        raise Refused(f"no step {ref!r}" + self._suggest(ref, library))
+
+    def _library(self) -> dict[str, LibraryEntry]:
+        return {entry.gid: entry for entry in self.workspace.library()}
+
+    def _suggest(self, ref: str, library: dict[str, LibraryEntry]) -> str:
+        """``; nearest: …`` naming up to five known ids close to ``ref``."""
+        known: dict[str, None] = {}
+        for name in self.workspace.runs():
+            tree = self.workspace.tree(name)
+            known.update(dict.fromkeys([s.gid for s in tree.steps] + [s.gid for s in tree.sources]))
+        known.update(dict.fromkeys(library))
+        if "/" in ref:
+            close = difflib.get_close_matches(ref, list(known), n=5, cutoff=0.5)
+        else:
+            by_sid: dict[str, list[str]] = {}
+            for gid in known:
+                by_sid.setdefault(gid.split("/", 1)[1], []).append(gid)
+            near = difflib.get_close_matches(ref, list(by_sid), n=5, cutoff=0.5)
+            close = [gid for sid in near for gid in by_sid[sid]][:5]
+        return f"; nearest: {', '.join(close)}" if close else ""

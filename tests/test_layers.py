@@ -1,0 +1,68 @@
+"""The layout is the architecture: each layer imports only the layers below it, never one above.
+
+records (the workspace files as typed records) → configs → text (tokenizer, embedding model) →
+indexers (LanceDB tables) → retrieval (the query path) → eval (quality) → the Memory API (the
+package root) → cli. Every import counts, those inside functions included (a lazy import is still
+a dependency)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "mem_retrieval"
+LAYERS = ["records", "configs", "text", "indexers", "retrieval", "eval", "", "cli"]  # "" = the root
+
+
+def _folders() -> dict[str, Path]:
+    """``{subpackage: folder}`` from pyproject.toml's package-dir mapping."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    return {name.removeprefix(PACKAGE).lstrip("."): ROOT / folder for name, folder in mapping.items()}
+
+
+def _layer(module: str) -> int | None:
+    """The layer of a ``mem_retrieval…`` module name (None for anything else)."""
+    if module != PACKAGE and not module.startswith(PACKAGE + "."):
+        return None
+    first = module.removeprefix(PACKAGE).lstrip(".").split(".")[0]
+    return LAYERS.index(first) if first in LAYERS else LAYERS.index("")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_every_layer_is_mapped_and_every_module_imports_downward_only():
+    folders = _folders()
+    assert set(folders) == set(LAYERS), "pyproject.toml's package-dir and the layer list disagree"
+    upward = []
+    for name, folder in folders.items():
+        own = LAYERS.index(name)
+        files = folder.glob("*.py") if name == "" else folder.rglob("*.py")
+        for path in sorted(files):
+            for line, module in _imports(path):
+                layer = _layer(module)
+                if layer is not None and layer > own:
+                    upward.append(f"{path.relative_to(ROOT)}:{line}: imports {module} ({LAYERS[layer] or 'the root'})")
+    assert not upward, "imports running upward:\n" + "\n".join(upward)
+
+
+def test_no_module_imports_a_layer_by_its_folder_name():
+    """``import records`` would find the folder only when run from the checkout: every import of
+    the package goes through its one installed name."""
+    bare = []
+    for folder in _folders().values():
+        for path in sorted(folder.rglob("*.py")):
+            for line, module in _imports(path):
+                if module.split(".")[0] in {"records", "configs", "text", "indexers", "retrieval",
+                                            "eval", "cli", "api", "mem"}:
+                    bare.append(f"{path.relative_to(ROOT)}:{line}: import {module}")
+    assert not bare, "\n".join(bare)

@@ -1,0 +1,152 @@
+"""What a new user meets first: empty results that say why, errors in the words of the interface
+used, warnings for a folder with no runs or a setting the ontology lacks, every problem of a bad
+tree.json at once, the configuration's own file blamed for its bad values."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import build_workspace, make_step
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.configs import load_config
+from mem_retrieval.memory import Memory
+from mem_retrieval.records.errors import BadInput, InputError
+from mem_retrieval.records.workspace import Workspace
+
+
+def cli(root, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    ws = build_workspace(tmp_path_factory.mktemp("usability") / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    return ws
+
+
+def test_a_setting_that_leaves_every_hit_out_says_so_and_how_to_see_them(indexed):
+    code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "C")
+    assert (code, out) == (1, "no hits\n")
+    assert err == ("mem: --setting 'C' left out 6 hits whose setting it does not imply (M3) "
+                   "(--any-setting shows them)\n")
+    assert "page 1 of 0" not in out + err
+    code, out, _ = cli(indexed.root, "archive-search", "statement", "--setting", "C", "--any-setting")
+    assert code == 0 and out.startswith("page 1 of 2 · 6 hits")
+
+
+def test_a_run_that_names_no_run_names_the_nearest_runs(indexed):
+    code, out, err = cli(indexed.root, "archive-search", "statement", "--run", "alpah")
+    assert (code, out) == (1, "no hits\n")
+    assert err == "mem: --run 'alpah' names no run of this workspace; nearest: alpha\n"
+    page = Memory.open(indexed.root).archive_search("statement", run="alpah")
+    assert [n.render() for n in page.notes] == ["run 'alpah' names no run of this workspace; nearest: alpha"]
+
+
+def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(indexed):
+    code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "Fq((t)")
+    assert code == 0 and out.startswith("page 1 of 2")  # unknown is not incompatible: all listed
+    assert err == ("mem: --setting 'Fq((t)': 'fq((t)' is not in the settings ontology, "
+                                   "so a step matches it only by the same text; nearest entries: Fq((t)), global function field, Fq\n")
+    assert cli(indexed.root, "archive-search", "statement", "--setting", "Qp")[2] == ""  # known: quiet
+
+
+def test_usage_errors_are_one_line_without_mem_twice_and_point_to_help(indexed):
+    code, out, err = cli(indexed.root, "archive-search", "x", "--page", "two")
+    assert code == 2 and out == ""
+    assert err == ("mem: argument --page: invalid int value: 'two' "
+                   "(see `mem archive-search --help`)\n")
+    assert cli(indexed.root, "no-such-command")[2].count("mem:") == 1
+
+
+def test_api_errors_name_parameters_and_the_cli_names_flags(indexed):
+    memory = Memory.open(indexed.root)
+    with pytest.raises(BadInput, match=r"^kind 'lemmas' is not one of lemma, dead_end, error$"):
+        memory.archive_search("statement", kind="lemmas")
+    with pytest.raises(BadInput, match=r"^give a query text or an id$"):
+        memory.recall_search()
+    code, _, err = cli(indexed.root, "archive-search", "statement", "--kind", "lemmas")
+    assert (code, err) == (2, "mem: --kind 'lemmas' is not one of lemma, dead_end, error\n")
+    code, _, err = cli(indexed.root, "recall-search")
+    assert (code, err) == (2, "mem: give a query text or an id\n")
+
+
+def test_index_and_check_in_a_folder_without_runs_warn(tmp_path):
+    for command in ("index", "check"):
+        code, _, err = cli(tmp_path, command)
+        assert code == 0, err
+        assert err.splitlines()[0] == (f"mem: no runs in {tmp_path} (a run is a folder holding "
+                                       "tree.json)")
+
+
+def test_every_bad_step_of_a_tree_json_is_reported_at_once(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    tree = ws.tree("alpha")
+    tree["steps"][0]["status"] = "done"
+    tree["steps"][2]["kind"] = "remark"
+    tree["steps"][3]["hyp"] = "p odd"
+    ws.save_tree("alpha", tree)
+    code, out, err = cli(ws.root, "index")
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"mem: {ws.root}/alpha/tree.json:") for line in lines)
+    assert ["steps[0].status" in lines[0], "steps[2].kind" in lines[1], "steps[3].hyp" in lines[2]] == [True] * 3
+    code, out, _ = cli(ws.root, "--json", "index")
+    data = json.loads(out)
+    assert code == 2 and data["error"] == lines[0][len("mem: "):] and len(data["problems"]) == 3
+    assert not (ws.root / ".mem").exists()  # nothing written
+
+
+def test_at_most_twenty_problems_are_listed(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step(f"g{i}", status="done") for i in range(30)])
+    with pytest.raises(InputError) as caught:
+        Workspace.open(ws.root).tree("gamma")
+    assert len(caught.value.problems) == InputError.MAX_PROBLEMS == 20
+
+
+def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve" / "settings.toml").write_text('[[setting]]\nname = "PFR"\n\n[settings]\nx = 1\n')
+    code, _, err = cli(ws.root, "index")
+    assert code == 2
+    assert err == (f"mem: {ws.root}/solve/settings.toml:4: settings: unknown table or key "
+                   "(a settings file holds [[setting]] entries only)\n")
+
+
+def test_a_bad_value_in_the_workspace_config_is_blamed_on_that_file(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve" / "mem.toml").write_text("[search]\npage_size = 0\n")
+    code, _, err = cli(ws.root, "index")
+    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: search.page_size: must be at least 1, not 0\n")
+
+
+def test_the_page_size_is_the_configured_one_everywhere(indexed, tmp_path):
+    override = tmp_path / "three.toml"
+    override.write_text("[search]\npage_size = 3\n")
+    assert load_config(indexed.root, override).search.page_size == 3
+    code, out, _ = cli(indexed.root, "--config", str(override), "archive-search", "statement", "--page", "2")
+    assert code == 0 and out.startswith("page 2 of 2 · 6 hits")
+    ranks = [line.split(".")[0] for line in out.splitlines() if line[:1].isdigit()]
+    assert ranks == ["4", "5", "6"]
+
+
+def test_a_step_not_found_reads_the_library_once(indexed, monkeypatch):
+    """archive_get of an unknown id suggests the nearest ids from one read of the library (it
+    used to rebuild a set per library entry: quadratic)."""
+    calls = []
+    original = Workspace.library
+
+    def counted(self):
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(Workspace, "library", counted)
+    code, _, err = cli(indexed.root, "archive-get", "alpha/a9")
+    assert code == 1 and err == "mem: no step 'alpha/a9'; nearest: alpha/a5, alpha/a4, alpha/a3, alpha/a2, alpha/a1\n"
+    assert len(calls) == 1
