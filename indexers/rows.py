@@ -69,13 +69,21 @@ def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -
     return row
 
 
-def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None) -> dict[str, Any]:
+def cited_steps(step: Step, sources: frozenset[str] = frozenset()) -> list[str]:
+    """The global ids of the steps ``step`` cites: its parents less the sources of its run (a bare
+    id means a step of its own run; a parent naming no step stays a link to nothing)."""
+    return [p if "/" in p else f"{step.run}/{p}" for p in step.parents if "/" in p or p not in sources]
+
+
+def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None,
+             sources: frozenset[str] = frozenset()) -> dict[str, Any]:
     audit = step.audit
     row = {
         "gid": step.gid, "key": key(step.gid), "run": step.run, "run_key": key(step.run),
         "sid": step.id, "sid_key": key(step.id), "kind": step.kind, "statement": step.statement,
         "hyp": list(step.hyp), "setting": step.setting, "setting_key": key(step.setting),
-        "parents": list(step.parents), "proof": step.proof, "status": step.status,
+        "parents": list(step.parents), "parent_keys": [key(g) for g in cited_steps(step, sources)],
+        "proof": step.proof, "status": step.status,
         "grade": audit.grade if audit else None, "audit_by": audit.by if audit else "",
         "audit_note": audit.note if audit else "", "repaired": bool(audit and audit.repaired),
         "missing": step.missing, "failed_input": step.failed_input, "agent": step.agent,
@@ -127,8 +135,9 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
         run_dir = workspace.run_dir(run)
         events = list(workspace.events(run))
         named = _first_named(events, run)
+        sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
-            row = step_row(step, library.get(step.gid), named.get(step.id))
+            row = step_row(step, library.get(step.gid), named.get(step.id), sources)
             rows.steps.append(_finish(row, rows, step_embed_text(row), config))
         for event in events:
             row = event_row(event, run_dir, config)

@@ -13,7 +13,8 @@ def steps_schema(dim: int):
     return pa.schema(_common(pa) + [
         ("sid", pa.string()), ("sid_key", pa.int64()), ("kind", pa.string()),
         ("statement", pa.string()), ("hyp", pa.list_(pa.string())), ("setting", pa.string()),
-        ("setting_key", pa.int64()), ("parents", pa.list_(pa.string())), ("proof", pa.string()),
+        ("setting_key", pa.int64()), ("parents", pa.list_(pa.string())),
+        ("parent_keys", pa.list_(pa.int64())), ("proof", pa.string()),
         ("status", pa.string()), ("grade", pa.string()), ("audit_by", pa.string()),
         ("audit_note", pa.string()), ("repaired", pa.bool_()), ("missing", pa.string()),
         ("failed_input", pa.string()), ("agent", pa.string()), ("in_library", pa.bool_()),

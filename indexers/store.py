@@ -18,7 +18,7 @@ from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.files import write_atomic
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 1
+FORMAT = 2  # 2: steps carry parent_keys (the citation graph)
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 META = "meta.json"
 LOCK = "index.lock"
