@@ -51,10 +51,11 @@ class Context:
 
     def warn_if_no_runs(self, workspace) -> None:
         """Say so when the folder holds no run (often the wrong --workspace)."""
-        if not workspace.runs():
-            library = workspace.library_path.is_file()
-            self.note(f"mem: no runs in {workspace.root} (a run is a folder holding tree.json)"
-                      + ("; only solve/library.jsonl is read" if library else ""))
+        from mem_retrieval.cli.calls import no_runs_note
+
+        note = no_runs_note(workspace)
+        if note:
+            self.note(f"mem: {note}")
 
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""
@@ -114,6 +115,7 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
     err = err or sys.stderr
     json_mode = "--json" in (argv if argv is not None else sys.argv[1:])
     ctx = Context(None, json_mode, None, out, err)
+    args = None
     try:
         for arg in sys.argv[1:] if argv is None else argv:
             if _SURROGATE.search(arg):
@@ -123,7 +125,7 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
         return int(args.handler(args, ctx) or 0)
     except MemError as error:
         more = [str(p) for p in getattr(error, "problems", ())[1:]]
-        return _fail(ctx, cli_message(error), error.exit_status, more)
+        return _fail(ctx, cli_message(error, getattr(args, "function", None)), error.exit_status, more)
     except KeyboardInterrupt:
         return _fail(ctx, "interrupted", 130)
     except BrokenPipeError:
@@ -133,14 +135,18 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
 POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN"}
 
 
-def flag(param: str) -> str:
-    """An API parameter as the command line spells it: ``any_setting`` -> ``--any-setting``."""
+def flag(param: str, function=None) -> str:
+    """An API parameter as the command line spells it: ``any_setting`` -> ``--any-setting``; for
+    a memory function's command (``function``, mem_retrieval.functions), as that command has it
+    (``record``'s ``run`` is its argument RUN)."""
+    if function is not None and any(p.name == param for p in function.params):
+        return function.param(param).flag
     return POSITIONAL.get(param) or "--" + param.replace("_", "-")
 
 
-def cli_message(error: MemError) -> str:
+def cli_message(error: MemError, function=None) -> str:
     """The error's one line, its parameter named as the command line spells it (``--kind``)."""
-    return str(error) if error.param is None else f"{flag(error.param)} {error.message}"
+    return str(error) if error.param is None else f"{flag(error.param, function)} {error.message}"
 
 
 def _shown(arg: str) -> str:
