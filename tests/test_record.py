@@ -193,3 +193,56 @@ def test_the_library_copy_is_byte_identical_to_archive_insert(workspace, tmp_pat
                 for line in path.read_text().splitlines()]
 
     assert strip(workspace.library_path) == strip(other / "solve" / "library.jsonl")
+
+
+# ------------------------------------------------------------------------------ SIGKILL trials (slow)
+
+RECORDED = 12
+
+
+@pytest.mark.slow
+def test_record_killed_at_20_random_points_leaves_the_library_whole_and_a_rerun_completes(
+        tmp_path_factory, tmp_path):
+    """`mem record` killed at uniform points of its duration D: the library is the old one or the
+    old one plus all 12 new lines (never a part, never a torn line); the rerun admits what is
+    missing and indexes, so the library and the index end as after an uninterrupted run; a third
+    run admits nothing."""
+    from test_crash import kill_points, mem_argv, shared_forker
+
+    forker = shared_forker(tmp_path_factory)
+    base = tmp_path / "base"
+    from conftest import build_workspace
+
+    ws = build_workspace(base)
+    ws.add_run("lib", [make_step(f"s{i}", statement=f"step {i} worth keeping") for i in range(RECORDED)])
+    status, _, log = forker.run(mem_argv(base, "index", "--no-progress"))
+    assert status["code"] == 0, log
+    old = ws.library_path.read_bytes()
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    status, duration, log = forker.run(mem_argv(probe, "record", "lib"))
+    assert status["code"] == 0 and "admitted 12 steps" in log, log
+    expected = [e.gid for e in iter_library(ws.library_path)] + [f"lib/s{i}" for i in range(RECORDED)]
+    outcomes = []
+    for trial, delay in enumerate(kill_points(duration, seed=31)):
+        root = tmp_path / f"trial{trial}"
+        shutil.copytree(base, root)
+        forker.killed_after(delay, mem_argv(root, "record", "lib"))
+        data = (root / "solve" / "library.jsonl").read_bytes()
+        assert data.endswith(b"\n")
+        now = [e.gid for e in iter_library(root / "solve" / "library.jsonl")]  # every line valid
+        assert data == old or (data.startswith(old) and now == expected), (trial, delay, now)
+        outcomes.append("old" if data == old else "new")
+        status, _, log = forker.run(mem_argv(root, "--json", "record", "lib"))
+        assert status["code"] == 0, log
+        admitted = json.loads(log.splitlines()[-1])["admitted"]
+        assert len(admitted) == (RECORDED if data == old else 0)
+        assert [e.gid for e in iter_library(root / "solve" / "library.jsonl")] == expected
+        memory = Memory.open(root)
+        found = memory.archive_hits("worth keeping", run="lib", library=True, strategy="bm25")
+        assert sorted(h.id for h in found) == sorted(expected[-RECORDED:])
+        assert not list((root / "solve").glob(".library.jsonl.*.tmp"))
+        again, _, log = forker.run(mem_argv(root, "--json", "record", "lib"))
+        assert json.loads(log.splitlines()[-1])["admitted"] == []
+    print(f"\nrecord kill trials: {len(outcomes)} (D = {duration:.2f} s): "
+          f"{outcomes.count('old')} before the write, {outcomes.count('new')} after it")
