@@ -121,6 +121,8 @@ FUNCTIONS: tuple[Function, ...] = (
          Param("run", "string", "only steps of this run", metavar="R"),
          Param("kind", "string", "only steps of this kind", choices=KINDS, metavar="K"),
          Param("status", "string", "only steps with this status", choices=STATUSES, metavar="S"),
+         Param("library", "boolean", "only steps in the library (solve/library.jsonl): the Recall "
+               "step at Fix"),
          UNTIL, PAGE,
          Param("strategy", "string", "the ranking strategy (default: the config's search.strategy)",
                choices=_strategies(), metavar="S"))),
