@@ -24,7 +24,7 @@ from mem_retrieval.functions import output_schema, schema_names
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED_ELSEWHERE = {"serve": "below (slow)"}
+CHECKED_ELSEWHERE = {"serve": "below (slow)", "mcp": "test_mcp.py"}
 
 # (schema, argv after --workspace WS --json, which workspace: example (indexed, read-only) or own)
 CASES = [
