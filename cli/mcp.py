@@ -59,8 +59,8 @@ class Tools:
         if function is None:
             raise BadInput(f"unknown tool {name!r} (tools: {', '.join(BY_NAME)})")
         given = checked_arguments(function, arguments)
-        memory = self.memories.get(self.workspace, self.config_file)
-        return call(memory, name, given)
+        memories = self.memories.fresh if function.writes else self.memories.get
+        return call(memories(self.workspace, self.config_file), name, given)
 
     def warm(self) -> None:
         """Import the search path and load the embedding model (a first search would)."""
@@ -93,6 +93,8 @@ def checked_arguments(function: Function, arguments: Any) -> dict[str, Any]:
                 raise BadInput("is missing", param=param.name)
             continue
         kind, said = KINDS[param.type]
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)  # 2.0: JSON has one number type, and some clients write it so
         wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
         if param.type == "strings" and not wrong:
             wrong = not all(isinstance(item, str) for item in value)

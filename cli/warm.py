@@ -49,6 +49,14 @@ class WarmMemories:
             files.append(Path(config_file))
         return (str(root), str(config_file), *(_stamp(f) for f in files))
 
+    def fresh(self, workspace, config_file: Path | None = None):
+        """A Memory of its own, not shared: for a write (``record`` reindexes, and reopens its
+        Memory's searcher, which a search running in another thread may be using)."""
+        from mem_retrieval.configs import load_config
+        from mem_retrieval.memory import Memory
+
+        return Memory(workspace, load_config(workspace.root, config_file))
+
     def get(self, workspace, config_file: Path | None = None):
         from mem_retrieval.configs import load_config
         from mem_retrieval.memory import Memory

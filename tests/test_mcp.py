@@ -86,6 +86,7 @@ BAD_ARGUMENTS = [
     ("archive_search", {}, "query is missing"),
     ("archive_search", {"query": "x", "page": "2"}, "page must be a whole number, not a string"),
     ("archive_search", {"query": "x", "page": True}, "page must be a whole number, not a boolean"),
+    ("archive_search", {"query": "x", "page": 1.5}, "page must be a whole number, not a number"),
     ("archive_search", {"query": "x", "any_setting": "yes"}, "any_setting must be true or false, not a string"),
     ("archive_search", {"query": "x", "bogus": 1},
      "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "
@@ -195,6 +196,9 @@ async def test_a_bad_argument_is_a_tool_error_of_one_line(example):
         for name, arguments, message in BAD_ARGUMENTS:
             result = await client.call_tool(name, arguments)
             assert (result.is_error, text_of(result)) == (True, message), (name, arguments)
+        whole = await client.call_tool("archive_get", {"id": "satake-two-levels/A5-7"})
+        as_float = await client.call_tool("archive_search", {"query": "A5-7", "page": 1.0})
+        assert not as_float.is_error and as_float.structured_content["hits"][0]["id"] == whole.structured_content["id"]
 
 
 @pytest.mark.anyio
