@@ -39,11 +39,12 @@ class PagingEvaluation:
     max_pages: int
     strategies: dict[str, StrategyResult]
     runs: dict[str, Run]
+    default: str | None = None      # the strategy a plain search uses (search.strategy)
 
     def to_json(self) -> dict:
-        """The shape other tools read: ``{"queries", "strategies": {name: {"metrics",
+        """The shape other tools read: ``{"queries", "default", "strategies": {name: {"metrics",
         "recall_by_page", "pagers": {pager: {"pages", "recall", "loss"}}}}}``."""
-        return {"queries": self.queries, "strategies": {
+        return {"queries": self.queries, "default": self.default, "strategies": {
             name: {"metrics": {metric: _round(value) for metric, value in result.metrics.items()},
                    "recall_by_page": [_round(value) for value in result.recall_by_page],
                    "pagers": {pager: {"pages": _round(summary.pages), "recall": _round(summary.recall),
@@ -88,7 +89,8 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
                     strategies: Iterable[str] = STRATEGIES, max_pages: int = MAX_PAGES,
                     page_size: int = PAGE_SIZE, depth: int = 100, window: int = DEFAULT_WINDOW,
                     fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
-                    progress: bool = False, qrels_file: str | Path = "qrels") -> PagingEvaluation:
+                    progress: bool = False, qrels_file: str | Path = "qrels",
+                    default: str | None = None) -> PagingEvaluation:
     """Run each strategy over each judged query and score the lists."""
     from tqdm import tqdm
 
@@ -117,5 +119,5 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
             paging = summarize(lists, pagers, max_pages)
             results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers)
             runs[name] = run
-    return PagingEvaluation(len(chosen), page_size, max_pages, results, runs)
+    return PagingEvaluation(len(chosen), page_size, max_pages, results, runs, default)
 

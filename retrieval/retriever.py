@@ -105,6 +105,12 @@ class Retriever:
         return self.searcher.rank_steps(query, self.resolve(query.until, query.run))
 
     @_reads_index
+    def candidates(self, query: ArchiveQuery) -> tuple[list, list]:
+        """The steps ``query`` names by id, and its strategy's candidates with their features
+        before the strategy scores and cuts them (``Searcher.steps_found``)."""
+        return self.searcher.steps_found(query, self.resolve(query.until, query.run), scored=False)
+
+    @_reads_index
     def archive_search(self, query: ArchiveQuery, page: int = 1) -> Page[Hit]:
         """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9)."""
         ranked = self.ranked(query)

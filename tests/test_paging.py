@@ -280,7 +280,8 @@ def toy_evaluation(strategies=("bm25", "rerank")):
 def test_evaluation_json_has_the_issue_shape():
     ranker, evaluation = toy_evaluation()
     data = json.loads(json.dumps(evaluation.to_json()))
-    assert list(data) == ["queries", "strategies"] and data["queries"] == 2
+    assert list(data) == ["queries", "default", "strategies"] and data["queries"] == 2
+    assert data["default"] is None  # a toy ranker: no configured default
     assert list(data["strategies"]) == ["bm25", "rerank"]
     for result in data["strategies"].values():
         assert list(result) == ["metrics", "recall_by_page", "pagers"]

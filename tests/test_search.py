@@ -86,10 +86,20 @@ def test_pages_partition_the_ranked_list_and_are_stable(example):
 def test_rerank_reorders_only_bm25_candidates(example):
     for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
         bm25 = {c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="bm25"))}
-        rerank = [c.gid for c in example.retriever.ranked(ArchiveQuery(query))]
+        rerank = [c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="rerank"))]
         assert set(rerank) == bm25  # nothing BM25 did not find is added
     scores = [c.score for c in example.retriever.ranked(ArchiveQuery("E6/F4 sheaf level"))]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_the_embedding_never_adds_a_candidate_to_the_graph_strategy(example):
+    """rerank-graph's candidates are BM25's and the voted steps; a step neither found nor voted
+    for is never added, however close its vector."""
+    for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
+        bm25 = {c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="bm25"))}
+        _, found = example.retriever.candidates(ArchiveQuery(query, strategy="rerank-graph"))
+        assert all(c.gid in bm25 or c.vote > 0 for c in found)
+        assert all(c.bm25 == 0 for c in found if c.gid not in bm25)
 
 
 def test_filters_run_inside_the_query(example):

@@ -63,7 +63,7 @@ def run_paging(args, ctx) -> int:
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
         page_size=config.search.page_size, window=config.search.hint_window,
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
-        progress=True, qrels_file=args.qrels)
+        progress=True, qrels_file=args.qrels, default=config.search.strategy)
     if args.trec_out:
         write_runs(evaluation, Path(args.trec_out))
         ctx.note(f"wrote {args.trec_out}")
