@@ -79,6 +79,13 @@ class FusionConfig:
 
 
 @dataclass(frozen=True)
+class ReuseConfig:
+    pages: int = rule(minimum=1)
+    fix_recall: float = rule(minimum=0.0, maximum=1.0)
+    step_recall: float = rule(minimum=0.0, maximum=1.0)
+
+
+@dataclass(frozen=True)
 class IndexConfig:
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
@@ -92,6 +99,7 @@ class Config:
     bm25: Bm25Config
     graph: GraphConfig
     fusion: FusionConfig
+    reuse: ReuseConfig
     model: ModelConfig
     index: IndexConfig
     origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
@@ -102,7 +110,7 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph": GraphConfig,
-                             "fusion": FusionConfig, "model": ModelConfig, "index": IndexConfig}
+                             "fusion": FusionConfig, "reuse": ReuseConfig, "model": ModelConfig, "index": IndexConfig}
 TABLES: dict[str, type] = {"Weights": Weights}  # tables inside a section, by their declared type
 
 
