@@ -46,6 +46,8 @@ class Bm25Config:
 class ModelConfig:
     name: str = rule()
     package: str = rule()
+    backend: str = rule(choices=("onnx", "torch"))
+    quantize: bool = rule()
     dim: int = rule(minimum=1)
     batch_size: int = rule(minimum=1)
     max_chars: int = rule(minimum=1)
@@ -89,6 +91,7 @@ class ReuseConfig:
 class IndexConfig:
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
+    vector_batch: int = rule(minimum=1)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,10 @@ def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
         return table.int(name, minimum=rules["minimum"], maximum=rules["maximum"])
     if declared.type == "float":
         return table.number(name, minimum=rules["minimum"], maximum=rules["maximum"])
+    if declared.type == "bool":
+        if not table.has(name):
+            table.fail(name, "missing")
+        return table.bool(name)
     if rules["choices"]:
         return table.enum(name, rules["choices"])
     return table.str(name, required=True, nonempty=True)
@@ -187,4 +194,8 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
     for path in config_files(workspace, override):
         _merge(values, _checked(path), str(path), origins)
     sections = {name: _build(kind, values.get(name, {}), f"{name}.") for name, kind in SECTIONS.items()}
-    return Config(**sections, origins=origins)
+    config = Config(**sections, origins=origins)
+    if config.model.quantize and config.model.backend != "onnx":
+        raise InputError(config.origin("model.quantize"), None, "model.quantize",
+                         "int8 weights need backend = \"onnx\"")
+    return config

@@ -63,10 +63,10 @@ def _worker() -> ThreadPoolExecutor:
 
 
 @lru_cache(maxsize=256)
-def _query_vector(text: str, package: str, max_chars: int):
+def _query_vector(text: str, spec, max_chars: int):
     from mem_retrieval.text.embed import embed_query, prepare
 
-    return embed_query(prepare(text, max_chars), package)
+    return embed_query(prepare(text, max_chars), spec)
 
 
 class Searcher:
@@ -77,7 +77,9 @@ class Searcher:
         self.config = config
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
-        self.model = store.model_ref(Path(db.uri).parent, meta, config)  # what embedded the index
+        self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
+        self.degraded: tuple[str, str] | None = None  # (asked, answered) while they are
+        self.model = store.model_spec(Path(db.uri).parent, meta, config)  # embeds the queries
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
@@ -98,7 +100,8 @@ class Searcher:
         return self._tables[name]
 
     def strategy(self, name: str | None) -> Strategy:
-        """The strategy called ``name`` (None: the configured default)."""
+        """The strategy called ``name`` (None: the configured default); while vectors are still
+        being computed (``pending``), the one answering without them (``degraded`` says so)."""
         chosen = name or self.config.search.strategy
         if chosen not in STRATEGIES:
             known = ", ".join(STRATEGIES)
@@ -106,7 +109,12 @@ class Searcher:
                 raise InputError(self.config.origin("search.strategy"), None, "search.strategy",
                                  f"{chosen!r} is not one of {known}")
             raise BadInput(f"{chosen!r} is not one of {known}", param="strategy")
-        return STRATEGIES[chosen]
+        strategy = STRATEGIES[chosen]
+        self.degraded = None
+        if self.pending and strategy.without_vectors:
+            self.degraded = (chosen, strategy.without_vectors)
+            return STRATEGIES[strategy.without_vectors]
+        return strategy
 
     # ---- the pieces strategies use
     def bm25(self, request: Request, vectors: bool = True, where: str | None | bool = True) -> list[Candidate]:
@@ -229,7 +237,7 @@ class Searcher:
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
-        ranked = STRATEGIES["rerank"].rank(self, Request("events", text, filters, filters.where("events")))
+        ranked = self.strategy("rerank").rank(self, Request("events", text, filters, filters.where("events")))
         return ranked[: self.config.search.pool]
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:

@@ -47,6 +47,7 @@ class Strategy(Protocol):
 
     name: str
     ids_first: bool     # the steps the query names by id lead the list
+    without_vectors: str | None  # the strategy answering while vectors are being computed
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]: ...
 
@@ -101,6 +102,7 @@ def rrf(lists: list[list[Candidate]], limit: int) -> list[Candidate]:
 @dataclass(frozen=True)
 class Bm25(_Ranked):
     name: str = "bm25"
+    without_vectors: str | None = None
     ids_first: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
@@ -112,6 +114,7 @@ class Bm25(_Ranked):
 @dataclass(frozen=True)
 class Rerank(_Ranked):
     name: str = "rerank"
+    without_vectors: str | None = "bm25"
     ids_first: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
@@ -127,6 +130,7 @@ class Rerank(_Ranked):
 @dataclass(frozen=True)
 class Vector(_Ranked):
     name: str = "vector"
+    without_vectors: str | None = "bm25"
     ids_first: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
@@ -136,6 +140,7 @@ class Vector(_Ranked):
 @dataclass(frozen=True)
 class HybridRrf(_Ranked):
     name: str = "hybrid-rrf"
+    without_vectors: str | None = "bm25"
     ids_first: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
@@ -152,6 +157,10 @@ class GraphFusion:
     name: str
     cosine: bool
     ids_first: bool = True
+
+    @property
+    def without_vectors(self) -> str | None:
+        return "graph" if self.cosine else None
 
     def candidates(self, search: "Searcher", request: Request) -> list[Candidate]:
         from mem_retrieval.retrieval.graph import graph_candidates

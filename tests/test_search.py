@@ -149,7 +149,9 @@ def test_both_bm25_engines_agree_on_the_fixture_queries(example):
     assert firsts >= 0.8 * len(queries)
 
 
-def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
+def test_no_search_imports_torch(example):
+    """archive-get and an exact id lookup import neither lancedb nor torch; a text search (which
+    embeds its query on ONNX Runtime) and a recall search import no torch."""
     code = (
         "import sys\n"
         "from mem_retrieval.cli.main import run\n"
@@ -158,6 +160,10 @@ def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
         "assert 'lancedb' not in sys.modules\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'A5-7']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'GL2m/Sp2m generation']) == 0\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'recall-search', 'fibre method']) == 0\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "assert 'transformers' not in sys.modules\n"
         "print('ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

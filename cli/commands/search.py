@@ -71,7 +71,8 @@ def archive_search(args, ctx) -> int:
         ctx.emit(page.as_dict(), "no hits")
         return 1
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'hit')}"
-             + (f" · setting {page.setting}" if page.setting else "")]
+             + (f" · setting {page.setting}" if page.setting else "")
+             + (" · BM25 order: vectors still being computed" if page.pending else "")]
     for rank, hit in enumerate(page.hits, start=page.first_rank):
         grade = hit.grade or "not audited"
         match = f" ({hit.setting_match})" if hit.setting_match else ""
