@@ -51,7 +51,9 @@ class IndexReport:
         return {"tables": {name: asdict(report) for name, report in self.tables.items()},
                 "added": self.total("added"), "updated": self.total("updated"),
                 "removed": self.total("removed"), "unchanged": self.total("unchanged"),
-                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full}
+                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full,
+                "searchable_seconds": None if self.searchable_seconds is None
+                else round(self.searchable_seconds, 3)}
 
 
 class Progress:
