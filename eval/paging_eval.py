@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.retrieval.hint import DEFAULT_WINDOW
-from mem_retrieval.eval.judgments import Qrels, Query, Run
+from mem_retrieval.eval.judgments import Qrels, Query, Run, read_qrels, read_queries
 from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
@@ -67,6 +67,17 @@ def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Pat
             raise InputError(str(qrels_file), _line_of(qrels_file, qid), "qid",
                              f"{qid!r} is judged but not in the queries file")
     return [query for query in queries if query.qid in gold]
+
+
+def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Qrels, int]:
+    """The judged queries of a queries file and its qrels (SPEC §10), the qrels, and how many
+    queries had no relevant judgment; InputError when none has one."""
+    queries = read_queries(Path(queries_file))
+    qrels = read_qrels(Path(qrels_file))
+    chosen = judged_queries(queries, qrels, qrels_file)
+    if not chosen:
+        raise InputError(str(qrels_file), None, None, "no query of the queries file has a relevant judgment")
+    return chosen, qrels, len(queries) - len(chosen)
 
 
 def _line_of(path: str | Path, qid: str) -> int | None:

@@ -262,8 +262,10 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
     table = index.tables[name]
     if table is None:
         return {}
-    columns = ["gid", "run", "content_hash", "text_hash"] + (["embedded"] if name in EMBEDDED_TABLES else [])
+    columns = ["gid", "run", "content_hash", "text_hash"]
     try:
+        if name in EMBEDDED_TABLES and "embedded" in table.schema.names:  # an older format has none
+            columns.append("embedded")
         scanned = _scan(table, columns)
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
@@ -303,7 +305,6 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
     each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
     Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
     batch_size = config.index.vector_batch
-    versions: dict[str, int] = {}
     holders = {name: [row for row in plan.tables[name].changed if row["text_hash"]] for name in EMBEDDED_TABLES}
     progress.start([rows.embed_text[h] for h in pending], "embedding")
     try:
@@ -318,7 +319,7 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     table = index.db.open_table(name)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     table.merge_insert("gid").when_matched_update_all().execute(data)
-            versions = _publish(index, config, pending=len(pending) - start - len(batch))
+            _publish(index, config, pending=len(pending) - start - len(batch))
     finally:
         progress.close()
     for name in EMBEDDED_TABLES:  # fold the rewritten rows into the full-text index
