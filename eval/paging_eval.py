@@ -11,10 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.retrieval.hint import DEFAULT_WINDOW
 from mem_retrieval.eval.judgments import Qrels, Query, Run, read_qrels, read_queries
 from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
-from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
+from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
 from mem_retrieval.eval.ranker import Ranker
 from mem_retrieval.retrieval.strategies import STRATEGIES
@@ -97,8 +96,8 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
-                    strategies: Iterable[str] = STRATEGIES, max_pages: int = MAX_PAGES,
-                    page_size: int = PAGE_SIZE, depth: int = 100, window: int = DEFAULT_WINDOW,
+                    page_size: int, window: int, strategies: Iterable[str] = STRATEGIES,
+                    max_pages: int = MAX_PAGES, depth: int = 100,
                     fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
                     progress: bool = False, qrels_file: str | Path = "qrels",
                     default: str | None = None) -> PagingEvaluation:
@@ -111,7 +110,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
         raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     chosen = judged_queries(queries, qrels, qrels_file)
     gold = judged(qrels)
-    pagers = standard_pagers(fixed_k, fraction, window)
+    pagers = standard_pagers(window, fixed_k, fraction)
     results: dict[str, StrategyResult] = {}
     runs: dict[str, Run] = {}
     # disable=None: a bar on a terminal, nothing in a log file.
