@@ -109,8 +109,9 @@ PAGE = Param("page", "integer", "which page of 5 hits (pages start at 1)", defau
 FUNCTIONS: tuple[Function, ...] = (
     Function(
         "archive_search", "Steps of the runs and the library, 5 a page",
-        "Ids first (a query naming A5-7 or run/A5-7 returns it as hit 1), then BM25 candidates, "
-        "reranked by embeddings. With setting, hits whose setting it does not imply (M3) are left "
+        "Ids first (a query naming A5-7 or run/A5-7 returns it as hit 1), then text candidates "
+        "ranked by the strategy (default: BM25 candidates and the steps similar statements cite, "
+        "scored with embeddings; the embedding never adds a candidate alone). With setting, hits whose setting it does not imply (M3) are left "
         "out unless any_setting. Each hit: id, run, kind, statement, status, grade, setting, "
         "setting_match, score, in_library.",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",

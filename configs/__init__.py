@@ -46,15 +46,52 @@ class Bm25Config:
 class ModelConfig:
     name: str = rule()
     package: str = rule()
+    backend: str = rule(choices=("onnx", "torch"))
+    quantize: bool = rule()
     dim: int = rule(minimum=1)
     batch_size: int = rule(minimum=1)
     max_chars: int = rule(minimum=1)
 
 
 @dataclass(frozen=True)
+class GraphConfig:
+    voters: int = rule(minimum=0)
+    vote_power: float = rule(minimum=0.0)
+    hub_damping: float = rule(minimum=0.0)
+    voted: int = rule(minimum=0)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The fused score of a graph strategy: a weight per normalised feature."""
+
+    bm25: float = rule(minimum=0.0)
+    cosine: float = rule(minimum=0.0)
+    vote: float = rule(minimum=0.0)
+    prior: float = rule(minimum=0.0)
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    graph: Weights = rule()
+    rerank_graph: Weights = rule()
+
+    def weights(self, strategy: str) -> Weights:
+        return getattr(self, strategy.replace("-", "_"))
+
+
+@dataclass(frozen=True)
+class ReuseConfig:
+    pages: int = rule(minimum=1)
+    fix_recall: float = rule(minimum=0.0, maximum=1.0)
+    step_recall: float = rule(minimum=0.0, maximum=1.0)
+
+
+@dataclass(frozen=True)
 class IndexConfig:
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
+    vector_batch: int = rule(minimum=1)
 
 
 @dataclass(frozen=True)
@@ -63,6 +100,9 @@ class Config:
 
     search: SearchConfig
     bm25: Bm25Config
+    graph: GraphConfig
+    fusion: FusionConfig
+    reuse: ReuseConfig
     model: ModelConfig
     index: IndexConfig
     origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
@@ -72,21 +112,29 @@ class Config:
         return self.origins.get(key, str(DEFAULT))
 
 
-SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "model": ModelConfig, "index": IndexConfig}
+SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph": GraphConfig,
+                             "fusion": FusionConfig, "reuse": ReuseConfig, "model": ModelConfig, "index": IndexConfig}
+TABLES: dict[str, type] = {"Weights": Weights}  # tables inside a section, by their declared type
 
 
-def _checked(path: Path) -> dict[str, dict[str, Any]]:
+def _checked(path: Path) -> dict[str, Any]:
     """The sections and keys ``path`` sets, each checked against its declaration."""
     data, _ = read_toml(path)
-    file = str(path)
-    top = Fields(data, file, None, "", SECTIONS, kind="a TOML document")
-    out: dict[str, dict[str, Any]] = {}
-    for section, kind in SECTIONS.items():
-        if not top.has(section):
+    return _table(Fields(data, str(path), None, "", SECTIONS, kind="a TOML document"), SECTIONS)
+
+
+def _table(table: Fields, declared: dict[str, Any]) -> dict[str, Any]:
+    """The keys ``table`` sets among ``declared`` (name -> a section class, or a key's field)."""
+    out: dict[str, Any] = {}
+    for name, kind in declared.items():
+        if not table.has(name):
             continue
-        keys = {f.name: f for f in dataclasses.fields(kind)}
-        table = Fields(data[section], file, None, f"{section}.", keys, kind="a [table]")
-        out[section] = {name: _value(table, name, keys[name]) for name in keys if table.has(name)}
+        if isinstance(kind, dataclasses.Field):
+            out[name] = _value(table, name, kind)
+            continue
+        inner = {f.name: TABLES.get(f.type, f) for f in dataclasses.fields(kind)}
+        out[name] = _table(Fields(table.obj[name], table.file, None, f"{table.prefix}{name}.", inner,
+                                  kind="a [table]"), inner)
     return out
 
 
@@ -96,9 +144,36 @@ def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
         return table.int(name, minimum=rules["minimum"], maximum=rules["maximum"])
     if declared.type == "float":
         return table.number(name, minimum=rules["minimum"], maximum=rules["maximum"])
+    if declared.type == "bool":
+        if not table.has(name):
+            table.fail(name, "missing")
+        return table.bool(name)
     if rules["choices"]:
         return table.enum(name, rules["choices"])
     return table.str(name, required=True, nonempty=True)
+
+
+def _merge(into: dict[str, Any], values: dict[str, Any], file: str, origins: dict[str, str],
+           prefix: str = "") -> None:
+    """Override ``into`` key by key with ``values`` (tables recursively), noting each key's file."""
+    for name, value in values.items():
+        if isinstance(value, dict):
+            _merge(into.setdefault(name, {}), value, file, origins, f"{prefix}{name}.")
+        else:
+            into[name] = value
+            origins[f"{prefix}{name}"] = file
+
+
+def _build(kind: type, values: dict[str, Any], prefix: str = "") -> Any:
+    """The dataclass ``kind`` from merged ``values``; a key default.toml lacks is named."""
+    fields = {}
+    for f in dataclasses.fields(kind):
+        if f.name not in values:
+            raise InputError(str(DEFAULT), None, f"{prefix}{f.name}", "missing")
+        nested = TABLES.get(f.type)
+        fields[f.name] = (_build(nested, values[f.name], f"{prefix}{f.name}.") if nested
+                          else values[f.name])
+    return kind(**fields)
 
 
 def config_files(workspace: Path | None = None, override: Path | None = None) -> list[Path]:
@@ -114,16 +189,13 @@ def config_files(workspace: Path | None = None, override: Path | None = None) ->
 
 def load_config(workspace: Path | None = None, override: Path | None = None) -> Config:
     """default.toml, overridden by ``WORKSPACE/solve/mem.toml``, then by ``override``."""
-    values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for path in config_files(workspace, override):
-        for section, keys in _checked(path).items():
-            values[section].update(keys)
-            origins.update({f"{section}.{name}": str(path) for name in keys})
-    sections = {}
-    for section, kind in SECTIONS.items():
-        missing = [f.name for f in dataclasses.fields(kind) if f.name not in values[section]]
-        if missing:
-            raise InputError(str(DEFAULT), None, f"{section}.{missing[0]}", "missing")
-        sections[section] = kind(**values[section])
-    return Config(**sections, origins=origins)
+        _merge(values, _checked(path), str(path), origins)
+    sections = {name: _build(kind, values.get(name, {}), f"{name}.") for name, kind in SECTIONS.items()}
+    config = Config(**sections, origins=origins)
+    if config.model.quantize and config.model.backend != "onnx":
+        raise InputError(config.origin("model.quantize"), None, "model.quantize",
+                         "int8 weights need backend = \"onnx\"")
+    return config

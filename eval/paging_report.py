@@ -19,8 +19,8 @@ def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], lis
     """The three tables (metrics, recall by page, pagers) as header + rows of strings."""
     names = list(evaluation.strategies)
     metrics = list(next(iter(evaluation.strategies.values())).metrics) if names else []
-    metric_rows = [[name] + [f"{evaluation.strategies[name].metrics[m]:.3f}" for m in metrics]
-                   for name in names]
+    metric_rows = [[_named(evaluation, name)] + [f"{evaluation.strategies[name].metrics[m]:.3f}"
+                                                 for m in metrics] for name in names]
     pages = [str(page) for page in range(1, evaluation.max_pages + 1)]
     page_rows = [[name] + [f"{value:.3f}" for value in evaluation.strategies[name].recall_by_page]
                  for name in names]
@@ -30,6 +30,10 @@ def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], lis
                   for pager, summary in result.pagers.items()]
     return (["strategy"] + metrics, metric_rows, ["strategy"] + pages, page_rows,
             ["strategy", "pager", "pages", "recall", "loss", "vs fixed"], pager_rows)
+
+
+def _named(evaluation: PagingEvaluation, name: str) -> str:
+    return f"{name} (default)" if name == evaluation.default else name
 
 
 def _versus_fixed(curve: list[float], recall: float, pages: float) -> str:

@@ -12,6 +12,7 @@ saying "not an input" or "left out" cites nothing)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ class Reuse:
     not_cited: tuple[str, ...] = ()      # ids a brief names as not an input
     unresolved: tuple[str, ...] = ()     # global ids in a brief that name no step
     pages: int = PAGES
+    threshold: float = 1.0               # the share of cited steps that must come back
 
     @property
     def recall(self) -> float | None:
@@ -44,15 +46,20 @@ class Reuse:
 
     @property
     def passed(self) -> bool:
-        return all(t.found for t in self.cited)
+        return self.recall is not None and self.recall >= self.threshold - 1e-12
+
+    @property
+    def verdict(self) -> str:
+        return "nothing to test" if self.recall is None else "PASS" if self.passed else "FAIL"
 
     @property
     def missed(self) -> list[str]:
         return [t.id for t in self.cited if not t.found]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"test": "reuse", "pass": self.passed, "run": self.run, "setting": self.setting,
-                "pages": self.pages, "recall": self.recall,
+        return {"test": "reuse", "pass": self.passed, "verdict": self.verdict, "run": self.run,
+                "setting": self.setting, "pages": self.pages, "threshold": self.threshold,
+                "recall": self.recall,
                 "queries": [p.as_dict() for p in self.probes],
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
                 "not_cited": list(self.not_cited), "unresolved": list(self.unresolved)}
@@ -70,8 +77,8 @@ class Reuse:
             lines.append(f"global ids in briefs naming no step (not required): {', '.join(self.unresolved)}")
         recall = "n/a (it cites no library step)" if self.recall is None else f"{self.recall:.2f}"
         found = len(self.cited) - len(self.missed)
-        lines.append(f"reuse: {'PASS' if self.passed else 'FAIL'}: recall {found}/{len(self.cited)} "
-                     f"= {recall} within {self.pages} pages"
+        lines.append(f"reuse: {self.verdict}: recall {found}/{len(self.cited)} = {recall} within "
+                     f"{self.pages} pages (threshold {self.threshold:.2f})"
                      + (f"; missed: {', '.join(self.missed)}" if self.missed else ""))
         return "\n".join(lines)
 
@@ -129,7 +136,7 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
                 out.add(ref, f"{path.name}:{number} {label or 'named'}")
 
 
-def reuse(memory: Retriever, run: str, pages: int = PAGES) -> Reuse:
+def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.0) -> Reuse:
     """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``."""
     check_pages(pages)
     ws = memory.workspace
@@ -160,4 +167,100 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES) -> Reuse:
         targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",
                               step.setting if step else "", tuple(how), finding, pages, why, match))
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
-                 tuple(found.unresolved), pages)
+                 tuple(found.unresolved), pages, threshold)
+
+
+# ------------------------------------------------------------------------------------- per step
+
+@dataclass(frozen=True)
+class Missed:
+    """A library step a query step cites that its search did not put within the pages read."""
+
+    query_step: str
+    gid: str
+    rank: int | None            # its rank in the whole result list (None: not in it)
+
+
+@dataclass(frozen=True)
+class StepReuse:
+    """The reuse test at the grain of steps: the paging evaluation of the derived queries (library
+    only, leave-one-out), and its verdict on the default strategy."""
+
+    runs: tuple[str, ...]
+    evaluation: Any                 # eval.paging_eval.PagingEvaluation (None: nothing to test)
+    strategy: str                   # the strategy the verdict reads
+    pages: int
+    threshold: float
+    steps: int                      # steps of the runs
+    queries: int                    # of them, steps citing a (counting) library step
+    judgments: int
+    missed: tuple[Missed, ...] = ()
+
+    @property
+    def recall(self) -> float | None:
+        """Mean recall after ``pages`` pages, over the queries (None: nothing to test)."""
+        if self.evaluation is None:
+            return None
+        return self.evaluation.strategies[self.strategy].recall_by_page[self.pages - 1]
+
+    @property
+    def verdict(self) -> str:
+        if self.recall is None:
+            return "nothing to test"
+        return "PASS" if self.recall >= self.threshold - 1e-12 else "FAIL"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"test": "reuse-per-step", "runs": list(self.runs), "verdict": self.verdict,
+                "pass": self.verdict == "PASS", "strategy": self.strategy, "pages": self.pages,
+                "threshold": self.threshold, "recall": self.recall, "steps": self.steps,
+                "queries": self.queries, "judgments": self.judgments,
+                "missed": [{"step": m.query_step, "id": m.gid, "rank": m.rank} for m in self.missed],
+                "evaluation": self.evaluation.to_json() if self.evaluation else None}
+
+    def text(self, limit: int = 20) -> str:
+        lines = []
+        if self.evaluation is not None:
+            from mem_retrieval.eval.paging_report import table_text
+
+            lines += [table_text(self.evaluation), ""]
+            if self.missed:
+                lines.append(f"not within {self.pages} pages ({self.strategy}; rank in the whole list):")
+                lines += [f"  {m.query_step} -> {m.gid}: " + (f"rank {m.rank}" if m.rank else "not found")
+                          for m in self.missed[:limit]]
+                if len(self.missed) > limit:
+                    lines.append(f"  … and {len(self.missed) - limit} more (--json lists all)")
+        recall = "n/a" if self.recall is None else f"{self.recall:.3f}"
+        lines.append(f"reuse per step: {self.verdict}: {self.queries} of {self.steps} steps cite the "
+                     f"library ({self.judgments} citations); mean recall within {self.pages} pages "
+                     f"= {recall} ({self.strategy}; threshold {self.threshold:.2f})")
+        return "\n".join(lines)
+
+
+def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategies: Sequence[str],
+                   default: str, pages: int, threshold: float, max_pages: int = 10,
+                   until=None, progress: bool = False) -> StepReuse:
+    """Every derived query (``eval.derived``) through the paging evaluator, over the library only."""
+    from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
+    from mem_retrieval.eval.ranker import make_ranker
+
+    check_pages(pages)
+    judgments = sum(len(docs) for docs in derived.qrels.values())
+    if not derived.queries:
+        return StepReuse(tuple(runs), None, default, pages, threshold, derived.steps, 0, 0)
+    config = retriever.config.search
+    ranker = make_ranker(retriever, library=True, until=until)
+    names = list(dict.fromkeys([default, *strategies]))
+    evaluation = evaluate_paging(ranker, derived.queries, derived.qrels, strategies=names,
+                                 max_pages=max(max_pages, pages), page_size=config.page_size,
+                                 window=config.hint_window, default=default, progress=progress,
+                                 depth=search_depth(config.pool, max(max_pages, pages), config.page_size))
+    missed = []
+    ranked_runs = evaluation.runs[default]
+    for query in derived.queries:
+        ranked = list(ranked_runs.get(query.qid, {}))
+        for gid in derived.qrels[query.qid]:
+            rank = ranked.index(gid) + 1 if gid in ranked else None
+            if rank is None or rank > pages * config.page_size:
+                missed.append(Missed(query.step, gid, rank))
+    return StepReuse(tuple(runs), evaluation, default, pages, threshold, derived.steps,
+                     len(derived.queries), judgments, tuple(missed))

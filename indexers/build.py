@@ -37,6 +37,7 @@ class IndexReport:
     seconds: float
     full: bool
     version: dict[str, int] = field(default_factory=dict)
+    searchable_seconds: float | None = None   # until rows and full-text index were committed
 
     def total(self, name: str) -> int:
         return sum(getattr(t, name) for t in self.tables.values())
@@ -50,7 +51,9 @@ class IndexReport:
         return {"tables": {name: asdict(report) for name, report in self.tables.items()},
                 "added": self.total("added"), "updated": self.total("updated"),
                 "removed": self.total("removed"), "unchanged": self.total("unchanged"),
-                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full}
+                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full,
+                "searchable_seconds": None if self.searchable_seconds is None
+                else round(self.searchable_seconds, 3)}
 
 
 class Progress:
@@ -119,15 +122,25 @@ class Index:
     folder: Path
     db: Any
     tables: dict[str, Any]
-    full: bool                  # rebuild every table from the rows (asked, or nothing usable)
-    model_same: bool            # stored vectors were made by the configured model
+    full: bool                  # rebuild every table from the rows (asked, nothing usable, new model)
+    model_same: bool            # stored vectors were made by the model embedding now
+    model_ref: str              # that model: a package name or a tuned copy's folder
+    tuned: dict[str, Any] | None  # the tuned copy's provenance, recorded in meta.json
+    spec: Any                   # text.embed.ModelSpec: how it runs (an ONNX export, or torch)
+
+
+KEEP = "keep"
 
 
 def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
                 full: bool = False, progress: bool | None = None,
-                on_message: Callable[[str], None] | None = None) -> IndexReport:
+                on_message: Callable[[str], None] | None = None,
+                tuned: dict[str, Any] | None | str = KEEP) -> IndexReport:
     """Index ``runs`` (default: all) and the library: plan, embed what changed, commit. Bad input
-    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock)."""
+    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock).
+    ``tuned``: the model to embed with: ``KEEP`` the one the index records, None the configured
+    model, or the provenance of a tuned copy (`mem tune`); a change of model re-embeds every
+    text, so an index never mixes two."""
     from filelock import FileLock, Timeout
 
     started = time.perf_counter()
@@ -145,20 +158,34 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         lock.acquire()
     try:
         with store.guard(index_dir):
-            index = open_index(index_dir, config, full)
+            index = open_index(index_dir, config, full, tuned)
             plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
-            vectors = vectors_for(index, plan, rows, config, Progress(progress))
-            versions = commit(index, plan, vectors, config)
+            known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
+            pending = sorted(plan.texts_wanted() - set(known), key=lambda h: (-len(rows.embed_text[h]), h))
+            bar = Progress(progress)
+            if len(pending) <= config.index.vector_batch:  # one commit: vectors and rows together
+                known.update(embed_texts(index, rows, pending, config, bar))
+                versions = commit(index, plan, known, config)
+                searchable = time.perf_counter() - started
+            else:  # searchable first (BM25), the vectors after, in resumable batches
+                versions = commit(index, plan, known, config, pending=set(pending))
+                searchable = time.perf_counter() - started
+                if on_message:
+                    on_message(f"searchable (BM25 order) after {searchable:.1f} s; embedding "
+                               f"{len(pending):,} texts in batches of {config.index.vector_batch:,}")
+                versions = backfill(index, plan, rows, pending, config, bar)
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
-                               embedded=vectors.embedded, seconds=time.perf_counter() - started,
-                               full=plan.full, version=versions)
+                               embedded=len(pending), seconds=time.perf_counter() - started,
+                               full=plan.full, version=versions, searchable_seconds=searchable)
     finally:
         lock.release()
 
 
-def open_index(index_dir: Path, config: Config, full: bool) -> Index:
+def open_index(index_dir: Path, config: Config, full: bool,
+               tuned: dict[str, Any] | None | str = KEEP) -> Index:
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
-    (``--full`` deletes one too damaged to open), and decide whether this is a full build."""
+    (``--full`` deletes one too damaged to open), choose the model, and decide whether this is a
+    full build (it is when the model changes)."""
     try:
         meta = store.read_meta(index_dir)
     except store.IndexMismatch:
@@ -174,9 +201,31 @@ def open_index(index_dir: Path, config: Config, full: bool) -> Index:
         (index_dir / "lance").unlink()
     db = store.connect(index_dir)
     tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
-    full = full or meta is None or any(t is None for t in tables.values())
-    model_same = meta is not None and meta.get("model") == store.build_params(config)["model"]
-    return Index(index_dir, db, tables, full, model_same)
+    if tuned == KEEP:
+        tuned = store.tuned_of(meta)
+    model = store.build_params(config, tuned)["model"]
+    model_same = meta is not None and meta.get("model") == model
+    full = full or meta is None or any(t is None for t in tables.values()) or not model_same
+    ref = store.model_ref(index_dir, {"model": model}, config)
+    recorded = store.model_spec(index_dir, meta, config) if model_same and not full else None
+    spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
+        else _spec(index_dir, ref, config)
+    return Index(index_dir, db, tables, full, model_same, ref, tuned, spec)
+
+
+def _spec(index_dir: Path, ref: str, config: Config):
+    """How this run embeds: on onnx, the model's export in .mem/models/onnx-<key>, keyed by its
+    weights (made once, in seconds, whenever they have none yet)."""
+    from mem_retrieval.text.embed import ModelSpec, model_dir
+
+    if config.model.backend != "onnx":
+        return ModelSpec(ref)
+    from mem_retrieval.text.onnx import export, manifest_problem, source_key
+
+    folder = index_dir / "models" / f"onnx-{source_key(model_dir(ref))}"
+    if manifest_problem(folder) is not None or (config.model.quantize and not (folder / "model_int8.onnx").is_file()):
+        export(model_dir(ref), folder, quantize=config.model.quantize)
+    return ModelSpec(ref, str(folder), config.model.quantize)
 
 
 def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[str]) -> Plan:
@@ -188,68 +237,94 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     for name in SCHEMAS:
         existing = _existing(index, name)
         if name in EMBEDDED_TABLES and index.model_same:
-            for _, _, text_hash in existing.values():
-                if text_hash:
+            for _, _, text_hash, embedded in existing.values():
+                if text_hash and embedded:
                     stored.setdefault(text_hash, name)
-        in_scope = {gid for gid, (run, _, _) in existing.items()
+        in_scope = {gid for gid, (run, *_) in existing.items()
                     if index.full or runs is None or run in runs or run not in present}
         incoming = {row["gid"]: row for row in new_rows[name]}
         added = [row for gid, row in incoming.items() if gid not in existing]
         updated = [row for gid, row in incoming.items()
                    if gid in existing and existing[gid][1] != row["content_hash"]]
+        unfinished = [row for gid, row in incoming.items()  # an interrupted backfill: finish it
+                      if gid in existing and existing[gid][1] == row["content_hash"] and not existing[gid][3]]
         removed = sorted(in_scope - set(incoming))
         report = TableReport(added=len(added), updated=len(updated), removed=len(removed),
                              unchanged=len(incoming) - len(added) - len(updated))
-        tables[name] = TablePlan(name, list(incoming.values()) if index.full else added + updated,
+        tables[name] = TablePlan(name, list(incoming.values()) if index.full else added + updated + unfinished,
                                  removed, report)
     return Plan(index.full, tables, stored)
 
 
-def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str]]:
-    """``gid -> (run, content hash, text hash)`` of the rows table ``name`` holds now."""
+def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
+    """``gid -> (run, content hash, text hash, embedded)`` of the rows table ``name`` holds now
+    (``embedded`` False: its vector is a placeholder an interrupted run left to fill)."""
     table = index.tables[name]
     if table is None:
         return {}
+    columns = ["gid", "run", "content_hash", "text_hash"]
     try:
-        scanned = _scan(table, ["gid", "run", "content_hash", "text_hash"])
+        if name in EMBEDDED_TABLES and "embedded" in table.schema.names:  # an older format has none
+            columns.append("embedded")
+        scanned = _scan(table, columns)
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
             raise
         store.drop_table_files(index.folder, name)
         index.tables[name] = None
         return {}
-    columns = [scanned[c].to_pylist() for c in ("gid", "run", "content_hash", "text_hash")]
-    return {gid: (run, content, text) for gid, run, content, text in zip(*columns)}
+    values = [scanned[c].to_pylist() for c in columns]
+    if len(values) == 4:
+        values.append([True] * scanned.num_rows)
+    return {gid: (run, content, text, bool(done)) for gid, run, content, text, done in zip(*values)}
 
 
-@dataclass(frozen=True)
-class Vectors:
-    """A vector for every text hash the plan needs, and how many texts were embedded for it."""
+def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
+                progress: Progress) -> dict[str, Any]:
+    """The vectors of the texts with these hashes, embedded once each (a library entry repeating
+    its run's step shares its vector; stored vectors are reused before this is asked)."""
+    if not hashes:
+        return {}
+    from mem_retrieval.text.embed import embed
 
-    by_hash: dict[str, Any]
-    embedded: int
+    texts = [rows.embed_text[h] for h in hashes]
+    progress.start(texts, "embedding")
+    try:
+        matrix = embed(texts, index.spec, config.model.batch_size, progress.update)
+    finally:
+        progress.close()
+    if matrix.shape[1] != config.model.dim:
+        raise store.IndexMismatch(f"model {config.model.name} gives {matrix.shape[1]}-dimensional "
+                                  f"vectors, config says {config.model.dim}")
+    return dict(zip(hashes, matrix))
 
 
-def vectors_for(index: Index, plan: Plan, rows: Rows, config: Config, progress: Progress) -> Vectors:
-    """Reuse stored vectors (read only for the texts the changed rows need), embed the rest once:
-    no text is embedded twice (a library entry repeating its run's step shares its vector)."""
-    wanted = plan.texts_wanted()
-    known = _stored_vectors(index.tables, plan.stored, wanted & set(plan.stored))
-    needed = sorted(wanted - set(known))
-    if needed:
-        from mem_retrieval.text.embed import embed
-
-        texts = [rows.embed_text[h] for h in needed]
-        progress.start(texts, "embedding")
-        try:
-            matrix = embed(texts, config.model.package, config.model.batch_size, progress.update)
-        finally:
-            progress.close()
-        if matrix.shape[1] != config.model.dim:
-            raise store.IndexMismatch(f"model {config.model.name} gives {matrix.shape[1]}-dimensional "
-                                      f"vectors, config says {config.model.dim}")
-        known.update(zip(needed, matrix))
-    return Vectors(known, len(needed))
+def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: Config,
+             progress: Progress) -> dict[str, int]:
+    """Embed the ``pending`` texts (longest first) in batches of ``index.vector_batch``; after
+    each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
+    Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
+    batch_size = config.index.vector_batch
+    holders = {name: [row for row in plan.tables[name].changed if row["text_hash"]] for name in EMBEDDED_TABLES}
+    progress.start([rows.embed_text[h] for h in pending], "embedding")
+    try:
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start:start + batch_size]
+            vectors = embed_texts(index, rows, batch, config, Progress(False))
+            progress.update(len(batch), sum(len(rows.embed_text[h]) for h in batch))
+            chosen = set(batch)
+            for name, table_rows in holders.items():
+                done = [row for row in table_rows if row["text_hash"] in chosen]
+                if done:
+                    table = index.db.open_table(name)
+                    data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
+                    table.merge_insert("gid").when_matched_update_all().execute(data)
+            _publish(index, config, pending=len(pending) - start - len(batch))
+    finally:
+        progress.close()
+    for name in EMBEDDED_TABLES:  # fold the rewritten rows into the full-text index
+        _refresh_indexes(index.db.open_table(name), fresh=False)
+    return _publish(index, config, pending=0)
 
 
 def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
@@ -272,13 +347,14 @@ def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[
     return found
 
 
-def commit(index: Index, plan: Plan, vectors: Vectors, config: Config) -> dict[str, int]:
+def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
+           pending: set[str] = frozenset()) -> dict[str, int]:
     """Write each table in one commit (upserts and deletions together; a full build replaces it),
     refresh its indexes, then meta.json, written last and atomically: it pins the versions readers
-    use, so a crash anywhere before leaves the old index readable."""
-    versions: dict[str, int] = {}
+    use, so a crash anywhere before leaves the old index readable. Rows whose text is ``pending``
+    get a placeholder vector and ``embedded`` false (``backfill`` fills them)."""
     for name, table_plan in plan.tables.items():
-        data = _arrow(table_plan, vectors.by_hash, config.model.dim)
+        data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]
         if plan.full:
             table = _create(index.db, index.folder, name, data, data.schema)
@@ -294,24 +370,46 @@ def commit(index: Index, plan: Plan, vectors: Vectors, config: Config) -> dict[s
         _refresh_indexes(table, fresh=plan.full)
         if not plan.full:
             _read_fts(table)
-        versions[name] = table.version
+    return _publish(index, config, pending=len(pending))
+
+
+def _publish(index: Index, config: Config, pending: int) -> dict[str, int]:
+    """Pin the tables' current versions in meta.json (written atomically), with the distinct step
+    settings and how many texts still wait for their vectors; returns the versions."""
+    versions = {name: index.db.open_table(name).version for name in SCHEMAS}
     steps = index.db.open_table(store.STEPS)
     settings = sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
-    store.write_meta(index.folder, store.build_params(config) | {"versions": versions, "built": time.time(),
-                                                              "settings": settings})
+    export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
+    store.write_meta(index.folder, store.build_params(config, index.tuned)
+                     | {"versions": versions, "built": time.time(), "settings": settings,
+                        "export": {"path": export} if export else None, "pending": pending})
+    _drop_exports(index.folder, export)
     return versions
 
 
-def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int):
-    """The changed rows of ``plan`` as one Arrow table of its schema (vectors by text hash)."""
+def _drop_exports(folder: Path, keep: str | None) -> None:
+    """Delete ONNX exports the index no longer uses (a tuned model replaced, a reset)."""
+    import shutil
+
+    for old in (folder / "models").glob("onnx-*") if (folder / "models").is_dir() else ():
+        if f"models/{old.name}" != keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int, pending: set[str] = frozenset()):
+    """The changed rows of ``plan`` as one Arrow table of its schema (vectors by text hash; a
+    ``pending`` text gets zeros and ``embedded`` false)."""
     import numpy as np
     import pyarrow as pa
 
     schema = SCHEMAS[plan.name](dim)
-    arrays = [pa.array([row.get(f.name) for row in plan.changed], type=f.type)
+    embedded = {"embedded": [row["text_hash"] not in pending for row in plan.changed]}
+    arrays = [pa.array(embedded.get(f.name) or [row.get(f.name) for row in plan.changed], type=f.type)
               for f in schema if f.name != "vector"]
     if "vector" in schema.names:
-        flat = (np.vstack([vectors[row["text_hash"]] for row in plan.changed]).astype(np.float32).ravel()
+        zero = np.zeros(dim, dtype=np.float32)
+        flat = (np.vstack([zero if row["text_hash"] in pending else vectors[row["text_hash"]]
+                           for row in plan.changed]).astype(np.float32).ravel()
                 if plan.changed else np.zeros(0, dtype=np.float32))
         arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), dim))
     return pa.Table.from_arrays(arrays, schema=schema)

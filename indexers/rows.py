@@ -69,12 +69,6 @@ def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -
     return row
 
 
-def cited_steps(step: Step, sources: frozenset[str] = frozenset()) -> list[str]:
-    """The global ids of the steps ``step`` cites: its parents less the sources of its run (a bare
-    id means a step of its own run; a parent naming no step stays a link to nothing)."""
-    return [p if "/" in p else f"{step.run}/{p}" for p in step.parents if "/" in p or p not in sources]
-
-
 def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None,
              sources: frozenset[str] = frozenset()) -> dict[str, Any]:
     audit = step.audit
@@ -82,7 +76,7 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
         "gid": step.gid, "key": key(step.gid), "run": step.run, "run_key": key(step.run),
         "sid": step.id, "sid_key": key(step.id), "kind": step.kind, "statement": step.statement,
         "hyp": list(step.hyp), "setting": step.setting, "setting_key": key(step.setting),
-        "parents": list(step.parents), "parent_keys": [key(g) for g in cited_steps(step, sources)],
+        "parents": list(step.parents), "parent_keys": [key(g) for g in step.cited(sources)],
         "proof": step.proof, "status": step.status,
         "grade": audit.grade if audit else None, "audit_by": audit.by if audit else "",
         "audit_note": audit.note if audit else "", "repaired": bool(audit and audit.repaired),

@@ -20,7 +20,7 @@ def steps_schema(dim: int):
         ("failed_input", pa.string()), ("agent", pa.string()), ("in_library", pa.bool_()),
         ("inserted", pa.string()), ("named_seq", pa.int64()), ("named_ts", pa.int64()),
         ("tokens", pa.string()), ("text_hash", pa.string()), ("content_hash", pa.string()),
-        ("vector", pa.list_(pa.float32(), dim)),
+        ("embedded", pa.bool_()), ("vector", pa.list_(pa.float32(), dim)),
     ])
 
 
@@ -32,7 +32,7 @@ def events_schema(dim: int):
         ("kind", pa.string()), ("ids", pa.list_(pa.string())), ("id_keys", pa.list_(pa.int64())),
         ("sid_keys", pa.list_(pa.int64())), ("text", pa.string()), ("path", pa.string()),
         ("body", pa.string()), ("tokens", pa.string()), ("text_hash", pa.string()),
-        ("content_hash", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
+        ("content_hash", pa.string()), ("embedded", pa.bool_()), ("vector", pa.list_(pa.float32(), dim)),
     ])
 
 

@@ -18,7 +18,7 @@ from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.files import write_atomic
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 2  # 2: steps carry parent_keys (the citation graph)
+FORMAT = 3  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 META = "meta.json"
 LOCK = "index.lock"
@@ -43,14 +43,64 @@ def in_list(column: str, keys: list[int] | set[int]) -> str:
     return f"{column} IN ({', '.join(str(v) for v in values)})" if values else "FALSE"
 
 
-def build_params(config: Config) -> dict[str, Any]:
-    """What the index depends on: a difference means vectors or tokens would be mixed."""
+def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the index depends on: a difference means vectors or tokens would be mixed. ``tuned``:
+    the provenance of a tuned copy of the configured model (`mem tune`) that embedded it."""
+    model = {"name": config.model.name, "package": config.model.package, "dim": config.model.dim,
+             "quantized": config.model.quantize}
     return {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
         "bm25": {"engine": config.bm25.engine, "k1": config.bm25.k1, "b": config.bm25.b},
-        "model": {"name": config.model.name, "package": config.model.package, "dim": config.model.dim},
+        "model": model | ({"tuned": tuned} if tuned else {}),
     }
+
+
+def tuned_of(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tuned model's provenance an index records (None: the configured model itself)."""
+    model = (meta or {}).get("model")
+    return model.get("tuned") if isinstance(model, dict) else None
+
+
+def model_spec(index_dir: Path, meta: dict[str, Any] | None, config: Config):
+    """How a search embeds its query for the index ``meta`` describes: the index's model (a tuned
+    copy or the configured one), on the ONNX export the index recorded when the config's backend
+    is onnx (checked to be whole), else on torch — only for fp32 weights, whose vectors the two
+    backends share."""
+    from mem_retrieval.text.embed import ModelSpec
+
+    model = model_ref(index_dir, meta, config)
+    export = (meta or {}).get("export") or {}
+    quantized = bool(((meta or {}).get("model") or {}).get("quantized"))
+    if config.model.backend == "onnx" and export.get("path"):
+        from mem_retrieval.text.onnx import manifest_problem
+
+        folder = index_dir / export["path"]
+        problem = manifest_problem(folder)
+        if problem is None:
+            return ModelSpec(model, str(folder), quantized)
+        if quantized:
+            raise IndexMismatch(f"the index's ONNX model is damaged ({problem}): run `mem index --full`")
+    if quantized:
+        raise IndexMismatch("the index was embedded with int8 weights, which only the onnx backend "
+                            "runs: set model.backend = \"onnx\", or run `mem index --full`")
+    return ModelSpec(model)
+
+
+def model_ref(index_dir: Path, meta: dict[str, Any] | None, config: Config) -> str:
+    """The model that embedded the index, for the texts and queries still to embed: the tuned
+    copy it records (checked to be there, file for file as it was saved: an index never mixes two
+    models), else the configured one."""
+    tuned = tuned_of(meta)
+    if not tuned:
+        return config.model.package
+    folder = index_dir / tuned["path"]
+    sizes = tuned.get("sizes", {})
+    found = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()} if folder.is_dir() else {}
+    if not sizes or any(found.get(name) != size for name, size in sizes.items()):
+        raise IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
+                            "are missing or changed: run `mem tune` again, or `mem tune --reset`")
+    return str(folder)
 
 
 def read_meta(index_dir: Path) -> dict[str, Any] | None:
@@ -73,7 +123,7 @@ def read_meta(index_dir: Path) -> dict[str, Any] | None:
 
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     """Why an index built with ``meta`` cannot serve ``config``, or None."""
-    want = build_params(config)
+    want = build_params(config, tuned_of(meta))  # a tuned copy of the configured model is that model
     for name, label in (("format", "index format"), ("tokenizer", "tokenizer"), ("model", "model")):
         if meta.get(name) != want[name]:
             return f"{label} differs: index has {meta.get(name)!r}, config wants {want[name]!r}"

@@ -85,6 +85,11 @@ class Step:
             self.audit.passed or self.audit.repaired
         )
 
+    def cited(self, sources: frozenset[str] = frozenset()) -> list[str]:
+        """The global ids of the steps this step cites: its parents less the ``sources`` of its
+        run (a bare id means a step of its own run)."""
+        return [p if "/" in p else f"{self.run}/{p}" for p in self.parents if "/" in p or p not in sources]
+
 
 @dataclass(frozen=True, slots=True)
 class Tree:

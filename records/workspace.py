@@ -34,6 +34,7 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
 @dataclass
 class Workspace:
     root: Path
+    index_root: Path | None = None  # the index folder, when not ROOT/.mem (an evaluation's scratch index)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, base: Path | None = None,
@@ -43,7 +44,7 @@ class Workspace:
     # ---- where things are
     @property
     def index_dir(self) -> Path:
-        return self.root / INDEX_DIR
+        return self.index_root or self.root / INDEX_DIR
 
     @property
     def library_path(self) -> Path:

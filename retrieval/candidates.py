@@ -75,6 +75,8 @@ class Candidate:
     vector: "np.ndarray | None" = None
     bm25: float | None = None
     cosine: float | None = None
+    vote: float | None = None       # the similarity-weighted votes of the steps citing it
+    prior: float | None = None      # log(1 + how many visible steps cite it)
     score: float = 0.0
     via: str = "text"
 

@@ -6,10 +6,10 @@ the row). A ``CitationGraph`` reads them once per pinned table version into arra
 rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
 
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
-SPEC §10) is gone with every link from it; a run it excludes is gone (a run cannot reuse itself,
-nor vote for itself); with ``until``, only steps some event had named by then. Citation counts and
-neighbours are computed over what is visible only, so nothing a query may not see informs its
-answer."""
+SPEC §10) is gone with every link from it; with ``until``, only steps some event had named by then.
+Citation counts and neighbours are computed over what is visible only, so nothing a query may not
+see informs its answer. The other filters (a run excluded because a run cannot reuse itself, a
+kind, a setting) choose which steps may be *candidates*; the rest of memory still votes and counts."""
 
 from __future__ import annotations
 
@@ -86,15 +86,13 @@ class CitationGraph:
         excluded run and what ``until`` had not named yet are not in memory for it."""
         import numpy as np
 
-        if filters.hide is None and filters.exclude_run is None and filters.until is None:
+        if filters.hide is None and filters.until is None:
             return None
         seen = np.ones(len(self), dtype=bool)
         if filters.hide is not None:
             hidden = self.rows(np.asarray([key(filters.hide)]))[0]
             if hidden >= 0:
                 seen[hidden] = False
-        if filters.exclude_run is not None:
-            seen &= self.run_keys != key(filters.exclude_run)
         until = filters.until
         if until is not None:
             named = (self.named_ts >= 0) & (self.named_ts <= until.micros)
@@ -133,3 +131,80 @@ def _rows(keys: "np.ndarray", order: "np.ndarray", wanted: "np.ndarray") -> "np.
     sorted_keys = keys[order]
     at = np.minimum(np.searchsorted(sorted_keys, wanted), len(keys) - 1)
     return np.where(sorted_keys[at] == wanted, order[at], -1)
+
+
+def graph_candidates(search, request, vector) -> list:
+    """The candidates of a graph strategy, with their features.
+
+    BM25's pool under the request's prefilter; then the voters: the best BM25 matches among the
+    steps the query may see that cite something (``graph.voters`` of them, nearest first by cosine
+    when the query is embedded), each voting for what it cites with its cosine to the query (or,
+    without the model, its share of the best BM25 score) ** ``graph.vote_power``. A step's vote is
+    damped by (1 + how often it is cited) ** ``graph.hub_damping``, so that a hub every step cites
+    does not win every query. At most ``graph.voted`` voted steps BM25 did not find join the pool,
+    under the same prefilter (filters, setting rule) as any candidate. Each candidate carries bm25
+    (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote and
+    prior = log(1 + cited), counted over what the query may see (``CitationGraph.visible``)."""
+    import numpy as np
+
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.retrieval.query import Filters
+
+    config = search.config.graph
+    pool = search.bm25(request)
+    graph = search.graph()
+    query_vector = vector.result() if vector is not None else None
+    if graph is None:
+        return _with_cosine(pool, query_vector)
+    seen = graph.visible(request.filters)
+    memory = Filters(hide=request.filters.hide, until=request.filters.until).where("steps")
+    neighbours = pool if memory == request.where else search.bm25(request, where=memory)
+    if not neighbours:
+        return []
+    votes = graph.votes(*_voters(graph, neighbours, query_vector, config), seen)
+    cited = graph.in_degree(seen).astype(np.float64)
+    if config.hub_damping:
+        votes = votes / (1.0 + cited) ** config.hub_damping
+    rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
+    known = set(rows.tolist())
+    order = np.argsort(-votes, kind="stable")
+    extra = [int(row) for row in order[: config.voted + len(known)]
+             if votes[row] > 0 and int(row) not in known][: config.voted]
+    found = pool + search.steps_by_key([int(graph.keys[row]) for row in extra], request.where)
+    found_rows = graph.rows(np.asarray([key(c.gid) for c in found], dtype=np.int64))
+    prior = np.log1p(cited)
+    return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,
+                     prior=float(prior[row]) if row >= 0 else 0.0)
+            for c, row in zip(_with_cosine(found, query_vector), found_rows.tolist())]
+
+
+def _voters(graph: CitationGraph, neighbours: list, query_vector, config) -> tuple:
+    """(rows, weights) of the voters among ``neighbours`` (BM25 order): those citing something,
+    nearest first by cosine when there is a query vector, the first ``config.voters``."""
+    import numpy as np
+
+    from mem_retrieval.indexers.store import key
+
+    rows = graph.rows(np.asarray([key(c.gid) for c in neighbours], dtype=np.int64))
+    citing = [i for i, row in enumerate(rows.tolist())
+              if row >= 0 and graph.offsets[row + 1] > graph.offsets[row]]
+    if query_vector is not None and citing:
+        similarity = np.asarray([neighbours[i].vector for i in citing], dtype=np.float32) @ query_vector
+        order = np.argsort(-similarity, kind="stable")
+        citing, similarity = [citing[i] for i in order], similarity[order]
+    else:
+        best = neighbours[0].bm25 or 1.0 if neighbours else 1.0
+        similarity = np.asarray([neighbours[i].bm25 / best for i in citing], dtype=np.float64)
+    chosen = slice(0, config.voters)
+    weights = np.clip(similarity[chosen], 0.0, None) ** config.vote_power
+    return rows[citing][chosen], weights
+
+
+def _with_cosine(candidates: list, query_vector) -> list:
+    """The candidates with their cosine to the query (unchanged without a query vector)."""
+    import numpy as np
+
+    if query_vector is None or not candidates:
+        return candidates
+    cosine = np.asarray([c.vector for c in candidates], dtype=np.float32) @ query_vector
+    return [c.scored(c.score, cosine=float(value)) for c, value in zip(candidates, cosine)]

@@ -105,19 +105,31 @@ class Retriever:
         return self.searcher.rank_steps(query, self.resolve(query.until, query.run))
 
     @_reads_index
+    def candidates(self, query: ArchiveQuery) -> tuple[list, list]:
+        """The steps ``query`` names by id, and its strategy's candidates with their features
+        before the strategy scores and cuts them (``Searcher.steps_found``)."""
+        return self.searcher.steps_found(query, self.resolve(query.until, query.run), scored=False)
+
+    @_reads_index
     def archive_search(self, query: ArchiveQuery, page: int = 1) -> Page[Hit]:
         """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9)."""
         ranked = self.ranked(query)
         shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
         found = self._page(tuple(self._hit(c, query.setting) for c in shown), len(ranked),
                            [_shown(c.score) for c in ranked], page, query.text, query.setting)
-        return replace(found, notes=tuple(self.notes(query, len(ranked))))
+        return replace(found, notes=tuple(self.notes(query, len(ranked))),
+                       pending=self.searcher.pending)
 
     def notes(self, query: ArchiveQuery, total: int) -> list[Note]:
         """What to tell the caller about ``query``'s result list of ``total`` hits: a setting the
         ontology does not know (its nearest entries); for an empty list, why (a run that names no
         run, hits the setting left out)."""
         notes = []
+        if self.searcher.degraded:
+            asked, answered = self.searcher.degraded
+            notes.append(Note("strategy", f"{asked!r} answered as {answered!r}: the vectors of "
+                              f"{plural(self.searcher.pending, 'text')} are still being computed by "
+                              "`mem index` (BM25 order until then)"))
         ontology = self.workspace.ontology
         if query.setting:
             unknown = [c for c in clauses(query.setting) if ontology.entry(c) is None]

@@ -21,7 +21,8 @@ from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until, exact_lookup, ids_in_query
-from mem_retrieval.retrieval.strategies import STRATEGIES, Strategy
+from mem_retrieval.retrieval.graph import CitationGraph
+from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
 from mem_retrieval.text.tokenize import token_string
 
 ID_MAP_AFTER = 2  # id lookups (without filters) by one searcher before it builds its IdMap
@@ -62,10 +63,10 @@ def _worker() -> ThreadPoolExecutor:
 
 
 @lru_cache(maxsize=256)
-def _query_vector(text: str, package: str, max_chars: int):
+def _query_vector(text: str, spec, max_chars: int):
     from mem_retrieval.text.embed import embed_query, prepare
 
-    return embed_query(prepare(text, max_chars), package)
+    return embed_query(prepare(text, max_chars), spec)
 
 
 class Searcher:
@@ -76,10 +77,14 @@ class Searcher:
         self.config = config
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
+        self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
+        self.degraded: tuple[str, str] | None = None  # (asked, answered) while they are
+        self.model = store.model_spec(Path(db.uri).parent, meta, config)  # embeds the queries
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
         self._id_lookups = 0
+        self._graph: CitationGraph | None = None
 
     def table(self, name: str):
         """The table as the last completed `mem index` left it (None when it holds nothing)."""
@@ -95,7 +100,8 @@ class Searcher:
         return self._tables[name]
 
     def strategy(self, name: str | None) -> Strategy:
-        """The strategy called ``name`` (None: the configured default)."""
+        """The strategy called ``name`` (None: the configured default); while vectors are still
+        being computed (``pending``), the one answering without them (``degraded`` says so)."""
         chosen = name or self.config.search.strategy
         if chosen not in STRATEGIES:
             known = ", ".join(STRATEGIES)
@@ -103,30 +109,53 @@ class Searcher:
                 raise InputError(self.config.origin("search.strategy"), None, "search.strategy",
                                  f"{chosen!r} is not one of {known}")
             raise BadInput(f"{chosen!r} is not one of {known}", param="strategy")
-        return STRATEGIES[chosen]
+        strategy = STRATEGIES[chosen]
+        self.degraded = None
+        if self.pending and strategy.without_vectors:
+            self.degraded = (chosen, strategy.without_vectors)
+            return STRATEGIES[strategy.without_vectors]
+        return strategy
 
     # ---- the pieces strategies use
-    def bm25(self, table: str, text: str, where: str | None, vectors: bool = True) -> list[Candidate]:
-        """The ``search.pool`` best BM25 candidates of ``table``, best first."""
-        found = self.table(table)
-        if found is None:
+    def bm25(self, request: Request, vectors: bool = True, where: str | None | bool = True) -> list[Candidate]:
+        """The ``search.pool`` best BM25 candidates of the request's table, best first (under
+        ``where`` when given, else the request's prefilter)."""
+        table = self.table(request.table)
+        if table is None:
             return []
-        tokens, pool, bm25 = token_string(text), self.config.search.pool, self.config.bm25
+        where = request.where if where is True else where
+        tokens, pool, bm25 = token_string(request.text), self.config.search.pool, self.config.bm25
         if bm25.engine == "rank-bm25":
-            return engines.rank_bm25_candidates(found, table, tokens, where, pool, bm25.k1, bm25.b,
-                                                vectors)
-        return engines.lance_candidates(found, table, tokens, where, pool, vectors)
+            return engines.rank_bm25_candidates(table, request.table, tokens, where, pool, bm25.k1,
+                                                bm25.b, vectors)
+        return engines.lance_candidates(table, request.table, tokens, where, pool, vectors)
 
-    def nearest(self, table: str, text: str, where: str | None) -> list[Candidate]:
+    def nearest(self, request: Request) -> list[Candidate]:
         """The ``search.pool`` nearest rows by cosine (the comparison strategies only)."""
-        found = self.table(table)
-        if found is None:
+        table = self.table(request.table)
+        if table is None:
             return []
-        return engines.vector_candidates(found, table, self.query_vector(text), where,
-                                         self.config.search.pool)
+        return engines.vector_candidates(table, request.table, self.query_vector(request.text),
+                                         request.where, self.config.search.pool)
+
+    def steps_by_key(self, keys: list[int], where: str | None) -> list[Candidate]:
+        """The steps with these keys that pass ``where``, with their vectors (votes bring them)."""
+        table = self.table("steps")
+        if table is None or not keys:
+            return []
+        match = store.in_list("key", keys)
+        data = (table.search().where(f"({match}) AND ({where})" if where else match)
+                .select(list(StepRow.COLUMNS) + ["vector"]).limit(len(keys)).to_arrow())
+        return from_arrow(data, "steps")
+
+    def graph(self) -> CitationGraph | None:
+        """The citation graph of the pinned steps table (read on first use)."""
+        if self._graph is None and self.table("steps") is not None:
+            self._graph = CitationGraph.scan(self.table("steps"))
+        return self._graph
 
     def query_vector(self, text: str):
-        return _query_vector(text, self.config.model.package, self.config.model.max_chars)
+        return _query_vector(text, self.model, self.config.model.max_chars)
 
     def query_vector_soon(self, text: str) -> Future:
         """Start embedding the query in a worker thread, so that the model (torch) and the BM25
@@ -182,23 +211,33 @@ class Searcher:
     # ---- the pipeline
     def rank_steps(self, query: ArchiveQuery, until: Until | None) -> list[Candidate]:
         """The whole result list of an archive query (``until`` its as-of point, resolved)."""
+        ids, found = self.steps_found(query, until)
+        return (ids + found)[: max(self.config.search.pool, len(ids))]
+
+    def steps_found(self, query: ArchiveQuery, until: Until | None,
+                    scored: bool = True) -> tuple[list[Candidate], list[Candidate]]:
+        """The steps the query names by id, and its strategy's text candidates after the setting
+        rule: ranked (``scored``), or as the strategy found them, with their features, before it
+        scores and cuts them (what a fusion is tuned on)."""
         strategy = self.strategy(query.strategy)
         filters = query.filters(until)
         ids: list[Candidate] = []
         if strategy.ids_first:
             ids = self.id_hits(query.text, filters.where("steps"))
             if ids and exact_lookup(query.text):
-                return ids  # an exact id lookup: the steps it names, no text search, no model
+                return ids, []  # an exact id lookup: the steps it names, no text search, no model
         where = filters.where("steps", self.setting_exclusion(query.setting, query.any_setting))
         seen = {c.gid for c in ids}
-        found = [c for c in strategy.rank(self, "steps", query.text, where) if c.gid not in seen]
+        request = Request("steps", query.text, filters, where)
+        found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
+        found = [c for c in found if c.gid not in seen]
         if query.setting and not query.any_setting:
             found = [c for c in found if self.ontology.match(query.setting, c.row.setting) != INCOMPATIBLE]
-        return (ids + found)[: max(self.config.search.pool, len(ids))]
+        return ids, found
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
-        ranked = STRATEGIES["rerank"].rank(self, "events", text, filters.where("events"))
+        ranked = self.strategy("rerank").rank(self, Request("events", text, filters, filters.where("events")))
         return ranked[: self.config.search.pool]
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:

@@ -8,7 +8,10 @@ take a strategy by its name from here.
 - ``rerank`` (the default): BM25 candidates; embeddings rerank the top K of them, never adding one.
 - ``bm25``: BM25 candidates in BM25 order.
 - ``vector``: embedding nearest neighbours only (for comparison).
-- ``hybrid-rrf``: BM25 and vector lists fused by reciprocal rank (for comparison)."""
+- ``hybrid-rrf``: BM25 and vector lists fused by reciprocal rank (for comparison).
+- ``graph``: BM25 candidates and the steps the query's nearest steps cite (k-NN dependency votes),
+  with a citation prior, fused; no model.
+- ``rerank-graph``: ``graph``, with the embedding's cosine among the fused features."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from mem_retrieval.retrieval.candidates import Candidate
+from mem_retrieval.retrieval.query import Filters
 
 if TYPE_CHECKING:
     from mem_retrieval.retrieval.search import Searcher
@@ -24,14 +28,37 @@ if TYPE_CHECKING:
 RRF_K = 60
 
 
+@dataclass(frozen=True)
+class Request:
+    """What a strategy ranks: ``text`` over ``table``, under ``filters`` (what the query may see)
+    and ``where`` (the prefilter: the filters and the setting rule, as SQL)."""
+
+    table: str
+    text: str
+    filters: Filters
+    where: str | None
+
+
 class Strategy(Protocol):
-    """``rank(search, table, text, where)``: the text candidates of ``table`` for ``text`` under
-    the prefilter ``where``, best first, each gid once, each with its ``score`` and features."""
+    """``rank(search, request)``: the text candidates for the request, best first, each gid once,
+    each with its ``score`` and the features it was scored by. ``candidates(search, request)``:
+    the same candidates with their features, before they are scored and cut (what ``rank``
+    orders; the fusion tuner and an explain mode read it)."""
 
     name: str
     ids_first: bool     # the steps the query names by id lead the list
+    without_vectors: str | None  # the strategy answering while vectors are being computed
 
-    def rank(self, search: "Searcher", table: str, text: str, where: str | None) -> list[Candidate]: ...
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]: ...
+
+    def candidates(self, search: "Searcher", request: Request) -> list[Candidate]: ...
+
+
+class _Ranked:
+    """A strategy whose ranked list is also its candidate list."""
+
+    def candidates(self, search: "Searcher", request: Request) -> list[Candidate]:
+        return self.rank(search, request)
 
 
 def by_score(candidates: list[Candidate]) -> list[Candidate]:
@@ -73,24 +100,27 @@ def rrf(lists: list[list[Candidate]], limit: int) -> list[Candidate]:
 
 
 @dataclass(frozen=True)
-class Bm25:
+class Bm25(_Ranked):
     name: str = "bm25"
+    without_vectors: str | None = None
     ids_first: bool = True
 
-    def rank(self, search: "Searcher", table: str, text: str, where: str | None) -> list[Candidate]:
-        found = search.bm25(table, text, where, vectors=False)
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
+        found = search.bm25(request, vectors=False)
         best = max((c.bm25 for c in found), default=1.0) or 1.0
         return [c.scored(c.bm25 / best) for c in found]
 
 
 @dataclass(frozen=True)
-class Rerank:
+class Rerank(_Ranked):
     name: str = "rerank"
+    without_vectors: str | None = "bm25"
     ids_first: bool = True
 
-    def rank(self, search: "Searcher", table: str, text: str, where: str | None) -> list[Candidate]:
-        vector: Future | None = search.query_vector_soon(text) if search.table(table) is not None else None
-        found = search.bm25(table, text, where)
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
+        vector: Future | None = (search.query_vector_soon(request.text)
+                                 if search.table(request.table) is not None else None)
+        found = search.bm25(request)
         if not found:
             return []
         config = search.config.search
@@ -98,22 +128,67 @@ class Rerank:
 
 
 @dataclass(frozen=True)
-class Vector:
+class Vector(_Ranked):
     name: str = "vector"
+    without_vectors: str | None = "bm25"
     ids_first: bool = False
 
-    def rank(self, search: "Searcher", table: str, text: str, where: str | None) -> list[Candidate]:
-        return [c.scored(c.cosine) for c in search.nearest(table, text, where)]
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
+        return [c.scored(c.cosine) for c in search.nearest(request)]
 
 
 @dataclass(frozen=True)
-class HybridRrf:
+class HybridRrf(_Ranked):
     name: str = "hybrid-rrf"
+    without_vectors: str | None = "bm25"
     ids_first: bool = False
 
-    def rank(self, search: "Searcher", table: str, text: str, where: str | None) -> list[Candidate]:
-        return rrf([search.bm25(table, text, where), search.nearest(table, text, where)],
-                   search.config.search.pool)
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
+        return rrf([search.bm25(request), search.nearest(request)], search.config.search.pool)
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Bm25(), Rerank(), Vector(), HybridRrf())}
+@dataclass(frozen=True)
+class GraphFusion:
+    """BM25 candidates and the steps that the query's nearest citing steps vote for
+    (``graph.graph_candidates``), scored by one weighted sum: bm25 / max, cosine (``cosine``: the
+    embedding scores every candidate and weighs the voters; it never adds a candidate), the vote,
+    and the citation prior log(1 + cited) / max. Weights: ``[fusion.<name>]`` in the config."""
+
+    name: str
+    cosine: bool
+    ids_first: bool = True
+
+    @property
+    def without_vectors(self) -> str | None:
+        return "graph" if self.cosine else None
+
+    def candidates(self, search: "Searcher", request: Request) -> list[Candidate]:
+        from mem_retrieval.retrieval.graph import graph_candidates
+
+        vector = search.query_vector_soon(request.text) if self.cosine else None
+        return graph_candidates(search, request, vector)
+
+    def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
+        return fuse(self.candidates(search, request), search.config.fusion.weights(self.name))
+
+
+NORMALISED = ("bm25", "prior")   # divided by their best among the candidates; cosine and vote are
+                                # absolute already (a vote sums cosines), so weak evidence stays weak
+
+
+def fuse(candidates: list[Candidate], weights) -> list[Candidate]:
+    """``Σ weight · feature`` over the candidates' features, best first."""
+    if not candidates:
+        return []
+    best = {name: max((getattr(c, name) or 0.0 for c in candidates), default=0.0) or 1.0
+            for name in NORMALISED}
+    return by_score([c.scored(weights.bm25 * (c.bm25 or 0.0) / best["bm25"]
+                              + weights.cosine * (c.cosine or 0.0)
+                              + weights.vote * (c.vote or 0.0)
+                              + weights.prior * (c.prior or 0.0) / best["prior"])
+                     for c in candidates])
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Bm25(), Rerank(), Vector(), HybridRrf(), GraphFusion("graph", cosine=False),
+    GraphFusion("rerank-graph", cosine=True))}

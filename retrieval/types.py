@@ -80,6 +80,7 @@ class Page(Generic[H]):
     setting: str | None = None
     remaining: float | None = None  # estimated relevant hits on later pages (see retrieval.hint)
     notes: tuple[Note, ...] = ()    # why the list is empty, or what a parameter did
+    pending: int = 0                # texts still waiting for their vectors: BM25 order meanwhile
 
     @property
     def first_rank(self) -> int:
@@ -93,5 +94,5 @@ class Page(Generic[H]):
 
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "setting": self.setting, "page": self.page, "pages": self.pages,
-                "total": self.total, "remaining": self.remaining,
+                "total": self.total, "remaining": self.remaining, "pending_vectors": self.pending,
                 "hits": [hit.as_dict() for hit in self.hits]}

@@ -222,10 +222,11 @@ async def test_the_write_tools_and_a_reindex_seen_by_the_next_call(workspace):
                                                           "strategy": "bm25"})).structured_content
         assert "alpha/a3" in [h["id"] for h in hits["hits"]]
         # a reindex by another process is seen by the next call
-        assert (await client.call_tool("archive_search", {"query": "zorbification"})).structured_content["total"] == 0
+        query = {"query": "zorbification", "strategy": "bm25"}
+        assert (await client.call_tool("archive_search", query)).structured_content["total"] == 0
         workspace.edit_step("beta", "b1", statement="zorbification of b1")
         Memory.open(root).index(progress=False)
-        found = (await client.call_tool("archive_search", {"query": "zorbification"})).structured_content
+        found = (await client.call_tool("archive_search", query)).structured_content
         assert [h["id"] for h in found["hits"]] == ["beta/b1"]
         workspace.write_core("alpha", "## inputs      a4 proved\n")       # M1: record is refused
         refused = await client.call_tool("record", {"run": "alpha"})

@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE
+from conftest import EXAMPLE, build_workspace, make_step
 from mem_retrieval.cli.main import build_parser
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.functions import output_schema, schema_names
+from mem_retrieval.memory import Memory
 
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED_ELSEWHERE = {"serve": "below (slow)", "mcp": "test_mcp.py"}
+CHECKED_ELSEWHERE = {"serve": "below (slow)", "tune": "below (slow)", "mcp": "test_mcp.py"}
 
 # (schema, argv after --workspace WS --json, which workspace: example (indexed, read-only) or own)
 CASES = [
@@ -41,6 +42,10 @@ CASES = [
     ("eval-status", ["eval", "status"], "example"),
     ("eval-resume", ["eval", "resume", "satake-two-levels", "--until", "R-1"], "example"),
     ("eval-reuse", ["eval", "reuse", "iwahori-two-levels"], "example"),
+    ("eval-reuse", ["eval", "reuse", "--all"], "example"),
+    ("eval-reuse", ["eval", "reuse", "--all", "--per-step", "--max-pages", "2"], "example"),
+    ("eval-fusion", ["eval", "fusion", "--queries", "{fusion_queries}", "--qrels", "{fusion_qrels}",
+                     "--step", "0.5"], "fusion-ws"),
     ("eval-paging", ["eval", "paging", "--queries", "{queries}", "--qrels", "{qrels}", "--strategy",
                      "bm25", "--max-pages", "2"], "example"),
     ("eval-frontier", ["eval", "frontier", "{problem}", "--memory", "e1"], "example"),
@@ -99,7 +104,17 @@ def places(example, workspace, tmp_path):
                                              {"events": ["e2"], "answers": ["q1", "q2"]}]}))
     folder = tmp_path / "project"
     folder.mkdir()
+    # mem eval fusion's own end-to-end case (tests/test_fusion.py): g1 votes for alpha/a1
+    fusion = build_workspace(tmp_path / "fusion")
+    fusion.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+                             make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
+    Memory.open(fusion.root).index(progress=False)
+    (tmp_path / "fq.jsonl").write_text(json.dumps(
+        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
+    (tmp_path / "fr.qrels").write_text("q 0 alpha/a1 1\n")
     return {"example": example.workspace.root, "own": workspace.root, "broken": broken,
+            "fusion-ws": fusion.root, "{fusion_queries}": str(tmp_path / "fq.jsonl"),
+            "{fusion_qrels}": str(tmp_path / "fr.qrels"),
             "{queries}": str(queries), "{qrels}": str(qrels),
             "{problem}": str(problem), "{folder}": str(folder)}
 
@@ -110,8 +125,8 @@ def test_the_json_output_matches_its_schema(places, name, argv, where):
     out, err = io.StringIO(), io.StringIO()
     code = run_cli(["--workspace", str(places[where]), "--json", *argv], out=out, err=err)
     data = json.loads(out.getvalue())
-    assert (code != 0 and name != "check") == (name == "error" or (code == 1 and "hits" in data)), \
-        (code, data, err.getvalue())
+    assert ("error" in data) == (name == "error") and (code == 0 or name in ("error", "check", "eval-reuse")
+                                                       or "hits" in data), (code, data, err.getvalue())
     jsonschema.Draft202012Validator(output_schema(name)).validate(data)
     if name == "error" and argv[0] == "record":
         assert len(data["problems"]) == 3  # the headline and both M1 violations
@@ -144,3 +159,13 @@ def test_the_serve_ready_line_matches_its_schema(tmp_path):
     data = json.loads(line)
     jsonschema.Draft202012Validator(output_schema("serve")).validate(data)
     assert data["socket"] == str(root / ".mem" / "serve.sock")
+
+
+@pytest.mark.slow
+def test_the_tune_outputs_match_their_schema(workspace):
+    """`mem tune` (a training run and its index run) and `mem tune --reset` (an index run)."""
+    for argv in (["tune"], ["tune", "--reset"]):
+        out, err = io.StringIO(), io.StringIO()
+        code = run_cli(["--workspace", str(workspace.root), "--json", *argv], out=out, err=err)
+        assert code == 0, err.getvalue()
+        jsonschema.Draft202012Validator(output_schema("tune")).validate(json.loads(out.getvalue()))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from mem_retrieval.configs import load_config
 from mem_retrieval.eval.judgments import read_queries
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory
@@ -86,10 +85,20 @@ def test_pages_partition_the_ranked_list_and_are_stable(example):
 def test_rerank_reorders_only_bm25_candidates(example):
     for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
         bm25 = {c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="bm25"))}
-        rerank = [c.gid for c in example.retriever.ranked(ArchiveQuery(query))]
+        rerank = [c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="rerank"))]
         assert set(rerank) == bm25  # nothing BM25 did not find is added
     scores = [c.score for c in example.retriever.ranked(ArchiveQuery("E6/F4 sheaf level"))]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_the_embedding_never_adds_a_candidate_to_the_graph_strategy(example):
+    """rerank-graph's candidates are BM25's and the voted steps; a step neither found nor voted
+    for is never added, however close its vector."""
+    for query in [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl")][:15]:
+        bm25 = {c.gid for c in example.retriever.ranked(ArchiveQuery(query, strategy="bm25"))}
+        _, found = example.retriever.candidates(ArchiveQuery(query, strategy="rerank-graph"))
+        assert all(c.gid in bm25 or c.vote > 0 for c in found)
+        assert all(c.bm25 == 0 for c in found if c.gid not in bm25)
 
 
 def test_filters_run_inside_the_query(example):
@@ -139,7 +148,9 @@ def test_both_bm25_engines_agree_on_the_fixture_queries(example):
     assert firsts >= 0.8 * len(queries)
 
 
-def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
+def test_no_search_imports_torch(example):
+    """archive-get and an exact id lookup import neither lancedb nor torch; a text search (which
+    embeds its query on ONNX Runtime) and a recall search import no torch."""
     code = (
         "import sys\n"
         "from mem_retrieval.cli.main import run\n"
@@ -148,6 +159,10 @@ def test_archive_get_and_an_exact_id_lookup_do_not_import_torch(example):
         "assert 'lancedb' not in sys.modules\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'A5-7']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'GL2m/Sp2m generation']) == 0\n"
+        f"assert run(['--workspace', {str(example.workspace.root)!r}, 'recall-search', 'fibre method']) == 0\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "assert 'transformers' not in sys.modules\n"
         "print('ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -37,7 +37,7 @@ def test_the_three_tests_pass_on_the_example(example):
     code, text = cli(root, "eval", "resume", SATAKE, "--until", "R-1")
     assert code == 0 and text.splitlines()[-1].startswith("resume: PASS")
     code, text = cli(root, "eval", "reuse", IWAHORI)
-    assert code == 0 and "reuse: PASS: recall 9/9 = 1.00 within 2 pages" in text
+    assert code == 0 and "reuse: PASS: recall 9/9 = 1.00 within 2 pages (threshold 1.00)" in text
     code, text = cli(root, "eval", "status")
     assert code == 0 and "status: PASS" in text
 
@@ -190,7 +190,7 @@ def test_reuse_fails_naming_a_cited_step_not_in_the_library(workspace):
     assert code == 1
     assert "MISSED  alpha/a2  lemma · proved · setting Qp (same)" in text
     assert "not in the library (solve/library.jsonl)" in text
-    assert text.splitlines()[-1] == ("reuse: FAIL: recall 1/2 = 0.50 within 2 pages; "
+    assert text.splitlines()[-1] == ("reuse: FAIL: recall 1/2 = 0.50 within 2 pages (threshold 1.00); "
                                      "missed: alpha/a2")
 
 
@@ -236,3 +236,76 @@ def test_reuse_reads_only_as_many_pages_as_asked(workspace):
     narrow = reuse(memory.retriever, "beta", pages=1)
     assert not narrow.passed and narrow.cited[0].why_missed().startswith(f"best rank {rank} (page 2)")
     assert reuse(memory.retriever, "beta", pages=2).passed
+
+
+# --------------------------------------------------------------------------- reuse, step by step
+
+def _citing(workspace) -> Memory:
+    """gamma's steps cite alpha's library steps: g1 cites a1 and a2 (both library) and its own
+    run's g0; g2 cites a3 (not in the library); g3 cites nothing. alpha/a1 was inserted before
+    gamma started, alpha/a2 after."""
+    workspace.write_library([library_line("alpha", make_step("a1"), inserted="2026-10-17T07:00:00Z"),
+                             library_line("alpha", make_step("a2", grade="minor"),
+                                          inserted="2026-10-20T07:00:00Z"),
+                             library_line("gamma", make_step("g0"), inserted="2026-10-19T09:00:00Z")])
+    workspace.add_run("gamma", [
+        make_step("g0", statement="zircon base case"),
+        make_step("g1", statement="quartz lifting of simple roots", parents=("alpha/a1", "alpha/a2", "g0")),
+        make_step("g2", statement="beryl descent", parents=("alpha/a3",)),
+        make_step("g3", statement="topaz remark")])
+    workspace.write_events("gamma", [{"time": "2026-10-19T08:00:00Z", "actor": "G1", "kind": "return",
+                                      "ids": ["g0", "g1", "g2", "g3"], "text": "four steps"}])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    return memory
+
+
+def test_the_derived_queries_are_the_steps_citing_other_runs_library_steps(workspace):
+    from mem_retrieval.eval.derived import derive
+
+    memory = _citing(workspace)
+    derived = derive(memory.workspace, ["gamma"])
+    assert [(q.qid, q.query, q.setting, q.run, q.step) for q in derived.queries] == [
+        ("q-gamma/g1", "quartz lifting of simple roots", "Qp", "gamma", "gamma/g1")]
+    assert derived.qrels == {"q-gamma/g1": {"alpha/a1": 1, "alpha/a2": 1}}  # not g0: its own run
+    assert (derived.steps, derived.citing) == (4, 2)
+    before = derive(memory.workspace, ["gamma"], runs_before=True)  # gamma started 10-19 08:00
+    assert before.qrels == {"q-gamma/g1": {"alpha/a1": 1}}
+
+
+def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspace, tmp_path):
+    _citing(workspace)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step",
+                     "--write-queries", str(tmp_path / "derived"), "--strategy", "bm25")
+    data = json.loads(text[:text.rindex("}") + 1])
+    step = data["per_step"]
+    assert step["queries"] == 1 and step["judgments"] == 2 and step["steps"] == 4
+    evaluation = step["evaluation"]
+    assert evaluation["default"] == "rerank-graph" and set(evaluation["strategies"]) == {"rerank-graph", "bm25"}
+    # g1 shares no word with a1 or a2 and nothing else cites them: only g1's own links could find
+    # them, and leave-one-out hides those
+    assert step["recall"] == 0.0 and step["verdict"] == "FAIL" and code == 1
+    assert {m["id"] for m in step["missed"]} == {"alpha/a1", "alpha/a2"}
+    written = (tmp_path / "derived" / "reuse.qrels").read_text()
+    assert written == "q-gamma/g1 0 alpha/a1 1\nq-gamma/g1 0 alpha/a2 1\n"
+    code, text = cli(workspace.root, "eval", "paging", "--queries",
+                     str(tmp_path / "derived" / "reuse.queries.jsonl"), "--qrels",
+                     str(tmp_path / "derived" / "reuse.qrels"), "--strategy", "rerank-graph")
+    assert code == 0  # the written files are ordinary SPEC §10 evaluation files
+
+
+def test_the_verdict_reads_the_threshold_and_says_when_there_is_nothing_to_test(workspace, tmp_path):
+    memory = _citing(workspace)
+    workspace.edit_step("alpha", "a1", statement="quartz lifting of simple roots, the base")
+    workspace.edit_step("alpha", "a2", statement="statement of a2 about topaz")
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "reuse", "gamma", "--per-step")
+    assert text.splitlines()[-1] == ("reuse per step: PASS: 1 of 4 steps cite the library (2 "
+                                     "citations); mean recall within 2 pages = 0.500 (rerank-graph; "
+                                     "threshold 0.50)") and code == 0
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[reuse]\nstep_recall = 0.75\n")
+    code, text = cli(workspace.root, "--config", str(strict), "eval", "reuse", "gamma", "--per-step")
+    assert code == 1 and "FAIL" in text.splitlines()[-1] and "threshold 0.75" in text.splitlines()[-1]
+    code, text = cli(workspace.root, "eval", "reuse", "alpha", "--per-step")
+    assert code == 1 and text.splitlines()[-1].startswith("reuse per step: nothing to test: 0 of 5 steps")

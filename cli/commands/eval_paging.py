@@ -40,30 +40,24 @@ def _check_outputs(args) -> None:
 
 
 def run_paging(args, ctx) -> int:
-    from mem_retrieval.eval.judgments import read_qrels, read_queries
-    from mem_retrieval.eval.paging_eval import evaluate_paging, judged_queries, search_depth
+    from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
     from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
-    from mem_retrieval.records.errors import InputError
 
     _check_outputs(args)
-    queries = read_queries(Path(args.queries))
-    qrels = read_qrels(Path(args.qrels))
-    chosen = judged_queries(queries, qrels, args.qrels)
-    if not chosen:
-        raise InputError(args.qrels, None, None, "no query of the queries file has a relevant judgment")
-    if len(chosen) < len(queries):
-        ctx.note(f"{len(queries) - len(chosen)} of {len(queries)} queries have no relevant judgment: "
-                 "not scored")
+    chosen, qrels, unjudged = read_judged(args.queries, args.qrels)
+    if unjudged:
+        ctx.note(f"{unjudged} of {len(chosen) + unjudged} queries have no relevant judgment: not scored")
     from mem_retrieval.eval.ranker import make_ranker
 
     memory = ctx.memory()
     config = memory.config
+    _warn_if_trained_on(ctx, memory, chosen)
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
         page_size=config.search.page_size, window=config.search.hint_window,
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
-        progress=True, qrels_file=args.qrels)
+        progress=True, qrels_file=args.qrels, default=config.search.strategy)
     if args.trec_out:
         write_runs(evaluation, Path(args.trec_out))
         ctx.note(f"wrote {args.trec_out}")
@@ -72,3 +66,16 @@ def run_paging(args, ctx) -> int:
             ctx.note(f"wrote {path}")
     ctx.emit(evaluation.to_json(), table_text(evaluation))
     return 0
+
+
+def _warn_if_trained_on(ctx, memory, queries) -> None:
+    """A query whose step's links tuned the model (`mem tune`) is answered by a model that has
+    seen its gold: say so (`mem tune --holdout-queries` keeps them out)."""
+    from mem_retrieval.indexers.store import read_meta
+    from mem_retrieval.tune import trained_steps
+
+    trained = trained_steps(memory.workspace.index_dir, read_meta(memory.workspace.index_dir))
+    seen = [q.step for q in queries if q.step in trained]
+    if seen:
+        ctx.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "
+                 "steps: their figures are optimistic (mem tune --holdout-queries, or mem tune --eval)")

@@ -23,17 +23,34 @@ def register(subparsers, common) -> None:
 
     parser = subparsers.add_parser(
         "reuse", parents=[common],
-        help="the library steps NEW_RUN cites are returned for its Fix",
-        description="archive-search over the library (NEW_RUN's own steps left out) with NEW_RUN's "
-                    "Fix problem and criterion, setting = its Fix setting. Every library step it "
-                    "cites (a parent in tree.json, or a global id in a brief, except on a line "
-                    "saying 'not an input') must be returned within --pages pages. Exit 1 when "
-                    "recall < 1, naming what was missed and why.")
-    parser.add_argument("new_run", metavar="NEW_RUN")
-    parser.add_argument("--pages", type=int, default=2, help="pages read per query (default 2)")
+        help="the library steps a run cites come back: for its Fix, and (--per-step) for each step",
+        description="For each RUN (or --all): archive-search over the library (the run's own steps "
+                    "left out) with the Fix problem and criterion, setting = the Fix setting; every "
+                    "library step the run cites (a parent in tree.json, or a global id in a brief, "
+                    "except on a line saying 'not an input') must come back within --pages pages. "
+                    "With --per-step, every step citing library steps is also a query (its "
+                    "statement, its setting; leave-one-out) judged by those citations, run through "
+                    "the paging evaluator. PASS/FAIL against the threshold in [reuse]; 'nothing to "
+                    "test' (exit 1) when nothing is cited.")
+    parser.add_argument("runs", metavar="RUN", nargs="*", help="the runs to test (or --all)")
+    parser.add_argument("--all", action="store_true", help="every run of the workspace")
+    parser.add_argument("--per-step", action="store_true",
+                        help="every step citing the library is a query, through the paging evaluator")
+    parser.add_argument("--pages", type=int, metavar="N",
+                        help="pages read per query (default: the config's reuse.pages)")
+    parser.add_argument("--until", metavar="TIME",
+                        help="memory as it stood then: library entries inserted and steps named by then")
+    parser.add_argument("--runs-before", action="store_true",
+                        help="only library entries inserted before the run started count as reusable")
+    parser.add_argument("--strategy", action="append", metavar="S",
+                        help="--per-step: strategies to compare beside the default (repeatable)")
+    parser.add_argument("--max-pages", type=int, default=10, metavar="N",
+                        help="--per-step: recall by page up to N pages (default 10)")
+    parser.add_argument("--trec-out", metavar="FILE", help="--per-step: every ranking as a TREC run")
+    parser.add_argument("--report", metavar="DIR", help="--per-step: DIR/report.md and the plot")
+    parser.add_argument("--write-queries", metavar="DIR",
+                        help="--per-step: write the derived queries and qrels as SPEC §10 files")
     parser.set_defaults(handler=reuse)
-
-
 
 
 def resume(args, ctx) -> int:
@@ -46,7 +63,52 @@ def resume(args, ctx) -> int:
 
 def reuse(args, ctx) -> int:
     from mem_retrieval.eval.reuse import reuse as run_reuse
+    from mem_retrieval.records.errors import BadInput
 
-    report = run_reuse(ctx.memory().retriever, args.new_run, args.pages)
-    ctx.emit(report.as_dict(), report.text())
-    return 0 if report.passed else 1
+    memory = ctx.memory()
+    config = memory.config.reuse
+    if args.all == bool(args.runs):
+        raise BadInput("give RUN… or --all, not both" if args.all else "give RUN… or --all")
+    runs = memory.workspace.check_runs(None if args.all else args.runs)
+    pages = args.pages if args.pages is not None else config.pages
+    per_step = _per_step(args, ctx, memory, runs, pages) if args.per_step else None
+    fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall) for run in runs]
+    fixes = [f for f in fixes if f.recall is not None] or fixes[:1] if per_step else fixes
+    text = "\n\n".join([f.text() for f in fixes] + ([per_step.text()] if per_step else []))
+    data = ({"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()} if per_step
+            else fixes[0].as_dict() if len(fixes) == 1 else {"fix": [f.as_dict() for f in fixes]})
+    ctx.emit(data, text)
+    verdicts = [per_step.verdict] if per_step else [f.verdict for f in fixes]
+    return 0 if all(v == "PASS" for v in verdicts) else 1
+
+
+def _per_step(args, ctx, memory, runs, pages):
+    from pathlib import Path
+
+    from mem_retrieval.eval.derived import derive, write
+    from mem_retrieval.eval.paging_report import write_report, write_runs
+    from mem_retrieval.eval.reuse import reuse_per_step
+    from mem_retrieval.retrieval.query import parse_time_arg
+
+    until = parse_time_arg(args.until) if args.until else None
+    if args.until and until is None:
+        from mem_retrieval.records.errors import BadInput
+
+        raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
+    derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
+    if args.write_queries:
+        for path in write(derived, Path(args.write_queries)):
+            ctx.note(f"wrote {path}")
+    cut = None
+    if until is not None:
+        cut = memory.retriever.resolve_until(args.until, None)
+    result = reuse_per_step(memory.retriever, derived, runs, args.strategy or [],
+                            memory.config.search.strategy, pages, memory.config.reuse.step_recall,
+                            args.max_pages, cut, progress=True)
+    if result.evaluation is not None and args.trec_out:
+        write_runs(result.evaluation, Path(args.trec_out))
+        ctx.note(f"wrote {args.trec_out}")
+    if result.evaluation is not None and args.report:
+        for path in write_report(result.evaluation, Path(args.report)):
+            ctx.note(f"wrote {path}")
+    return result

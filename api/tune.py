@@ -1,0 +1,255 @@
+"""`mem tune`: fine-tune the rerank model on the workspace's own citations, and measure what it
+buys.
+
+Pairs are (a step's statement, the statement of each step it cites), with a hard negative each: the
+best BM25 match of the statement (leave-one-out) that it does not cite. ``tune`` trains on every
+pair (less the steps of ``holdout`` queries: a query being evaluated never trains the model that
+answers it), saves the model under ``.mem/models/tuned-<hash>/`` and re-embeds every text with it
+in one full index run: meta.json records its provenance (base model, pairs, hash, file sizes), and
+an index never mixes two models. ``reset`` goes back to the configured model. ``evaluate`` holds out
+whole runs, trains on the others into a scratch index, and compares the held-out runs' per-step
+reuse queries before and after: nothing is installed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mem_retrieval.memory import Memory
+from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
+from mem_retrieval.text.train import Pair, Training
+
+MODELS = "models"
+
+
+@dataclass(frozen=True)
+class Mined:
+    pairs: list[Pair]
+    anchors: list[str]          # the steps whose links the pairs are (global ids)
+
+
+def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
+               exclude_steps: set[str] = frozenset(), max_pairs: int | None = None,
+               seed: int = 0) -> Mined:
+    """The citation pairs of every step outside ``exclude_runs`` and ``exclude_steps``, each with a
+    BM25 hard negative; ``max_pairs`` keeps a seeded sample."""
+    from mem_retrieval.text.embed import prepare
+
+    workspace, max_chars = retriever.workspace, retriever.config.model.max_chars
+    statements = {entry.gid: entry.statement for entry in workspace.library()}
+    trees = {run: workspace.tree(run) for run in workspace.runs()}
+    for tree in trees.values():
+        statements.update({step.gid: step.statement for step in tree.steps})
+    pairs: list[Pair] = []
+    anchors: list[str] = []
+    for run, tree in trees.items():
+        if run in exclude_runs:
+            continue
+        sources = frozenset(s.id for s in tree.sources)
+        for step in tree.steps:
+            cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
+            if step.gid in exclude_steps or not cited:
+                continue
+            anchors.append(step.gid)
+            negative = _hard_negative(retriever, step.statement, step.gid, set(cited))
+            pairs += [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
+                           prepare(negative, max_chars) if negative else None) for gid in cited]
+    if max_pairs is not None and len(pairs) > max_pairs:
+        pairs = random.Random(seed).sample(pairs, max_pairs)
+    return Mined(pairs, anchors)
+
+
+def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str]) -> str | None:
+    """The best BM25 match of ``text`` that is neither the step nor one it cites."""
+    if not text.strip():
+        return None
+    ranked = retriever.archive_hits(ArchiveQuery(text, hide=gid, strategy="bm25"))
+    return next((hit.statement for hit in ranked if hit.id not in cited), None)
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    pairs: int
+    steps: int                  # steps whose links were trained on
+    seconds: float              # training time
+    loss: float
+    model: dict[str, Any]       # the provenance meta.json records
+    index: Any = None           # the IndexReport of the re-embedding
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.pairs / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "steps": self.steps, "seconds": round(self.seconds, 2),
+                "pairs_per_second": round(self.pairs_per_second, 2), "loss": round(self.loss, 4),
+                "model": self.model, "index": self.index.as_dict() if self.index else None}
+
+    def text(self) -> str:
+        lines = [f"tuned on {self.pairs} pairs from {self.steps} steps in {self.seconds:.0f} s "
+                 f"({self.pairs_per_second:.1f} pairs/s); last batch loss {self.loss:.3f}",
+                 f"model: {self.model['path']} (from {self.model['base']}, sha256 {self.model['sha256'][:12]})"]
+        if self.index is not None:
+            lines.append(self.index.summary())
+        return "\n".join(lines)
+
+
+def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
+         progress: bool | None) -> tuple[dict[str, Any], float, float]:
+    """Train on ``mined`` into ``folder/models/tuned-<hash>``; (provenance, seconds, loss)."""
+    from mem_retrieval.text.train import train
+
+    if not mined.pairs:
+        raise Refused("no step cites another step with a statement: nothing to tune on")
+    scratch = folder / MODELS / f".training-{time.time_ns()}"
+    bar = _bar(len(mined.pairs) * training.epochs, progress)
+    started = time.perf_counter()
+    try:
+        loss = train(memory.config.model.package, mined.pairs, scratch, training,
+                     bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    seconds = time.perf_counter() - started
+    (scratch / "trained.json").write_text(json.dumps({"steps": sorted(mined.anchors)}) + "\n")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(scratch).as_posix().encode())
+        digest.update(path.read_bytes())
+    sha = digest.hexdigest()
+    final = folder / MODELS / f"tuned-{sha[:12]}"
+    shutil.rmtree(final, ignore_errors=True)
+    scratch.rename(final)
+    provenance = {"path": f"{MODELS}/{final.name}", "base": memory.config.model.package,
+                  "pairs": len(mined.pairs), "steps": len(mined.anchors), "sha256": sha,
+                  "sizes": {f.name: f.stat().st_size for f in final.iterdir() if f.is_file()},
+                  "training": asdict(training)}
+    return provenance, seconds, loss
+
+
+def _bar(total: int, progress: bool | None):
+    import sys
+
+    if not (sys.stderr.isatty() if progress is None else progress):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="tuning", unit="pair", file=sys.stderr, leave=False)
+
+
+def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = Training(),
+         holdout_steps: Sequence[str] = (), progress: bool | None = None,
+         on_message: Callable[[str], None] | None = None) -> TuneReport:
+    """Train on the workspace's citations and re-embed every text with the tuned model."""
+    from mem_retrieval.indexers.build import build_index
+
+    memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
+    mined = mine_pairs(memory.retriever, exclude_steps=set(holdout_steps), max_pairs=max_pairs,
+                       seed=training.seed)
+    provenance, seconds, loss = _fit(memory, mined, memory.workspace.index_dir, training, progress)
+    memory.retriever.reopen()
+    report = build_index(memory.workspace, memory.config, full=True, progress=progress,
+                         on_message=on_message, tuned=provenance)
+    _drop_unused(memory.workspace.index_dir, provenance["path"])
+    return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report)
+
+
+def reset(memory: Memory, progress: bool | None = None, on_message=None):
+    """Re-embed every text with the configured model, and delete the tuned copies."""
+    from mem_retrieval.indexers.build import build_index
+
+    memory.retriever.reopen()
+    report = build_index(memory.workspace, memory.config, full=True, progress=progress,
+                         on_message=on_message, tuned=None)
+    _drop_unused(memory.workspace.index_dir, None)
+    return report
+
+
+def _drop_unused(index_dir: Path, keep: str | None) -> None:
+    folder = index_dir / MODELS
+    for old in folder.glob("tuned-*") if folder.is_dir() else ():
+        if f"{MODELS}/{old.name}" != keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def trained_steps(index_dir: Path, meta: dict[str, Any] | None) -> set[str]:
+    """The steps whose links trained the index's model (empty for the configured model)."""
+    from mem_retrieval.indexers.store import tuned_of
+
+    tuned = tuned_of(meta)
+    path = index_dir / tuned["path"] / "trained.json" if tuned else None
+    return set(json.loads(path.read_text())["steps"]) if path and path.is_file() else set()
+
+
+@dataclass(frozen=True)
+class TuneEvaluation:
+    held_out: list[str]         # runs
+    queries: int
+    before: dict[str, dict[str, float]]     # strategy -> metrics
+    after: dict[str, dict[str, float]]
+    report: TuneReport
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"held_out": self.held_out, "queries": self.queries, "before": self.before,
+                "after": self.after, "training": self.report.as_dict()}
+
+    def text(self) -> str:
+        metrics = list(next(iter(self.before.values())))
+        lines = [f"held out {len(self.held_out)} runs ({', '.join(self.held_out)}): {self.queries} "
+                 "per-step reuse queries (leave-one-out), never trained on",
+                 self.report.text().splitlines()[0], "",
+                 "  ".join(["strategy      ", "model ".ljust(7)] + [m.ljust(7) for m in metrics])]
+        for name in self.before:
+            for label, table in (("base", self.before), ("tuned", self.after)):
+                lines.append("  ".join([name.ljust(14), label.ljust(7)]
+                                       + [f"{table[name][m]:.3f}".ljust(7) for m in metrics]))
+        return "\n".join(lines)
+
+
+def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
+             training: Training = Training(), strategies: Sequence[str] = ("rerank", "rerank-graph"),
+             progress: bool | None = None) -> TuneEvaluation:
+    """Hold out one fold of whole runs; train on the others; compare the held-out runs' per-step
+    reuse queries with the base model and with the tuned one (a scratch index; nothing installed)."""
+    from mem_retrieval.eval.derived import derive
+    from mem_retrieval.eval.fusion import folds_by_run
+    from mem_retrieval.eval.metrics import mean_metrics, run_scores
+    from mem_retrieval.eval.ranker import make_ranker
+    from mem_retrieval.indexers.build import build_index
+
+    workspace = memory.workspace
+    memory.index(progress=False)
+    everything = derive(workspace, workspace.runs())
+    runs = [q.run for q in everything.queries]
+    if len(set(runs)) < 2:
+        raise Refused("fewer than two runs have steps citing another run's library steps: "
+                      "nothing to hold out")
+    fold = folds_by_run(runs, min(folds, len(set(runs))))
+    held = sorted({run for run, f in zip(runs, fold) if f == 0})
+    derived = derive(workspace, held)
+
+    def scores(retriever: Retriever) -> dict[str, dict[str, float]]:
+        ranker = make_ranker(retriever, library=True)
+        return {name: mean_metrics({q.qid: run_scores(ranker(name, q, 100)) for q in derived.queries},
+                                   derived.qrels) for name in strategies}
+
+    before = scores(memory.retriever)
+    mined = mine_pairs(memory.retriever, exclude_runs=set(held), max_pairs=max_pairs, seed=training.seed)
+    with tempfile.TemporaryDirectory(prefix="mem-tune-") as scratch:
+        provenance, seconds, loss = _fit(memory, mined, Path(scratch), training, progress)
+        trial = Workspace(workspace.root, Path(scratch))
+        build_index(trial, memory.config, full=True, progress=progress, tuned=provenance)
+        after = scores(Retriever(trial, memory.config))
+    report = TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance)
+    return TuneEvaluation(held, len(derived.queries), before, after, report)

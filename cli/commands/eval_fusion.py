@@ -1,0 +1,93 @@
+"""`mem eval fusion --queries Q --qrels R [--strategy S] [--folds N] [--step X]`: the fusion
+weights of a graph strategy, chosen by cross-validation with folds by run (eval/fusion.py)."""
+
+from __future__ import annotations
+
+
+ORDER = 20
+GRAPH_STRATEGIES = ("rerank-graph", "graph")
+
+
+def register(subparsers, common) -> None:
+    parser = subparsers.add_parser(
+        "fusion", parents=[common], help="choose a graph strategy's fusion weights by cross-validation",
+        description="Read each judged query's candidates with their features once (leave-one-out), "
+                    "score every weight vector of a grid on the simplex, and choose the weights "
+                    "that maximise mean R@10 + R@50 + nDCG@10: on every query (what [fusion.<S>] "
+                    "should hold) and, for each fold of runs, on the other folds only (the "
+                    "cross-validated figures: how well the choice generalises).")
+    parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
+    parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+    parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
+                        metavar="S", help=f"{' or '.join(GRAPH_STRATEGIES)} (default {GRAPH_STRATEGIES[0]})")
+    parser.add_argument("--folds", type=int, default=5, metavar="N",
+                        help="folds of whole runs (default 5; at most one per run)")
+    parser.add_argument("--step", type=float, default=0.1, metavar="X",
+                        help="the grid's step on each weight (default 0.1)")
+    parser.add_argument("--guard", nargs=3, metavar=("WORKSPACE", "QUERIES", "QRELS"),
+                        help="a second judged set (its own workspace) whose nDCG@10 the chosen "
+                             "weights must keep at least at what the config's default strategy "
+                             "scores on it (e.g. the example set)")
+    parser.set_defaults(handler=run_fusion)
+
+
+def run_fusion(args, ctx) -> int:
+    from mem_retrieval.eval.fusion import choose_weights, collect
+    from mem_retrieval.eval.paging_eval import read_judged
+    from mem_retrieval.records.errors import BadInput
+
+    if args.folds < 1:
+        raise BadInput(f"{args.folds} is not a number of folds (at least 1)", param="folds")
+    if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
+        raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
+    queries, qrels, _ = read_judged(args.queries, args.qrels)
+    memory = ctx.memory()
+    features = collect(memory.retriever, args.strategy, queries)
+    guard = _guard(args, ctx, memory.config) if args.guard else None
+    if guard:
+        ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} (the default strategy's) on {args.guard[1]}")
+    choice = choose_weights(features, qrels, args.strategy, folds=args.folds, step=args.step,
+                            depth=memory.config.search.pool, guard=guard, progress=True)
+    ctx.emit(choice.as_dict(), _text(choice))
+    return 0
+
+
+def _guard(args, ctx, config):
+    """The guard set's features under the strategy being tuned, and its floor: the nDCG@10 of
+    the default strategy there (config's ``search.strategy``)."""
+
+    from mem_retrieval.eval.fusion import Guard, collect
+    from mem_retrieval.eval.metrics import mean_metrics, run_scores
+    from mem_retrieval.eval.paging_eval import read_judged
+    from mem_retrieval.eval.ranker import make_ranker
+    from mem_retrieval.memory import Memory
+
+    root, queries_file, qrels_file = args.guard
+    guard_memory = Memory.open(root, ctx.config_path)
+    queries, qrels, _ = read_judged(queries_file, qrels_file)
+    ranker = make_ranker(guard_memory.retriever)
+    default = config.search.strategy
+    run = {q.qid: run_scores(ranker(default, q, config.search.pool)) for q in queries}
+    floor = mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
+    return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor)
+
+
+def _text(choice) -> str:
+    metrics = list(choice.cross_validated)
+    width = max(len(m) for m in metrics)
+    lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries, {choice.folds} folds by "
+             f"run, {choice.grid} weight vectors",
+             "  ".join(["".ljust(15)] + [m.ljust(max(width, 7)) for m in metrics]),
+             "  ".join(["cross-validated"] + [f"{choice.cross_validated[m]:.3f}".ljust(max(width, 7))
+                                              for m in metrics]),
+             "  ".join(["in sample".ljust(15)] + [f"{choice.in_sample[m]:.3f}".ljust(max(width, 7))
+                                                  for m in metrics]),
+             "weights chosen without each fold:"]
+    lines += [f"  fold {k + 1}: " + ", ".join(f"{n} {w:g}" for n, w in weights.items())
+              for k, weights in enumerate(choice.fold_weights)]
+    if choice.admissible is not None:
+        lines.append(f"{choice.admissible} of {choice.grid} weight vectors keep the guard set; its "
+                     f"nDCG@10 under the chosen weights: {choice.guard_ndcg:.3f}")
+    lines += ["chosen on every query (put in configs/default.toml or solve/mem.toml):", "",
+              choice.toml().rstrip()]
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""`mem tune [--eval] [--reset] [--max-pairs N] [--epochs N] [--batch-size N] [--holdout-queries Q]`:
+fine-tune the rerank model on the workspace's own citations (mem_retrieval/tune.py)."""
+
+from __future__ import annotations
+
+ORDER = 15
+
+
+def register(subparsers, common) -> None:
+    parser = subparsers.add_parser(
+        "tune", parents=[common], help="fine-tune the embedding model on the workspace's citations",
+        description="Contrastive fine-tuning of the rerank model on (step statement, cited step's "
+                    "statement) pairs, with in-batch and BM25 hard negatives, on the CPU. The tuned "
+                    "model is saved under .mem/models/ with its provenance in meta.json and every "
+                    "text is re-embedded with it. --eval holds out whole runs, trains on the rest "
+                    "and prints before/after metrics without installing anything; --reset goes "
+                    "back to the configured model. Off by default: see the README for when it pays.")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--eval", action="store_true",
+                      help="hold out a fold of runs, train on the others, compare (installs nothing)")
+    mode.add_argument("--reset", action="store_true",
+                      help="re-embed with the configured model and delete the tuned copy")
+    parser.add_argument("--max-pairs", type=int, metavar="N", help="train on at most N pairs (a seeded sample)")
+    parser.add_argument("--epochs", type=int, default=1, metavar="N", help="passes over the pairs (default 1)")
+    parser.add_argument("--batch-size", type=int, default=16, metavar="N",
+                        help="pairs a step; the other pairs of a batch are its negatives (default 16)")
+    parser.add_argument("--holdout-queries", metavar="FILE",
+                        help="queries JSONL: the steps they name never train the model (evaluate them after)")
+    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
+                        help="show a progress bar even when stderr is not a terminal")
+    parser.set_defaults(handler=run_tune)
+
+
+def run_tune(args, ctx) -> int:
+    from pathlib import Path
+
+    from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.text.train import Training
+    from mem_retrieval import tune
+
+    for name in ("max_pairs", "epochs", "batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise BadInput(f"{value} is not a positive number", param=name)
+    memory = ctx.memory()
+    training = Training(epochs=args.epochs, batch_size=args.batch_size)
+    if args.reset:
+        report = tune.reset(memory, args.progress, ctx.note)
+        ctx.emit(report.as_dict(), "the configured model again: " + report.summary())
+        return 0
+    if args.eval:
+        result = tune.evaluate(memory, max_pairs=args.max_pairs, training=training, progress=args.progress)
+        ctx.emit(result.as_dict(), result.text())
+        return 0
+    holdout = []
+    if args.holdout_queries:
+        from mem_retrieval.eval.judgments import read_queries
+
+        holdout = [q.step for q in read_queries(Path(args.holdout_queries)) if q.step]
+    report = tune.tune(memory, max_pairs=args.max_pairs, training=training, holdout_steps=holdout,
+                       progress=args.progress, on_message=ctx.note)
+    ctx.emit(report.as_dict(), report.text())
+    return 0

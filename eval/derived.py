@@ -1,0 +1,111 @@
+"""Judged queries a workspace holds already: every step that cites library steps of other runs is a
+query (its statement, in its setting) whose relevant results are those library steps (a run cannot
+reuse itself: its own steps are never candidates, so never judged). This is the reuse
+test at the grain where an agent searches (each new step looks for its inputs), and it needs no
+hand-written judgments.
+
+Each query names its ``step`` (leave-one-out: the step, its library copy and its links are hidden
+from the search, SPEC §10) and its ``run`` (a run cannot reuse itself: its own steps are no
+candidates). With ``runs_before``, only library entries inserted before the run started count as
+reusable, the way a real run meets the library; with ``until``, only entries inserted by then, and
+only steps some event had named by then are asked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from mem_retrieval.eval.judgments import Qrels, Query
+from mem_retrieval.records.parse import parse_time
+from mem_retrieval.records.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Queries and their judgments, and how many steps were looked at."""
+
+    queries: list[Query]
+    qrels: Qrels
+    steps: int                      # steps of the chosen runs
+    citing: int                     # of them, steps with parents (library or not)
+
+
+def run_start(workspace: Workspace, run: str) -> datetime | None:
+    """When a run started: its first event's time (None without events)."""
+    for event in workspace.events(run):
+        return event.timestamp
+    return None
+
+
+def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = False,
+           until: datetime | None = None) -> Derived:
+    """One query per step of ``runs`` citing at least one (counting) library step."""
+    library = {entry.gid: entry for entry in workspace.library()}
+    queries: list[Query] = []
+    qrels: Qrels = {}
+    steps = citing = 0
+    for run in runs:
+        tree = workspace.tree(run)
+        start = run_start(workspace, run) if runs_before else None
+        named = _named_by(workspace, run, until) if until is not None else None
+        sources = frozenset(source.id for source in tree.sources)
+        for step in tree.steps:
+            steps += 1
+            parents = step.cited(sources)
+            citing += bool(parents)
+            if named is not None and step.id not in named:
+                continue
+            gold = [gid for gid in dict.fromkeys(parents) if gid in library
+                    and library[gid].run != run  # a run cannot reuse itself
+                    and _inserted_before(library[gid].inserted, start, until)]
+            if not gold:
+                continue
+            qid = f"q-{step.gid}"
+            queries.append(Query(qid, step.statement, step.setting or tree.fix.setting or None, run,
+                                 step.gid))
+            qrels[qid] = {gid: 1 for gid in gold}
+    return Derived(queries, qrels, steps, citing)
+
+
+def _inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:
+    """Whether a library entry inserted at ``inserted`` counts: before the run's start and the
+    cut, when they are given (an entry without a time counts only when neither is)."""
+    if start is None and until is None:
+        return True
+    if not inserted:
+        return False
+    stamp = parse_time(inserted, "solve/library.jsonl", None, "inserted")
+    return (start is None or stamp < start) and (until is None or stamp <= until)
+
+
+def _named_by(workspace: Workspace, run: str, until: datetime) -> set[str]:
+    """The step ids of ``run`` some event had named by ``until``."""
+    from mem_retrieval.records.ids import split_gid
+
+    named: set[str] = set()
+    for event in workspace.events(run):
+        if event.timestamp > until:
+            break
+        named.update(step for ref_run, step in map(split_gid, event.ids) if ref_run in (None, run))
+    return named
+
+
+def write(derived: Derived, folder, name: str = "reuse") -> list:
+    """``FOLDER/NAME.queries.jsonl`` and ``FOLDER/NAME.qrels``: ordinary SPEC §10 files."""
+    import json
+    from pathlib import Path
+
+    from mem_retrieval.records.files import write_atomic
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    queries = folder / f"{name}.queries.jsonl"
+    qrels = folder / f"{name}.qrels"
+    write_atomic(queries, "".join(json.dumps({k: v for k, v in (("qid", q.qid), ("query", q.query),
+                                                                 ("setting", q.setting), ("run", q.run),
+                                                                 ("step", q.step)) if v is not None},
+                                             ensure_ascii=False) + "\n" for q in derived.queries))
+    write_atomic(qrels, "".join(f"{qid} 0 {gid} {grade}\n" for qid, docs in derived.qrels.items()
+                                for gid, grade in docs.items()))
+    return [queries, qrels]

@@ -1,0 +1,180 @@
+"""Choosing a graph strategy's fusion weights by cross-validation, folds by run.
+
+The candidates of every judged query are read once, with their features (bm25, cosine, vote,
+prior: ``Retriever.candidates``, leave-one-out as the evaluator asks). Each weight vector of a grid
+on the simplex ranks them as the strategy would (the query's id hits first, then the fused score,
+cut to ``search.pool``), and is scored per query by ir_measures. Queries are split into folds by
+their run (a run's queries never straddle folds, so no weight is chosen on the run it is scored
+on); each fold is scored with the weights that did best on the other folds. The objective is the
+mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what ``[fusion.<strategy>]``
+in the config should hold; the cross-validated figures say how well that choice generalises."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mem_retrieval.eval.judgments import Qrels, Query
+from mem_retrieval.eval.metrics import judged, per_query
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
+from mem_retrieval.retrieval.strategies import NORMALISED
+
+OBJECTIVE = ("R@10", "R@50", "nDCG@10")
+REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
+FEATURES = {"graph": ("bm25", "vote", "prior"), "rerank-graph": ("bm25", "cosine", "vote", "prior")}
+
+
+@dataclass(frozen=True)
+class QueryFeatures:
+    """One query's candidates: id hits (ranked first, in order), then feature columns."""
+
+    qid: str
+    run: str
+    ids: tuple[str, ...]
+    gids: tuple[str, ...]
+    features: dict[str, list[float]]
+
+
+def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:
+    """The candidates of each query with their raw features (leave-one-out: ``run`` excluded,
+    ``step`` hidden)."""
+    out = []
+    for query in queries:
+        ids, found = retriever.candidates(ArchiveQuery(query.query, query.setting, exclude_run=query.run,
+                                                       hide=query.step, strategy=strategy))
+        out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
+                                 tuple(c.gid for c in found),
+                                 {name: [getattr(c, name) or 0.0 for c in found]
+                                  for name in FEATURES[strategy]}))
+    return out
+
+
+def _run_of(query: Query) -> str:
+    return query.run or (query.step.split("/", 1)[0] if query.step else "")
+
+
+def rank(features: QueryFeatures, weights: dict[str, float], depth: int) -> dict[str, float]:
+    """One query's run ``{gid: score}`` under ``weights`` (features normalised as ``fuse`` does),
+    its id hits first, cut to ``depth``: what the strategy's ``fuse`` ranks, for the metrics."""
+    import numpy as np
+
+    if not features.gids:
+        columns = {}
+    else:
+        columns = {name: np.asarray(values, dtype=np.float64) for name, values in features.features.items()}
+    fused = np.zeros(len(features.gids))
+    for name, column in columns.items():
+        scale = (column.max() or 1.0) if name in NORMALISED else 1.0
+        fused += weights.get(name, 0.0) * column / scale
+    order = sorted(range(len(features.gids)), key=lambda i: (-fused[i], features.gids[i]))
+    ranked = list(features.ids) + [features.gids[i] for i in order if features.gids[i] not in features.ids]
+    return {gid: float(len(ranked) - i) for i, gid in enumerate(ranked[:max(depth, len(features.ids))])}
+
+
+def simplex(names: Sequence[str], step: float) -> list[dict[str, float]]:
+    """Every weight vector over ``names`` with entries in multiples of ``step`` summing to 1."""
+    units = round(1 / step)
+    grid = []
+    for cut in itertools.combinations(range(units + len(names) - 1), len(names) - 1):
+        parts = [b - a - 1 for a, b in zip((-1, *cut), (*cut, units + len(names) - 1))]
+        grid.append({name: round(part * step, 10) for name, part in zip(names, parts)})
+    return grid
+
+
+def folds_by_run(runs: Sequence[str], count: int) -> list[int]:
+    """A fold for each query: runs go whole to the fold holding fewest queries so far (largest
+    runs first, ties by name), so folds are balanced and no run straddles two."""
+    sizes: dict[str, int] = {}
+    for run in runs:
+        sizes[run] = sizes.get(run, 0) + 1
+    load = [0] * count
+    fold_of: dict[str, int] = {}
+    for run in sorted(sizes, key=lambda r: (-sizes[r], r)):
+        fold = min(range(count), key=lambda f: (load[f], f))
+        fold_of[run] = fold
+        load[fold] += sizes[run]
+    return [fold_of[run] for run in runs]
+
+
+@dataclass(frozen=True)
+class FusionChoice:
+    strategy: str
+    queries: int
+    folds: int
+    grid: int
+    chosen: dict[str, float]                # on every query: the config's weights
+    fold_weights: list[dict[str, float]]    # chosen without each fold
+    cross_validated: dict[str, float]       # each fold scored with weights chosen without it
+    in_sample: dict[str, float]             # every query scored with ``chosen`` (optimistic)
+    admissible: int | None = None           # grid points keeping the guard set at its floor
+    guard_ndcg: float | None = None         # the guard set's nDCG@10 under ``chosen``
+
+    def toml(self) -> str:
+        key = self.strategy.replace("-", "_")
+        return f"[fusion.{key}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
+                                             for name in ("bm25", "cosine", "vote", "prior"))
+
+    def as_dict(self) -> dict:
+        return {"strategy": self.strategy, "queries": self.queries, "folds": self.folds,
+                "grid": self.grid, "chosen": self.chosen, "fold_weights": self.fold_weights,
+                "cross_validated": self.cross_validated, "in_sample": self.in_sample,
+                "admissible": self.admissible, "guard_ndcg": self.guard_ndcg}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A second query set the chosen weights must not make worse: its nDCG@10 must stay at or
+    above ``floor`` (what the current default scores on it). Its queries may come from another
+    workspace; they only constrain the choice, they never score it."""
+
+    features: Sequence[QueryFeatures]
+    qrels: Qrels
+    floor: float
+
+
+def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: str, *, folds: int = 5,
+                   step: float = 0.1, depth: int = 100, guard: Guard | None = None,
+                   progress: bool = False) -> FusionChoice:
+    """The grid's best weights on every query, and the cross-validated figures of that choice;
+    with ``guard``, only among the weights that keep the guard set at its floor."""
+    from tqdm import tqdm
+
+    gold = judged(qrels)
+    grid = simplex(FEATURES[strategy], step)
+    folds = max(1, min(folds, len({f.run for f in features})))
+    fold = folds_by_run([f.run for f in features], folds)
+    scores = []  # per grid point: {qid: {metric: value}}
+    admissible = []
+    for weights in tqdm(grid, desc="fusion grid", disable=None if progress else True, leave=False):
+        run = {f.qid: rank(f, weights, depth) for f in features}
+        scores.append(per_query(run, gold, REPORTED))
+        admissible.append(guard is None or guarded_ndcg(guard, weights, depth) >= guard.floor - 1e-9)
+    candidates = [p for p in range(len(grid)) if admissible[p]] or list(range(len(grid)))
+
+    def best(chosen_queries: list[str]) -> int:
+        def objective(point: int) -> float:
+            return sum(scores[point][q][m] for q in chosen_queries for m in OBJECTIVE)
+        return max(candidates, key=lambda p: (round(objective(p), 9), -p))
+
+    qids = [f.qid for f in features]
+    held: dict[str, dict[str, float]] = {}
+    fold_weights = []
+    for k in range(folds):
+        point = best([q for q, f in zip(qids, fold) if f != k]) if folds > 1 else best(qids)
+        fold_weights.append(grid[point])
+        held.update({q: scores[point][q] for q, f in zip(qids, fold) if f == k})
+    chosen = best(qids)
+    mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
+    return FusionChoice(strategy, len(qids), folds, len(grid), grid[chosen], fold_weights,
+                        mean(held), mean(scores[chosen]), len(candidates) if guard else None,
+                        guarded_ndcg(guard, grid[chosen], depth) if guard else None)
+
+
+def guarded_ndcg(guard: Guard, weights: dict[str, float], depth: int) -> float:
+    """The guard set's mean nDCG@10 under ``weights``."""
+    from mem_retrieval.eval.metrics import mean_metrics
+
+    run = {f.qid: rank(f, weights, depth) for f in guard.features}
+    return mean_metrics(run, judged(guard.qrels), ["nDCG@10"])["nDCG@10"]

@@ -1,0 +1,74 @@
+"""Searchable before the vectors are done: with more texts to embed than ``index.vector_batch``,
+`mem index` commits the rows and the full-text index first (search works, in BM25 order, and says
+so), then the vectors in batches; interrupted, the next run embeds only what is left."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import build_workspace
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.indexers import build
+from mem_retrieval.memory import Memory
+from mem_retrieval.text import embed
+
+
+@pytest.fixture
+def small_batches(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve" / "mem.toml").write_text("[index]\nvector_batch = 4\n")
+    return ws
+
+
+def test_a_full_index_in_batches_equals_one_in_a_single_commit(small_batches, tmp_path):
+    messages = []
+    memory = Memory.open(small_batches.root)
+    report = memory.index(progress=False, on_message=messages.append)
+    assert report.searchable_seconds is not None and report.searchable_seconds <= report.seconds
+    assert messages and messages[0].startswith("searchable (BM25 order) after")
+    meta = json.loads((small_batches.root / ".mem" / "meta.json").read_text())
+    assert meta["pending"] == 0
+    steps = memory.retriever.searcher.table("steps").to_arrow()
+    assert all(steps["embedded"].to_pylist())
+    # the oracle: the same workspace indexed in one commit has the same vectors, row for row
+    other = build_workspace(tmp_path / "one")
+    one = Memory.open(other.root)
+    one.index(progress=False)
+    theirs = {r["gid"]: r["vector"] for r in one.retriever.searcher.table("steps").to_arrow().to_pylist()}
+    for row in steps.to_pylist():
+        assert row["vector"] == pytest.approx(theirs[row["gid"]], abs=1e-6)
+
+
+def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_left(small_batches, monkeypatch):
+    real = build.embed_texts
+    calls = []
+
+    def interrupted(index, rows, hashes, config, progress):
+        calls.append(len(hashes))
+        if len(calls) == 2:  # the second batch of the backfill: Ctrl-C
+            raise KeyboardInterrupt
+        return real(index, rows, hashes, config, progress)
+
+    monkeypatch.setattr(build, "embed_texts", interrupted)
+    memory = Memory.open(small_batches.root)
+    with pytest.raises(KeyboardInterrupt):
+        memory.index(progress=False)
+    meta = json.loads((small_batches.root / ".mem" / "meta.json").read_text())
+    total = sum(calls[:1]) + meta["pending"]
+    assert calls[0] == 4 and meta["pending"] > 0
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"], out=out, err=err)
+    assert code == 0 and "BM25 order: vectors still being computed" in out.getvalue().splitlines()[0]
+    assert "'rerank-graph' answered as 'graph'" in err.getvalue()
+    monkeypatch.setattr(build, "embed_texts", real)
+    before = embed.EMBEDDED["texts"]
+    report = Memory.open(small_batches.root).index(progress=False)
+    assert embed.EMBEDDED["texts"] - before == meta["pending"] == report.embedded  # not the first 4 again
+    assert json.loads((small_batches.root / ".mem" / "meta.json").read_text())["pending"] == 0
+    code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
+                   out=(out := io.StringIO()), err=(err := io.StringIO()))
+    assert code == 0 and "BM25 order" not in out.getvalue() and err.getvalue() == ""
+    assert total == report.embedded + 4

@@ -1,0 +1,89 @@
+"""Choosing fusion weights: the grid, folds by run, the cross-validated choice, and the guard set,
+on hand-made candidate lists whose best weights are known; then `mem eval fusion` end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import build_workspace, make_step
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.eval.fusion import Guard, QueryFeatures, choose_weights, folds_by_run, rank, simplex
+
+
+def test_the_grid_is_the_simplex():
+    grid = simplex(["a", "b", "c"], 0.5)
+    assert len(grid) == 6 and all(sum(w.values()) == pytest.approx(1.0) for w in grid)
+    assert {tuple(w.values()) for w in grid} == {(1, 0, 0), (0, 1, 0), (0, 0, 1), (0.5, 0.5, 0),
+                                                 (0.5, 0, 0.5), (0, 0.5, 0.5)}
+    assert len(simplex(["bm25", "cosine", "vote", "prior"], 0.1)) == 286  # C(13, 3)
+
+
+def test_runs_go_whole_to_the_lightest_fold():
+    # sizes r3: 3, r1: 2, r2: 1 -> r3 to fold 0, r1 to fold 1, r2 to fold 1 (2 < 3)
+    assert folds_by_run(["r1", "r1", "r2", "r3", "r3", "r3"], 2) == [1, 1, 1, 0, 0, 0]
+
+
+def features(qid: str, run: str, gold_feature: str) -> QueryFeatures:
+    """Five candidates; the gold one (``{qid}-gold``) leads on ``gold_feature`` only, the others
+    lead on bm25."""
+    gids = (f"{qid}-gold",) + tuple(f"{qid}-{i}" for i in range(4))
+    columns = {"bm25": [0.1, 1.0, 0.9, 0.8, 0.7], "cosine": [0.0] * 5, "vote": [0.0] * 5,
+               "prior": [0.0] * 5}
+    columns[gold_feature] = [1.0, 0.0, 0.0, 0.0, 0.0]
+    return QueryFeatures(qid, run, (), gids, columns)
+
+
+def test_rank_puts_id_hits_first_and_orders_by_the_weighted_features():
+    f = features("q", "r", "vote")
+    assert list(rank(f, {"vote": 1.0}, 100))[0] == "q-gold"
+    assert list(rank(f, {"bm25": 1.0}, 100))[:2] == ["q-0", "q-1"]
+    named = QueryFeatures("q", "r", ("x/named",), f.gids, f.features)
+    assert list(rank(named, {"vote": 1.0}, 3)) == ["x/named", "q-gold", "q-0"]
+
+
+def test_the_choice_finds_the_feature_that_ranks_the_gold_and_generalises():
+    data = [features(f"q{i}", f"run{i % 3}", "vote") for i in range(6)]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    choice = choose_weights(data, qrels, "rerank-graph", folds=3, step=0.5)
+    assert choice.folds == 3 and choice.chosen["vote"] > choice.chosen["bm25"]
+    assert choice.in_sample["R@5"] == 1.0 and choice.in_sample["nDCG@10"] == 1.0
+    assert choice.cross_validated["R@5"] == 1.0 and choice.cross_validated["nDCG@10"] == 1.0
+    assert all(w["vote"] > w["bm25"] for w in choice.fold_weights)
+
+
+def test_a_guard_set_rules_out_weights_that_would_hurt_it():
+    data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    guarded = [features(f"g{i}", "ex", "cosine") for i in range(2)]  # its gold leads on cosine
+    guard = Guard(guarded, {f.qid: {f"{f.qid}-gold": 1} for f in guarded}, floor=1.0)
+    choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
+    # vote alone would serve the data, but leaves the guard's gold last: cosine 0.5 + vote 0.5
+    # ranks both golds first (0.5 beats every other candidate's 0)
+    assert choice.chosen == {"bm25": 0.0, "cosine": 0.5, "vote": 0.5, "prior": 0.0}
+    assert choice.guard_ndcg == 1.0 and choice.in_sample["R@5"] == 1.0
+
+
+def test_mem_eval_fusion_end_to_end(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+                         make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
+    (tmp_path / "q.jsonl").write_text(json.dumps(
+        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
+    (tmp_path / "r.qrels").write_text("q 0 alpha/a1 1\n")
+    out = io.StringIO()
+    assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    code = run_cli(["--workspace", str(ws.root), "--json", "eval", "fusion", "--queries",
+                    str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5"],
+                   out=out, err=io.StringIO())
+    data = json.loads(out.getvalue())
+    assert code == 0 and data["queries"] == 1 and data["grid"] == 10
+    # g1 (visible: only g2 is hidden; gamma is excluded from the candidates, not from memory)
+    # votes for a1, which shares no word with the query: its only route
+    assert data["in_sample"]["R@5"] == 1.0 and data["cross_validated"]["R@5"] == 1.0
+    err = io.StringIO()
+    code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)
+    assert code == 2 and err.getvalue() == "mem: --step 0.3 does not divide 1 into at least 2 steps\n"

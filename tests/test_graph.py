@@ -1,0 +1,146 @@
+"""The citation graph and the graph strategies: counts and votes worked out by hand on the shared
+toy workspace, leave-one-out (a query never finds its gold through its own step, by any
+strategy), ``--until`` cutting the graph as it cuts the text, and an incremental index keeping
+the graph current.
+
+The toy workspace (conftest): alpha/a2 cites a1 (and the source d1, not a step), alpha/a4 cites
+a2, beta/b1 cites alpha/a1 (and d1). So a1 is cited twice, a2 once."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import build_workspace, make_step
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until
+from mem_retrieval.retrieval.strategies import STRATEGIES
+
+TEXT_STRATEGIES = list(STRATEGIES)
+
+
+def index(root) -> Memory:
+    assert run_cli(["--workspace", str(root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    return Memory.open(root)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return index(build_workspace(tmp_path_factory.mktemp("graph") / "ws").root)
+
+
+def counts(graph, cited) -> dict[str, int]:
+    return {gid: int(n) for gid, n in zip(graph.gids, cited) if n}
+
+
+def test_citation_counts_by_hand(toy):
+    graph = toy.retriever.searcher.graph()
+    assert counts(graph, graph.in_degree(None)) == {"alpha/a1": 2, "alpha/a2": 1}
+    hidden = graph.visible(Filters(hide="beta/b1"))
+    assert counts(graph, graph.in_degree(hidden)) == {"alpha/a1": 1, "alpha/a2": 1}
+    assert not hidden[graph.gids.index("beta/b1")]
+    # a run excluded is still memory: it only stops being a candidate
+    assert graph.visible(Filters(exclude_run="beta")) is None
+
+
+def test_votes_by_hand(toy):
+    graph = toy.retriever.searcher.graph()
+    row = {gid: i for i, gid in enumerate(graph.gids)}
+    voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
+    votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), None)
+    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 1.5, "alpha/a2": 0.25}
+    seen = graph.visible(Filters(hide="alpha/a2"))
+    votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), seen)  # links to a hidden step drop
+    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 1.5}
+
+
+def test_until_cuts_the_graph_as_it_cuts_the_text(toy):
+    """beta/b1 is first named on 2026-10-18: as of the day before it neither exists nor cites."""
+    graph = toy.retriever.searcher.graph()
+    cut = Until(micros=int(np.datetime64("2026-10-17T12:00:00", "us").astype(np.int64)))
+    seen = graph.visible(Filters(until=cut))
+    assert counts(graph, graph.in_degree(seen)) == {"alpha/a1": 1, "alpha/a2": 1}
+    found = {h.id for h in toy.archive_hits("statement", until="2026-10-17T12:00:00Z")}
+    assert "beta/b1" not in found and "alpha/a1" in found
+
+
+def test_a_graph_candidate_carries_its_vote_and_prior(toy):
+    """The query matches a4 best (its own words); a4 cites a2, so a2 is voted and carries log 2
+    as its prior (cited once)."""
+    ids, found = toy.retriever.candidates(ArchiveQuery("statement of a4", strategy="rerank-graph"))
+    by = {c.gid: c for c in found}
+    assert by["alpha/a2"].vote > 0 and by["alpha/a2"].prior == pytest.approx(np.log(2))
+    assert by["alpha/a1"].prior == pytest.approx(np.log(3))
+    assert by["alpha/a5"].prior == 0.0
+
+
+def only_route_workspace(root, with_query_step: bool):
+    """A workspace where the only route from the query to its gold is the query's own step: q
+    cites g, g shares no word with q, nothing else cites g. Without ``with_query_step``, the
+    same workspace as it stood before q was written: the oracle leave-one-out must equal."""
+    ws = build_workspace(root)
+    steps = [make_step("g", statement="zircon quartz beryl"),
+             make_step("h", statement="spherical Hecke operators generate the algebra")]
+    if with_query_step:
+        steps.append(make_step("q", statement="spherical Hecke operators generate", parents=("g",)))
+    ws.add_run("gamma", steps)
+    return index(ws.root)
+
+
+@pytest.fixture(scope="module")
+def only_route(tmp_path_factory):
+    return only_route_workspace(tmp_path_factory.mktemp("loo") / "ws", True)
+
+
+@pytest.fixture(scope="module")
+def before_q(tmp_path_factory):
+    return only_route_workspace(tmp_path_factory.mktemp("before") / "ws", False)
+
+
+@pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
+def test_a_query_never_finds_its_gold_through_its_own_step(only_route, before_q, strategy):
+    """Hiding the query's step answers as if it had never been written: the gold is found
+    exactly when it is found in the workspace without that step (by its own text, not by q)."""
+    query = "spherical Hecke operators generate"
+    hidden = {c.gid for c in only_route.retriever.ranked(ArchiveQuery(query, hide="gamma/q",
+                                                                      strategy=strategy))}
+    absent = {c.gid for c in before_q.retriever.ranked(ArchiveQuery(query, strategy=strategy))}
+    assert "gamma/q" not in hidden
+    assert hidden == absent
+    if strategy in ("bm25", "rerank", "graph", "rerank-graph"):
+        assert "gamma/g" not in hidden
+    if strategy in ("graph", "rerank-graph"):  # the oracle: with its step visible, q votes for g
+        seen = {c.gid for c in only_route.retriever.ranked(ArchiveQuery(query, strategy=strategy))}
+        assert "gamma/g" in seen
+
+
+def test_the_hidden_step_loses_its_share_of_the_prior(only_route):
+    graph = only_route.retriever.searcher.graph()
+    row = graph.gids.index("gamma/g")
+    assert graph.in_degree(None)[row] == 1
+    assert graph.in_degree(graph.visible(Filters(hide="gamma/q")))[row] == 0
+
+
+def test_an_incremental_index_brings_the_graph_up_to_date(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    memory = index(ws.root)
+    graph = memory.retriever.searcher.graph()
+    assert counts(graph, graph.cited).get("alpha/a5", 0) == 0
+    ws.add_step("beta", make_step("b2", parents=("alpha/a5", "alpha/a2")))
+    ws.edit_step("alpha", "a4", parents=[])
+    report = memory.index(["beta", "alpha"])
+    assert report.embedded == 1  # only b2's statement is new
+    graph = memory.retriever.searcher.graph()
+    assert counts(graph, graph.cited) == {"alpha/a1": 2, "alpha/a2": 1, "alpha/a5": 1}
+
+
+def test_voted_steps_obey_the_setting_rule(only_route):
+    """g is voted in (its step q visible); with a setting g's (Qp) is incompatible with, it is
+    left out like any other candidate."""
+    found = {c.gid for c in only_route.retriever.ranked(
+        ArchiveQuery("spherical Hecke operators generate", setting="C", any_setting=False,
+                     strategy="rerank-graph"))}
+    assert "gamma/g" not in found

