@@ -63,14 +63,12 @@ class Tools:
         return call(memories(self.workspace, self.config_file), name, given)
 
     def warm(self) -> None:
-        """Import the search path and load the embedding model (a first search would)."""
-        try:
-            from mem_retrieval.text.embed import embed_query
+        """Open the index and load the embedding model it is searched with (a first search would)."""
+        from mem_retrieval.cli.warm import warm_model
 
-            memory = self.memories.get(self.workspace, self.config_file)
-            embed_query("warm up", memory.config.model.package)
-            import lancedb  # noqa: F401
-        except Exception:  # a bad config or no model: each call will say so itself
+        try:
+            warm_model(self.memories.get(self.workspace, self.config_file))
+        except Exception:  # no index yet, a bad config or model: each call will say so itself
             pass
 
 

@@ -92,8 +92,10 @@ class Server:
 
     def warm(self, model: bool = True) -> None:
         """Import what a search needs (a first search does it) and, with ``model``, load and run the
-        embedding model of the workspace's config, so the first real request is already warm."""
+        embedding model the index is searched with, so the first real request is already warm."""
         from mem_retrieval.cli.main import Caller, run
+        from mem_retrieval.cli.warm import warm_model
+        from mem_retrieval.records.workspace import Workspace
 
         sink = io.StringIO()
         with redirect_stdout(sink), redirect_stderr(sink), warnings.catch_warnings():
@@ -102,10 +104,7 @@ class Server:
                 run(["--workspace", str(self.root), "archive-search", "warm up", "--strategy", "bm25"],
                     out=sink, err=sink, caller=Caller(self.root, None, self.memories))
                 if model:
-                    from mem_retrieval.configs import load_config
-                    from mem_retrieval.text.embed import embed_query
-
-                    embed_query("warm up", load_config(self.root).model.package)  # loads and runs it
+                    warm_model(self.memories.get(Workspace(self.root)))
             except Exception:  # no index yet, a bad config or model: each request will say so itself
                 pass
 

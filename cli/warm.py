@@ -76,6 +76,12 @@ class WarmMemories:
         return memory
 
 
+def warm_model(memory) -> None:
+    """Load and run the model ``memory``'s index is searched with (its ONNX export, a tuned copy or
+    the configured model, as meta.json says), as a first search would."""
+    memory.retriever.searcher.query_vector("warm up")
+
+
 class PerThreadStream(io.TextIOBase):
     """A stand-in for ``sys.stdout``/``sys.stderr`` that writes to the stream the current thread
     chose (``to``), else to the original: what a library prints while a request runs reaches that

@@ -244,5 +244,6 @@ def test_record_killed_at_20_random_points_leaves_the_library_whole_and_a_rerun_
         assert not list((root / "solve").glob(".library.jsonl.*.tmp"))
         again, _, log = forker.run(mem_argv(root, "--json", "record", "lib"))
         assert json.loads(log.splitlines()[-1])["admitted"] == []
+        shutil.rmtree(root)  # each copy holds an index (and its model export): keep the disk free
     print(f"\nrecord kill trials: {len(outcomes)} (D = {duration:.2f} s): "
           f"{outcomes.count('old')} before the write, {outcomes.count('new')} after it")
