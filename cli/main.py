@@ -201,7 +201,8 @@ def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
-    (mem/forward.py, checked before any parser is built), else runs here."""
+    (cli/forward.py, checked before any parser is built), else runs here and then starts one in the
+    background for the next call (cli/autostart.py)."""
     from mem_retrieval.cli.forward import forward
 
     words = sys.argv[1:] if argv is None else argv
@@ -209,4 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         code = forward(words)
     except KeyboardInterrupt:
         return _fail(Context(None, "--json" in words, None), "interrupted", 130)
-    return run(argv) if code is None else code
+    if code is not None:
+        return code
+    code = run(argv)
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    from mem_retrieval.cli.autostart import start_if_wanted
+
+    start_if_wanted(words)  # no server answered: start one for the next call (cli/autostart.py)
+    return code

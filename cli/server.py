@@ -62,6 +62,7 @@ class Server:
         self.memories = WarmMemories()
         self._lock = threading.Lock()
         self._busy = 0                       # requests being answered
+        self._working = 0                    # requests (not pings) at work: the idle clock waits for them
         self.peak = 0                        # the most answered at once
         self._last = time.monotonic()        # when the last one was answered
         self._jobs: queue.Queue[socket.socket | None] = queue.Queue()
@@ -144,18 +145,17 @@ class Server:
             finally:
                 with self._lock:
                     self._busy -= 1
-                    self._last = time.monotonic()
 
     def _loop(self) -> str:
         self.listener.settimeout(POLL_SECONDS)
         while True:
+            with self._lock:  # idle: no request at work, none finished for idle_timeout (pings aside)
+                idle = self._working == 0 and time.monotonic() - self._last
+            if self.idle_timeout is not None and idle and idle >= self.idle_timeout:
+                return f"idle for {self.idle_timeout:g} s"
             try:
                 conn, _ = self.listener.accept()
             except TimeoutError:
-                with self._lock:
-                    idle = self._busy == 0 and time.monotonic() - self._last
-                if self.idle_timeout is not None and idle and idle >= self.idle_timeout:
-                    return f"idle for {self.idle_timeout:g} s"
                 if not self._owns_socket():
                     return f"{self.path} was removed or replaced"
                 continue
@@ -165,12 +165,24 @@ class Server:
             self._jobs.put(conn)
 
     def handle(self, conn: socket.socket) -> None:
-        """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash."""
+        """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash. A status
+        ping does not count as work: it neither keeps an idle server alive nor delays its stop."""
         conn.settimeout(READ_TIMEOUT)
+        working = False
         try:
-            answer = self.answer(_receive(conn))
+            request = _receive(conn)
+            if request.get("ping") is not True:
+                working = True
+                with self._lock:
+                    self._working += 1
+            answer = self.answer(request)
         except (OSError, ValueError) as error:
             answer = {"error": f"bad request: {error}"}
+        finally:
+            if working:
+                with self._lock:
+                    self._working -= 1
+                    self._last = time.monotonic()
         try:
             conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
         except OSError:

@@ -81,6 +81,12 @@ class FusionConfig:
 
 
 @dataclass(frozen=True)
+class ServeConfig:
+    auto: bool = rule()
+    idle_timeout: float = rule(minimum=1.0)
+
+
+@dataclass(frozen=True)
 class ReuseConfig:
     pages: int = rule(minimum=1)
     fix_recall: float = rule(minimum=0.0, maximum=1.0)
@@ -103,6 +109,7 @@ class Config:
     graph: GraphConfig
     fusion: FusionConfig
     reuse: ReuseConfig
+    serve: ServeConfig
     model: ModelConfig
     index: IndexConfig
     origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
@@ -113,7 +120,7 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph": GraphConfig,
-                             "fusion": FusionConfig, "reuse": ReuseConfig, "model": ModelConfig, "index": IndexConfig}
+                             "fusion": FusionConfig, "reuse": ReuseConfig, "serve": ServeConfig, "model": ModelConfig, "index": IndexConfig}
 TABLES: dict[str, type] = {"Weights": Weights}  # tables inside a section, by their declared type
 
 

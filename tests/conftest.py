@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -150,6 +151,9 @@ def build_workspace(root: Path) -> Workspace:
                               "ids": ["b1", "alpha/a1"], "text": "one step"}])
     ws.write_library([library_line("alpha", alpha[0])])
     return ws
+
+
+os.environ["MEM_NO_AUTOSTART"] = "1"  # no test leaves a server behind; tests of it clear this
 
 
 def pytest_addoption(parser) -> None:

@@ -145,20 +145,27 @@ def test_a_schema_refuses_output_that_drifts():
 
 
 @pytest.mark.slow
-def test_the_serve_ready_line_matches_its_schema(tmp_path):
+def test_the_serve_ready_status_and_stop_lines_match_their_schema(tmp_path):
     root = tmp_path / "ws"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
-    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "--json", "serve",
-                             "--lazy"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    mem = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "--json", "serve"]
+    proc = subprocess.Popen([*mem, "--lazy"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()
+        status = subprocess.run([*mem, "--status"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        stop = subprocess.run([*mem, "--stop"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     finally:
         proc.terminate()
         proc.wait(30)
         proc.stdout.close()
+    validator = jsonschema.Draft202012Validator(output_schema("serve"))
     data = json.loads(line)
-    jsonschema.Draft202012Validator(output_schema("serve")).validate(data)
+    validator.validate(data)
     assert data["socket"] == str(root / ".mem" / "serve.sock")
+    for done in (status, stop):
+        assert done.returncode == 0, done.stderr
+        validator.validate(json.loads(done.stdout))
+    assert json.loads(status.stdout)["pid"] == json.loads(stop.stdout)["stopped"] == data["pid"]
 
 
 @pytest.mark.slow

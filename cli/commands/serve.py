@@ -17,6 +17,14 @@ def register(subparsers, common) -> None:
                         help="stop after this long without a request (default: never)")
     parser.add_argument("--lazy", action="store_true",
                         help="load the embedding model on the first search instead of at start")
+    control = parser.add_mutually_exclusive_group()
+    control.add_argument("--status", action="store_true",
+                         help="say whether a server answers for the workspace (pid, requests); exit 1 if none")
+    control.add_argument("--stop", action="store_true",
+                         help="stop the workspace's server (SIGTERM) and wait for it to go")
+    parser.add_argument("--started", action="store_true",
+                        help="started by a read command that found no server (serve.auto): clears "
+                             ".mem/serve.starting once up")
     parser.set_defaults(handler=serve)
 
 
@@ -35,17 +43,53 @@ def _seconds(text: str) -> float:
 def serve(args, ctx) -> int:
     import os
 
-    from mem_retrieval.cli.server import Server
+    from mem_retrieval.cli.autostart import started
+    from mem_retrieval.cli.server import Server, socket_path
 
     workspace = ctx.workspace()
-    server = Server.bind(workspace.root, args.idle_timeout)
+    if args.status or args.stop:
+        return _control(ctx, socket_path(workspace.root), args.stop)
+    try:
+        server = Server.bind(workspace.root, args.idle_timeout)
+    except BaseException:
+        if args.started:
+            started(workspace.root)  # another server answers, or none can: let the next call try
+        raise
     os.chdir(workspace.root)
 
     def ready() -> None:
+        if args.started:
+            started(workspace.root)
         ctx.emit({"socket": str(server.path), "pid": os.getpid()},
                  f"mem serve: ready on {server.path} (pid {os.getpid()})")
         ctx.out.flush()
 
     reason = server.serve(model=not args.lazy, on_ready=ready)
     ctx.note(f"mem serve: stopped ({reason}) after {server.requests} requests")
+    return 0
+
+
+def _control(ctx, path, stop: bool) -> int:
+    """``--status`` and ``--stop``: ping the socket; stop the server it names."""
+    import os
+    import signal
+    import time
+
+    from mem_retrieval.cli.forward import exchange
+    from mem_retrieval.records.errors import Refused
+
+    answer = exchange(str(path), {"ping": True}, timeout=5.0) if path.exists() else None
+    if not answer or not isinstance(answer.get("pid"), int):
+        raise Refused(f"no server answers on {path}")
+    if not stop:
+        ctx.emit(answer, f"mem serve: pid {answer['pid']} on {path}; {answer['requests']} requests "
+                         f"answered, at most {answer.get('peak', 0)} at once")
+        return 0
+    os.kill(answer["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if path.exists():
+        raise Refused(f"the server (pid {answer['pid']}) did not stop within 15 s")
+    ctx.emit({"stopped": answer["pid"]}, f"mem serve: stopped pid {answer['pid']}")
     return 0

@@ -1,0 +1,97 @@
+"""A server that starts itself: a read command that found no `mem serve` for its workspace, once it
+has answered, starts one in the background (detached, with the config's ``serve.idle_timeout``),
+so the agent's next call is answered warm.
+
+Off with ``serve.auto = false``, ``MEM_NO_SERVER=1`` (no forwarding either) or
+``MEM_NO_AUTOSTART=1`` (the test suite's: forwarding stays); only for a workspace with an index. Never
+two servers: ``.mem/serve.starting`` (created exclusively) marks a start in progress, so calls
+arriving while the first server warms up start no other; a server binding a socket another answers
+on refuses to run (``cli/server.py``). Nothing here may delay or change the answer: any failure is
+silent, and the command's output is already written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mem_retrieval.cli.forward import INDEX_DIR, read_command, socket_path
+
+STARTING = "serve.starting"
+LOG = "serve.log"
+START_GRACE = 60.0  # seconds a start in progress holds off another
+
+
+def wanted(argv: list[str]) -> Path | None:
+    """The workspace whose server ``argv`` (a read command just answered in-process) should start,
+    or None."""
+    if any(os.environ.get(name, "") not in ("", "0") for name in ("MEM_NO_SERVER", "MEM_NO_AUTOSTART")):
+        return None
+    found = read_command(argv)
+    path = socket_path(found[1]) if found else None
+    if path is None:
+        return None
+    root = Path(path).parent.parent
+    if not (root / INDEX_DIR / "meta.json").is_file():
+        return None
+    return root
+
+
+def _config_file(argv: list[str]) -> str | None:
+    for i, word in enumerate(argv):
+        if word == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith("--config="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def start_if_wanted(argv: list[str]) -> int | None:
+    """Start the workspace's server in the background when it should run; its pid, or None."""
+    try:
+        root = wanted(argv)
+        if root is None:
+            return None
+        from mem_retrieval.configs import load_config
+
+        config = load_config(root, Path(_config_file(argv)) if _config_file(argv) else None)
+        if not config.serve.auto or not _claim(root / INDEX_DIR / STARTING):
+            return None
+        log = open(root / INDEX_DIR / LOG, "ab")
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
+                 "--idle-timeout", f"{config.serve.idle_timeout:g}", "--started"],
+                cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env={k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}, close_fds=True)
+        finally:
+            log.close()
+        return process.pid
+    except Exception:  # never let starting a helper spoil an answer already given
+        return None
+
+
+def _claim(marker: Path) -> bool:
+    """Whether this process may start the server: it created ``marker`` (or found a stale one)."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        try:
+            if time.time() - marker.stat().st_mtime < START_GRACE:
+                return False
+            marker.unlink()
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except OSError:
+            return False
+    except OSError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def started(root: Path) -> None:
+    """The server is up (or gave up): the next start may be claimed."""
+    (root / INDEX_DIR / STARTING).unlink(missing_ok=True)

@@ -1,0 +1,109 @@
+"""A server that starts itself: the first read command that finds no `mem serve` answers in-process
+and starts one in the background; the next call is answered by it; it stops when idle; it is off
+by config or environment; `mem serve --status` and `--stop` see and stop it. Real processes; every
+server a test starts is stopped before it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import build_workspace
+from mem_retrieval.cli.forward import exchange
+
+pytestmark = pytest.mark.slow  # real servers: run with --slow (CI does)
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items()
+           if k not in ("MEM_NO_AUTOSTART", "MEM_NO_SERVER", "MEM_WORKSPACE")}
+    return out | extra
+
+
+def mem(root: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root), *argv],
+                          capture_output=True, text=True, timeout=120, env=env(**extra))
+
+
+def ping(root: Path) -> dict | None:
+    socket = root / ".mem" / "serve.sock"
+    return exchange(str(socket), {"ping": True}, timeout=5.0) if socket.exists() else None
+
+
+def wait_for(condition, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture
+def ws(tmp_path):
+    workspace = build_workspace(tmp_path / "ws")
+    (workspace.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 4\n")
+    assert mem(workspace.root, "index").returncode == 0
+    yield workspace
+    answer = ping(workspace.root)
+    if answer:  # never leave a server behind
+        os.kill(answer["pid"], signal.SIGTERM)
+        wait_for(lambda: ping(workspace.root) is None, 15)
+
+
+def test_the_first_read_starts_one_server_the_next_uses_it_and_it_stops_when_idle(ws):
+    first = mem(ws.root, "archive-search", "statement of a2")
+    assert first.returncode == 0 and first.stdout.startswith("page 1 of")
+    assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
+    pid = ping(ws.root)["pid"]
+    assert not (ws.root / ".mem" / "serve.starting").exists()
+    second = mem(ws.root, "archive-search", "statement of a2")
+    assert second.stdout == first.stdout and second.returncode == 0  # the same answer, served warm
+    assert ping(ws.root)["requests"] >= 1 and ping(ws.root)["pid"] == pid
+    status = mem(ws.root, "serve", "--status")
+    assert status.returncode == 0 and f"pid {pid}" in status.stdout
+    assert wait_for(lambda: ping(ws.root) is None, 30), (ws.root / ".mem" / "serve.log").read_text()
+    assert not (ws.root / ".mem" / "serve.sock").exists()
+
+
+def test_calls_while_a_server_starts_never_start_a_second(ws):
+    calls = [subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws.root),
+                               "archive-search", "statement"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env()) for _ in range(4)]
+    assert all(call.wait(timeout=120) == 0 for call in calls)
+    assert wait_for(lambda: ping(ws.root) is not None)
+    time.sleep(2)
+    servers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _serves(p, ws.root)]
+    assert len(servers) == 1
+
+
+def _serves(proc: Path, root: Path) -> bool:
+    try:
+        words = (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in words and str(root).encode() in words
+
+
+def test_off_by_config_or_environment(ws):
+    assert mem(ws.root, "archive-search", "statement", MEM_NO_SERVER="1").returncode == 0
+    (ws.root / "solve" / "mem.toml").write_text("[serve]\nauto = false\n")
+    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    time.sleep(3)
+    assert ping(ws.root) is None and not (ws.root / ".mem" / "serve.starting").exists()
+
+
+def test_stop_stops_it_and_status_says_none(ws):
+    mem(ws.root, "archive-get", "alpha/a1")
+    assert wait_for(lambda: ping(ws.root) is not None)
+    stopped = mem(ws.root, "serve", "--stop")
+    assert stopped.returncode == 0 and "stopped pid" in stopped.stdout
+    assert ping(ws.root) is None
+    status = mem(ws.root, "serve", "--status", MEM_NO_SERVER="1")
+    assert status.returncode == 1 and status.stderr.startswith("mem: no server answers on ")
