@@ -12,6 +12,7 @@ The texts to embed go to the model in this process, or (``engine="ray"``) to a p
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -408,13 +409,14 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
             table = _create(index.db, index.location, name, data, data.schema)
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
-            if table_plan.changed:
-                merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
-                if removed_keys:
-                    merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
-                merge.execute(data)
-            else:
-                table.delete(store.in_list("key", removed_keys))
+            with _following(index, name):
+                if table_plan.changed:
+                    merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
+                    if removed_keys:
+                        merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
+                    merge.execute(data)
+                else:
+                    table.delete(store.in_list("key", removed_keys))
         table = _refresh_indexes(index, table, fresh=plan.full)
         if not plan.full:
             _read_fts(table)
@@ -535,6 +537,20 @@ CONFLICT_TRIES = 8
 def _conflict(error: BaseException) -> bool:
     """Whether a Lance commit lost a race with another writer's (retry it on the latest version)."""
     return "commit conflict" in str(error).lower() or type(error).__name__ == "CommitConflictError"
+
+
+@contextlib.contextmanager
+def _following(index: Index, name: str):
+    """A commit that cannot follow another writer's (Lance refuses an upsert planned before a
+    concurrent rebuild of the table, rather than mix the two): one line, nothing written."""
+    try:
+        yield
+    except (RuntimeError, OSError, ValueError) as error:
+        if not (_conflict(error) or "incompatible transaction" in str(error).lower()):
+            raise
+        detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+        raise store.MetaConflict(f"another writer changed the {name} table of {index.location.uri} "
+                                 f"while this run indexed ({detail}): run `mem index` again") from None
 
 
 def _retrying(index: Index, table, step: Callable[[Any], None]):

@@ -196,3 +196,29 @@ def example(tmp_path_factory):
     memory = Memory.open(root)
     memory.index(progress=False)
     return memory
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """A real S3 API on 127.0.0.1 (moto's server mode, a test dependency) for the session; shut
+    down at its end."""
+    from loopback_s3 import LoopbackS3
+
+    server = LoopbackS3(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def onnx_export(example) -> Path:
+    """The example index's ONNX export folder: seeded into a new index's model cache, a test's
+    index skips the export (seconds of torch) and uses the very same files."""
+    (folder,) = (example.workspace.index_dir / "models").glob("onnx-*")
+    return folder
+
+
+def seed_export(folder: Path, export: Path) -> None:
+    """Put ``export`` into the models folder of ``folder`` (an index folder or a local cache)."""
+    shutil.copytree(export, folder / "models" / export.name, dirs_exist_ok=True)
