@@ -308,3 +308,76 @@ def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export)
         reader = Memory.open(machines[0].root, config_file)
         found = {h.id for h in reader.archive_hits("walrus", strategy="bm25")}
         assert found == expected, round_
+
+
+# ---------------------------------------------------------------------------- crash trials
+
+def s3_state(memory: Memory) -> dict:
+    """What a reader of the index at the memory's URI sees (test_crash.index_state, on S3)."""
+    location = memory.retriever.location
+    meta = store.read_meta(location)
+    db = location.connect()
+    tables, latest = {}, {}
+    for name in ("steps", "events", "sources"):
+        table = store.open_table(db, name)
+        latest[name] = table.version
+        table.checkout(meta["versions"][name])
+        data = table.search().select(["gid", "content_hash"]).limit(100_000).to_arrow()
+        tables[name] = dict(zip(data["gid"].to_pylist(), data["content_hash"].to_pylist()))
+    steps = {h.id for h in memory.archive_hits("quokka", strategy="bm25")}
+    return {"versions": meta["versions"], "tables": tables, "latest": latest, "quokka": steps}
+
+
+def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_completes(
+        s3, tmp_path_factory, tmp_path, onnx_export):
+    """The crash trials of test_crash.py with the index on the object store: `mem index` (a real
+    process, forked warm) SIGKILLed at 12 points (6 uniform in [0, D], 6 in its last 30%, where
+    the commits are); after each a reader sees the old index or the new one, whole, and the next
+    run completes with the new one."""
+    from test_crash import kill_points, mem_argv, shared_forker, workspace_files
+
+    forker = shared_forker(tmp_path_factory)
+    bucket = s3.bucket()
+    old = corpus(tmp_path / "old", onnx_export)
+    old_config = s3.config(tmp_path / "old.toml", f"s3://{bucket}/old")
+    status, _, log = forker.run(mem_argv(old.root, "--config", str(old_config), "index", "--no-progress"))
+    assert status["code"] == 0, log
+    new_files = tmp_path / "new"
+    shutil.copytree(old.root, new_files)
+    change_corpus(type(old)(new_files))
+    s3.copy(bucket, "old", "reference")
+    reference = s3.config(tmp_path / "reference.toml", f"s3://{bucket}/reference")
+    status, duration, log = forker.run(mem_argv(new_files, "--config", str(reference), "index", "--no-progress"))
+    assert status["code"] == 0, log
+    old_state = s3_state(Memory.open(old.root, old_config))
+    new_state = s3_state(Memory.open(new_files, reference))
+    assert old_state["tables"] != new_state["tables"] and new_state["quokka"]
+    outcomes = []
+    points = kill_points(duration, seed=30, trials=6) + [duration * 0.7 + d for d in
+                                                         kill_points(duration * 0.3, seed=31, trials=6)]
+    for trial, delay in enumerate(points):
+        root = tmp_path / f"trial{trial}"
+        shutil.copytree(new_files, root)
+        s3.copy(bucket, "old", f"trial{trial}")
+        config = s3.config(tmp_path / f"trial{trial}.toml", f"s3://{bucket}/trial{trial}")
+        files = workspace_files(root)
+        argv = mem_argv(root, "--config", str(config), "index", "--no-progress")
+        status = forker.killed_after(delay, argv)
+        seen = s3_state(Memory.open(root, config))
+        if seen["tables"] == old_state["tables"]:
+            assert seen["versions"] == old_state["versions"] and seen["quokka"] == set()
+            outcome = "torn" if seen["latest"] != seen["versions"] else "old"
+        else:
+            assert seen["tables"] == new_state["tables"], f"trial {trial} after {delay:.2f} s: a mix"
+            assert seen["quokka"] == new_state["quokka"]
+            outcome = "new"
+        assert status["killed"] or (status["code"] == 0 and outcome == "new"), status
+        outcomes.append(outcome)
+        done, _, log = forker.run(argv)
+        assert done["code"] == 0, log
+        after = s3_state(Memory.open(root, config))
+        assert after["tables"] == new_state["tables"] and after["latest"] == after["versions"]
+        assert after["quokka"] == new_state["quokka"]
+        assert workspace_files(root) == files
+    print(f"\nS3 index kill trials: {len(outcomes)} (D = {duration:.2f} s): {outcomes.count('old')} old, "
+          f"{outcomes.count('torn')} torn (tables committed, meta.json not yet), {outcomes.count('new')} new")
