@@ -44,6 +44,7 @@ class IndexReport:
     full: bool
     version: dict[str, int] = field(default_factory=dict)
     searchable_seconds: float | None = None   # until rows and full-text index were committed
+    engine: dict[str, Any] = field(default_factory=dict)  # name, workers, embedding seconds (busy: Ray)
 
     def total(self, name: str) -> int:
         return sum(getattr(t, name) for t in self.tables.values())
@@ -57,7 +58,8 @@ class IndexReport:
         return {"tables": {name: asdict(report) for name, report in self.tables.items()},
                 "added": self.total("added"), "updated": self.total("updated"),
                 "removed": self.total("removed"), "unchanged": self.total("unchanged"),
-                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full}
+                "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full,
+                "engine": self.engine}
 
 
 class Progress:
@@ -133,6 +135,16 @@ class Index:
     spec: Any                   # text.embed.ModelSpec: how it runs (an ONNX export, or torch)
     meta_token: str | None = None  # the version of meta.json this run started from
     engine: Any = None          # a distributed embedder (indexers.distributed.RayEngine), or None
+    embed_seconds: float = 0.0  # spent waiting for vectors (the embedding phase)
+
+    def engine_report(self) -> dict[str, Any]:
+        if self.engine is None:
+            import os
+
+            return {"name": "local", "workers": os.cpu_count() or 1,
+                    "embed_seconds": round(self.embed_seconds, 3)}
+        return {"name": "ray", "workers": self.engine.workers, "embed_seconds": round(self.embed_seconds, 3),
+                "busy_seconds": round(self.engine.busy, 3)}
 
     @property
     def folder(self) -> Path:
@@ -194,7 +206,8 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                 versions = backfill(index, plan, rows, pending, config, bar)
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
-                               full=plan.full, version=versions, searchable_seconds=searchable)
+                               full=plan.full, version=versions, searchable_seconds=searchable,
+                               engine=index.engine_report())
     finally:
         if index is not None and index.engine is not None:
             index.engine.close()
@@ -315,12 +328,14 @@ def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
 
     texts = [rows.embed_text[h] for h in hashes]
     progress.start(texts, "embedding")
+    started = time.perf_counter()
     try:
         if index.engine is not None:
             matrix = index.engine.embed(texts, progress.update)
         else:
             matrix = embed(texts, index.spec, config.model.batch_size, progress.update)
     finally:
+        index.embed_seconds += time.perf_counter() - started
         progress.close()
     _check_dim(matrix, config)
     return dict(zip(hashes, matrix))
@@ -342,10 +357,13 @@ def _vector_batches(index: Index, rows: Rows, pending: list[str], config: Config
             batch = pending[start:start + size]
             yield batch, embed_texts(index, rows, batch, config, Progress(False))
         return
+    started = time.perf_counter()
     for positions, matrix in index.engine.stream([rows.embed_text[h] for h in pending], size):
+        index.embed_seconds += time.perf_counter() - started
         _check_dim(matrix, config)
         batch = [pending[i] for i in positions]
         yield batch, dict(zip(batch, matrix))
+        started = time.perf_counter()
 
 
 def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: Config,

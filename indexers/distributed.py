@@ -114,13 +114,17 @@ class Embedder:
         embed(["warm"], self.spec, 1, workers=1)  # load now: the first batch is timed like the rest
 
     def __call__(self, batch):
+        import time
+
         import pyarrow as pa
 
         from mem_retrieval.text.embed import embed
 
+        started = time.perf_counter()
         matrix = embed(batch["text"].to_pylist(), self.spec, self.batch_size, workers=1)
+        busy = (time.perf_counter() - started) / max(1, len(matrix))  # model seconds, per text
         vectors = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
-        return pa.table({"i": batch["i"], "vector": vectors})
+        return pa.table({"i": batch["i"], "vector": vectors, "busy": pa.array([busy] * len(matrix))})
 
 
 class RayEngine:
@@ -161,6 +165,7 @@ class RayEngine:
         self.batch_size = config.ray.batch_size
         self.model = ray.put(pack_model(spec))
         self.sent = 0  # texts sent to the actors (tests check only the changed ones are)
+        self.busy = 0.0  # the actors' seconds in the model, summed (the benchmark's per-worker rate)
 
     def stream(self, texts: list[str], chunk: int,
                progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[list[int], Any]]:
@@ -168,6 +173,7 @@ class RayEngine:
         finishes them (in no fixed order; positions index ``texts``)."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute  # noqa: F401  (pa.compute)
 
         ray = _ray()
         if not texts:
@@ -184,6 +190,7 @@ class RayEngine:
         positions: list[int] = []
         parts: list[Any] = []
         for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+            self.busy += float(pa.compute.sum(batch["busy"]).as_py() or 0.0)
             index = batch["i"].to_pylist()
             vectors = batch["vector"]
             dim = vectors.type.list_size

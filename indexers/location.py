@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +35,7 @@ STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
     "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
     "allow_http": "allow_http"}
 CLIENT_KEYS = {"allow_http"}  # options obstore takes as client options, not store config
+RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}  # as LanceDB's own client
 
 
 class StoreUnreachable(Refused):
@@ -119,7 +121,7 @@ class Location:
             client = {k: v for k, v in self.options if k in CLIENT_KEYS}
             with self._reaching():
                 self._cache["store"] = from_url(self.uri, config=config or None,
-                                                client_options=client or None)
+                                                client_options=client or None, retry_config=RETRY)
         return self._cache["store"]
 
     # ---- reachability

@@ -202,7 +202,7 @@ def example(tmp_path_factory):
 def s3(tmp_path_factory):
     """A real S3 API on 127.0.0.1 (moto's server mode, a test dependency) for the session; shut
     down at its end."""
-    from loopback_s3 import LoopbackS3
+    from mem_retrieval.eval.loopback_s3 import LoopbackS3
 
     server = LoopbackS3(tmp_path_factory.mktemp("s3") / "moto.log")
     try:

@@ -17,7 +17,7 @@ from conftest import seed_export
 from mem_retrieval.indexers import build
 from mem_retrieval.memory import Memory
 from test_crash import build_corpus, change_corpus
-from test_object_store import answers, rows
+from test_object_store import answers, plan_of, rows
 
 pytestmark = pytest.mark.slow  # a Ray instance (seconds to start): run with --slow (CI does)
 
@@ -70,9 +70,11 @@ def test_the_ray_engine_builds_the_local_engines_index_row_for_row(ray_local, tm
     counting = Counting(monkeypatch)
     first_local = Memory.open(local.root).index(progress=False)
     first_ray = Memory.open(on_ray.root).index(progress=False, engine="ray", workers=2)
-    assert first_ray.as_dict() | {"seconds": 0} == first_local.as_dict() | {"seconds": 0}
+    assert plan_of(first_ray) == plan_of(first_local)
     assert counting.sent() == first_ray.embedded > 8
     assert all(engine.workers == 2 for engine in counting.engines)
+    assert first_ray.engine["name"] == "ray" and first_ray.engine["workers"] == 2
+    assert 0 < first_ray.engine["busy_seconds"] and first_local.engine["name"] == "local"
     assert rows(Memory.open(on_ray.root)) == rows(Memory.open(local.root))  # vectors included
     assert answers(Memory.open(on_ray.root)) == answers(Memory.open(local.root))
 
@@ -81,7 +83,7 @@ def test_the_ray_engine_builds_the_local_engines_index_row_for_row(ray_local, tm
     sent = counting.sent()
     second_local = Memory.open(local.root).index(progress=False)
     second_ray = Memory.open(on_ray.root).index(progress=False, engine="ray", workers=1)
-    assert second_ray.as_dict() | {"seconds": 0} == second_local.as_dict() | {"seconds": 0}
+    assert plan_of(second_ray) == plan_of(second_local)
     assert 0 < counting.sent() - sent == second_ray.embedded < first_ray.embedded  # only the changed
     assert rows(Memory.open(on_ray.root)) == rows(Memory.open(local.root))
     assert answers(Memory.open(on_ray.root)) == answers(Memory.open(local.root))

@@ -1,6 +1,7 @@
-"""A real S3 API on loopback for the tests: moto's server mode (``python -m moto.server``) on
-127.0.0.1 and a free port, started once per session by the ``s3`` fixture (conftest.py) and
-stopped at its end. Each test takes a fresh bucket, so tests never see one another's index."""
+"""A real S3 API on loopback: moto's server mode (``python -m moto.server``, from the ``test``
+extra: moto[server], boto3) on 127.0.0.1 and a free port. The test suite starts one per session
+(the ``s3`` fixture in tests/conftest.py) and each test takes a fresh bucket; the scale benchmark
+(``bench --scale --uri loopback``) measures an index on it beside one on local disk."""
 
 from __future__ import annotations
 
