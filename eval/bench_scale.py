@@ -37,6 +37,9 @@ import numpy as np
 
 from mem_retrieval.configs import load_config
 from mem_retrieval.eval import synthetic
+from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
 
 CPU_HOUR_USD = 0.05      # assumption: on-demand price of one vCPU-hour, compute-optimised class
 STORAGE_GB_MONTH_USD = 0.023  # assumption: S3 Standard, per GB-month
@@ -53,8 +56,8 @@ def _say(message: str) -> None:
 def _copy(source: Path, target: Path, export: Path | None) -> Path:
     """A copy of the workspace files, its model cache seeded with ``export`` (no export timed)."""
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(".mem"))
-    if export is not None:
-        shutil.copytree(export, target / ".mem" / "models" / export.name)
+    if export is not None:  # hard links: an export is never written in place
+        shutil.copytree(export, target / ".mem" / "models" / export.name, copy_function=os.link)
     return target
 
 
@@ -68,20 +71,27 @@ def _export(root: Path, config) -> Path:
     return Path(spec.export) if spec.export else scratch
 
 
-def _index(root: Path, config_file: Path | None = None, **options: Any) -> dict[str, Any]:
-    from mem_retrieval.memory import Memory
+def _open(root: Path, config_file: Path | None):
+    """The workspace at ``root`` and its configuration (with ``config_file`` over it)."""
+    workspace = Workspace.open(root)
+    return workspace, load_config(workspace.root, config_file)
 
-    memory = Memory.open(root, config_file)
+
+def _retriever(root: Path, config_file: Path | None) -> Retriever:
+    return Retriever(*_open(root, config_file))
+
+
+def _index(root: Path, config_file: Path | None = None, full: bool = True, **options: Any) -> dict[str, Any]:
+    from mem_retrieval.indexers.build import build_index
+
     started = time.perf_counter()
-    report = memory.index(progress=False, full=True, **options)
+    report = build_index(*_open(root, config_file), full=full, progress=False, **options)
     return {"seconds": time.perf_counter() - started, "embedded": report.embedded,
             "records": report.total("added"), "engine": report.engine}
 
 
 def _rows(root: Path, config_file: Path | None = None) -> dict[str, list]:
-    from mem_retrieval.memory import Memory
-
-    searcher = Memory.open(root, config_file).retriever.searcher
+    searcher = _retriever(root, config_file).searcher
     return {name: sorted(searcher.table(name).to_arrow().to_pylist(), key=lambda r: r["gid"])
             for name in ("steps", "events")}
 
@@ -117,31 +127,25 @@ def engines(source: Path, scratch: Path, export: Path, workers: tuple[int, ...])
 
 
 def _warm_p50(root: Path, config_file: Path | None, texts: list[str], strategy: str | None) -> float:
-    from mem_retrieval.memory import Memory
-
-    memory = Memory.open(root, config_file)
-    memory.archive_search(texts[0], strategy=strategy)  # opens tables, loads the model
+    retriever = _retriever(root, config_file)
+    retriever.archive_search(ArchiveQuery(texts[0], strategy=strategy))  # opens tables, the model
     times = []
     for text in texts[1:]:
         started = time.perf_counter()
-        memory.archive_search(text, strategy=strategy)
+        retriever.archive_search(ArchiveQuery(text, strategy=strategy))
         times.append((time.perf_counter() - started) * 1000)
     return float(np.percentile(times, 50))
 
 
 def _cold_ms(root: Path, config_file: Path | None, text: str) -> float:
-    """A new Memory's first BM25 search (meta.json read, tables opened): what a CLI call pays."""
-    from mem_retrieval.memory import Memory
-
+    """A new reader's first BM25 search (meta.json read, tables opened): what a CLI call pays."""
     started = time.perf_counter()
-    Memory.open(root, config_file).archive_search(text, strategy="bm25")
+    _retriever(root, config_file).archive_search(ArchiveQuery(text, strategy="bm25"))
     return (time.perf_counter() - started) * 1000
 
 
 def stores(source: Path, scratch: Path, export: Path, uri: str, queries: int, seed: int) -> dict[str, Any]:
     """Index, reindex and search with the index on local disk and at ``uri``, in this run."""
-    from mem_retrieval.memory import Memory
-
     server = None
     if uri == "loopback":
         from mem_retrieval.eval.loopback_s3 import LoopbackS3
@@ -164,19 +168,17 @@ def stores(source: Path, scratch: Path, export: Path, uri: str, queries: int, se
             _copy(source, root, export)
             full = _index(root, config)
             changed, _ = synthetic.change_statements(root, 0.01, seed)
-            started = time.perf_counter()
-            report = Memory.open(root, config).index(progress=False)
-            incremental = time.perf_counter() - started
+            incremental = _index(root, config, full=False)
             found[label] = {
                 "full_s": full["seconds"], "records": full["records"], "embedded": full["embedded"],
-                "incremental_s": incremental, "incremental_changed": changed,
-                "incremental_embedded": report.embedded,
+                "incremental_s": incremental["seconds"], "incremental_changed": changed,
+                "incremental_embedded": incremental["embedded"],
                 "cold_bm25_ms": float(np.median([_cold_ms(root, config, t) for t in texts[:5]])),
                 "warm_bm25_p50_ms": _warm_p50(root, config, texts, "bm25"),
                 "warm_hybrid_p50_ms": _warm_p50(root, config, texts, None),
             }
-            memory = Memory.open(root, config)
-            lists.append([[h.id for h in memory.archive_hits(t)] for t in texts])
+            retriever = _retriever(root, config)
+            lists.append([[h.id for h in retriever.archive_hits(ArchiveQuery(t))] for t in texts])
         found["same_results"] = lists[0] == lists[1]
         found["uri"] = uri
         return found

@@ -75,6 +75,7 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
     from mem_retrieval.text.embed import ModelSpec
 
     base = (root or Path(tempfile.gettempdir()) / "mem-ray-models") / pack["key"]
+    _forget_old(base)
 
     def place(name: str, files: dict[str, bytes] | None) -> str | None:
         if files is None:
@@ -94,6 +95,19 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
 
     model = place("model", pack["model_files"]) or pack["model"]
     return ModelSpec(model, place("export", pack["export"]), pack["quantized"])
+
+
+def _forget_old(base: Path, days: float = 1.0) -> None:
+    """Drop the folders of other models not used for ``days`` (the cache does not grow forever);
+    mark ``base`` used."""
+    import time
+
+    if base.parent.is_dir():
+        for old in base.parent.iterdir():
+            if old != base and not old.name.startswith(".") and time.time() - old.stat().st_mtime > days * 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    if base.is_dir():
+        os.utime(base)
 
 
 class Embedder:
@@ -192,11 +206,11 @@ class RayEngine:
         for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
             self.busy += float(pa.compute.sum(batch["busy"]).as_py() or 0.0)
             index = batch["i"].to_pylist()
-            vectors = batch["vector"]
-            dim = vectors.type.list_size
-            parts.append(vectors.combine_chunks().values.to_numpy(zero_copy_only=False)
-                         .reshape(len(index), dim) if hasattr(vectors, "combine_chunks")
-                         else vectors.values.to_numpy(zero_copy_only=False).reshape(len(index), dim))
+            column = batch["vector"]
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            flat = column.flatten().to_numpy(zero_copy_only=False)  # flatten: respects a slice
+            parts.append(flat.reshape(len(index), column.type.list_size))
             positions += index
             if progress is not None:
                 progress(len(index), sum(len(texts[i]) for i in index))

@@ -17,16 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.indexers.location import LOCK, META, Location, StoreUnreachable
+from mem_retrieval.indexers.location import Location, StoreUnreachable
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
 FORMAT = 3  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 SWAP_TRIES = 8  # meta.json replaced by another writer this often in a row: give up, one line
-
-__all__ = ["LOCK", "META", "Location", "StoreUnreachable"]
-
 
 class IndexMismatch(InputError):
     """The index was built with other parameters (or is missing or corrupt)."""
@@ -120,19 +117,14 @@ def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Confi
 
 
 def read_meta(where: Location | Path) -> dict[str, Any] | None:
-    return read_meta_versioned(where)[0]
-
-
-def read_meta_versioned(where: Location | Path) -> tuple[dict[str, Any] | None, str | None]:
-    """meta.json (None when there is none yet) and a token naming its version, for
-    ``publish_meta``'s compare-and-swap."""
+    """meta.json, checked (None when there is none yet)."""
     location = at(where)
     try:
-        data, token = location.read_meta_bytes()
+        data, _ = location.read_meta_bytes()
     except OSError:
         raise IndexMismatch(f"the index in {location.uri} is corrupt (unreadable meta.json): "
                             "run `mem index --full`", location.meta_name) from None
-    return (None if data is None else _parse_meta(location, data)), token
+    return None if data is None else _parse_meta(location, data)
 
 
 def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
@@ -200,11 +192,6 @@ def publish_meta(where: Location | Path,
                        "this run published its versions: run `mem index` again")
 
 
-def write_meta(where: Location | Path, meta: dict[str, Any]) -> None:
-    """Replace meta.json by ``meta`` whatever it holds (a test's or a repair's write)."""
-    publish_meta(where, lambda current, token: meta)
-
-
 class IndexDamaged(InputError):
     """A LanceDB file or table of the index is missing, truncated or garbled."""
 
@@ -257,11 +244,6 @@ _NETWORK_WORDS = ("error sending request", "Connection refused", "timed out", "d
 def _transient(message: str) -> bool:
     """Whether an error from an object store reads as the store failing, not as damage."""
     return any(word in message for word in _NETWORK_WORDS)
-
-
-def drop_table_files(where: Location | Path, name: str) -> None:
-    """Delete a damaged table's files (``mem index --full`` then builds it afresh)."""
-    at(where).drop_table_files(name)
 
 
 def connect(where: Location | Path):

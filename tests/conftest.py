@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -220,5 +221,18 @@ def onnx_export(example) -> Path:
 
 
 def seed_export(folder: Path, export: Path) -> None:
-    """Put ``export`` into the models folder of ``folder`` (an index folder or a local cache)."""
-    shutil.copytree(export, folder / "models" / export.name, dirs_exist_ok=True)
+    """Put ``export`` into the models folder of ``folder`` (an index folder or a local cache),
+    hard-linked: its ~110 MB are never written in place (an export is replaced whole)."""
+    shutil.copytree(export, folder / "models" / export.name, dirs_exist_ok=True, copy_function=os.link)
+
+
+def copy_workspace(source: Path, target: Path) -> Path:
+    """A copy of a workspace whose model files (``.mem/models``) are hard links, not copies."""
+    def copy(src: str, dst: str) -> None:
+        if f"{os.sep}models{os.sep}" in src:
+            os.link(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=copy)
+    return target

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_step, seed_export
+from conftest import copy_workspace, make_step, seed_export
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers import store
 from mem_retrieval.indexers.location import Location
@@ -239,8 +239,7 @@ def test_a_writer_publishing_after_another_machine_merges_and_never_moves_versio
     config_file, uri, bucket = on_s3(s3, tmp_path)
     a = corpus(tmp_path / "a", onnx_export)
     Memory.open(a.root, config_file).index(progress=False)
-    b_root = tmp_path / "b"
-    shutil.copytree(a.root, b_root)
+    b_root = copy_workspace(a.root, tmp_path / "b")
     shutil.rmtree(b_root / ".mem" / "index.lock", ignore_errors=True)
     a.add_step("gen-0", make_step("wa", statement="a walrus lemma written on machine A"))
     b = type(a)(b_root)
@@ -347,8 +346,7 @@ def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_
     old_config = s3.config(tmp_path / "old.toml", f"s3://{bucket}/old")
     status, _, log = forker.run(mem_argv(old.root, "--config", str(old_config), "index", "--no-progress"))
     assert status["code"] == 0, log
-    new_files = tmp_path / "new"
-    shutil.copytree(old.root, new_files)
+    new_files = copy_workspace(old.root, tmp_path / "new")
     change_corpus(type(old)(new_files))
     s3.copy(bucket, "old", "reference")
     reference = s3.config(tmp_path / "reference.toml", f"s3://{bucket}/reference")
@@ -361,8 +359,7 @@ def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_
     points = kill_points(duration, seed=30, trials=6) + [duration * 0.7 + d for d in
                                                          kill_points(duration * 0.3, seed=31, trials=6)]
     for trial, delay in enumerate(points):
-        root = tmp_path / f"trial{trial}"
-        shutil.copytree(new_files, root)
+        root = copy_workspace(new_files, tmp_path / f"trial{trial}")
         s3.copy(bucket, "old", f"trial{trial}")
         config = s3.config(tmp_path / f"trial{trial}.toml", f"s3://{bucket}/trial{trial}")
         files = workspace_files(root)
