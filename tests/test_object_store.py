@@ -317,19 +317,12 @@ def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export)
 # ---------------------------------------------------------------------------- crash trials
 
 def s3_state(memory: Memory) -> dict:
-    """What a reader of the index at the memory's URI sees (test_crash.index_state, on S3)."""
-    location = memory.retriever.location
-    meta = store.read_meta(location)
-    db = location.connect()
-    tables, latest = {}, {}
-    for name in ("steps", "events", "sources"):
-        table = store.open_table(db, name)
-        latest[name] = table.version
-        table.checkout(meta["versions"][name])
-        data = table.search().select(["gid", "content_hash"]).limit(100_000).to_arrow()
-        tables[name] = dict(zip(data["gid"].to_pylist(), data["content_hash"].to_pylist()))
-    steps = {h.id for h in memory.archive_hits("quokka", strategy="bm25")}
-    return {"versions": meta["versions"], "tables": tables, "latest": latest, "quokka": steps}
+    """What a reader of the index at the memory's URI sees (test_crash.index_state), and the
+    steps a search for quokka finds."""
+    from test_crash import index_state
+
+    state = index_state(memory.workspace.root, memory.retriever.location)
+    return state | {"quokka": {h.id for h in memory.archive_hits("quokka", strategy="bm25")}}
 
 
 def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_completes(
