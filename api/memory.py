@@ -5,8 +5,8 @@
     page = memory.archive_search("GL2m/Sp2m generation", setting="F_q((t))")
 
 ``archive_search``, ``recall_search`` and ``archive_get`` read (``retrieval.Retriever``);
-``core_set`` and ``archive_insert`` write (``records.writes``); ``check`` verifies M1–M4
-(``records.invariants``); ``index`` brings the index up to date (``indexers.build``). The command
+``core_set`` and ``archive_insert`` write (``records.writes``); ``record`` is the design's Record
+step (``records.record``, then an index run); ``check`` verifies M1–M4 (``records.invariants``); ``index`` brings the index up to date (``indexers.build``). The command
 line is a thin shell over this class."""
 
 from __future__ import annotations
@@ -96,6 +96,22 @@ class Memory:
         from mem_retrieval.records.writes import archive_insert
 
         return archive_insert(self.workspace, ref, run)
+
+    def record(self, run: str, dry_run: bool = False, *, progress: bool | None = False,
+               on_message: Callable[[str], None] | None = None):
+        """The Record step of ``run`` (``records.record.Record``): check it (refused on M1, M4 or
+        integrity violations), admit every M2-admissible step not yet in the library except those
+        with an M3 problem, in one all-or-nothing write, then index incrementally. Idempotent, and
+        safe to rerun after a crash. ``dry_run``: the plan, nothing written."""
+        from dataclasses import replace
+
+        from mem_retrieval.records.record import admit, plan_record
+
+        plan = plan_record(self.workspace, run, self.config.model.package)
+        if dry_run:
+            return plan
+        done = admit(self.workspace, plan)
+        return replace(done, index=self.index([run], progress=progress, on_message=on_message))
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

@@ -22,6 +22,22 @@ EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of argument bytes that are not UTF-8
 
 
+class InProcessOnly(Exception):
+    """A request a warm server must not answer: the caller runs it in-process (``reason``)."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The process a command runs for when it is not this one (a request to `mem serve`): its
+    current folder and ``$MEM_WORKSPACE``, and the warm server's cache of Memory objects
+    (cli.warm.WarmMemories). Nothing process-wide (the current folder, the environment) changes,
+    so requests can run at once in threads."""
+
+    cwd: Path
+    workspace_env: str | None
+    memories: Any = None
+
+
 @dataclass
 class Context:
     """What every command gets: the chosen workspace, output mode and where to write."""
@@ -31,11 +47,15 @@ class Context:
     config_path: Path | None
     out: Any = field(default=sys.stdout)
     err: Any = field(default=sys.stderr)
+    caller: Caller | None = None
 
     def workspace(self):
         from mem_retrieval.records.workspace import Workspace
 
-        return Workspace.open(self.workspace_arg)
+        if self.caller is None:
+            return Workspace.open(self.workspace_arg)
+        env = {} if self.caller.workspace_env is None else {"MEM_WORKSPACE": self.caller.workspace_env}
+        return Workspace.open(self.workspace_arg, base=self.caller.cwd, environ=env)
 
     def config(self, workspace=None):
         from mem_retrieval.configs import load_config
@@ -43,18 +63,22 @@ class Context:
         return load_config(workspace.root if workspace else None, self.config_path)
 
     def memory(self):
-        """The workspace's Memory, with its configuration."""
+        """The workspace's Memory, with its configuration (a warm server's cached one, for the
+        index version meta.json pins now)."""
         from mem_retrieval.memory import Memory
 
         workspace = self.workspace()
+        if self.caller is not None and self.caller.memories is not None:
+            return self.caller.memories.get(workspace, self.config_path)
         return Memory(workspace, self.config(workspace))
 
     def warn_if_no_runs(self, workspace) -> None:
         """Say so when the folder holds no run (often the wrong --workspace)."""
-        if not workspace.runs():
-            library = workspace.library_path.is_file()
-            self.note(f"mem: no runs in {workspace.root} (a run is a folder holding tree.json)"
-                      + ("; only solve/library.jsonl is read" if library else ""))
+        from mem_retrieval.cli.calls import no_runs_note
+
+        note = no_runs_note(workspace)
+        if note:
+            self.note(f"mem: {note}")
 
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""
@@ -109,21 +133,29 @@ def command_modules(prefix: str) -> list[Any]:
     return sorted(modules, key=lambda module: (getattr(module, "ORDER", 50), module.__name__))
 
 
-def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
+def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
+        caller: Caller | None = None) -> int:
+    """Run one `mem` command; its exit status. ``caller``: run it for another process (`mem
+    serve`), whose folder and ``$MEM_WORKSPACE`` count instead of this process's."""
     out = out or sys.stdout
     err = err or sys.stderr
     json_mode = "--json" in (argv if argv is not None else sys.argv[1:])
-    ctx = Context(None, json_mode, None, out, err)
+    ctx = Context(None, json_mode, None, out, err, caller)
+    args = None
     try:
         for arg in sys.argv[1:] if argv is None else argv:
             if _SURROGATE.search(arg):
                 raise BadInput(f"argument {_shown(arg)} is not valid UTF-8")
         args = build_parser().parse_args(argv)
-        ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err)
+        if caller is not None and args.config and not Path(args.config).is_absolute():
+            # its messages name the file as given, relative to the caller's folder: run it there
+            raise InProcessOnly("a relative --config runs in-process")
+        ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err,
+                      caller)
         return int(args.handler(args, ctx) or 0)
     except MemError as error:
         more = [str(p) for p in getattr(error, "problems", ())[1:]]
-        return _fail(ctx, cli_message(error), error.exit_status, more)
+        return _fail(ctx, cli_message(error, getattr(args, "function", None)), error.exit_status, more)
     except KeyboardInterrupt:
         return _fail(ctx, "interrupted", 130)
     except BrokenPipeError:
@@ -133,14 +165,18 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
 POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN"}
 
 
-def flag(param: str) -> str:
-    """An API parameter as the command line spells it: ``any_setting`` -> ``--any-setting``."""
+def flag(param: str, function=None) -> str:
+    """An API parameter as the command line spells it: ``any_setting`` -> ``--any-setting``; for
+    a memory function's command (``function``, mem_retrieval.functions), as that command has it
+    (``record``'s ``run`` is its argument RUN)."""
+    if function is not None and any(p.name == param for p in function.params):
+        return function.param(param).flag
     return POSITIONAL.get(param) or "--" + param.replace("_", "-")
 
 
-def cli_message(error: MemError) -> str:
+def cli_message(error: MemError, function=None) -> str:
     """The error's one line, its parameter named as the command line spells it (``--kind``)."""
-    return str(error) if error.param is None else f"{flag(error.param)} {error.message}"
+    return str(error) if error.param is None else f"{flag(error.param, function)} {error.message}"
 
 
 def _shown(arg: str) -> str:

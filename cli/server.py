@@ -4,32 +4,42 @@ embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serv
 Protocol: one JSON request per connection, the client closing its side when done:
 ``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null}}`` → ``{"code": int,
 "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer (the client then
-runs the command in-process); ``{"ping": true}`` → ``{"pid", "requests", "workspace"}``. A request
-runs through ``mem_retrieval.cli.main.run`` with the caller's folder and ``$MEM_WORKSPACE``, so its answer is the
-in-process output byte for byte. Each request builds a fresh ``Memory``, which reads
-``.mem/meta.json`` and opens the table versions pinned there: a reindex done meanwhile is served at
-once. Requests are answered one at a time."""
+runs the command in-process); ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}`` (``peak``: the most
+requests it has answered at once). A request
+runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
+``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
+for byte.
+
+Requests are answered at once, each in a worker thread (``WORKERS``): the main thread only accepts
+connections. A request's output goes to its own buffers (what a library prints meanwhile too:
+cli.warm.PerThreadStream). Its ``Memory`` comes from a cache kept per index version
+(cli.warm.WarmMemories): a reindex done meanwhile rewrites ``.mem/meta.json``, and the next
+request opens the new versions. A client that leaves before its answer costs nothing but the work."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import queue
 import signal
 import socket
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.cli.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
+from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
 READ_TIMEOUT = 5.0     # seconds a client has to send its request
-BACKLOG = 16
+BACKLOG = 64
+WORKERS = 8            # requests answered at once
 
 
 class Stop(BaseException):
@@ -49,6 +59,13 @@ class Server:
         self.listener = listener
         self.idle_timeout = idle_timeout
         self.requests = 0
+        self.memories = WarmMemories()
+        self._lock = threading.Lock()
+        self._busy = 0                       # requests being answered
+        self.peak = 0                        # the most answered at once
+        self._last = time.monotonic()        # when the last one was answered
+        self._jobs: queue.Queue[socket.socket | None] = queue.Queue()
+        self._streams = None
         stat = self.path.stat()
         self._identity = (stat.st_dev, stat.st_ino)
 
@@ -75,55 +92,77 @@ class Server:
 
     def warm(self, model: bool = True) -> None:
         """Import what a search needs (a first search does it) and, with ``model``, load and run the
-        embedding model of the workspace's config, so the first real request is already warm."""
-        from mem_retrieval.cli.main import run
+        embedding model the index is searched with, so the first real request is already warm."""
+        from mem_retrieval.cli.main import Caller, run
+        from mem_retrieval.cli.warm import warm_model
+        from mem_retrieval.records.workspace import Workspace
 
         sink = io.StringIO()
         with redirect_stdout(sink), redirect_stderr(sink), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 run(["--workspace", str(self.root), "archive-search", "warm up", "--strategy", "bm25"],
-                    out=sink, err=sink)
+                    out=sink, err=sink, caller=Caller(self.root, None, self.memories))
                 if model:
-                    from mem_retrieval.configs import load_config
-                    from mem_retrieval.text.embed import embed_query
-
-                    embed_query("warm up", load_config(self.root).model.package)  # loads and runs it
+                    warm_model(self.memories.get(Workspace(self.root)))
             except Exception:  # no index yet, a bad config or model: each request will say so itself
                 pass
 
     def serve(self, model: bool = True, on_ready: Callable[[], None] | None = None) -> str:
         """Warm up, call ``on_ready``, then answer requests until SIGTERM/SIGINT, the idle timeout,
         or the socket being removed or replaced; returns why it stopped. The socket is removed on
-        the way out, whatever the way."""
+        the way out, whatever the way; requests still running are abandoned (their clients, left
+        without an answer, run the command in-process)."""
         handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.warm(model)
-            if on_ready is not None:
-                on_ready()
-            return self._loop()
+            with per_thread_output() as self._streams:
+                self._start_workers()
+                if on_ready is not None:
+                    on_ready()
+                return self._loop()
         except Stop as stop:
             return str(stop)
         finally:
+            for _ in range(WORKERS):
+                self._jobs.put(None)
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
             self.close()
 
+    def _start_workers(self) -> None:
+        for n in range(WORKERS):
+            threading.Thread(target=self._work, name=f"mem-serve-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        while (conn := self._jobs.get()) is not None:
+            try:
+                with conn:
+                    self.handle(conn)
+            except Exception as error:  # a bug: say so, and keep serving
+                sys.stderr.write(f"mem serve: {type(error).__name__}: {error}\n")
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._last = time.monotonic()
+
     def _loop(self) -> str:
         self.listener.settimeout(POLL_SECONDS)
-        last = time.monotonic()
         while True:
             try:
                 conn, _ = self.listener.accept()
             except TimeoutError:
-                if self.idle_timeout is not None and time.monotonic() - last >= self.idle_timeout:
+                with self._lock:
+                    idle = self._busy == 0 and time.monotonic() - self._last
+                if self.idle_timeout is not None and idle and idle >= self.idle_timeout:
                     return f"idle for {self.idle_timeout:g} s"
                 if not self._owns_socket():
                     return f"{self.path} was removed or replaced"
                 continue
-            with conn:
-                self.handle(conn)
-            last = time.monotonic()
+            with self._lock:
+                self._busy += 1
+                self.peak = max(self.peak, self._busy)
+            self._jobs.put(conn)
 
     def handle(self, conn: socket.socket) -> None:
         """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash."""
@@ -140,7 +179,8 @@ class Server:
     def answer(self, request: dict) -> dict:
         """The response to one decoded request."""
         if request.get("ping") is True:
-            return {"pid": os.getpid(), "requests": self.requests, "workspace": str(self.root)}
+            return {"pid": os.getpid(), "requests": self.requests, "workspace": str(self.root),
+                    "peak": self.peak}
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
         if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
             return {"error": "bad request: argv must be a list of strings"}
@@ -151,20 +191,31 @@ class Server:
             return {"error": "not a read command: it runs in-process"}
         if not os.path.isdir(cwd):
             return {"error": f"no folder {cwd}"}
-        from mem_retrieval.cli.main import run
+        from mem_retrieval.cli.main import Caller, InProcessOnly, run
 
-        self.requests += 1
         out, err = io.StringIO(), io.StringIO()
+        caller = Caller(Path(cwd), env.get("MEM_WORKSPACE"), self.memories)
         try:
-            with _as_caller(cwd, env.get("MEM_WORKSPACE"), self.root), redirect_stdout(out), \
-                    redirect_stderr(err), warnings.catch_warnings():
-                code = run(argv, out=out, err=err)
-        except Stop:
-            raise
+            with self._output(out, err):
+                code = run(argv, out=out, err=err, caller=caller)
+        except InProcessOnly as why:
+            return {"error": str(why)}
         except (Exception, SystemExit) as error:  # a bug: the client reruns it in-process and shows it
             sys.stderr.write(f"mem serve: {' '.join(argv)}: {type(error).__name__}: {error}\n")
             return {"error": f"{type(error).__name__}: {error}"}
+        with self._lock:
+            self.requests += 1
         return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+    def _output(self, out, err):
+        """This thread's sys.stdout and sys.stderr go to the request's buffers while it runs."""
+        from contextlib import ExitStack
+
+        stack = ExitStack()
+        if self._streams is not None:
+            stack.enter_context(self._streams[0].to(out))
+            stack.enter_context(self._streams[1].to(err))
+        return stack
 
     def _owns_socket(self) -> bool:
         try:
@@ -208,23 +259,3 @@ def _receive(conn: socket.socket) -> dict:
     if not isinstance(request, dict):
         raise ValueError("a request is a JSON object")
     return request
-
-
-@contextmanager
-def _as_caller(cwd: str, workspace_env: str | None, home: Path) -> Iterator[None]:
-    """Run as the client would: its current folder and its ``$MEM_WORKSPACE``."""
-    saved = os.environ.get("MEM_WORKSPACE")
-    os.chdir(cwd)
-    _set_env("MEM_WORKSPACE", workspace_env)
-    try:
-        yield
-    finally:
-        _set_env("MEM_WORKSPACE", saved)
-        os.chdir(home)
-
-
-def _set_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value

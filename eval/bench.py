@@ -56,6 +56,7 @@ class Options:
     seed: int
     profile: bool
     workspace: Path | None = None
+    embed_sample: int = 2000
     scale: bool = False
     scale_steps: int = 2000
     workers: tuple[int, ...] = (1, 2)
@@ -105,7 +106,8 @@ def _full_index(made: synthetic.Synthetic, options: Options, reused: bool) -> di
                       show_stderr=sys.stderr.isatty()).check("mem index --full")
     report = child.json()
     full = {"seconds": report["seconds"], "wall_seconds": child.seconds, "records": report["added"],
-            "embedded": report["embedded"], "peak_mb": child.peak_mb}
+            "embedded": report["embedded"], "peak_mb": child.peak_mb,
+            "searchable_s": report.get("searchable_seconds")}
     record.write_text(json.dumps(full) + "\n", encoding="utf-8")
     return full | {"reused": False}
 
@@ -198,6 +200,34 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
     return figures
 
 
+def _embedding(made: synthetic.Synthetic, options: Options) -> dict[str, Any]:
+    """Texts/s of the index's embedding path against plain ``SentenceTransformer.encode`` (batch
+    16, the texts as given), on the same sample of the workspace's texts, in this process."""
+    import random
+
+    from mem_retrieval.indexers.rows import build_rows
+    from mem_retrieval.indexers.store import model_spec, read_meta
+    from mem_retrieval.text.embed import embed, load_model
+
+    workspace = Workspace.open(made.root)
+    config = load_config(workspace.root)
+    rows = build_rows(workspace, config, workspace.runs()[:50])
+    texts = sorted(rows.embed_text.values())
+    texts = random.Random(options.seed).sample(texts, min(options.embed_sample, len(texts)))
+    spec = model_spec(workspace.index_dir, read_meta(workspace.index_dir), config)
+    _say(f"  embedding {len(texts):,} texts: the index's path, then plain sentence-transformers …")
+    embed(texts[:8], spec)
+    started = time.perf_counter()
+    embed(texts, spec)
+    ours = len(texts) / (time.perf_counter() - started)
+    model = load_model(config.model.package)
+    model.encode(texts[:8], batch_size=16)
+    started = time.perf_counter()
+    model.encode(texts, batch_size=16, normalize_embeddings=True, show_progress_bar=False)
+    plain = len(texts) / (time.perf_counter() - started)
+    return {"embed_texts_per_s": ours, "plain_st_texts_per_s": plain, "embed_vs_plain": ours / plain}
+
+
 def _cold(made: synthetic.Synthetic, load: synthetic.Workload, options: Options,
           serve: bool) -> tuple[dict[str, Any], list[str]]:
     """Whole-process `mem archive-search` / `mem archive-get`, without and with `mem serve`."""
@@ -253,6 +283,7 @@ def bench_size(size: int, options: Options, serve: bool, scratch: Path) -> dict[
         "full_index_s": full["seconds"],
         "full_index_records_per_s": full["records"] / full["seconds"],
         "full_index_texts_per_s": full["embedded"] / full["seconds"],
+        "full_index_searchable_s": full.get("searchable_s"),
         "index_peak_mb": full["peak_mb"],
         "incremental_changed": incremental["changed"],
         "incremental_embedded": incremental["embedded"],
@@ -260,6 +291,7 @@ def bench_size(size: int, options: Options, serve: bool, scratch: Path) -> dict[
         "incremental_ratio": incremental["seconds"] / full["seconds"],
     }
     figures |= _warm(made, load, options)
+    figures |= _embedding(made, options)
     cold, notes = _cold(made, load, options, serve)
     figures |= cold
     figures["hybrid_vs_naive"] = _ratio(figures["hybrid_p50_ms"], figures["naive_p50_ms"])
@@ -369,6 +401,8 @@ def parse_options(argv: list[str] | None = None) -> Options:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true",
                         help="write cProfile listings of the warm hybrid and id paths to --out")
+    parser.add_argument("--embed-sample", type=int, default=2000, metavar="N",
+                        help="texts embedded by both paths for the embedding-rate comparison (default 2000)")
     parser.add_argument("--workspace", type=Path, metavar="DIR",
                         help="instead of synthetic sizes: index time and warm figures of this "
                              "workspace (copied; its own .mem is left alone)")
@@ -399,8 +433,8 @@ def parse_options(argv: list[str] | None = None) -> Options:
                    skip_full_above=args.skip_full_above, queries=queries,
                    warmup=max(1, min(10, queries // 5)),
                    cold_runs=args.cold_runs or (3 if args.quick else 5), seed=args.seed,
-                   profile=args.profile, workspace=args.workspace, scale=args.scale,
-                   scale_steps=args.scale_steps, workers=args.workers, uri=args.uri)
+                   profile=args.profile, workspace=args.workspace, embed_sample=args.embed_sample,
+                   scale=args.scale, scale_steps=args.scale_steps, workers=args.workers, uri=args.uri)
 
 
 def main(argv: list[str] | None = None) -> int:

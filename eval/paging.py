@@ -22,9 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from mem_retrieval.retrieval.hint import DEFAULT_WINDOW, estimate_remaining
+from mem_retrieval.retrieval.hint import estimate_remaining
 
-PAGE_SIZE = 5
 MAX_PAGES = 10
 FIXED_K = 2
 SCORE_DROP = 0.5
@@ -37,7 +36,7 @@ class RankedPages:
     gids: tuple[str, ...]
     scores: tuple[float, ...]
     relevant: frozenset[str]
-    page_size: int = PAGE_SIZE
+    page_size: int
 
     def __post_init__(self) -> None:
         if len(self.gids) != len(self.scores):
@@ -105,12 +104,11 @@ def score_drop(fraction: float = SCORE_DROP) -> Pager:
     return read_on
 
 
-def hint(window: int = DEFAULT_WINDOW) -> Pager:
+def hint(window: int) -> Pager:
     return lambda ranked, page: estimate_remaining(ranked.scores, page, ranked.page_size, window) >= 1
 
 
-def standard_pagers(k: int = FIXED_K, fraction: float = SCORE_DROP,
-                    window: int = DEFAULT_WINDOW) -> dict[str, Pager]:
+def standard_pagers(window: int, k: int = FIXED_K, fraction: float = SCORE_DROP) -> dict[str, Pager]:
     """The pagers the evaluator reports, by name."""
     return {"first-page": first_page(), f"fixed-{k}": fixed(k), "patience-1": patience(1),
             "score-drop": score_drop(fraction), "hint": hint(window)}

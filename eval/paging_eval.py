@@ -11,10 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.retrieval.hint import DEFAULT_WINDOW
-from mem_retrieval.eval.judgments import Qrels, Query, Run
+from mem_retrieval.eval.judgments import Qrels, Query, Run, read_qrels, read_queries
 from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
-from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, PAGE_SIZE, SCORE_DROP, PagerSummary, RankedPages,
+from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
 from mem_retrieval.eval.ranker import Ranker
 from mem_retrieval.retrieval.strategies import STRATEGIES
@@ -69,6 +68,17 @@ def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Pat
     return [query for query in queries if query.qid in gold]
 
 
+def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Qrels, int]:
+    """The judged queries of a queries file and its qrels (SPEC §10), the qrels, and how many
+    queries had no relevant judgment; InputError when none has one."""
+    queries = read_queries(Path(queries_file))
+    qrels = read_qrels(Path(qrels_file))
+    chosen = judged_queries(queries, qrels, qrels_file)
+    if not chosen:
+        raise InputError(str(qrels_file), None, None, "no query of the queries file has a relevant judgment")
+    return chosen, qrels, len(queries) - len(chosen)
+
+
 def _line_of(path: str | Path, qid: str) -> int | None:
     try:
         for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
@@ -86,8 +96,8 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
-                    strategies: Iterable[str] = STRATEGIES, max_pages: int = MAX_PAGES,
-                    page_size: int = PAGE_SIZE, depth: int = 100, window: int = DEFAULT_WINDOW,
+                    page_size: int, window: int, strategies: Iterable[str] = STRATEGIES,
+                    max_pages: int = MAX_PAGES, depth: int = 100,
                     fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
                     progress: bool = False, qrels_file: str | Path = "qrels",
                     default: str | None = None) -> PagingEvaluation:
@@ -100,7 +110,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
         raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     chosen = judged_queries(queries, qrels, qrels_file)
     gold = judged(qrels)
-    pagers = standard_pagers(fixed_k, fraction, window)
+    pagers = standard_pagers(window, fixed_k, fraction)
     results: dict[str, StrategyResult] = {}
     runs: dict[str, Run] = {}
     # disable=None: a bar on a terminal, nothing in a log file.

@@ -59,7 +59,8 @@ class IndexReport:
                 "added": self.total("added"), "updated": self.total("updated"),
                 "removed": self.total("removed"), "unchanged": self.total("unchanged"),
                 "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full,
-                "engine": self.engine}
+                "searchable_seconds": None if self.searchable_seconds is None
+                else round(self.searchable_seconds, 3), "engine": self.engine}
 
 
 class Progress:
@@ -302,8 +303,10 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
     table = index.tables[name]
     if table is None:
         return {}
-    columns = ["gid", "run", "content_hash", "text_hash"] + (["embedded"] if name in EMBEDDED_TABLES else [])
+    columns = ["gid", "run", "content_hash", "text_hash"]
     try:
+        if name in EMBEDDED_TABLES and "embedded" in table.schema.names:  # an older format has none
+            columns.append("embedded")
         scanned = _scan(table, columns)
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
@@ -371,7 +374,6 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
     """Embed the ``pending`` texts (longest first) in batches of ``index.vector_batch``; after
     each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
     Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
-    versions: dict[str, int] = {}
     holders = {name: [row for row in plan.tables[name].changed if row["text_hash"]] for name in EMBEDDED_TABLES}
     progress.start([rows.embed_text[h] for h in pending], "embedding")
     left = len(pending)
@@ -386,7 +388,7 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     table = index.db.open_table(name)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     table.merge_insert("gid").when_matched_update_all().execute(data)
-            versions = _publish(index, config, pending=left)
+            _publish(index, config, pending=left)
     finally:
         progress.close()
     for name in EMBEDDED_TABLES:  # fold the rewritten rows into the full-text index

@@ -156,6 +156,23 @@ class Location:
         except FileNotFoundError:
             return None, None
 
+    def meta_version(self) -> Any:
+        """A cheap token that changes whenever meta.json is replaced (a warm server keys its
+        cache on it): the file's stat, or the object's ETag (one HEAD request); None: none yet."""
+        if not self.remote:
+            try:
+                stat = (Path(self.uri) / META).stat()
+            except OSError:
+                return None
+            return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        import obstore
+
+        try:
+            with self._reaching(missing_ok=True):
+                return obstore.head(self.store(), META)["e_tag"]
+        except FileNotFoundError:
+            return None
+
     def swap_meta(self, data: bytes, token: str | None) -> bool:
         """Replace meta.json by ``data`` if it is still the version ``token`` names (None: if
         there is none yet); False when another writer replaced it first. A folder index is written

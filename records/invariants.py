@@ -7,6 +7,7 @@ and times going backwards in a ``problems`` list, and a file that cannot be read
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from mem_retrieval.records.core import claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
-from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN
+from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
 from mem_retrieval.records.workspace import Workspace
@@ -49,6 +50,38 @@ def admission_problem(status: str, grade: str | None, repaired: bool) -> str | N
     if grade is None:
         return "not audited (no audit grade) and not repaired"
     return f"audit grade {grade!r} did not pass ({' or '.join(PASSING_GRADES)}) and it was not repaired"
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseProblem:
+    """M3: ``step`` cites the library step ``cited`` of another run, and the run's Fix setting does
+    not imply its setting (an error) or the ontology cannot tell (a warning)."""
+
+    step: Step
+    cited: LibraryEntry
+    severity: str
+    message: str
+
+
+def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry],
+                   ontology: Ontology) -> Iterator[ReuseProblem]:
+    """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id)."""
+    run, setting = tree.run, tree.fix.setting
+    for step in tree.steps:
+        for parent in step.parents:
+            cited = library.get(parent)
+            if cited is None or cited.run == run:
+                continue
+            match = ontology.match(setting, cited.setting)
+            if match == INCOMPATIBLE:
+                yield ReuseProblem(step, cited, ERROR,
+                                   f"step {step.id} cites library step {cited.gid} (setting "
+                                   f"{cited.setting!r}), which this run's setting {setting!r} does not imply")
+            elif match == UNKNOWN:
+                yield ReuseProblem(step, cited, WARNING,
+                                   f"step {step.id} cites library step {cited.gid}: whether this run's "
+                                   f"setting {setting!r} implies its setting {cited.setting!r} is unknown "
+                                   "to the ontology (an auditor must look)")
 
 
 class Catalog:
@@ -207,30 +240,16 @@ class _Checker:
         self.core(run)
 
     def steps(self, tree: Tree) -> None:
-        ontology = self.ws.ontology
-        run, setting = tree.run, tree.fix.setting
+        run = tree.run
         for step in tree.steps:
             self.report.counts["steps"] += 1
             for parent in step.parents:
-                if self.catalog.resolve(parent, run) is None:
-                    if not self.catalog.unverifiable(parent, run):
-                        self.add(run, tree.path, step.line, INTEGRITY,
-                                 f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
-                                 "source of its run, and no library entry)")
-                    continue
-                cited = self.catalog.library.get(parent)
-                if cited is None or cited.run == run:
-                    continue
-                match = ontology.match(setting, cited.setting)
-                if match == INCOMPATIBLE:
-                    self.add(run, tree.path, step.line, "M3",
-                             f"step {step.id} cites library step {cited.gid} (setting "
-                             f"{cited.setting!r}), which this run's setting {setting!r} does not imply")
-                elif match == UNKNOWN:
-                    self.add(run, tree.path, step.line, "M3",
-                             f"step {step.id} cites library step {cited.gid}: whether this run's "
-                             f"setting {setting!r} implies its setting {cited.setting!r} is unknown to "
-                             "the ontology (an auditor must look)", WARNING)
+                if self.catalog.resolve(parent, run) is None and not self.catalog.unverifiable(parent, run):
+                    self.add(run, tree.path, step.line, INTEGRITY,
+                             f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
+                             "source of its run, and no library entry)")
+        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology):
+            self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 
     def events(self, run: str) -> None:
         path = self.ws.events_path(run)
@@ -319,4 +338,5 @@ def check_library(ws: Workspace) -> Report:
     return checker.report
 
 
-__all__ = ["Catalog", "Report", "Violation", "admission_problem", "check", "check_library"]
+__all__ = ["Catalog", "Report", "ReuseProblem", "Violation", "admission_problem", "check", "check_library",
+           "reuse_problems"]

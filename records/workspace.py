@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,12 +18,17 @@ LIBRARY = Path("solve") / "library.jsonl"
 INDEX_DIR = ".mem"
 
 
-def resolve_workspace(path: str | os.PathLike[str] | None) -> Path:
-    """``--workspace``, else ``$MEM_WORKSPACE``, else the current directory."""
-    chosen = Path(path or os.environ.get("MEM_WORKSPACE") or ".")
-    if not chosen.is_dir():
+def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = None,
+                      environ: Mapping[str, str] | None = None) -> Path:
+    """``--workspace``, else ``$MEM_WORKSPACE``, else the current directory. ``base`` and
+    ``environ`` stand for the current directory and the environment of a caller other than this
+    process (a request to `mem serve`); a relative path is taken from ``base``."""
+    env = os.environ if environ is None else environ
+    chosen = Path(path or env.get("MEM_WORKSPACE") or ".")
+    where = chosen if base is None else Path(base) / chosen
+    if not where.is_dir():
         raise BadInput(f"workspace {str(chosen)!r} is not a folder")
-    return chosen.resolve()
+    return where.resolve()
 
 
 @dataclass
@@ -32,8 +37,9 @@ class Workspace:
     index_root: Path | None = None  # the index folder, when not ROOT/.mem (an evaluation's scratch index)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> "Workspace":
-        return cls(resolve_workspace(path))
+    def open(cls, path: str | os.PathLike[str] | None = None, base: Path | None = None,
+             environ: Mapping[str, str] | None = None) -> "Workspace":
+        return cls(resolve_workspace(path, base, environ))
 
     # ---- where things are
     @property

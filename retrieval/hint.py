@@ -10,7 +10,7 @@ better than the typical candidate weighs 0; in between, linearly. The estimate a
 the sum of the weights of the hits on the next ``window`` pages (pages p+1 … p+window). The rule
 uses only the list's own scores, so it needs no training data and is the same for every scale
 (BM25, cosine, reciprocal-rank sums); its one parameter is the look-ahead ``window``
-(``search.hint_window``). A list whose scores are all equal carries no evidence and estimates 0.
+(``search.hint_window``, like the page size, from the config). A list whose scores are all equal carries no evidence and estimates 0.
 
 The weights are not a calibrated probability: the estimate says how much of the list ahead scores
 like its top, which grows with the relevant hits left but overstates their count when relevant
@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import median
 
-DEFAULT_WINDOW = 3
 
 
 def relevance_weights(scores: Sequence[float]) -> list[float]:
@@ -37,8 +36,7 @@ def relevance_weights(scores: Sequence[float]) -> list[float]:
     return [min(1.0, max(0.0, (score - typical) / (top - typical))) for score in scores]
 
 
-def estimate_remaining(scores: Sequence[float], page: int, page_size: int = 5,
-                       window: int = DEFAULT_WINDOW) -> float:
+def estimate_remaining(scores: Sequence[float], page: int, page_size: int, window: int) -> float:
     """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``."""
     if page < 0 or page_size < 1 or window < 0:
         raise ValueError(f"page {page}, page_size {page_size}, window {window}: out of range")

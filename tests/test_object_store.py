@@ -72,7 +72,7 @@ def answers(memory: Memory, until: str | None = None, run: str | None = None) ->
 
 def plan_of(report) -> dict:
     """What an index run did (counts per table, texts embedded), without its timings."""
-    return {k: v for k, v in report.as_dict().items() if k not in ("seconds", "engine")}
+    return {k: v for k, v in report.as_dict().items() if k not in ("seconds", "searchable_seconds", "engine")}
 
 
 def timed(call) -> tuple[object, float]:
@@ -376,3 +376,22 @@ def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_
         assert workspace_files(root) == files
     print(f"\nS3 index kill trials: {len(outcomes)} (D = {duration:.2f} s): {outcomes.count('old')} old, "
           f"{outcomes.count('torn')} torn (tables committed, meta.json not yet), {outcomes.count('new')} new")
+
+
+def test_a_warm_server_serves_a_reindex_of_the_store_at_once(s3, tmp_path, onnx_export):
+    """`mem serve`/`mem mcp` keep a Memory per index version: with the index on a store, the
+    version is meta.json's ETag there (the workspace's .mem holds no meta.json to watch)."""
+    from mem_retrieval.cli.warm import WarmMemories
+    from mem_retrieval.records.workspace import Workspace
+
+    config, _, _ = on_s3(s3, tmp_path)
+    ws = corpus(tmp_path / "ws", onnx_export)
+    Memory.open(ws.root, config).index(progress=False)
+    memories, workspace = WarmMemories(), Workspace.open(ws.root)
+    first = memories.get(workspace, config)
+    assert memories.get(workspace, config) is first and not first.archive_hits("walrus", strategy="bm25")
+    ws.add_step("gen-0", make_step("wx", statement="a walrus the warm server must see"))
+    Memory.open(ws.root, config).index(progress=False)
+    second = memories.get(workspace, config)
+    assert second is not first
+    assert [h.id for h in second.archive_hits("walrus", strategy="bm25")] == ["gen-0/wx"]

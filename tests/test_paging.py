@@ -142,7 +142,7 @@ def test_recall_by_page_agrees_with_ir_measures_recall(seed):
     for qid, gold in judged(qrels).items():
         scores = run_scores(lists[qid])
         ranked = RankedPages(tuple(scores), tuple(scores.values()),
-                             frozenset(doc for doc, grade in gold.items() if grade > 0))
+                             frozenset(doc for doc, grade in gold.items() if grade > 0), 5)
         curve = recall_by_page(ranked, max_pages=10)
         assert (curve[0], curve[1], curve[9]) == pytest.approx(
             (values[qid]["R@5"], values[qid]["R@10"], values[qid]["R@50"]))
@@ -190,7 +190,7 @@ def test_pagers_never_read_past_the_list_or_max_pages():
     long = pages_of(filler("n", 100), {"n99"})
     assert read(long, fixed(20), max_pages=10) == _stop(10, 0.0)
     empty = pages_of([], {"gold"})
-    for pager in standard_pagers().values():
+    for pager in standard_pagers(3).values():
         assert read(empty, pager) == _stop(1, 0.0)  # the first (empty) page is always read
 
 
@@ -212,12 +212,12 @@ def test_hint_estimate_by_hand():
     assert estimate_remaining(scores, page=1, page_size=5, window=3) == pytest.approx(10 / 7)
     assert estimate_remaining(scores, page=0, page_size=5, window=1) == pytest.approx(25 / 7)
     assert estimate_remaining(scores, page=2, page_size=5, window=3) == 0
-    assert estimate_remaining([4.0] * 12, page=1) == 0  # flat scores carry no evidence
-    assert estimate_remaining([], page=1) == 0
+    assert estimate_remaining([4.0] * 12, page=1, page_size=5, window=3) == 0  # flat scores carry no evidence
+    assert estimate_remaining([], page=1, page_size=5, window=3) == 0
     # the same list on another scale gives the same estimate (BM25, cosine, RRF alike)
-    assert estimate_remaining([s / 70 + 0.01 for s in scores], page=1) == pytest.approx(10 / 7)
+    assert estimate_remaining([s / 70 + 0.01 for s in scores], page=1, page_size=5, window=3) == pytest.approx(10 / 7)
     with pytest.raises(ValueError):
-        estimate_remaining(scores, page=-1)
+        estimate_remaining(scores, page=-1, page_size=5, window=3)
 
 
 def test_hint_pager_reads_on_while_strong_scores_remain_where_patience_stops():
@@ -236,7 +236,7 @@ def test_hint_pager_reads_on_while_strong_scores_remain_where_patience_stops():
 
 def test_summary_counts_every_query_including_empty_lists():
     full, empty = gold_on_pages_1_and_3(), pages_of([], {"gold"})
-    summary = summarize([full, empty], standard_pagers(), max_pages=4)
+    summary = summarize([full, empty], standard_pagers(3), max_pages=4)
     assert summary.recall_by_page == [0.25, 0.25, 0.5, 0.5]
     assert list(summary.pagers) == PAGERS
     patience1 = summary.pagers["patience-1"]
@@ -274,7 +274,8 @@ def toy_evaluation(strategies=("bm25", "rerank")):
     queries = [Query("q1", "first"), Query("q2", "not judged"), Query("q3", "third", "PFR", "run-x")]
     qrels = {"q1": {"gold-1": 1, "gold-3": 1}, "q2": {"nope": 0}, "q3": {"g": 1}}
     ranker = ToyRanker(lists)
-    return ranker, evaluate_paging(ranker, queries, qrels, strategies=strategies, max_pages=4)
+    return ranker, evaluate_paging(ranker, queries, qrels, page_size=5, window=3, strategies=strategies,
+                                   max_pages=4)
 
 
 def test_evaluation_json_has_the_issue_shape():
@@ -303,7 +304,7 @@ def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path):
     qrels_file.write_text("q1 0 a 1\nq9 0 b 1\n")
     with pytest.raises(InputError, match=r"r\.qrels:2: qid: 'q9' is judged but not in the queries"):
         evaluate_paging(ToyRanker({"bm25": {}}), [Query("q1", "x")], {"q1": {"a": 1}, "q9": {"b": 1}},
-                        strategies=["bm25"], qrels_file=qrels_file)
+                        page_size=5, window=3, strategies=["bm25"], qrels_file=qrels_file)
 
 
 def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from mem_retrieval.configs import load_config
 from mem_retrieval.eval.judgments import read_queries
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory

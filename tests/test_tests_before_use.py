@@ -274,7 +274,7 @@ def test_the_derived_queries_are_the_steps_citing_other_runs_library_steps(works
 
 
 def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspace, tmp_path):
-    memory = _citing(workspace)
+    _citing(workspace)
     code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step",
                      "--write-queries", str(tmp_path / "derived"), "--strategy", "bm25")
     data = json.loads(text[:text.rindex("}") + 1])

@@ -78,5 +78,5 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
 def _embed(encoder, texts: list[str]):
     import torch
 
-    features = encoder.tokenize(texts)
+    features = encoder.preprocess(texts)
     return torch.nn.functional.normalize(encoder(features)["sentence_embedding"], dim=1)

@@ -3,7 +3,6 @@ weights of a graph strategy, chosen by cross-validation with folds by run (eval/
 
 from __future__ import annotations
 
-from pathlib import Path
 
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
@@ -34,18 +33,14 @@ def register(subparsers, common) -> None:
 
 def run_fusion(args, ctx) -> int:
     from mem_retrieval.eval.fusion import choose_weights, collect
-    from mem_retrieval.eval.judgments import read_qrels, read_queries
-    from mem_retrieval.eval.paging_eval import judged_queries
-    from mem_retrieval.records.errors import BadInput, InputError
+    from mem_retrieval.eval.paging_eval import read_judged
+    from mem_retrieval.records.errors import BadInput
 
     if args.folds < 1:
         raise BadInput(f"{args.folds} is not a number of folds (at least 1)", param="folds")
     if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
         raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
-    qrels = read_qrels(Path(args.qrels))
-    queries = judged_queries(read_queries(Path(args.queries)), qrels, args.qrels)
-    if not queries:
-        raise InputError(args.qrels, None, None, "no query of the queries file has a relevant judgment")
+    queries, qrels, _ = read_judged(args.queries, args.qrels)
     memory = ctx.memory()
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config) if args.guard else None
@@ -60,20 +55,16 @@ def run_fusion(args, ctx) -> int:
 def _guard(args, ctx, config):
     """The guard set's features under the strategy being tuned, and its floor: the nDCG@10 of
     the default strategy there (config's ``search.strategy``)."""
-    from dataclasses import replace
 
     from mem_retrieval.eval.fusion import Guard, collect
-    from mem_retrieval.eval.judgments import read_qrels, read_queries
-    from mem_retrieval.eval.metrics import mean_metrics
-    from mem_retrieval.eval.paging_eval import judged_queries
+    from mem_retrieval.eval.metrics import mean_metrics, run_scores
+    from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.eval.ranker import make_ranker
     from mem_retrieval.memory import Memory
-    from mem_retrieval.eval.metrics import run_scores
 
     root, queries_file, qrels_file = args.guard
     guard_memory = Memory.open(root, ctx.config_path)
-    qrels = read_qrels(Path(qrels_file))
-    queries = judged_queries(read_queries(Path(queries_file)), qrels, qrels_file)
+    queries, qrels, _ = read_judged(queries_file, qrels_file)
     ranker = make_ranker(guard_memory.retriever)
     default = config.search.strategy
     run = {q.qid: run_scores(ranker(default, q, config.search.pool)) for q in queries}

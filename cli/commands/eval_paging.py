@@ -40,20 +40,13 @@ def _check_outputs(args) -> None:
 
 
 def run_paging(args, ctx) -> int:
-    from mem_retrieval.eval.judgments import read_qrels, read_queries
-    from mem_retrieval.eval.paging_eval import evaluate_paging, judged_queries, search_depth
+    from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
     from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
-    from mem_retrieval.records.errors import InputError
 
     _check_outputs(args)
-    queries = read_queries(Path(args.queries))
-    qrels = read_qrels(Path(args.qrels))
-    chosen = judged_queries(queries, qrels, args.qrels)
-    if not chosen:
-        raise InputError(args.qrels, None, None, "no query of the queries file has a relevant judgment")
-    if len(chosen) < len(queries):
-        ctx.note(f"{len(queries) - len(chosen)} of {len(queries)} queries have no relevant judgment: "
-                 "not scored")
+    chosen, qrels, unjudged = read_judged(args.queries, args.qrels)
+    if unjudged:
+        ctx.note(f"{unjudged} of {len(chosen) + unjudged} queries have no relevant judgment: not scored")
     from mem_retrieval.eval.ranker import make_ranker
 
     memory = ctx.memory()

@@ -1,0 +1,202 @@
+"""The memory functions as data: what each does and its parameters, the one source of both the
+command line (``cli/arguments.py`` builds each command's argparse parser from it) and the MCP tools
+(``cli/mcp.py`` publishes each tool's input schema from it). A parameter added or changed here shows
+in both, and in their help.
+
+Parameter names are the tools' argument names; the API's messages name them (``page 0 is not a page
+number``); the command line spells them as its flags (``--page``) or, for arguments, as their
+metavar. Types and closed choices are advertised in the schema; the values themselves are checked
+once, by the API (``Memory``), so a bad value gets the same message on every path.
+
+Light on purpose: imported at every CLI start-up (no lancedb, no torch)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from mem_retrieval.records.types import KINDS, STATUSES
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a memory function."""
+
+    name: str
+    type: str                        # string | integer | boolean | strings (a list of strings)
+    help: str
+    required: bool = False
+    positional: bool = False         # on the command line: an argument, not a --flag
+    default: Any = None
+    choices: tuple[str, ...] = ()    # the closed set of values (advertised; the API checks them)
+    minimum: int | None = None
+    metavar: str | None = None       # the command line's name for its value
+    dash_stdin: bool = False         # on the command line, '-' reads the value from standard input
+
+    @property
+    def flag(self) -> str:
+        """How the command line spells it: ``--any-setting``, or the metavar of an argument."""
+        return (self.metavar or self.name.upper()) if self.positional else "--" + self.name.replace("_", "-")
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of its value."""
+        if self.type == "strings":
+            out: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+        else:
+            out = {"type": self.type}
+        out["description"] = self.help
+        if self.choices:
+            out["enum"] = list(self.choices)
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+@dataclass(frozen=True)
+class Function:
+    """One memory function: a `mem` command (``command``) and an MCP tool (``name``)."""
+
+    name: str
+    summary: str        # one line: the command's entry in `mem --help`, the tool's first sentence
+    description: str    # what else a caller should know
+    params: tuple[Param, ...]
+    writes: bool = False
+
+    @property
+    def command(self) -> str:
+        return self.name.replace("_", "-")
+
+    @property
+    def schema_name(self) -> str:
+        """The name of its output's JSON Schema (``schemas/<command>.json``)."""
+        return self.command
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a tool call's arguments: every parameter, no other."""
+        return {"type": "object", "properties": {p.name: p.schema() for p in self.params},
+                "required": [p.name for p in self.params if p.required],
+                "additionalProperties": False}
+
+    def tool_description(self) -> str:
+        return f"{self.summary}. {self.description}"
+
+    def with_defaults(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``arguments`` with every parameter present (its default when not given)."""
+        empty = {"strings": [], "boolean": False}
+        return {p.name: arguments[p.name] if p.name in arguments
+                else p.default if p.default is not None else empty.get(p.type) for p in self.params}
+
+
+def _strategies() -> tuple[str, ...]:
+    from mem_retrieval.retrieval.strategies import STRATEGIES
+
+    return tuple(STRATEGIES)
+
+
+RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/step names it)",
+                  metavar="RUN")
+UNTIL = Param("until", "string", "memory as it stood at that event: a sequence number or event id "
+              "(with run), or an ISO time with a zone", metavar="SEQ|TIME|EVENT")
+PAGE = Param("page", "integer", "which page of 5 hits (pages start at 1)", default=1, minimum=1,
+             metavar="N")
+
+FUNCTIONS: tuple[Function, ...] = (
+    Function(
+        "archive_search", "Steps of the runs and the library, 5 a page",
+        "Ids first (a query naming A5-7 or run/A5-7 returns it as hit 1), then text candidates "
+        "ranked by the strategy (default: BM25 candidates and the steps similar statements cite, "
+        "scored with embeddings; the embedding never adds a candidate alone). With setting, hits whose setting it does not imply (M3) are left "
+        "out unless any_setting. Each hit: id, run, kind, statement, status, grade, setting, "
+        "setting_match, score, in_library.",
+        (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
+               required=True, positional=True, metavar="QUERY"),
+         Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",
+               metavar="S"),
+         Param("any_setting", "boolean", "keep hits whose setting is incompatible too"),
+         Param("run", "string", "only steps of this run", metavar="R"),
+         Param("kind", "string", "only steps of this kind", choices=KINDS, metavar="K"),
+         Param("status", "string", "only steps with this status", choices=STATUSES, metavar="S"),
+         Param("library", "boolean", "only steps in the library (solve/library.jsonl): the Recall "
+               "step at Fix"),
+         UNTIL, PAGE,
+         Param("strategy", "string", "the ranking strategy (default: the config's search.strategy)",
+               choices=_strategies(), metavar="S"))),
+    Function(
+        "archive_get", "One full step: statement, hypotheses, setting, proof, parents, status, audit",
+        "Read from the workspace files (no index, no model); also a source (d2) by its id.",
+        (Param("id", "string", "a global id run/step, or a step id (with run when several runs have it)",
+               required=True, positional=True, metavar="ID"),
+         RUN_OF_ID)),
+    Function(
+        "recall_search", "Events with their briefs and returns, 5 a page",
+        "Give query (the events matching it, best first) or id (every event naming that step, in "
+        "log order), not both.",
+        (Param("query", "string", "what to look for in the events, their briefs and returns",
+               positional=True, metavar="QUERY"),
+         Param("id", "string", "every event naming this step, in log order", metavar="ID"),
+         Param("run", "string", "only events of this run", metavar="R"),
+         UNTIL, PAGE)),
+    Function(
+        "core_set", "Rewrite one field of RUN/memory/core.md (W)",
+        "A checkpoint event carrying the new text is appended to events.jsonl first; core.md is "
+        "then replaced atomically. Refused when W would pass 2,000 tokens (M4).",
+        (Param("run", "string", "the run whose W to write", required=True, positional=True,
+               metavar="RUN"),
+         Param("field", "string", "phase | portfolio | open gaps (or open-gaps) | next | inputs",
+               required=True, positional=True, metavar="FIELD"),
+         Param("text", "string", "the field's new text: ids and one line each", required=True,
+               positional=True, metavar="TEXT", dash_stdin=True)),
+        writes=True),
+    Function(
+        "archive_insert", "Copy one audited step to solve/library.jsonl",
+        "Copied from its tree.json. Refused when M2 fails (status not final, not audited, or not "
+        "passed and not repaired) or when the id is already in the library. Index afterwards (or "
+        "use record) to make it searchable.",
+        (Param("id", "string", "a global id run/step, or a step id with run", required=True,
+               positional=True, metavar="ID"),
+         RUN_OF_ID),
+        writes=True),
+    Function(
+        "check", "M1–M4 and the record's integrity; lists every violation",
+        "One violation a line (file:line: code: message). Warnings (M3 settings unknown to the "
+        "ontology) do not fail.",
+        (Param("runs", "strings", "the runs to check (default: all)", positional=True,
+               metavar="RUN"),)),
+    Function(
+        "record", "The Record step of a run: check it, admit its audited steps to the library, index",
+        "Refused, listing them, on M1, M4 or integrity violations. Admits every step satisfying M2 "
+        "not yet in the library, except steps citing a library step the run's setting does not "
+        "imply (M3), in one all-or-nothing write; then indexes the run. Says what it admitted, left "
+        "out and why. Idempotent: a second call admits nothing.",
+        (Param("run", "string", "the run to record", required=True, positional=True, metavar="RUN"),
+         Param("dry_run", "boolean", "show the plan; write nothing")),
+        writes=True),
+)
+
+BY_NAME: dict[str, Function] = {f.name: f for f in FUNCTIONS}
+
+
+@cache
+def output_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of the ``--json`` output of the command ``name`` (``archive-search``,
+    ``eval-paging``, ``error``…), shipped in the package under ``schemas/``."""
+    from importlib.resources import files
+
+    return json.loads((files("mem_retrieval") / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def schema_names() -> list[str]:
+    """Every shipped output schema, by name."""
+    from importlib.resources import files
+
+    return sorted(entry.name.removesuffix(".json") for entry in (files("mem_retrieval") / "schemas").iterdir()
+                  if entry.name.endswith(".json"))
+
+
+__all__ = ["BY_NAME", "FUNCTIONS", "Function", "Param", "output_schema", "schema_names"]

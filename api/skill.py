@@ -1,0 +1,72 @@
+"""The solve-maths-mem skill: SKILL.md (when to call which memory function, the Recall step at
+Fix, the checkpoints, M1–M4), references/memory-protocol.md (the tiers, the functions with their
+arguments and outputs, the core.md template) and scripts/mem.py, shipped in the package under
+``skills/`` and installed in both agent layouts (``.claude/skills/…`` and ``.agents/skills/…``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.files import write_atomic
+
+SKILL = "solve-maths-mem"
+LAYOUTS = (Path(".claude") / "skills", Path(".agents") / "skills")
+
+
+def skill_files() -> dict[str, str]:
+    """Every file of the skill: its path inside the skill folder -> its text."""
+    from importlib.resources import files
+
+    found: dict[str, str] = {}
+
+    def walk(folder, prefix: str) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.is_dir():
+                if entry.name != "__pycache__":
+                    walk(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith((".md", ".py")):
+                found[prefix + entry.name] = entry.read_text(encoding="utf-8")
+
+    walk(files("mem_retrieval") / "skills" / SKILL, "")
+    return found
+
+
+@dataclass(frozen=True)
+class Installed:
+    written: tuple[Path, ...]
+    unchanged: tuple[Path, ...]
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"written": [str(p) for p in self.written], "unchanged": [str(p) for p in self.unchanged]}
+
+
+def install(folder: Path, force: bool = False) -> Installed:
+    """Write the skill into ``folder`` in both layouts. A file already there with other text (an
+    edited copy) is refused, naming it, unless ``force``; nothing is written then."""
+    folder = Path(folder)
+    plan = [(folder / layout / SKILL / name, text) for layout in LAYOUTS for name, text in skill_files().items()]
+    differ = [path for path, text in plan if path.exists() and _text(path) != text]
+    if differ and not force:
+        raise Refused(f"{differ[0]} exists with other text ({len(differ)} such file"
+                      f"{'s' if len(differ) > 1 else ''}); force=True (`mem skill install --force`) "
+                      "overwrites")
+    written, unchanged = [], []
+    for path, text in plan:
+        if path.exists() and _text(path) == text:
+            unchanged.append(path)
+            continue
+        try:
+            write_atomic(path, text)
+        except OSError as error:
+            raise Refused(f"cannot write {path}: {error.strerror or error}") from None
+        written.append(path)
+    return Installed(tuple(written), tuple(unchanged))
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,56 @@
+"""The commands of the memory functions, built from their definitions (``mem_retrieval.functions``,
+which the MCP tools' schemas come from too): one parser each, and one handler that calls the
+function (``cli.calls``) and prints its answer."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+
+from mem_retrieval.functions import BY_NAME, Function, Param
+
+
+def register_functions(subparsers, common, names: list[str]) -> None:
+    """Add the commands of the functions ``names``, in that order."""
+    for name in names:
+        function = BY_NAME[name]
+        parser = subparsers.add_parser(function.command, parents=[common], help=function.summary,
+                                       description=f"{function.summary}. {function.description}")
+        for param in function.params:
+            add_param(parser, param)
+        parser.set_defaults(handler=functools.partial(run_function, function), function=function)
+
+
+def add_param(parser: argparse.ArgumentParser, param: Param) -> None:
+    """The parameter as an argparse argument (values are checked by the API, not here)."""
+    help_text = param.help + ("; '-' reads standard input" if param.dash_stdin else "")
+    if param.default is not None and param.type != "boolean":
+        help_text += f" (default {param.default})"
+    if param.type == "boolean":
+        parser.add_argument(param.flag, dest=param.name, action="store_true", help=help_text)
+        return
+    kind = int if param.type == "integer" else None
+    if param.positional:
+        nargs = "*" if param.type == "strings" else None if param.required else "?"
+        parser.add_argument(param.name, metavar=param.metavar, nargs=nargs, type=kind, help=help_text)
+    else:
+        parser.add_argument(param.flag, dest=param.name, metavar=param.metavar, type=kind,
+                            default=param.default, help=help_text)
+
+
+def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
+    """Call the function with the parsed arguments and print its answer; its exit status."""
+    from mem_retrieval.cli.calls import call
+    from mem_retrieval.cli.main import flag
+
+    arguments = {param.name: getattr(args, param.name) for param in function.params}
+    for param in function.params:
+        if param.dash_stdin and arguments[param.name] == "-":
+            arguments[param.name] = sys.stdin.read()
+    answer = call(ctx.memory(), function.name, arguments, spell=functools.partial(flag, function=function),
+                  progress=None)
+    for note in answer.notes:
+        ctx.note(f"mem: {note}")
+    ctx.emit(answer.data, answer.text)
+    return answer.status

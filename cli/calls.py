@@ -1,0 +1,172 @@
+"""One memory function called on a ``Memory``, as every front end shows it: the ``--json`` data, the
+text rendering, the exit status and notes for the person. The command line (``cli/arguments.py``)
+prints an ``Answer``; the MCP server (``cli/mcp.py``) returns it as a tool result. So both show the
+same data and the same text.
+
+``spell`` turns an API parameter name into the front end's own spelling (``--kind`` on the command
+line, ``kind`` for a tool) in the notes."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mem_retrieval.functions import BY_NAME
+from mem_retrieval.records.errors import plural
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a call gives: ``data`` (the --json object), ``text``, ``status`` (the exit status: 1
+    for a search with no hit or a failed check) and ``notes`` for the person (stderr)."""
+
+    data: dict[str, Any]
+    text: str
+    status: int = 0
+    notes: tuple[str, ...] = ()
+
+
+Spell = Callable[[str], str]
+
+
+def call(memory, name: str, arguments: dict[str, Any], spell: Spell = str,
+         progress: bool | None = False) -> Answer:
+    """Run the memory function ``name`` with ``arguments`` (missing ones take their defaults)."""
+    given = BY_NAME[name].with_defaults(arguments)
+    return CALLS[name](memory, given, spell, progress)
+
+
+def no_runs_note(workspace) -> str | None:
+    """A note when the folder holds no run (often the wrong workspace)."""
+    if workspace.runs():
+        return None
+    library = workspace.library_path.is_file()
+    return (f"no runs in {workspace.root} (a run is a folder holding tree.json)"
+            + ("; only solve/library.jsonl is read" if library else ""))
+
+
+def _footer(page, spell: Spell) -> str:
+    """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
+    is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
+    if page.page < page.pages:
+        hint = (f" · about {page.remaining:.0f} relevant-looking hits ahead"
+                if page.remaining is not None and page.remaining >= 1 else "")
+        return f"more: {_page_arg(spell, page.page + 1)} ({plural(page.left, 'more hit')}){hint}"
+    return "last page"
+
+
+def _page_arg(spell: Spell, page: int) -> str:
+    shown = spell("page")
+    return f"{shown} {page}" if shown.startswith("--") else f"{shown}={page}"
+
+
+def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    page = memory.archive_search(
+        a["query"], a["setting"], run=a["run"], kind=a["kind"], status=a["status"], page=a["page"],
+        any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"])
+    notes = tuple(note.render(spell) for note in page.notes)
+    if not page.total:
+        return Answer(page.as_dict(), "no hits", 1, notes)
+    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'hit')}"
+             + (f" · setting {page.setting}" if page.setting else "")
+             + (" · BM25 order: vectors still being computed" if page.pending else "")]
+    for rank, hit in enumerate(page.hits, start=page.first_rank):
+        grade = hit.grade or "not audited"
+        match = f" ({hit.setting_match})" if hit.setting_match else ""
+        lib = " · library" if hit.in_library else ""
+        lines.append(f"{rank}. {hit.id}  {hit.kind} · {hit.status} · {grade}{lib} · "
+                     f"setting: {hit.setting or '—'}{match} · {hit.score:.3f}"
+                     + ("  [id]" if hit.via == "id" else ""))
+        lines.append(textwrap.shorten(hit.statement, 300, placeholder=" …").join(["   ", ""]))
+    lines.append(_footer(page, spell))
+    return Answer(page.as_dict(), "\n".join(lines), 0, notes)
+
+
+def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    data = memory.archive_get(a["id"], run=a["run"]).as_dict()
+    if data["kind"] == "source":
+        return Answer(data, "\n".join(f"{k:<10} {v}" for k, v in data.items() if v))
+    audit = data["audit"]
+    audit_text = "not audited" if audit is None else (
+        f"{audit['grade']}" + (f" by {audit['by']}" if audit["by"] else "")
+        + (f": {audit['note']}" if audit["note"] else "") + (" (repaired)" if audit["repaired"] else ""))
+    rows = [("id", data["id"]), ("kind", data["kind"]), ("statement", data["statement"]),
+            ("hyp", "; ".join(data["hyp"]) or "—"), ("setting", data["setting"] or "—"),
+            ("parents", ", ".join(data["parents"]) or "—"), ("proof", data["proof"] or "—"),
+            ("status", data["status"]), ("audit", audit_text)]
+    if data["missing"]:
+        rows.append(("missing", data["missing"]))
+    if data["failed_input"]:
+        rows.append(("failed", data["failed_input"]))
+    if data["in_library"]:
+        rows.append(("library", f"inserted {data['inserted'] or '—'}"))
+    return Answer(data, "\n".join(f"{k:<10} {v}" for k, v in rows))
+
+
+def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"])
+    if not page.total:
+        return Answer(page.as_dict(), "no events", 1)
+    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
+    for hit in page.hits:
+        ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""
+        lines.append(f"{hit.run} #{hit.seq}  {hit.time} · {hit.actor} · {hit.kind}{ids}")
+        lines.append(f"   {textwrap.shorten(hit.text, 200, placeholder=' …')}")
+        if hit.excerpt:
+            lines.append(f"   | {textwrap.shorten(hit.excerpt, 200, placeholder=' …')}")
+    lines.append(_footer(page, spell))
+    return Answer(page.as_dict(), "\n".join(lines))
+
+
+def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT
+
+    done = memory.core_set(a["run"], a["field"], a["text"])
+    event = done.event
+    return Answer({"run": done.run, "field": done.field, "tokens": done.tokens, "limit": CORE_TOKEN_LIMIT,
+                   "event": {"seq": event.seq, "time": event.time, "ids": list(event.ids)}},
+                  f"{done.run}/memory/core.md: {done.field} set; W is {done.tokens:,} of "
+                  f"{CORE_TOKEN_LIMIT:,} tokens (checkpoint event {event.seq}, {event.time})")
+
+
+def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    entry = memory.archive_insert(a["id"], a["run"])
+    return Answer({"inserted": entry.gid, "line": entry.line, "status": entry.status,
+                   "grade": entry.grade, "repair": entry.repair, "time": entry.inserted},
+                  f"{entry.gid} ({entry.status}, grade {entry.grade}) inserted into solve/library.jsonl "
+                  f"line {entry.line}")
+
+
+def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    note = no_runs_note(memory.workspace)
+    report = memory.check(a["runs"] or None)
+    lines = [str(v) for v in report.violations] + [report.summary()]
+    data = {"ok": not report.errors, "summary": report.summary(), "counts": dict(report.counts),
+            "violations": [{"file": v.file, "line": v.line, "code": v.code, "message": v.message,
+                            "severity": v.severity} for v in report.violations]}
+    status = 2 if report.unreadable else 1 if report.errors else 0
+    return Answer(data, "\n".join(lines), status, (note,) if note else ())
+
+
+def record(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+    done = memory.record(a["run"], dry_run=a["dry_run"], progress=progress)
+    verb = "would admit" if done.dry_run else "admitted"
+    lines = [done.summary()]
+    for item in done.admitted:
+        where = f" → solve/library.jsonl:{item.line}" if not done.dry_run else ""
+        lines.append(f"{verb}  {item.gid} ({item.status}, {item.grade}){where}")
+    lines += [f"left out  {item.id}: {item.code}: {item.reason}" for item in done.left_out]
+    lines += [f"warning   {warning}" for warning in done.warnings]
+    if done.index is not None:
+        lines.append(done.index.summary())
+    return Answer(done.as_dict(), "\n".join(lines))
+
+
+CALLS: dict[str, Callable[[Any, dict[str, Any], Spell, bool | None], Answer]] = {
+    "archive_search": archive_search, "archive_get": archive_get, "recall_search": recall_search,
+    "core_set": core_set, "archive_insert": archive_insert, "check": check, "record": record,
+}
+
+__all__ = ["Answer", "CALLS", "call", "no_runs_note"]

@@ -1,0 +1,191 @@
+"""`mem mcp`: the memory functions of one workspace as Model Context Protocol tools, over stdio (or
+streamable HTTP on loopback), with the official SDK's low-level server (``mcp`` 2.x).
+
+The tools are ``mem_retrieval.functions``: their names, descriptions and input schemas come from
+the same definitions as the command line's parsers, and their output schemas are the shipped
+``--json`` schemas. A call runs the same code as the command (``cli.calls``), so its structured
+content is the command's ``--json`` output and its text the command's text. Arguments are checked
+here for their JSON types (and unknown or missing ones); their values by the API, so a bad value
+gets the API's one-line message (naming the argument as the tool has it). Every failure is a tool
+error of that one line (several lines when a file holds several problems, or when record lists
+the violations that refused it), never a traceback; an unexpected exception is logged to stderr
+and reported as one line.
+
+Each call runs in a worker thread (the event loop keeps answering other calls meanwhile) on a
+``Memory`` cached per index version (cli.warm.WarmMemories): the model is loaded once, and a
+reindex is seen by the next call."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from mem_retrieval.cli.calls import Answer, call
+from mem_retrieval.cli.warm import WarmMemories
+from mem_retrieval.functions import BY_NAME, FUNCTIONS, Function, output_schema
+from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line
+from mem_retrieval.records.validate import type_name
+
+SERVER_NAME = "mem"
+INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/memory/core.md "
+                "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
+                "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
+                "is the Record step. Searches return 5 hits a page.")
+KINDS = {"string": (str, "a string"), "integer": (int, "a whole number"), "boolean": (bool, "true or false"),
+         "strings": (list, "a list of strings")}
+
+
+class Tools:
+    """The tools of one workspace: their definitions, and calls answered as ``Answer``s."""
+
+    def __init__(self, workspace, config_file: Path | None = None):
+        self.workspace = workspace
+        self.config_file = config_file
+        self.memories = WarmMemories()
+
+    @staticmethod
+    def definitions() -> list[dict[str, Any]]:
+        """Each tool as MCP lists it: name, description, input and output schema."""
+        return [{"name": f.name, "description": f.tool_description(), "input_schema": f.input_schema(),
+                 "output_schema": output_schema(f.schema_name)} for f in FUNCTIONS]
+
+    def run(self, name: str, arguments: Any) -> Answer:
+        """Call tool ``name``; MemError (the one-line message) when refused or given bad input."""
+        function = BY_NAME.get(name)
+        if function is None:
+            raise BadInput(f"unknown tool {name!r} (tools: {', '.join(BY_NAME)})")
+        given = checked_arguments(function, arguments)
+        memories = self.memories.fresh if function.writes else self.memories.get
+        return call(memories(self.workspace, self.config_file), name, given)
+
+    def warm(self) -> None:
+        """Open the index and load the embedding model it is searched with (a first search would)."""
+        from mem_retrieval.cli.warm import warm_model
+
+        try:
+            warm_model(self.memories.get(self.workspace, self.config_file))
+        except Exception:  # no index yet, a bad config or model: each call will say so itself
+            pass
+
+
+def checked_arguments(function: Function, arguments: Any) -> dict[str, Any]:
+    """``arguments`` with their JSON types checked: an object naming only the tool's parameters,
+    each of its type (null = not given), the required ones present."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise BadInput(f"the arguments must be an object, not {type_name(arguments)}")
+    names = [p.name for p in function.params]
+    unknown = sorted(set(arguments) - set(names))
+    if unknown:
+        raise BadInput(f"unknown argument {unknown[0]!r} ({function.name} takes {', '.join(names)})")
+    given = {}
+    for param in function.params:
+        value = arguments.get(param.name)
+        if value is None:
+            if param.required:
+                raise BadInput("is missing", param=param.name)
+            continue
+        kind, said = KINDS[param.type]
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)  # 2.0: JSON has one number type, and some clients write it so
+        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+        if param.type == "strings" and not wrong:
+            wrong = not all(isinstance(item, str) for item in value)
+        if wrong:
+            raise BadInput(f"must be {said}, not {type_name(value)}", param=param.name)
+        given[param.name] = value
+    return given
+
+
+def error_text(error: MemError) -> str:
+    """The error's line (and further problems, one a line), the argument named as the tool has it."""
+    lines = [str(error), *[str(p) for p in getattr(error, "problems", ())[1:]]]
+    return "\n".join(one_line(line) for line in lines)
+
+
+def build_server(tools: Tools):
+    """The SDK's low-level server over ``tools``."""
+    import anyio
+    from mcp.server import Server
+    from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+    listed = [Tool(**definition) for definition in tools.definitions()]
+
+    def fail(text: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    def answer(name: str, arguments: Any) -> CallToolResult:
+        try:
+            done = tools.run(name, arguments)
+        except MemError as error:
+            return fail(error_text(error))
+        except Exception as error:  # a bug: logged here, one line to the client
+            sys.stderr.write(f"mem mcp: {name}: {traceback.format_exc()}")
+            return fail(one_line(f"{name} failed: {type(error).__name__}: {error}"))
+        text = "\n".join([done.text, *[f"note: {note}" for note in done.notes]])
+        return CallToolResult(content=[TextContent(type="text", text=text)],
+                              structured_content=done.data)
+
+    async def list_tools(ctx, params) -> ListToolsResult:
+        return ListToolsResult(tools=listed)
+
+    async def call_tool(ctx, params) -> CallToolResult:
+        return await anyio.to_thread.run_sync(functools.partial(answer, params.name, params.arguments),
+                                              abandon_on_cancel=True)
+
+    return Server(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mem-retrieval")
+    except PackageNotFoundError:
+        return "0"
+
+
+def serve_stdio(tools: Tools, lazy: bool = False) -> None:
+    """Answer one client on standard input and output until it closes them."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(tools)
+    if not lazy:
+        threading.Thread(target=tools.warm, name="mem-mcp-warm", daemon=True).start()
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
+    """Answer clients over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (loopback only; port 0
+    picks a free one) until SIGTERM/SIGINT. ``on_ready(url)`` is called once it listens."""
+    import socket
+
+    import uvicorn
+
+    server = build_server(tools)
+    if not lazy:
+        tools.warm()
+    app = server.streamable_http_app(host="127.0.0.1")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as error:
+        listener.close()
+        raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
+    listener.listen(128)
+    on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[listener])

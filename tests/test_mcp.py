@@ -1,0 +1,415 @@
+"""`mem mcp`: the memory functions as MCP tools, driven by the official SDK's own clients against
+the real server: in memory (``mcp.Client(server)``, fast) for each tool's answers and errors, and,
+in the slow part, `mem mcp` as a subprocess over stdio (``stdio_client``) and over streamable HTTP,
+with 8 clients × 50 mixed calls at once and clients leaving mid-call.
+
+A tool answers as its command does: its structured content is the command's ``--json`` output, its
+text the command's text (a 'more' line names ``page=N`` rather than ``--page N``), its error the
+API's one line (the argument named as the tool has it, ``kind`` where the command says ``--kind``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import select
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.functions import BY_NAME, FUNCTIONS, output_schema
+from mem_retrieval.memory import Memory
+
+mcp = pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+jsonschema = pytest.importorskip("jsonschema")
+
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+from mem_retrieval.cli.mcp import Tools, build_server  # noqa: E402
+from mem_retrieval.records.workspace import Workspace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+# (tool, arguments, the same call on the command line) on the example workspace
+READS = [
+    ("archive_search", {"query": "GL2m/Sp2m generation", "setting": "F_q((t))"},
+     ["archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"]),
+    ("archive_search", {"query": "Satake transform generation", "page": 2, "strategy": "bm25"},
+     ["archive-search", "Satake transform generation", "--page", "2", "--strategy", "bm25"]),
+    ("archive_search", {"query": "E6/F4 at function level", "library": True, "setting": "F_q((t))"},
+     ["archive-search", "E6/F4 at function level", "--library", "--setting", "F_q((t))"]),
+    ("archive_search", {"query": "A5-7 A2-4"}, ["archive-search", "A5-7 A2-4"]),
+    ("archive_search", {"query": "restriction map", "kind": "lemma", "status": "proved", "run": "satake-two-levels"},
+     ["archive-search", "restriction map", "--kind", "lemma", "--status", "proved", "--run", "satake-two-levels"]),
+    ("archive_search", {"query": "zorbification"}, ["archive-search", "zorbification"]),
+    ("archive_get", {"id": "satake-two-levels/A5-7"}, ["archive-get", "satake-two-levels/A5-7"]),
+    ("archive_get", {"id": "A3-2", "run": "iwahori-two-levels"}, ["archive-get", "A3-2", "--run", "iwahori-two-levels"]),
+    ("archive_get", {"id": "satake-two-levels/d2"}, ["archive-get", "satake-two-levels/d2"]),
+    ("recall_search", {"query": "audit of the pair model"}, ["recall-search", "audit of the pair model"]),
+    ("recall_search", {"id": "A5-8", "run": "satake-two-levels", "page": 2},
+     ["recall-search", "--id", "A5-8", "--run", "satake-two-levels", "--page", "2"]),
+    ("recall_search", {"query": "registry", "run": "satake-two-levels", "until": "R-1"},
+     ["recall-search", "registry", "--run", "satake-two-levels", "--until", "R-1"]),
+    ("check", {}, ["check"]),
+    ("check", {"runs": ["satake-two-levels"]}, ["check", "satake-two-levels"]),
+    ("record", {"run": "iwahori-two-levels", "dry_run": True}, ["record", "iwahori-two-levels", "--dry-run"]),
+]
+
+# bad values: the API's message, as the command line shows it but with the argument's own name
+REFUSED = [
+    ("archive_search", {"query": "GL2m", "kind": "theorem"}, ["archive-search", "GL2m", "--kind", "theorem"]),
+    ("archive_search", {"query": "GL2m", "page": 0}, ["archive-search", "GL2m", "--page", "0"]),
+    ("archive_search", {"query": "GL2m", "page": 99}, ["archive-search", "GL2m", "--page", "99"]),
+    ("archive_search", {"query": "   "}, ["archive-search", "   "]),
+    ("archive_search", {"query": "GL2m", "strategy": "magic"}, ["archive-search", "GL2m", "--strategy", "magic"]),
+    ("archive_get", {"id": "Z9-9"}, ["archive-get", "Z9-9"]),
+    ("archive_get", {"id": "a b"}, ["archive-get", "a b"]),
+    ("recall_search", {"query": "x", "id": "A5-8"}, ["recall-search", "x", "--id", "A5-8"]),
+    ("recall_search", {"query": "audit", "until": "R-1"}, ["recall-search", "audit", "--until", "R-1"]),
+    ("archive_insert", {"id": "satake-two-levels/A5-10"}, ["archive-insert", "satake-two-levels/A5-10"]),
+    ("core_set", {"run": "satake-two-levels", "field": "colour", "text": "x"},
+     ["core-set", "satake-two-levels", "colour", "x"]),
+    ("record", {"run": "no-such-run"}, ["record", "no-such-run"]),
+]
+
+# bad JSON types, unknown or missing arguments: checked before the API, one line each
+BAD_ARGUMENTS = [
+    ("archive_search", {"query": 3}, "query must be a string, not a number"),
+    ("archive_search", {}, "query is missing"),
+    ("archive_search", {"query": "x", "page": "2"}, "page must be a whole number, not a string"),
+    ("archive_search", {"query": "x", "page": True}, "page must be a whole number, not a boolean"),
+    ("archive_search", {"query": "x", "page": 1.5}, "page must be a whole number, not a number"),
+    ("archive_search", {"query": "x", "any_setting": "yes"}, "any_setting must be true or false, not a string"),
+    ("archive_search", {"query": "x", "bogus": 1},
+     "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "
+     "library, until, page, strategy)"),
+    ("check", {"runs": "satake-two-levels"}, "runs must be a list of strings, not a string"),
+    ("check", {"runs": [1]}, "runs must be a list of strings, not a list"),
+    ("archive_get", {"id": None}, "id is missing"),
+    ("no_such_tool", {}, "unknown tool 'no_such_tool' (tools: archive_search, archive_get, recall_search, "
+                         "core_set, archive_insert, check, record)"),
+]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def cli(root: Path, argv: list[str], json_mode: bool) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), *(["--json"] if json_mode else []), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+def as_tool_text(cli_text: str) -> str:
+    """The command's text as a tool shows it: 'more: --page 2' reads 'more: page=2'."""
+    return re.sub(r"^more: --page (\d+)", r"more: page=\1", cli_text.rstrip("\n"), flags=re.M)
+
+
+def as_tool_message(cli_line: str) -> str:
+    """The command's error line as a tool says it: no 'mem: ', arguments by their names."""
+    line = cli_line.removeprefix("mem: ")
+    for function in FUNCTIONS:
+        for param in function.params:
+            if line.startswith(param.flag + " "):
+                return param.name + line[len(param.flag):]
+    return line
+
+
+# --------------------------------------------------------------------------------- in memory (fast)
+
+def test_the_tools_are_the_functions_with_their_schemas():
+    listed = {d["name"]: d for d in Tools.definitions()}
+    assert list(listed) == [f.name for f in FUNCTIONS] == list(BY_NAME)
+    search = listed["archive_search"]["input_schema"]
+    assert search["required"] == ["query"] and search["additionalProperties"] is False
+    assert search["properties"]["kind"] == {"type": "string", "description": "only steps of this kind",
+                                            "enum": ["lemma", "dead_end", "error"]}
+    assert search["properties"]["page"]["minimum"] == 1 and search["properties"]["page"]["default"] == 1
+    assert listed["check"]["input_schema"]["properties"]["runs"]["type"] == "array"
+    for function in FUNCTIONS:
+        assert listed[function.name]["output_schema"] == output_schema(function.command)
+        assert listed[function.name]["output_schema"]["type"] == "object"  # MCP requires an object
+
+
+def test_one_definition_feeds_the_parser_and_the_schema():
+    """A parameter's help, choices and default are the parser's and the schema's alike."""
+    from mem_retrieval.cli.main import build_parser
+
+    commands = {name: sub for action in build_parser()._actions if hasattr(action, "choices")
+                and isinstance(action.choices, dict) for name, sub in action.choices.items()}
+    for function in FUNCTIONS:
+        parser = commands[function.command]
+        actions = {a.dest: a for a in parser._actions}
+        schema = function.input_schema()["properties"]
+        assert set(schema) <= set(actions), function.name
+        for name, prop in schema.items():
+            assert actions[name].help.startswith(prop["description"]), (function.name, name)
+            assert bool(actions[name].option_strings) != (function.param(name).positional), name
+
+
+@pytest.mark.anyio
+async def test_each_read_tool_answers_as_its_command(example):
+    root = example.workspace.root
+    async with Client(build_server(Tools(Workspace.open(root)))) as client:
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == list(BY_NAME)
+        for name, arguments, argv in READS:
+            result = await client.call_tool(name, arguments)
+            code, out, err = cli(root, argv, json_mode=True)
+            assert not result.is_error, (name, arguments, text_of(result))
+            assert result.structured_content == json.loads(out), (name, arguments)
+            _, text, _ = cli(root, argv, json_mode=False)
+            assert text_of(result) == as_tool_text(text), (name, arguments)
+            jsonschema.validate(result.structured_content, output_schema(BY_NAME[name].command))
+        assert code in (0, 1)
+
+
+@pytest.mark.anyio
+async def test_a_refused_call_is_a_tool_error_with_the_commands_message(example):
+    root = example.workspace.root
+    async with Client(build_server(Tools(Workspace.open(root)))) as client:
+        for name, arguments, argv in REFUSED:
+            result = await client.call_tool(name, arguments)
+            code, _, err = cli(root, argv, json_mode=False)
+            assert code in (1, 2) and result.is_error and result.structured_content is None
+            assert text_of(result) == as_tool_message(err.rstrip("\n")), (name, arguments)
+            assert "\n" not in text_of(result) and "Traceback" not in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_bad_argument_is_a_tool_error_of_one_line(example):
+    async with Client(build_server(Tools(Workspace.open(example.workspace.root)))) as client:
+        for name, arguments, message in BAD_ARGUMENTS:
+            result = await client.call_tool(name, arguments)
+            assert (result.is_error, text_of(result)) == (True, message), (name, arguments)
+        whole = await client.call_tool("archive_get", {"id": "satake-two-levels/A5-7"})
+        as_float = await client.call_tool("archive_search", {"query": "A5-7", "page": 1.0})
+        assert not as_float.is_error and as_float.structured_content["hits"][0]["id"] == whole.structured_content["id"]
+
+
+@pytest.mark.anyio
+async def test_the_write_tools_and_a_reindex_seen_by_the_next_call(workspace):
+    root = workspace.root
+    Memory.open(root).index(progress=False)
+    async with Client(build_server(Tools(Workspace.open(root)))) as client:
+        result = await client.call_tool("core_set", {"run": "alpha", "field": "next", "text": "audit a4"})
+        assert not result.is_error and result.structured_content["field"] == "next"
+        assert "## next        audit a4" in workspace.core_path("alpha").read_text()
+        result = await client.call_tool("archive_insert", {"id": "a2", "run": "alpha"})
+        assert result.structured_content["inserted"] == "alpha/a2" and result.structured_content["line"] == 2
+        result = await client.call_tool("record", {"run": "alpha"})
+        data = result.structured_content
+        assert [a["id"] for a in data["admitted"]] == ["alpha/a3", "alpha/a5"]
+        assert data["already"] == ["alpha/a1", "alpha/a2"] and data["index"]["updated"] >= 2
+        again = (await client.call_tool("record", {"run": "alpha"})).structured_content
+        assert again["admitted"] == []
+        # the record call reindexed: a search sees a3 as a library step now
+        hits = (await client.call_tool("archive_search", {"query": "statement of a3", "library": True,
+                                                          "strategy": "bm25"})).structured_content
+        assert "alpha/a3" in [h["id"] for h in hits["hits"]]
+        # a reindex by another process is seen by the next call
+        query = {"query": "zorbification", "strategy": "bm25"}
+        assert (await client.call_tool("archive_search", query)).structured_content["total"] == 0
+        workspace.edit_step("beta", "b1", statement="zorbification of b1")
+        Memory.open(root).index(progress=False)
+        found = (await client.call_tool("archive_search", query)).structured_content
+        assert [h["id"] for h in found["hits"]] == ["beta/b1"]
+        workspace.write_core("alpha", "## inputs      a4 proved\n")       # M1: record is refused
+        refused = await client.call_tool("record", {"run": "alpha"})
+        lines = text_of(refused).splitlines()
+        assert refused.is_error and lines[0].startswith("record alpha refused: 1 violation (M1: 1)")
+        assert len(lines) == 2 and "M1: W says a4 proved" in lines[1]
+
+
+# -------------------------------------------------------------------- the README agrees (fast)
+
+def readme_tools() -> dict[str, tuple[list[str], str]]:
+    """The README's MCP tool list: tool -> (its arguments, its output schema's file)."""
+    section = README.read_text(encoding="utf-8").split("### MCP tools", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and not cells[0].startswith("`tool"):
+            rows[cells[0].strip("`")] = (re.findall(r"`(\w+)`", cells[2]), cells[3].strip("`"))
+    return rows
+
+
+def test_the_readme_command_table_tool_list_and_schemas_agree():
+    from mem_retrieval.functions import schema_names
+
+    readme = README.read_text(encoding="utf-8")
+    tools = readme_tools()
+    assert list(tools) == list(BY_NAME)
+    table = re.findall(r"^\| `mem ([a-z-]+(?: [a-z]+)?)[ `]", readme, re.M)
+    for name, (arguments, schema) in tools.items():
+        function = BY_NAME[name]
+        assert arguments == [p.name for p in function.params], name
+        assert schema == f"schemas/{function.command}.json" and function.command in schema_names()
+        assert function.command in table, f"{function.command} is not in the README's command table"
+    for command in table:
+        if command.split()[0] != "eval":
+            assert command.replace(" ", "-") in schema_names(), command
+
+
+# ------------------------------------------------------------------- real processes (slow)
+
+MIXED = [(name, arguments) for name, arguments, _ in READS if name != "record"] + \
+        [(name, arguments) for name, arguments, _ in REFUSED if name not in ("archive_insert", "core_set", "record")]
+
+
+def server_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("MEM_WORKSPACE",)}
+
+
+def stdio_params(root: Path, *flags: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "mem_retrieval.cli", "-w", str(root), "mcp", *flags],
+                                 env=server_env(), cwd=str(ROOT))
+
+
+def outcome(result) -> tuple:
+    return (bool(result.is_error), text_of(result), json.dumps(result.structured_content, sort_keys=True))
+
+
+async def load(call, plans) -> list[list[tuple[int, tuple]]]:
+    """Each plan's calls in order, all plans at once."""
+    results: list[list] = [[] for _ in plans]
+
+    async def client(n: int) -> None:
+        for i in plans[n]:
+            results[n].append((i, outcome(await call(n, *MIXED[i]))))
+
+    async with anyio.create_task_group() as group:
+        for n in range(len(plans)):
+            group.start_soon(client, n)
+    return results
+
+
+PLANS = [[random.Random(100 + n).randrange(len(MIXED)) for _ in range(50)] for n in range(8)]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A copy of the example workspace, indexed."""
+    from conftest import EXAMPLE
+
+    root = tmp_path_factory.mktemp("mcp") / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    Memory.open(root).index(progress=False)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_mem_mcp_over_stdio_lists_calls_each_tool_and_gets_the_clis_hits(served, tmp_path):
+    errlog = open(tmp_path / "server.err", "w")
+    async with stdio_client(stdio_params(served), errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            assert [t.name for t in tools] == list(BY_NAME)
+            assert {t.name: t.input_schema for t in tools} == {f.name: f.input_schema() for f in FUNCTIONS}
+            called = set()
+            for name, arguments, argv in READS:
+                result = await session.call_tool(name, arguments)
+                assert not result.is_error
+                assert result.structured_content == json.loads(cli(served, argv, json_mode=True)[1])
+                called.add(name)
+            for name, arguments, argv in REFUSED:
+                result = await session.call_tool(name, arguments)
+                assert result.is_error and text_of(result) == as_tool_message(
+                    cli(served, argv, json_mode=False)[2].rstrip("\n"))
+                called.add(name)
+            assert called == set(BY_NAME)
+            result = await session.call_tool("archive_search", {"query": "GL2m", "page": "1"})
+            assert result.is_error and text_of(result) == "page must be a whole number, not a string"
+            # 8 callers at once in this session: the same answers as one at a time
+            alone = [outcome(await session.call_tool(*call)) for call in MIXED]
+            results = await load(lambda n, name, args: session.call_tool(name, args), PLANS)
+            wrong = [(MIXED[i], got) for plan in results for i, got in plan if got != alone[i]]
+            assert sum(map(len, results)) == 400 and not wrong, wrong[:2]
+            # a call cancelled mid-way (the client gives up on it) does not stop the server
+            with anyio.move_on_after(0.05):
+                await session.call_tool("archive_search", {"query": "E6/F4 sheaves and functions"})
+            assert outcome(await session.call_tool(*MIXED[0])) == alone[0]
+    errlog.close()
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_leaves(served, tmp_path):
+    from mcp.client.streamable_http import streamable_http_client
+
+    log = open(tmp_path / "server.err", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp",
+                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                            stderr=log, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline() if ready else ""
+        data = json.loads(line)
+        jsonschema.validate(data, output_schema("mcp"))
+        url = data["url"]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url) and data["pid"] == proc.pid
+
+        async def one_session(calls):
+            async with streamable_http_client(url) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return [outcome(await session.call_tool(*call)) for call in calls]
+
+        alone = await one_session(MIXED)
+        results: list[list] = [None] * 8
+
+        async def client(n: int) -> None:
+            results[n] = await one_session([MIXED[i] for i in PLANS[n]])
+
+        async def leaver() -> None:  # opens a session, starts a search, and goes away mid-call
+            with anyio.move_on_after(0.3):
+                await one_session([("archive_search", {"query": "Hecke operators spanning"})] * 5)
+
+        async with anyio.create_task_group() as group:
+            for n in range(8):
+                group.start_soon(client, n)
+            group.start_soon(leaver)
+        wrong = [(MIXED[i], got) for n in range(8) for i, got in zip(PLANS[n], results[n]) if got != alone[i]]
+        assert sum(map(len, results)) == 400 and not wrong, wrong[:2]
+        assert proc.poll() is None
+        assert await one_session(MIXED[:3]) == alone[:3]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+        log.close()
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+@pytest.mark.slow
+def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
+    """The default install leaves the SDK out: `mem mcp` then says what to install, in one line."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nclass _Block:\n    def find_spec(self, name, *a, **k):\n"
+        "        if name == 'mcp' or name.startswith('mcp.'):\n"
+        "            raise ImportError(name)\nsys.meta_path.insert(0, _Block())\n")
+    env = server_env() | {"PYTHONPATH": str(blocker)}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(tmp_path), "mcp"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == "mem: mem mcp needs the MCP SDK: pip install 'mem-retrieval[mcp]' (mcp>=2.3,<3)\n"

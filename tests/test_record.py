@@ -1,0 +1,249 @@
+"""`mem record RUN`: the design's Record step (check, admit what M2 allows and M3 does not forbid,
+index) on the small workspace of conftest.py, whose steps are worked out by hand:
+
+- alpha: a1 (already in the library), a2 proved/minor, a3 blocked/pass, a4 open and not audited
+  (M2), a5 refuted/major but repaired. Admissible and new: a2, a3, a5.
+- beta: b1 proved/pass, citing alpha/a1 (setting Qp, the run's own).
+
+The crash trials (SIGKILL at 20 points) are in the slow part, with test_crash.py's warm forker."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import library_line, make_step
+from mem_retrieval.memory import Memory
+from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.parse import iter_library
+from mem_retrieval.records.record import RecordRefused
+
+ALPHA_NEW = ["alpha/a2", "alpha/a3", "alpha/a5"]
+
+
+def gids(workspace) -> list[str]:
+    return [entry["run"] + "/" + entry["id"] for entry in workspace.library()]
+
+
+def test_dry_run_plans_exactly_the_admissible_steps_and_writes_nothing(workspace, mem):
+    before = workspace.library_path.read_bytes()
+    code, out, err = mem("--json", "record", "alpha", "--dry-run")
+    assert (code, err) == (0, "")
+    data = json.loads(out)
+    assert [a["id"] for a in data["admitted"]] == ALPHA_NEW
+    assert [a["line"] for a in data["admitted"]] == [None, None, None]
+    assert data["left_out"] == [{"id": "alpha/a4", "code": "M2",
+                                 "reason": "status 'open' is not final (proved, refuted, blocked)"}]
+    assert data["already"] == ["alpha/a1"] and data["dry_run"] is True and data["index"] is None
+    assert workspace.library_path.read_bytes() == before
+    assert not (workspace.root / ".mem").exists()
+
+
+def test_record_admits_them_in_one_write_indexes_and_a_second_run_admits_nothing(workspace, mem):
+    code, out, err = mem("record", "alpha")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "record alpha: admitted 3 steps, left out 1, 1 already in the library"
+    assert lines[1:4] == ["admitted  alpha/a2 (proved, minor) → solve/library.jsonl:2",
+                          "admitted  alpha/a3 (blocked, pass) → solve/library.jsonl:3",
+                          "admitted  alpha/a5 (refuted, major) → solve/library.jsonl:4"]
+    assert lines[4] == ("left out  alpha/a4: M2: status 'open' is not final (proved, refuted, "
+                        "blocked)")
+    assert lines[5].startswith("indexed: ")
+    assert gids(workspace) == ["alpha/a1", *ALPHA_NEW]
+    entries = workspace.library()
+    assert entries[3]["repair"] == "input (b) restated" and entries[1]["grade"] == "minor"
+    assert len({e["inserted"] for e in entries[1:]}) == 1  # one write, one time
+    # the index knows them as library steps (search the library only, BM25: no model needed)
+    memory = Memory.open(workspace.root)
+    hits = memory.archive_hits("statement", run="alpha", library=True, strategy="bm25")
+    assert sorted(h.id for h in hits) == ["alpha/a1", *ALPHA_NEW]
+    before = workspace.library_path.read_bytes()
+    code, out, _ = mem("--json", "record", "alpha")
+    data = json.loads(out)
+    assert code == 0 and data["admitted"] == [] and data["already"] == ["alpha/a1", *ALPHA_NEW]
+    assert data["index"]["added"] == data["index"]["updated"] == data["index"]["removed"] == 0
+    assert workspace.library_path.read_bytes() == before
+    assert mem("check")[0] == 0
+
+
+@pytest.mark.parametrize("break_it, code, where", [
+    # M1: W promotes a4 (open in tree.json) to proved
+    (lambda ws: ws.write_core("alpha", "## phase       x\n## portfolio   x\n## open gaps   x\n"
+                              "## next        x\n## inputs      a4 proved\n"),
+     "M1", "alpha/memory/core.md:5: M1: W says a4 proved, alpha/tree.json:"),
+    # M1 through the library: L says a1 refuted, tree.json proved
+    (lambda ws: ws.write_library([library_line("alpha", make_step("a1"), status="refuted")]),
+     "M1", "solve/library.jsonl:1: M1: alpha/a1: the library says refuted"),
+    # integrity: a parent naming nothing
+    (lambda ws: ws.edit_step("alpha", "a2", parents=["a1", "zz9"]),
+     "integrity", "step a2: parent 'zz9' resolves to nothing"),
+    # M4: W over 2,000 tokens
+    (lambda ws: ws.write_core("alpha", "## phase       " + "word " * 2100 + "\n"),
+     "M4", "alpha/memory/core.md:1: M4: W is"),
+])
+def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, mem, break_it, code,
+                                                                      where):
+    break_it(workspace)
+    before = workspace.library_path.read_bytes()
+    status, out, err = mem("record", "alpha")
+    assert status == 1 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith(f"mem: record alpha refused: 1 violation ({code}: 1); nothing was admitted")
+    assert len(lines) == 2 and where in lines[1]
+    assert workspace.library_path.read_bytes() == before
+    assert not (workspace.root / ".mem").exists()
+    status, out, _ = mem("--json", "record", "alpha", "--dry-run")
+    data = json.loads(out)
+    assert status == 1 and data["error"] == lines[0].removeprefix("mem: ") and len(data["problems"]) == 2
+
+
+def test_the_api_raises_the_refusal_with_its_violations(workspace):
+    workspace.write_core("alpha", "## inputs      a4 proved\n")
+    with pytest.raises(RecordRefused) as refused:
+        Memory.open(workspace.root).record("alpha")
+    assert [v.code for v in refused.value.violations] == ["M1"]
+    assert isinstance(refused.value, Refused) and refused.value.exit_status == 1
+
+
+def test_a_step_citing_a_library_step_its_setting_does_not_imply_is_left_out(workspace, mem):
+    # gamma's library step holds over Fq((t)); beta's setting is Qp, which does not imply it (M3)
+    workspace.write_library(workspace.library() + [library_line(
+        "gamma", make_step("g1", setting="Fq((t))"))])
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    workspace.add_step("beta", make_step("b3", parents=("b1",)))
+    code, out, err = mem("--json", "record", "beta", "--dry-run")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [a["id"] for a in data["admitted"]] == ["beta/b1", "beta/b3"]
+    assert data["left_out"] == [{"id": "beta/b2", "code": "M3", "reason":
+                                 "step b2 cites library step gamma/g1 (setting 'Fq((t))'), which this "
+                                 "run's setting 'Qp' does not imply"}]
+
+
+def test_a_setting_the_ontology_cannot_judge_is_admitted_with_a_warning(workspace, mem):
+    workspace.write_library(workspace.library() + [library_line(
+        "gamma", make_step("g1", setting="some unknown world"))])
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    code, out, _ = mem("record", "beta", "--dry-run")
+    assert code == 0
+    assert "would admit  beta/b2 (proved, pass)" in out
+    assert "warning   beta/tree.json:" in out and "unknown to the ontology" in out
+
+
+def test_steps_another_writer_added_meanwhile_count_as_already_there(workspace):
+    from mem_retrieval.records.record import admit, plan_record
+    from mem_retrieval.records.workspace import Workspace
+    from mem_retrieval.records.writes import archive_insert
+
+    ws = Workspace.open(workspace.root)
+    plan = plan_record(ws, "alpha", Memory.open(workspace.root).config.model.package)
+    archive_insert(ws, "alpha/a3")                       # lands between the plan and the write
+    done = admit(ws, plan)
+    assert [e.gid for e in done.admitted] == ["alpha/a2", "alpha/a5"]
+    assert [e.line for e in done.admitted] == [3, 4]
+    assert done.already == ("alpha/a1", "alpha/a3")
+    assert gids(workspace) == ["alpha/a1", "alpha/a3", "alpha/a2", "alpha/a5"]
+
+
+def test_a_library_without_a_final_newline_and_a_stale_temp_file(workspace):
+    from mem_retrieval.records.record import admit, plan_record
+    from mem_retrieval.records.workspace import Workspace
+
+    workspace.library_path.write_bytes(workspace.library_path.read_bytes().rstrip(b"\n"))
+    stale = workspace.library_path.parent / ".library.jsonl.abc123.tmp"
+    stale.write_text('{"half": ')                        # what a killed writer leaves
+    ws = Workspace.open(workspace.root)
+    done = admit(ws, plan_record(ws, "alpha", Memory.open(workspace.root).config.model.package))
+    assert [e.line for e in done.admitted] == [2, 3, 4]
+    assert [e.gid for e in iter_library(workspace.library_path)] == ["alpha/a1", *ALPHA_NEW]
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (("record", "nosuch"), 1, "mem: no run 'nosuch' in"),
+    (("record", "Not A Run"), 2, "mem: RUN 'Not A Run' is not a run slug"),
+    (("record",), 2, "the following arguments are required: RUN"),
+])
+def test_unknown_runs_and_bad_usage(mem, argv, status, message):
+    code, out, err = mem(*argv)
+    assert code == status and message in err and out == ""
+
+
+def test_the_library_copy_is_byte_identical_to_archive_insert(workspace, tmp_path, mem):
+    """record and archive-insert write the same SPEC §5 line for a step (but the time)."""
+    other = tmp_path / "other"
+    shutil.copytree(workspace.root, other)
+    assert mem("record", "alpha", "--dry-run")[0] == 0
+    from mem_retrieval.records.record import admit, plan_record
+    from mem_retrieval.records.workspace import Workspace
+    from mem_retrieval.records.writes import archive_insert
+
+    ws = Workspace.open(workspace.root)
+    admit(ws, plan_record(ws, "alpha", Memory.open(workspace.root).config.model.package))
+    alone = Workspace.open(other)
+    for gid in ALPHA_NEW:
+        archive_insert(alone, gid)
+
+    def strip(path: Path) -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k != "inserted"}
+                for line in path.read_text().splitlines()]
+
+    assert strip(workspace.library_path) == strip(other / "solve" / "library.jsonl")
+
+
+# ------------------------------------------------------------------------------ SIGKILL trials (slow)
+
+RECORDED = 12
+
+
+@pytest.mark.slow
+def test_record_killed_at_20_random_points_leaves_the_library_whole_and_a_rerun_completes(
+        tmp_path_factory, tmp_path):
+    """`mem record` killed at uniform points of its duration D: the library is the old one or the
+    old one plus all 12 new lines (never a part, never a torn line); the rerun admits what is
+    missing and indexes, so the library and the index end as after an uninterrupted run; a third
+    run admits nothing."""
+    from test_crash import kill_points, mem_argv, shared_forker
+
+    forker = shared_forker(tmp_path_factory)
+    base = tmp_path / "base"
+    from conftest import build_workspace
+
+    ws = build_workspace(base)
+    ws.add_run("lib", [make_step(f"s{i}", statement=f"step {i} worth keeping") for i in range(RECORDED)])
+    status, _, log = forker.run(mem_argv(base, "index", "--no-progress"))
+    assert status["code"] == 0, log
+    old = ws.library_path.read_bytes()
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    status, duration, log = forker.run(mem_argv(probe, "record", "lib"))
+    assert status["code"] == 0 and "admitted 12 steps" in log, log
+    expected = [e.gid for e in iter_library(ws.library_path)] + [f"lib/s{i}" for i in range(RECORDED)]
+    outcomes = []
+    for trial, delay in enumerate(kill_points(duration, seed=31)):
+        root = tmp_path / f"trial{trial}"
+        shutil.copytree(base, root)
+        forker.killed_after(delay, mem_argv(root, "record", "lib"))
+        data = (root / "solve" / "library.jsonl").read_bytes()
+        assert data.endswith(b"\n")
+        now = [e.gid for e in iter_library(root / "solve" / "library.jsonl")]  # every line valid
+        assert data == old or (data.startswith(old) and now == expected), (trial, delay, now)
+        outcomes.append("old" if data == old else "new")
+        status, _, log = forker.run(mem_argv(root, "--json", "record", "lib"))
+        assert status["code"] == 0, log
+        admitted = json.loads(log.splitlines()[-1])["admitted"]
+        assert len(admitted) == (RECORDED if data == old else 0)
+        assert [e.gid for e in iter_library(root / "solve" / "library.jsonl")] == expected
+        memory = Memory.open(root)
+        found = memory.archive_hits("worth keeping", run="lib", library=True, strategy="bm25")
+        assert sorted(h.id for h in found) == sorted(expected[-RECORDED:])
+        assert not list((root / "solve").glob(".library.jsonl.*.tmp"))
+        again, _, log = forker.run(mem_argv(root, "--json", "record", "lib"))
+        assert json.loads(log.splitlines()[-1])["admitted"] == []
+        shutil.rmtree(root)  # each copy holds an index (and its model export): keep the disk free
+    print(f"\nrecord kill trials: {len(outcomes)} (D = {duration:.2f} s): "
+          f"{outcomes.count('old')} before the write, {outcomes.count('new')} after it")

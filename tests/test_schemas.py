@@ -1,0 +1,171 @@
+"""The JSON contract: the ``--json`` output of every command is described by a JSON Schema shipped
+in the package (``mem_retrieval/schemas/<command>.json``), checked here against real output: each
+case runs the real command (in-process) and validates what it printed. Failures print
+``{"error": …}``, checked against ``error.json``. `mem serve`'s ready line is checked in the slow
+part; `mem mcp --http`'s in test_mcp.py."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLE, build_workspace, make_step
+from mem_retrieval.cli.main import build_parser
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.functions import output_schema, schema_names
+from mem_retrieval.memory import Memory
+
+jsonschema = pytest.importorskip("jsonschema")
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKED_ELSEWHERE = {"serve": "below (slow)", "tune": "below (slow)", "mcp": "test_mcp.py"}
+
+# (schema, argv after --workspace WS --json, which workspace: example (indexed, read-only) or own)
+CASES = [
+    ("archive-search", ["archive-search", "GL2m/Sp2m generation", "--setting", "F_q((t))"], "example"),
+    ("archive-search", ["archive-search", "zorbification"], "example"),              # no hit: exit 1
+    ("archive-search", ["archive-search", "A5-7 E6/F4", "--library", "--page", "2"], "example"),
+    ("archive-get", ["archive-get", "satake-two-levels/A5-9"], "example"),            # a dead end
+    ("archive-get", ["archive-get", "A5-8", "--run", "satake-two-levels"], "example"),  # an error
+    ("archive-get", ["archive-get", "satake-two-levels/d2"], "example"),              # a source
+    ("recall-search", ["recall-search", "audit of the pair model"], "example"),
+    ("recall-search", ["recall-search", "--id", "A5-7"], "example"),
+    ("check", ["check"], "example"),
+    ("check", ["check", "alpha"], "broken"),                                           # violations
+    ("eval-status", ["eval", "status"], "example"),
+    ("eval-resume", ["eval", "resume", "satake-two-levels", "--until", "R-1"], "example"),
+    ("eval-reuse", ["eval", "reuse", "iwahori-two-levels"], "example"),
+    ("eval-reuse", ["eval", "reuse", "--all"], "example"),
+    ("eval-reuse", ["eval", "reuse", "--all", "--per-step", "--max-pages", "2"], "example"),
+    ("eval-fusion", ["eval", "fusion", "--queries", "{fusion_queries}", "--qrels", "{fusion_qrels}",
+                     "--step", "0.5"], "fusion-ws"),
+    ("eval-paging", ["eval", "paging", "--queries", "{queries}", "--qrels", "{qrels}", "--strategy",
+                     "bm25", "--max-pages", "2"], "example"),
+    ("eval-frontier", ["eval", "frontier", "{problem}", "--memory", "e1"], "example"),
+    ("index", ["index", "--no-progress"], "own"),
+    ("core-set", ["core-set", "alpha", "next", "audit a4, then a2"], "own"),
+    ("archive-insert", ["archive-insert", "alpha/a2"], "own"),
+    ("record", ["record", "alpha", "--dry-run"], "own"),
+    ("record", ["record", "beta"], "own"),
+    ("skill-install", ["skill", "install", "{folder}"], "own"),
+    ("error", ["archive-get", "no-such-step"], "example"),
+    ("error", ["archive-search", "GL2m", "--kind", "theorem"], "example"),
+    ("error", ["record", "alpha"], "broken"),                      # several problems: "problems"
+    ("error", ["core-set", "alpha", "colour", "x"], "own"),
+]
+
+
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                    yield from commands(sub, (*path, name))
+                else:
+                    yield "-".join((*path, name))
+
+
+def test_every_command_has_a_schema_and_every_schema_is_checked_against_real_output():
+    leaves = set(commands(build_parser()))
+    assert leaves | {"error"} == set(schema_names())
+    assert {name for name, _, _ in CASES} | set(CHECKED_ELSEWHERE) == set(schema_names())
+
+
+@pytest.mark.parametrize("name", schema_names())
+def test_each_schema_is_a_valid_draft_2020_12_schema(name):
+    schema = output_schema(name)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.fixture
+def places(example, workspace, tmp_path):
+    """The workspaces and files the cases name."""
+    broken = tmp_path / "broken"
+    shutil.copytree(workspace.root, broken)
+    (broken / "alpha" / "memory" / "core.md").write_text("## inputs      a4 proved\n## next  a2 refuted\n")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(line + "\n" for line in
+                               (EXAMPLE / "eval" / "queries.jsonl").read_text().splitlines()[:3]))
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(line + "\n" for line in (EXAMPLE / "eval" / "qrels").read_text().splitlines()
+                             if line.split()[:1] in (["q1"], ["q2"], ["q3"])))
+    problem = tmp_path / "problem.json"
+    problem.write_text(json.dumps({"queries": [{"qid": "q1"}, {"qid": "q2"}],
+                                   "events": [{"id": "e1"}, {"id": "e2", "true": False}],
+                                   "spans": [{"events": ["e1"], "answers": ["q1"]},
+                                             {"events": ["e2"], "answers": ["q1", "q2"]}]}))
+    folder = tmp_path / "project"
+    folder.mkdir()
+    # mem eval fusion's own end-to-end case (tests/test_fusion.py): g1 votes for alpha/a1
+    fusion = build_workspace(tmp_path / "fusion")
+    fusion.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+                             make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
+    Memory.open(fusion.root).index(progress=False)
+    (tmp_path / "fq.jsonl").write_text(json.dumps(
+        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
+    (tmp_path / "fr.qrels").write_text("q 0 alpha/a1 1\n")
+    return {"example": example.workspace.root, "own": workspace.root, "broken": broken,
+            "fusion-ws": fusion.root, "{fusion_queries}": str(tmp_path / "fq.jsonl"),
+            "{fusion_qrels}": str(tmp_path / "fr.qrels"),
+            "{queries}": str(queries), "{qrels}": str(qrels),
+            "{problem}": str(problem), "{folder}": str(folder)}
+
+
+@pytest.mark.parametrize("name, argv, where", CASES, ids=[" ".join(c[1][:3]) for c in CASES])
+def test_the_json_output_matches_its_schema(places, name, argv, where):
+    argv = [places.get(a, a) for a in argv]
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(places[where]), "--json", *argv], out=out, err=err)
+    data = json.loads(out.getvalue())
+    assert ("error" in data) == (name == "error") and (code == 0 or name in ("error", "check", "eval-reuse")
+                                                       or "hits" in data), (code, data, err.getvalue())
+    jsonschema.Draft202012Validator(output_schema(name)).validate(data)
+    if name == "error" and argv[0] == "record":
+        assert len(data["problems"]) == 3  # the headline and both M1 violations
+
+
+def test_a_schema_refuses_output_that_drifts():
+    """The schemas are strict: a renamed or added field fails (so a drift is caught here)."""
+    schema = output_schema("archive-insert")
+    good = {"inserted": "r/a1", "line": 2, "status": "proved", "grade": "pass", "repair": None,
+            "time": "2026-10-17T07:00:00Z"}
+    jsonschema.validate(good, schema)
+    for bad in ({**good, "extra": 1}, {k: v for k, v in good.items() if k != "line"},
+                {**good, "status": "done"}, {**good, "line": 0}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+
+
+@pytest.mark.slow
+def test_the_serve_ready_line_matches_its_schema(tmp_path):
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "--json", "serve",
+                             "--lazy"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+    data = json.loads(line)
+    jsonschema.Draft202012Validator(output_schema("serve")).validate(data)
+    assert data["socket"] == str(root / ".mem" / "serve.sock")
+
+
+@pytest.mark.slow
+def test_the_tune_outputs_match_their_schema(workspace):
+    """`mem tune` (a training run and its index run) and `mem tune --reset` (an index run)."""
+    for argv in (["tune"], ["tune", "--reset"]):
+        out, err = io.StringIO(), io.StringIO()
+        code = run_cli(["--workspace", str(workspace.root), "--json", *argv], out=out, err=err)
+        assert code == 0, err.getvalue()
+        jsonschema.Draft202012Validator(output_schema("tune")).validate(json.loads(out.getvalue()))
