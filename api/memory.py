@@ -44,12 +44,16 @@ class Memory:
 
     # ---- indexing
     def index(self, runs: list[str] | None = None, full: bool = False, progress: bool | None = None,
-              on_message: Callable[[str], None] | None = None):
-        """Bring the index up to date with the files (``indexers.build.IndexReport``)."""
+              on_message: Callable[[str], None] | None = None, engine: str | None = None,
+              workers: int | None = None):
+        """Bring the index up to date with the files (``indexers.build.IndexReport``); ``engine``
+        "ray" embeds the changed texts on a Ray actor pool (``workers`` actors; default: the
+        config's ``index.engine`` and ``ray.workers``)."""
         from mem_retrieval.indexers.build import build_index
 
         self.retriever.reopen()
-        return build_index(self.workspace, self.config, runs, full, progress, on_message)
+        return build_index(self.workspace, self.config, runs, full, progress, on_message,
+                           engine=engine, workers=workers)
 
     # ---- the read functions
     def archive_search(self, query: str | ArchiveQuery, setting: str | None = None, *, page: int = 1,

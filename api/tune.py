@@ -157,11 +157,12 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
     memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
     mined = mine_pairs(memory.retriever, exclude_steps=set(holdout_steps), max_pairs=max_pairs,
                        seed=training.seed)
-    provenance, seconds, loss = _fit(memory, mined, memory.workspace.index_dir, training, progress)
+    folder = memory.retriever.location.folder  # the index folder, or a remote index's local cache
+    provenance, seconds, loss = _fit(memory, mined, folder, training, progress)
     memory.retriever.reopen()
     report = build_index(memory.workspace, memory.config, full=True, progress=progress,
                          on_message=on_message, tuned=provenance)
-    _drop_unused(memory.workspace.index_dir, provenance["path"])
+    _drop_unused(folder, provenance["path"])
     return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report)
 
 
@@ -172,7 +173,7 @@ def reset(memory: Memory, progress: bool | None = None, on_message=None):
     memory.retriever.reopen()
     report = build_index(memory.workspace, memory.config, full=True, progress=progress,
                          on_message=on_message, tuned=None)
-    _drop_unused(memory.workspace.index_dir, None)
+    _drop_unused(memory.retriever.location.folder, None)
     return report
 
 
@@ -183,13 +184,17 @@ def _drop_unused(index_dir: Path, keep: str | None) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def trained_steps(index_dir: Path, meta: dict[str, Any] | None) -> set[str]:
-    """The steps whose links trained the index's model (empty for the configured model)."""
-    from mem_retrieval.indexers.store import tuned_of
+def trained_steps(location, meta: dict[str, Any] | None) -> set[str]:
+    """The steps whose links trained the index's model (empty for the configured model);
+    ``location``: the index's (``indexers.location.Location``) or its folder."""
+    from mem_retrieval.indexers.store import at, tuned_of
 
     tuned = tuned_of(meta)
-    path = index_dir / tuned["path"] / "trained.json" if tuned else None
-    return set(json.loads(path.read_text())["steps"]) if path and path.is_file() else set()
+    if not tuned:
+        return set()
+    path = at(location).fetch(tuned["path"], lambda f: None if (f / "trained.json").is_file() else "missing") \
+        / "trained.json"
+    return set(json.loads(path.read_text())["steps"]) if path.is_file() else set()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """What a long-lived process (`mem serve`, `mem mcp`) keeps between calls: a ``Memory`` per
 workspace, configuration and index version, and each thread's own standard output.
 
-A ``Memory`` opens the table versions ``.mem/meta.json`` pins on its first search and keeps them
-(its id map included), so it is reused only while meta.json, the configuration files and the
-settings ontology are the files it was built from: a `mem index` run meanwhile (a new meta.json,
+A ``Memory`` opens the table versions ``.mem/meta.json`` (or ``index.uri``'s) pins on its first
+search and keeps them (its id map included), so it is reused only while meta.json, the
+configuration files and the settings ontology are the files it was built from: a `mem index` run meanwhile (a new meta.json,
 written by rename) gives the next call a new ``Memory`` on the new versions. Calls may come from
 several threads at once; the cache is guarded by a lock, and a ``Memory``'s read path is safe to
 share (embedding is serialised in text.embed, LanceDB tables are safe to read concurrently)."""
@@ -31,6 +31,21 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
+def _index_version(root: Path, config_file: Path | None) -> Any:
+    """The version of the meta.json the workspace's index is read through, wherever ``index.uri``
+    puts it (``.mem/meta.json``'s stat, or an object store's ETag)."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.location import Location
+    from mem_retrieval.records.errors import MemError
+    from mem_retrieval.records.workspace import Workspace
+
+    try:
+        config = load_config(root, config_file)
+    except MemError:  # the Memory built for this call reports it
+        return _stamp(root / ".mem" / "meta.json")
+    return Location.of(Workspace(root), config).meta_version()
+
+
 class WarmMemories:
     """``get(workspace, config_file)``: the Memory of that workspace and configuration, for the
     index version meta.json pins now."""
@@ -44,10 +59,11 @@ class WarmMemories:
     def key(self, root: Path, config_file: Path | None) -> tuple:
         from mem_retrieval.configs import WORKSPACE_CONFIG
 
-        files = [root / ".mem" / "meta.json", root / WORKSPACE_CONFIG, root / "solve" / "settings.toml"]
+        files = [root / WORKSPACE_CONFIG, root / "solve" / "settings.toml"]
         if config_file is not None:
             files.append(Path(config_file))
-        return (str(root), str(config_file), *(_stamp(f) for f in files))
+        return (str(root), str(config_file), _index_version(root, config_file),
+                *(_stamp(f) for f in files))
 
     def fresh(self, workspace, config_file: Path | None = None):
         """A Memory of its own, not shared: for a write (``record`` reindexes, and reopens its

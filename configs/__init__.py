@@ -20,9 +20,10 @@ WORKSPACE_CONFIG = Path("solve") / "mem.toml"
 
 
 def rule(*, minimum: float | None = None, maximum: float | None = None,
-         choices: tuple[str, ...] | None = None) -> Any:
-    """A config key's constraints beyond its type (checked for every file that sets it)."""
-    return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices})
+         choices: tuple[str, ...] | None = None, empty: bool = False) -> Any:
+    """A config key's constraints beyond its type (checked for every file that sets it);
+    ``empty``: a string key may be "" (meaning "not set here": e.g. taken from the environment)."""
+    return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices, "empty": empty})
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,33 @@ class ReuseConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Object-store options for an ``index.uri`` such as ``s3://bucket/prefix`` ("" = not set: the
+    standard AWS_* environment variables, then the SDK's defaults)."""
+
+    endpoint: str = rule(empty=True)
+    region: str = rule(empty=True)
+    access_key_id: str = rule(empty=True)
+    secret_access_key: str = rule(empty=True)
+    session_token: str = rule(empty=True)
+    allow_http: str = rule(empty=True, choices=("true", "false"))
+
+
+@dataclass(frozen=True)
 class IndexConfig:
+    uri: str = rule(empty=True)
+    engine: str = rule(choices=("local", "ray"))
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
     vector_batch: int = rule(minimum=1)
+    storage: StorageConfig = rule()
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    address: str = rule(empty=True)
+    workers: int = rule(minimum=0)
+    batch_size: int = rule(minimum=1)
 
 
 @dataclass(frozen=True)
@@ -112,6 +136,7 @@ class Config:
     serve: ServeConfig
     model: ModelConfig
     index: IndexConfig
+    ray: RayConfig
     origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
 
     def origin(self, key: str) -> str:
@@ -120,8 +145,9 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph": GraphConfig,
-                             "fusion": FusionConfig, "reuse": ReuseConfig, "serve": ServeConfig, "model": ModelConfig, "index": IndexConfig}
-TABLES: dict[str, type] = {"Weights": Weights}  # tables inside a section, by their declared type
+                             "fusion": FusionConfig, "reuse": ReuseConfig, "serve": ServeConfig, "model": ModelConfig,
+                             "index": IndexConfig, "ray": RayConfig}
+TABLES: dict[str, type] = {"Weights": Weights, "StorageConfig": StorageConfig}  # tables inside a section, by their declared type
 
 
 def _checked(path: Path) -> dict[str, Any]:
@@ -156,8 +182,8 @@ def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
             table.fail(name, "missing")
         return table.bool(name)
     if rules["choices"]:
-        return table.enum(name, rules["choices"])
-    return table.str(name, required=True, nonempty=True)
+        return table.enum(name, rules["choices"], required=not rules["empty"])
+    return table.str(name, required=True, nonempty=not rules["empty"])
 
 
 def _merge(into: dict[str, Any], values: dict[str, Any], file: str, origins: dict[str, str],

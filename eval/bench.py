@@ -4,13 +4,16 @@ Workspaces of 1,000, 10,000 and 100,000 steps (``eval/synthetic.py``) are measur
 
     python -m mem_retrieval.eval.bench [--sizes 1000,10000,100000] [--quick] [--out out/bench] [--keep DIR]
                          [--skip-full-index-above N] [--queries N] [--cold-runs N] [--profile]
+    python -m mem_retrieval.eval.bench --scale [--scale-steps 2000] [--workers 1,2] [--uri loopback|s3://…]
 
 Per size: full index (`mem index --full` as a process: in-process seconds, records/s, texts/s,
 peak memory); incremental reindex after rewriting 1% of the statements; warm in-process p50/p95 of
 id lookups, BM25-only and the default hybrid search; the naive baseline on the same queries; cold
 whole-process `mem archive-search` / `mem archive-get`, and `mem archive-search` with `mem serve`
 running when this checkout has it. Writes ``bench.json`` and ``bench.md`` to --out and prints the
-table. ``--quick`` is 1,000 and 10,000 steps with fewer queries (CI-safe time)."""
+table. ``--quick`` is 1,000 and 10,000 steps with fewer queries (CI-safe time). ``--scale`` runs the
+scale benchmark instead (``eval/bench_scale.py``: local engine against Ray with 1 and 2 workers, local
+disk against an object store, and the projection to N workers and 1,000,000 steps)."""
 
 from __future__ import annotations
 
@@ -54,6 +57,10 @@ class Options:
     profile: bool
     workspace: Path | None = None
     embed_sample: int = 2000
+    scale: bool = False
+    scale_steps: int = 2000
+    workers: tuple[int, ...] = (1, 2)
+    uri: str | None = None
 
 
 def percentiles(ms: list[float]) -> tuple[float | None, float | None]:
@@ -399,7 +406,22 @@ def parse_options(argv: list[str] | None = None) -> Options:
     parser.add_argument("--workspace", type=Path, metavar="DIR",
                         help="instead of synthetic sizes: index time and warm figures of this "
                              "workspace (copied; its own .mem is left alone)")
+    parser.add_argument("--scale", action="store_true",
+                        help="the scale benchmark: local engine against Ray workers, local disk "
+                             "against --uri, and the projection to N workers and 1,000,000 steps")
+    parser.add_argument("--scale-steps", type=int, default=2000, metavar="N",
+                        help="--scale: steps of the synthetic workspace (default 2000)")
+    parser.add_argument("--workers", type=_sizes, default=(1, 2), metavar="1,2",
+                        help="--scale: Ray worker counts to measure (default 1,2)")
+    parser.add_argument("--uri", metavar="URI",
+                        help="--scale: also index and search at this index.uri (s3://BUCKET/PREFIX, "
+                             "keys from the AWS_* variables), or 'loopback': moto's S3 server on "
+                             "127.0.0.1, started for the run")
     args = parser.parse_args(argv)
+    if (args.uri or args.workers != (1, 2) or args.scale_steps != 2000) and not args.scale:
+        parser.error("--scale-steps, --workers and --uri belong to --scale")
+    if args.scale_steps < 10:
+        parser.error("--scale-steps must be at least 10")
     if args.skip_full_above is not None and args.keep is None:
         parser.error("--skip-full-index-above needs --keep DIR (an index to reuse)")
     for name in ("queries", "cold_runs"):
@@ -411,11 +433,19 @@ def parse_options(argv: list[str] | None = None) -> Options:
                    skip_full_above=args.skip_full_above, queries=queries,
                    warmup=max(1, min(10, queries // 5)),
                    cold_runs=args.cold_runs or (3 if args.quick else 5), seed=args.seed,
-                   profile=args.profile, workspace=args.workspace, embed_sample=args.embed_sample)
+                   profile=args.profile, workspace=args.workspace, embed_sample=args.embed_sample,
+                   scale=args.scale, scale_steps=args.scale_steps, workers=args.workers, uri=args.uri)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_options(argv)
+    if options.scale:
+        from mem_retrieval.eval.bench_scale import markdown as scale_markdown, run_scale
+
+        result = run_scale(options.scale_steps, options.workers, options.uri, options.out,
+                           queries=min(options.queries, 30), seed=options.seed)
+        print(scale_markdown(result))
+        return 0
     if options.workspace is not None:
         import tempfile
 

@@ -4,10 +4,15 @@ Each row carries a content hash; a second run with nothing changed writes and em
 changed row is rewritten; its vector is reused whenever its embedding text is unchanged (or equals
 another row's), so no text is embedded twice. Each table is updated in one LanceDB commit (upserts
 and deletions together), so a crash leaves the previous version readable. Two `mem index` at once
-are serialised by a lock on .mem/index.lock."""
+on one machine are serialised by a lock on .mem/index.lock; writers on other machines (an index on
+an object store) meet at meta.json, replaced by compare-and-swap (``store.publish_meta``).
+
+The texts to embed go to the model in this process, or (``engine="ray"``) to a pool of Ray actors
+(``indexers/distributed.py``); the commit is the same either way."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +22,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
+from mem_retrieval.indexers.location import Location
 from mem_retrieval.indexers.rows import Rows, build_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.records.workspace import Workspace
@@ -38,6 +44,7 @@ class IndexReport:
     full: bool
     version: dict[str, int] = field(default_factory=dict)
     searchable_seconds: float | None = None   # until rows and full-text index were committed
+    engine: dict[str, Any] = field(default_factory=dict)  # name, workers, embedding seconds (busy: Ray)
 
     def total(self, name: str) -> int:
         return sum(getattr(t, name) for t in self.tables.values())
@@ -53,7 +60,7 @@ class IndexReport:
                 "removed": self.total("removed"), "unchanged": self.total("unchanged"),
                 "embedded": self.embedded, "seconds": round(self.seconds, 3), "full": self.full,
                 "searchable_seconds": None if self.searchable_seconds is None
-                else round(self.searchable_seconds, 3)}
+                else round(self.searchable_seconds, 3), "engine": self.engine}
 
 
 class Progress:
@@ -117,9 +124,9 @@ class Plan:
 
 @dataclass
 class Index:
-    """The open index of one run: its folder, connection, tables (None: absent or to rebuild)."""
+    """The open index of one run: its location, connection, tables (None: absent or to rebuild)."""
 
-    folder: Path
+    location: Location
     db: Any
     tables: dict[str, Any]
     full: bool                  # rebuild every table from the rows (asked, nothing usable, new model)
@@ -127,6 +134,23 @@ class Index:
     model_ref: str              # that model: a package name or a tuned copy's folder
     tuned: dict[str, Any] | None  # the tuned copy's provenance, recorded in meta.json
     spec: Any                   # text.embed.ModelSpec: how it runs (an ONNX export, or torch)
+    meta_token: str | None = None  # the version of meta.json this run started from
+    engine: Any = None          # a distributed embedder (indexers.distributed.RayEngine), or None
+    embed_seconds: float = 0.0  # spent waiting for vectors (the embedding phase)
+
+    def engine_report(self) -> dict[str, Any]:
+        if self.engine is None:
+            import os
+
+            return {"name": "local", "workers": os.cpu_count() or 1,
+                    "embed_seconds": round(self.embed_seconds, 3)}
+        return {"name": "ray", "workers": self.engine.workers, "embed_seconds": round(self.embed_seconds, 3),
+                "busy_seconds": round(self.engine.busy, 3)}
+
+    @property
+    def folder(self) -> Path:
+        """Where model files are read and written locally (the index folder, or the cache)."""
+        return self.location.folder
 
 
 KEEP = "keep"
@@ -135,33 +159,40 @@ KEEP = "keep"
 def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
                 full: bool = False, progress: bool | None = None,
                 on_message: Callable[[str], None] | None = None,
-                tuned: dict[str, Any] | None | str = KEEP) -> IndexReport:
+                tuned: dict[str, Any] | None | str = KEEP, engine: str | None = None,
+                workers: int | None = None) -> IndexReport:
     """Index ``runs`` (default: all) and the library: plan, embed what changed, commit. Bad input
-    raises InputError before any write; one `mem index` runs at a time (.mem/index.lock).
-    ``tuned``: the model to embed with: ``KEEP`` the one the index records, None the configured
-    model, or the provenance of a tuned copy (`mem tune`); a change of model re-embeds every
-    text, so an index never mixes two."""
+    raises InputError before any write; one `mem index` runs at a time on a machine
+    (.mem/index.lock). ``tuned``: the model to embed with: ``KEEP`` the one the index records,
+    None the configured model, or the provenance of a tuned copy (`mem tune`); a change of model
+    re-embeds every text, so an index never mixes two. ``engine``: "local" or "ray" (default:
+    ``index.engine``); ``workers``: Ray actors (default: ``ray.workers``)."""
     from filelock import FileLock, Timeout
 
     started = time.perf_counter()
     scope_runs = workspace.check_runs(None if full else runs)
     rows = build_rows(workspace, config, scope_runs)
     present = set(workspace.runs())
-    index_dir = workspace.index_dir
-    index_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(index_dir / store.LOCK))
+    location = Location.of(workspace, config)
+    location.folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(location.lock_path))
     try:
         lock.acquire(timeout=0.2)
     except Timeout:
         if on_message:
             on_message("another `mem index` is running; waiting for it to finish")
         lock.acquire()
+    index = None
     try:
-        with store.guard(index_dir):
-            index = open_index(index_dir, config, full, tuned)
+        with store.guard(location):
+            index = open_index(location, config, full, tuned)
             plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
             pending = sorted(plan.texts_wanted() - set(known), key=lambda h: (-len(rows.embed_text[h]), h))
+            if pending and (engine or config.index.engine) == "ray":
+                from mem_retrieval.indexers.distributed import RayEngine
+
+                index.engine = RayEngine(index.spec, config, workers, on_message)
             bar = Progress(progress)
             if len(pending) <= config.index.vector_batch:  # one commit: vectors and rows together
                 known.update(embed_texts(index, rows, pending, config, bar))
@@ -176,18 +207,22 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                 versions = backfill(index, plan, rows, pending, config, bar)
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
-                               full=plan.full, version=versions, searchable_seconds=searchable)
+                               full=plan.full, version=versions, searchable_seconds=searchable,
+                               engine=index.engine_report())
     finally:
+        if index is not None and index.engine is not None:
+            index.engine.close()
         lock.release()
 
 
-def open_index(index_dir: Path, config: Config, full: bool,
+def open_index(location: Location, config: Config, full: bool,
                tuned: dict[str, Any] | None | str = KEEP) -> Index:
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
     (``--full`` deletes one too damaged to open), choose the model, and decide whether this is a
     full build (it is when the model changes)."""
+    token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
     try:
-        meta = store.read_meta(index_dir)
+        meta = store.read_meta(location)
     except store.IndexMismatch:
         if not full:
             raise
@@ -196,34 +231,40 @@ def open_index(index_dir: Path, config: Config, full: bool,
         why = store.mismatch(meta, config)
         if why:
             raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
-                                      "run `mem index --full`")
-    if full and (index_dir / "lance").exists() and not (index_dir / "lance").is_dir():
-        (index_dir / "lance").unlink()
-    db = store.connect(index_dir)
-    tables = {name: _open(db, index_dir, name, full) for name in SCHEMAS}
+                                      "run `mem index --full`", location.meta_name)
+    lance = Path(location.lance_uri)
+    if full and not location.remote and lance.exists() and not lance.is_dir():
+        lance.unlink()
+    db = location.connect()
+    tables = {name: _open(db, location, name, full) for name in SCHEMAS}
     if tuned == KEEP:
         tuned = store.tuned_of(meta)
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
     full = full or meta is None or any(t is None for t in tables.values()) or not model_same
-    ref = store.model_ref(index_dir, {"model": model}, config)
-    recorded = store.model_spec(index_dir, meta, config) if model_same and not full else None
+    ref = store.model_ref(location, {"model": model}, config)
+    recorded = store.model_spec(location, meta, config) if model_same and not full else None
     spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
-        else _spec(index_dir, ref, config)
-    return Index(index_dir, db, tables, full, model_same, ref, tuned, spec)
+        else _spec(location, ref, config)
+    return Index(location, db, tables, full, model_same, ref, tuned, spec, token)
 
 
-def _spec(index_dir: Path, ref: str, config: Config):
-    """How this run embeds: on onnx, the model's export in .mem/models/onnx-<key>, keyed by its
-    weights (made once, in seconds, whenever they have none yet)."""
+def _spec(location: Location, ref: str, config: Config):
+    """How this run embeds: on onnx, the model's export in models/onnx-<key>, keyed by its
+    weights (made once, in seconds, whenever the index has none yet; a remote index's is fetched)."""
     from mem_retrieval.text.embed import ModelSpec, model_dir
 
     if config.model.backend != "onnx":
         return ModelSpec(ref)
     from mem_retrieval.text.onnx import export, manifest_problem, source_key
 
-    folder = index_dir / "models" / f"onnx-{source_key(model_dir(ref))}"
-    if manifest_problem(folder) is not None or (config.model.quantize and not (folder / "model_int8.onnx").is_file()):
+    def problem(folder: Path) -> str | None:
+        if config.model.quantize and not (folder / "model_int8.onnx").is_file():
+            return "no int8 weights"
+        return manifest_problem(folder)
+
+    folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem)
+    if problem(folder) is not None:
         export(model_dir(ref), folder, quantize=config.model.quantize)
     return ModelSpec(ref, str(folder), config.model.quantize)
 
@@ -270,7 +311,8 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
             raise
-        store.drop_table_files(index.folder, name)
+        index.location.probe()  # an unreachable store is no damage: nothing is deleted
+        index.location.drop_table_files(name)
         index.tables[name] = None
         return {}
     values = [scanned[c].to_pylist() for c in columns]
@@ -289,14 +331,42 @@ def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
 
     texts = [rows.embed_text[h] for h in hashes]
     progress.start(texts, "embedding")
+    started = time.perf_counter()
     try:
-        matrix = embed(texts, index.spec, config.model.batch_size, progress.update)
+        if index.engine is not None:
+            matrix = index.engine.embed(texts, progress.update)
+        else:
+            matrix = embed(texts, index.spec, config.model.batch_size, progress.update)
     finally:
+        index.embed_seconds += time.perf_counter() - started
         progress.close()
+    _check_dim(matrix, config)
+    return dict(zip(hashes, matrix))
+
+
+def _check_dim(matrix, config: Config) -> None:
     if matrix.shape[1] != config.model.dim:
         raise store.IndexMismatch(f"model {config.model.name} gives {matrix.shape[1]}-dimensional "
                                   f"vectors, config says {config.model.dim}")
-    return dict(zip(hashes, matrix))
+
+
+def _vector_batches(index: Index, rows: Rows, pending: list[str], config: Config):
+    """``(hashes, vectors by hash)`` for the ``pending`` texts, ``index.vector_batch`` at a time:
+    each batch embedded here, or, on Ray, streamed from one pipeline over them all (its actors
+    load the model once, not once a batch)."""
+    size = config.index.vector_batch
+    if index.engine is None:
+        for start in range(0, len(pending), size):
+            batch = pending[start:start + size]
+            yield batch, embed_texts(index, rows, batch, config, Progress(False))
+        return
+    started = time.perf_counter()
+    for positions, matrix in index.engine.stream([rows.embed_text[h] for h in pending], size):
+        index.embed_seconds += time.perf_counter() - started
+        _check_dim(matrix, config)
+        batch = [pending[i] for i in positions]
+        yield batch, dict(zip(batch, matrix))
+        started = time.perf_counter()
 
 
 def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: Config,
@@ -304,13 +374,12 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
     """Embed the ``pending`` texts (longest first) in batches of ``index.vector_batch``; after
     each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
     Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
-    batch_size = config.index.vector_batch
     holders = {name: [row for row in plan.tables[name].changed if row["text_hash"]] for name in EMBEDDED_TABLES}
     progress.start([rows.embed_text[h] for h in pending], "embedding")
+    left = len(pending)
     try:
-        for start in range(0, len(pending), batch_size):
-            batch = pending[start:start + batch_size]
-            vectors = embed_texts(index, rows, batch, config, Progress(False))
+        for batch, vectors in _vector_batches(index, rows, pending, config):
+            left -= len(batch)
             progress.update(len(batch), sum(len(rows.embed_text[h]) for h in batch))
             chosen = set(batch)
             for name, table_rows in holders.items():
@@ -319,11 +388,11 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     table = index.db.open_table(name)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     table.merge_insert("gid").when_matched_update_all().execute(data)
-            _publish(index, config, pending=len(pending) - start - len(batch))
+            _publish(index, config, pending=left)
     finally:
         progress.close()
     for name in EMBEDDED_TABLES:  # fold the rewritten rows into the full-text index
-        _refresh_indexes(index.db.open_table(name), fresh=False)
+        _refresh_indexes(index, index.db.open_table(name), fresh=False)
     return _publish(index, config, pending=0)
 
 
@@ -357,38 +426,76 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]
         if plan.full:
-            table = _create(index.db, index.folder, name, data, data.schema)
+            table = _create(index.db, index.location, name, data, data.schema)
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
-            if table_plan.changed:
-                merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
-                if removed_keys:
-                    merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
-                merge.execute(data)
-            else:
-                table.delete(store.in_list("key", removed_keys))
-        _refresh_indexes(table, fresh=plan.full)
+            with _following(index, name):
+                if table_plan.changed:
+                    merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
+                    if removed_keys:
+                        merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
+                    merge.execute(data)
+                else:
+                    table.delete(store.in_list("key", removed_keys))
+        table = _refresh_indexes(index, table, fresh=plan.full)
         if not plan.full:
             _read_fts(table)
     return _publish(index, config, pending=len(pending))
 
 
 def _publish(index: Index, config: Config, pending: int) -> dict[str, int]:
-    """Pin the tables' current versions in meta.json (written atomically), with the distinct step
-    settings and how many texts still wait for their vectors; returns the versions."""
-    versions = {name: index.db.open_table(name).version for name in SCHEMAS}
-    steps = index.db.open_table(store.STEPS)
-    settings = sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
+    """Pin the tables' current versions in meta.json, with the distinct step settings and how
+    many texts still wait for their vectors; returns the versions pinned. The model files meta.json
+    names are put at the index's location first. meta.json is replaced by compare-and-swap: when
+    another writer (another machine) published since this run began, the two are merged, each
+    table at the later of the two versions (a later Lance version holds every earlier commit), so
+    no update is lost and no pinned version moves backwards; a writer that changed the model
+    meanwhile cannot be merged with (one line: MetaConflict)."""
+    from mem_retrieval.text.onnx import MANIFEST
+
+    mine = {name: index.db.open_table(name).version for name in SCHEMAS}
     export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
-    store.write_meta(index.folder, store.build_params(config, index.tuned)
-                     | {"versions": versions, "built": time.time(), "settings": settings,
-                        "export": {"path": export} if export else None, "pending": pending})
+    if index.tuned:
+        index.location.push(index.tuned["path"])
+    if export:
+        index.location.push(export, last=MANIFEST)
+    params = store.build_params(config, index.tuned)
+    mine_meta = params | {"export": {"path": export} if export else None}
+
+    def make(current: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
+        versions, waiting = dict(mine), pending
+        if current is not None and token != index.meta_token:  # another writer published meanwhile
+            theirs = {key: current.get(key) for key in params} | {"export": current.get("export")}
+            if theirs != mine_meta:
+                raise store.MetaConflict(
+                    f"another writer republished {index.location.meta_name} with other parameters "
+                    f"(model or export) while this run indexed: run `mem index --full`")
+            their_versions = current.get("versions", {})
+            versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
+            if versions == their_versions:
+                waiting = int(current.get("pending") or 0)
+            elif versions != mine:
+                waiting = max(pending, int(current.get("pending") or 0))
+        return mine_meta | {"versions": versions, "built": time.time(),
+                            "settings": _settings(index, versions[store.STEPS]), "pending": waiting}
+
+    meta = store.publish_meta(index.location, make)
     _drop_exports(index.folder, export)
-    return versions
+    return meta["versions"]
+
+
+def _settings(index: Index, version: int) -> list[str]:
+    """The distinct step settings of the steps table at ``version``."""
+    steps = index.db.open_table(store.STEPS)
+    if steps.version != version:
+        steps.checkout(version)
+    return sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
 
 
 def _drop_exports(folder: Path, keep: str | None) -> None:
-    """Delete ONNX exports the index no longer uses (a tuned model replaced, a reset)."""
+    """Delete ONNX exports the index no longer uses (a tuned model replaced, a reset); of an
+    index on an object store, only the local cache's copies (a reader of an older meta.json may
+    still need the store's)."""
     import shutil
 
     for old in (folder / "models").glob("onnx-*") if (folder / "models").is_dir() else ():
@@ -418,7 +525,7 @@ def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int, pending: set[str]
 KEY_COLUMNS = {store.STEPS: ("key", "sid_key"), store.EVENTS: ("key",), store.SOURCES: ("key",)}
 
 
-def _open(db, index_dir, name: str, full: bool):
+def _open(db, location: Location, name: str, full: bool):
     """Table ``name`` (None when absent). With ``full``, a table too damaged to open is deleted, to
     be built afresh; otherwise the damage is reported (store.guard)."""
     try:
@@ -426,20 +533,59 @@ def _open(db, index_dir, name: str, full: bool):
     except BaseException as error:
         if not (full and store.is_damage(error)):
             raise
-        store.drop_table_files(index_dir, name)
+        location.probe()  # an unreachable store is no damage: nothing is deleted
+        location.drop_table_files(name)
         return None
 
 
-def _create(db, index_dir, name: str, data, schema):
+def _create(db, location: Location, name: str, data, schema):
     """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected);
     a table too damaged to be replaced is deleted and created afresh."""
     try:
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
     except BaseException as error:
-        if not store.is_damage(error):
+        if not store.is_damage(error) or _conflict(error):
             raise
-        store.drop_table_files(index_dir, name)
+        location.probe()
+        location.drop_table_files(name)
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
+
+
+CONFLICT_TRIES = 8
+
+
+def _conflict(error: BaseException) -> bool:
+    """Whether a Lance commit lost a race with another writer's (retry it on the latest version)."""
+    return "commit conflict" in str(error).lower() or type(error).__name__ == "CommitConflictError"
+
+
+@contextlib.contextmanager
+def _following(index: Index, name: str):
+    """A commit that cannot follow another writer's (Lance refuses an upsert planned before a
+    concurrent rebuild of the table, rather than mix the two): one line, nothing written."""
+    try:
+        yield
+    except (RuntimeError, OSError, ValueError) as error:
+        if not (_conflict(error) or "incompatible transaction" in str(error).lower()):
+            raise
+        detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+        raise store.MetaConflict(f"another writer changed the {name} table of {index.location.uri} "
+                                 f"while this run indexed ({detail}): run `mem index` again") from None
+
+
+def _retrying(index: Index, table, step: Callable[[Any], None]):
+    """Run ``step(table)``; when another writer's commit preempted it (an optimize or index
+    build from a stale version), reopen the table at its latest version and run it again."""
+    for attempt in range(CONFLICT_TRIES):
+        try:
+            step(table)
+            return table
+        except (RuntimeError, OSError, ValueError) as error:
+            if not _conflict(error) or attempt == CONFLICT_TRIES - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+            table = index.db.open_table(table.name)
+    return table
 
 
 def _read_fts(table) -> None:
@@ -451,22 +597,26 @@ def _read_fts(table) -> None:
         table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
 
 
-def _refresh_indexes(table, fresh: bool) -> None:
+def _refresh_indexes(index: Index, table, fresh: bool):
     """Create the full-text index once the table has rows (an FTS index built on an empty table
     misses later rows, lance #4780); afterwards fold new rows into it. Runs whenever the index is
-    missing or lags the data, so an index build interrupted by a crash is finished next time."""
+    missing or lags the data, so an index build interrupted by a crash is finished next time.
+    Returns the table (reopened when another writer's commit came first)."""
     from lancedb.index import FTS, BTree
 
     if table.count_rows() == 0:
-        return
-    names = {index.name for index in table.list_indices()}
+        return table
+    names = {found.name for found in table.list_indices()}
     if not fresh and "tokens_idx" in names:
         if table.index_stats("tokens_idx").num_unindexed_rows == 0:
-            return
-        table.optimize()
-        return
-    table.create_index("tokens", config=FTS(
-        base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
-        ascii_folding=False, max_token_length=None, with_position=False), replace=True)
-    for column in KEY_COLUMNS.get(table.name, ()):
-        table.create_index(column, config=BTree(), replace=True)  # id lookups without a scan
+            return table
+        return _retrying(index, table, lambda t: t.optimize())
+
+    def build(t) -> None:
+        t.create_index("tokens", config=FTS(
+            base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
+            ascii_folding=False, max_token_length=None, with_position=False), replace=True)
+        for column in KEY_COLUMNS.get(t.name, ()):
+            t.create_index(column, config=BTree(), replace=True)  # id lookups without a scan
+
+    return _retrying(index, table, build)

@@ -1,34 +1,40 @@
-"""The on-disk index: a LanceDB database in WORKSPACE/.mem, its tables, and what it was built with.
+"""The index: a LanceDB database at its location (``WORKSPACE/.mem`` by default, or an object store:
+``indexers/location.py``), its tables, and what it was built with.
 
 ``meta.json`` records the tokenizer version, BM25 parameters and model name/dimension; an index
-built with other values is refused with one line asking for ``mem index --full``. Filters are built
-only from integer keys computed here (``key``), never from user text."""
+built with other values is refused with one line asking for ``mem index --full``. It is replaced by
+compare-and-swap (``publish_meta``): two writers never lose one another's update, and the versions
+it pins never move backwards. Filters are built only from integer keys computed here (``key``),
+never from user text."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.files import write_atomic
+from mem_retrieval.indexers.location import Location, StoreUnreachable
+from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
 FORMAT = 3  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
-META = "meta.json"
-LOCK = "index.lock"
-
+SWAP_TRIES = 8  # meta.json replaced by another writer this often in a row: give up, one line
 
 class IndexMismatch(InputError):
     """The index was built with other parameters (or is missing or corrupt)."""
 
-    def __init__(self, message: str):
-        super().__init__(".mem/meta.json", None, None, message)
+    def __init__(self, message: str, file: str = ".mem/meta.json"):
+        super().__init__(file, None, None, message)
+
+
+def at(where: "Location | Path") -> Location:
+    """``where`` as a Location (a folder path is a folder index)."""
+    return where if isinstance(where, Location) else Location(str(where), Path(where))
 
 
 def key(text: str) -> int:
@@ -62,20 +68,21 @@ def tuned_of(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return model.get("tuned") if isinstance(model, dict) else None
 
 
-def model_spec(index_dir: Path, meta: dict[str, Any] | None, config: Config):
+def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Config):
     """How a search embeds its query for the index ``meta`` describes: the index's model (a tuned
     copy or the configured one), on the ONNX export the index recorded when the config's backend
     is onnx (checked to be whole), else on torch — only for fp32 weights, whose vectors the two
     backends share."""
     from mem_retrieval.text.embed import ModelSpec
 
-    model = model_ref(index_dir, meta, config)
+    location = at(where)
+    model = model_ref(location, meta, config)
     export = (meta or {}).get("export") or {}
     quantized = bool(((meta or {}).get("model") or {}).get("quantized"))
     if config.model.backend == "onnx" and export.get("path"):
         from mem_retrieval.text.onnx import manifest_problem
 
-        folder = index_dir / export["path"]
+        folder = location.fetch(export["path"], manifest_problem)
         problem = manifest_problem(folder)
         if problem is None:
             return ModelSpec(model, str(folder), quantized)
@@ -87,37 +94,52 @@ def model_spec(index_dir: Path, meta: dict[str, Any] | None, config: Config):
     return ModelSpec(model)
 
 
-def model_ref(index_dir: Path, meta: dict[str, Any] | None, config: Config) -> str:
+def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Config) -> str:
     """The model that embedded the index, for the texts and queries still to embed: the tuned
     copy it records (checked to be there, file for file as it was saved: an index never mixes two
-    models), else the configured one."""
+    models; a remote index's copy is fetched into the local cache), else the configured one."""
     tuned = tuned_of(meta)
     if not tuned:
         return config.model.package
-    folder = index_dir / tuned["path"]
     sizes = tuned.get("sizes", {})
-    found = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()} if folder.is_dir() else {}
-    if not sizes or any(found.get(name) != size for name, size in sizes.items()):
+
+    def problem(folder: Path) -> str | None:
+        found = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()} if folder.is_dir() else {}
+        if not sizes or any(found.get(name) != size for name, size in sizes.items()):
+            return "missing or changed"
+        return None
+
+    folder = at(where).fetch(tuned["path"], problem)
+    if problem(folder):
         raise IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
                             "are missing or changed: run `mem tune` again, or `mem tune --reset`")
     return str(folder)
 
 
-def read_meta(index_dir: Path) -> dict[str, Any] | None:
-    path = index_dir / META
-    if not path.is_file():
-        return None
+def read_meta(where: Location | Path) -> dict[str, Any] | None:
+    """meta.json, checked (None when there is none yet)."""
+    location = at(where)
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise IndexMismatch(f"the index in {index_dir} is corrupt (unreadable meta.json): "
-                            "run `mem index --full`") from None
+        data, _ = location.read_meta_bytes()
+    except OSError:
+        raise IndexMismatch(f"the index in {location.uri} is corrupt (unreadable meta.json): "
+                            "run `mem index --full`", location.meta_name) from None
+    return None if data is None else _parse_meta(location, data)
+
+
+def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise IndexMismatch(f"the index in {location.uri} is corrupt (unreadable meta.json): "
+                            "run `mem index --full`", location.meta_name) from None
     versions = meta.get("versions", {}) if isinstance(meta, dict) else None
     settings = meta.get("settings", []) if isinstance(meta, dict) else None
     if (not isinstance(versions, dict) or not isinstance(settings, list)
             or not all(type(v) is int and v > 0 for v in versions.values())
             or not all(isinstance(s, str) for s in settings)):
-        raise IndexMismatch(f"the index in {index_dir} is corrupt: run `mem index --full`")
+        raise IndexMismatch(f"the index in {location.uri} is corrupt: run `mem index --full`",
+                            location.meta_name)
     return meta
 
 
@@ -133,26 +155,48 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     return None
 
 
-def check_meta(index_dir: Path, config: Config) -> dict[str, Any]:
+def check_meta(where: Location | Path, config: Config) -> dict[str, Any]:
     """The meta of a usable index, or IndexMismatch naming the fix."""
-    meta = read_meta(index_dir)
+    location = at(where)
+    meta = read_meta(location)
     if meta is None:
-        raise IndexMismatch(f"no index in {index_dir}: run `mem index`")
+        raise IndexMismatch(f"no index in {location.uri}: run `mem index`", location.meta_name)
     why = mismatch(meta, config)
     if why:
-        raise IndexMismatch(f"the index was built with other parameters ({why}): run `mem index --full`")
+        raise IndexMismatch(f"the index was built with other parameters ({why}): run `mem index --full`",
+                            location.meta_name)
     return meta
 
 
-def write_meta(index_dir: Path, meta: dict[str, Any]) -> None:
-    write_atomic(index_dir / META, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+class MetaConflict(Refused):
+    """Another writer's meta.json cannot be merged with this run's (or kept replacing it)."""
+
+
+def publish_meta(where: Location | Path,
+                 make: Callable[[dict[str, Any] | None, str | None], dict[str, Any]]) -> dict[str, Any]:
+    """Replace meta.json by ``make(current, token)`` by compare-and-swap: read it with the token
+    naming its version, build the new one from it, write it only if no other writer replaced it
+    meanwhile, else read again and rebuild. ``make`` merges (the versions never move backwards) or
+    raises MetaConflict. Returns the meta written."""
+    location = at(where)
+    for _ in range(SWAP_TRIES):
+        data, token = location.read_meta_bytes()
+        try:
+            current = None if data is None else _parse_meta(location, data)
+        except IndexMismatch:
+            current = None  # a corrupt meta.json (only `--full` gets here): replaced whole
+        meta = make(current, token)
+        if location.swap_meta((json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"), token):
+            return meta
+    raise MetaConflict(f"{location.meta_name} was replaced by other writers {SWAP_TRIES} times while "
+                       "this run published its versions: run `mem index` again")
 
 
 class IndexDamaged(InputError):
     """A LanceDB file or table of the index is missing, truncated or garbled."""
 
-    def __init__(self, index_dir: Path, detail: str):
-        super().__init__(str(index_dir), None, None,
+    def __init__(self, where: Location | Path | str, detail: str):
+        super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,
                          f"the index is damaged ({detail}): run `mem index --full`")
 
 
@@ -174,32 +218,37 @@ def is_damage(error: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def guard(index_dir: Path) -> Iterator[None]:
-    """Report an error from a damaged index as one line naming the fix (IndexDamaged)."""
+def guard(where: Location | Path) -> Iterator[None]:
+    """Report an error from a damaged index as one line naming the fix (IndexDamaged); on an
+    object store, first ask whether the store answers at all (StoreUnreachable: no `--full`
+    advice for a network failure)."""
+    location = at(where)
     try:
         yield
     except BaseException as error:  # lance reports a Rust panic as a BaseException
-        if isinstance(error, InputError) or not is_damage(error):
+        if isinstance(error, (InputError, Refused)) or not is_damage(error):
             raise
         detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path
-        raise IndexDamaged(index_dir, f"{type(error).__name__}: {detail}") from None
+        if location.remote:
+            location.probe()
+            if _transient(str(error)):
+                raise StoreUnreachable(location.uri, detail) from None
+        raise IndexDamaged(location, f"{type(error).__name__}: {detail}") from None
 
 
-def drop_table_files(index_dir: Path, name: str) -> None:
-    """Delete a damaged table's folder (``mem index --full`` then builds it afresh)."""
-    import shutil
-
-    shutil.rmtree(index_dir / "lance" / f"{name}.lance", ignore_errors=True)
+_NETWORK_WORDS = ("error sending request", "Connection refused", "timed out", "dns error",
+                  "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+                  "403 Forbidden", "Failed to connect")
 
 
-def connect(index_dir: Path):
-    """The LanceDB connection (lancedb imported here, on first use)."""
-    import os
+def _transient(message: str) -> bool:
+    """Whether an error from an object store reads as the store failing, not as damage."""
+    return any(word in message for word in _NETWORK_WORDS)
 
-    os.environ.setdefault("LANCEDB_LOG", "error")
-    import lancedb
 
-    return lancedb.connect(str(index_dir / "lance"))
+def connect(where: Location | Path):
+    """The LanceDB connection at the index's location (lancedb imported on first use)."""
+    return at(where).connect()
 
 
 def open_table(db, name: str):

@@ -62,7 +62,7 @@ def _reads_index(method):
     def guarded(self: "Retriever", *args, **kwargs):
         from mem_retrieval.indexers import store
 
-        with store.guard(self.workspace.index_dir):
+        with store.guard(self.location):
             return method(self, *args, **kwargs)
 
     return guarded
@@ -80,6 +80,16 @@ class Retriever:
         self.workspace = workspace
         self.config = config
         self._searcher = None
+        self._location = None
+
+    @property
+    def location(self):
+        """Where the index lives (``indexers.location.Location``: index.uri, else .mem)."""
+        if self._location is None:
+            from mem_retrieval.indexers.location import Location
+
+            self._location = Location.of(self.workspace, self.config)
+        return self._location
 
     @property
     def searcher(self):
@@ -88,9 +98,9 @@ class Retriever:
             from mem_retrieval.indexers import store
             from mem_retrieval.retrieval.search import Searcher
 
-            meta = store.check_meta(self.workspace.index_dir, self.config)
-            self._searcher = Searcher(store.connect(self.workspace.index_dir), self.config,
-                                      self.workspace.ontology, meta)
+            meta = store.check_meta(self.location, self.config)
+            self._searcher = Searcher(self.location.connect(), self.config,
+                                      self.workspace.ontology, meta, self.location)
         return self._searcher
 
     def reopen(self) -> None:

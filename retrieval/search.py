@@ -72,14 +72,16 @@ def _query_vector(text: str, spec, max_chars: int):
 class Searcher:
     """Ranks rows of one table (steps or events) for a query under filters."""
 
-    def __init__(self, db, config: Config, ontology: Ontology, meta: dict[str, Any]):
+    def __init__(self, db, config: Config, ontology: Ontology, meta: dict[str, Any],
+                 location: store.Location | None = None):
         self.db = db
+        self.location = location or store.at(Path(db.uri).parent)  # a folder index by default
         self.config = config
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
         self.degraded: tuple[str, str] | None = None  # (asked, answered) while they are
-        self.model = store.model_spec(Path(db.uri).parent, meta, config)  # embeds the queries
+        self.model = store.model_spec(self.location, meta, config)  # embeds the queries
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
@@ -91,7 +93,7 @@ class Searcher:
         if name not in self._tables:
             table = store.open_table(self.db, name)
             if table is None and self.versions.get(name):  # meta.json names it: it was deleted
-                raise store.IndexDamaged(Path(self.db.uri).parent, f"table {name!r} is missing")
+                raise store.IndexDamaged(self.location, f"table {name!r} is missing")
             if table is not None and self.versions.get(name):
                 table.checkout(int(self.versions[name]))
             if table is not None and table.count_rows() == 0:

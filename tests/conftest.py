@@ -200,3 +200,42 @@ def example(tmp_path_factory):
     memory = Memory.open(root)
     memory.index(progress=False)
     return memory
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """A real S3 API on 127.0.0.1 (moto's server mode, a test dependency) for the session; shut
+    down at its end."""
+    from mem_retrieval.eval.loopback_s3 import LoopbackS3
+
+    server = LoopbackS3(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def onnx_export(example) -> Path:
+    """The example index's ONNX export folder: seeded into a new index's model cache, a test's
+    index skips the export (seconds of torch) and uses the very same files."""
+    (folder,) = (example.workspace.index_dir / "models").glob("onnx-*")
+    return folder
+
+
+def seed_export(folder: Path, export: Path) -> None:
+    """Put ``export`` into the models folder of ``folder`` (an index folder or a local cache),
+    hard-linked: its ~110 MB are never written in place (an export is replaced whole)."""
+    shutil.copytree(export, folder / "models" / export.name, dirs_exist_ok=True, copy_function=os.link)
+
+
+def copy_workspace(source: Path, target: Path) -> Path:
+    """A copy of a workspace whose model files (``.mem/models``) are hard links, not copies."""
+    def copy(src: str, dst: str) -> None:
+        if f"{os.sep}models{os.sep}" in src:
+            os.link(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=copy)
+    return target

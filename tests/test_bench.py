@@ -61,3 +61,22 @@ def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
     table = (out / "bench.md").read_text()
     assert all(label in table for label, _ in FIGURES.values())
     assert all(t.label in table for t in TARGETS)
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_measures_both_engines_and_both_stores_and_projects(tmp_path: Path) -> None:
+    """``--scale``: the local engine against Ray with 1 and 2 workers (same rows), local disk
+    against loopback S3 (same result lists), and a projection whose time falls with workers."""
+    out = tmp_path / "out"
+    assert bench_main(["--scale", "--scale-steps", "60", "--workers", "1,2", "--uri", "loopback",
+                       "--queries", "4", "--out", str(out)]) == 0
+    result = json.loads((out / "scale.json").read_text())
+    assert set(result["engines"]["ray"]) == {"1", "2"}
+    assert all(run["same_rows"] for run in result["engines"]["ray"].values())
+    assert result["stores"]["same_results"] and result["stores"]["uri"].startswith("s3://")
+    projection = result["projection"]
+    seconds = [projection["million"]["seconds"][n] for n in ("1", "2", "16", "256")]
+    assert seconds == sorted(seconds, reverse=True) and seconds[-1] >= projection["million"]["serial_s"]
+    assert projection["million"]["texts"] == pytest.approx(projection["texts_per_step"] * 1_000_000)
+    table = (out / "scale.md").read_text()
+    assert "1,000,000 steps" in table and "Assumptions" in table

@@ -226,13 +226,15 @@ def change_corpus(ws: Workspace) -> set[str]:
     return marked
 
 
-def index_state(root: Path) -> dict:
+def index_state(root: Path, location=None) -> dict:
     """What a reader sees: meta.json's versions, and each table's rows (gid -> content hash) at
-    those versions; plus each table's latest version (ahead of meta.json after a torn build)."""
+    those versions; plus each table's latest version (ahead of meta.json after a torn build).
+    ``location``: where the index is, when not ``root``/.mem (an object store)."""
     from mem_retrieval.indexers import store
 
-    meta = store.read_meta(root / ".mem")
-    db = store.connect(root / ".mem")
+    where = location or root / ".mem"
+    meta = store.read_meta(where)
+    db = store.connect(where)
     tables, latest = {}, {}
     for name in ("steps", "events", "sources"):
         table = store.open_table(db, name)

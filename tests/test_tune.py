@@ -53,7 +53,7 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert json.loads((folder / "trained.json").read_text())["steps"] == ["alpha/a2", "alpha/a4", "beta/b1"]
     assert report["index"]["embedded"] > 0  # every text re-embedded with the tuned model
     memory = Memory.open(ws.root)
-    assert memory.retriever.searcher.model == str(folder)
+    assert memory.retriever.searcher.model.model == str(folder)  # the ModelSpec embedding queries
     assert memory.archive_search("statement of a4").hits  # the search embeds with it
     # an incremental index keeps the tuned model (and embeds nothing unchanged)
     assert memory.index(progress=False).embedded == 0
@@ -66,5 +66,5 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     code, _, err = cli(ws.root, "tune", "--reset")
     assert code == 0, err
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
-    assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").iterdir())
+    assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").glob("tuned-*"))
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0

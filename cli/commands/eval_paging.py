@@ -74,7 +74,8 @@ def _warn_if_trained_on(ctx, memory, queries) -> None:
     from mem_retrieval.indexers.store import read_meta
     from mem_retrieval.tune import trained_steps
 
-    trained = trained_steps(memory.workspace.index_dir, read_meta(memory.workspace.index_dir))
+    location = memory.retriever.location
+    trained = trained_steps(location, read_meta(location))
     seen = [q.step for q in queries if q.step in trained]
     if seen:
         ctx.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "

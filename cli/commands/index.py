@@ -1,4 +1,4 @@
-"""`mem index [RUN…] [--full]`."""
+"""`mem index [RUN…] [--full] [--engine local|ray] [--workers N]`."""
 
 from __future__ import annotations
 
@@ -16,13 +16,26 @@ def register(subparsers, common) -> None:
     parser.add_argument("--progress", dest="progress", action="store_true", default=None,
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
+    parser.add_argument("--engine", choices=("local", "ray"), default=None,
+                        help="embed in this process (local) or on a Ray actor pool (ray; needs "
+                             "pip install -e \".[distributed]\"); default: index.engine")
+    parser.add_argument("--workers", type=_positive, default=None, metavar="N",
+                        help="Ray actors embedding (default: ray.workers, 0 = one per CPU)")
     parser.set_defaults(handler=run)
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 def run(args, ctx) -> int:
     memory = ctx.memory()
     ctx.warn_if_no_runs(memory.workspace)
     report = memory.index(args.runs or None, full=args.full, progress=args.progress,
-                          on_message=ctx.note)
+                          on_message=ctx.note, engine=args.engine, workers=args.workers)
     ctx.emit(report.as_dict(), report.summary())
     return 0

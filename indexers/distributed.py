@@ -1,0 +1,238 @@
+"""`mem index --engine ray`: the texts an index run must embed, embedded by a pool of Ray actors.
+
+The change plan is the local engine's (``build.plan_changes``: only what changed is embedded, each
+text once). Those texts, longest first, go to Ray Data as blocks of ``ray.batch_size``;
+``map_batches`` runs them through a pool of ``workers`` actors, one CPU each, each loading the model
+once (the model's files travel once through Ray's object store, so a worker on another machine
+needs only this package installed, not the index). The vectors stream back to the driver, which
+commits exactly as the local engine does: one LanceDB commit per table (upserts and deletions
+together), then meta.json.
+
+Why the driver commits rather than the workers writing Lance fragments: an index run is an upsert
+(merge on gid, with deletions) and Lance fragments written by workers can only be appended. Upserts
+done by workers against one read version either conflict (two keys in one fragment) or, for a key
+two workers both insert, leave it twice; so workers compute vectors and one process merges. The
+commit is one step either way, and cheap beside the embedding (1.5 KB of vector per text: a million
+texts are 1.5 GB streamed to the driver, against hours of model time). Ray Data's own
+``write_lance`` sink also fails with current pylance (it passes an argument pylance 14 dropped).
+
+Ray is imported only here, and only when this engine is asked for."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mem_retrieval.configs import Config
+from mem_retrieval.records.errors import BadInput, Refused
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise BadInput("--engine ray needs Ray: pip install -e \".[distributed]\"") from None
+    return ray
+
+
+def _files(folder: Path, names: set[str] | None = None) -> dict[str, bytes]:
+    """The files of ``folder`` (relative path -> bytes), only ``names`` when given."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and (names is None or p.name in names)}
+
+
+def pack_model(spec) -> dict[str, Any]:
+    """What an actor needs to rebuild ``spec`` (``text.embed.ModelSpec``) on any machine: the
+    files it reads (an ONNX export's graph and tokenizer; a tuned model's folder for torch), keyed
+    by a hash of their bytes."""
+    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST
+
+    pack: dict[str, Any] = {"model": spec.model, "quantized": spec.quantized,
+                            "export": None, "model_files": None}
+    if spec.export is not None:
+        wanted = {INT8 if spec.quantized else FP32, "tokenizer.json", MANIFEST}
+        pack["export"] = _files(Path(spec.export), wanted)
+    elif Path(spec.model).is_dir():
+        pack["model_files"] = _files(Path(spec.model))
+    digest = hashlib.sha256(repr((spec.model, spec.quantized)).encode())
+    for files in (pack["export"] or {}, pack["model_files"] or {}):
+        for name, data in files.items():
+            digest.update(name.encode())
+            digest.update(data)
+    pack["key"] = digest.hexdigest()[:16]
+    return pack
+
+
+def unpack_model(pack: dict[str, Any], root: Path | None = None):
+    """The ModelSpec of ``pack``, its files written once under ``root`` (default: this machine's
+    temporary folder) in a folder named by their hash (actors on one machine share it)."""
+    from mem_retrieval.text.embed import ModelSpec
+
+    base = (root or Path(tempfile.gettempdir()) / "mem-ray-models") / pack["key"]
+    _forget_old(base)
+
+    def place(name: str, files: dict[str, bytes] | None) -> str | None:
+        if files is None:
+            return None
+        target = base / name
+        if not target.is_dir():
+            scratch = base / f".{name}.{os.getpid()}.tmp"
+            shutil.rmtree(scratch, ignore_errors=True)
+            for relative, data in files.items():
+                (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
+                (scratch / relative).write_bytes(data)
+            try:
+                scratch.rename(target)
+            except OSError:  # another actor placed it first
+                shutil.rmtree(scratch, ignore_errors=True)
+        return str(target)
+
+    model = place("model", pack["model_files"]) or pack["model"]
+    return ModelSpec(model, place("export", pack["export"]), pack["quantized"])
+
+
+def _forget_old(base: Path, days: float = 1.0) -> None:
+    """Drop the folders of other models not used for ``days`` (the cache does not grow forever);
+    mark ``base`` used."""
+    import time
+
+    if base.parent.is_dir():
+        for old in base.parent.iterdir():
+            if old != base and not old.name.startswith(".") and time.time() - old.stat().st_mtime > days * 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    if base.is_dir():
+        os.utime(base)
+
+
+class Embedder:
+    """One actor of the pool: the model loaded once (in ``__init__``), then a batch of texts at a
+    time to vectors, on one thread (the actor owns one CPU)."""
+
+    def __init__(self, pack: list, batch_size: int):
+        import ray
+
+        from mem_retrieval.text.embed import embed
+
+        self.spec = unpack_model(ray.get(pack[0]))
+        self.batch_size = batch_size
+        if self.spec.export is None:
+            import torch
+
+            torch.set_num_threads(1)
+        embed(["warm"], self.spec, 1, workers=1)  # load now: the first batch is timed like the rest
+
+    def __call__(self, batch):
+        import time
+
+        import pyarrow as pa
+
+        from mem_retrieval.text.embed import embed
+
+        started = time.perf_counter()
+        matrix = embed(batch["text"].to_pylist(), self.spec, self.batch_size, workers=1)
+        busy = (time.perf_counter() - started) / max(1, len(matrix))  # model seconds, per text
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), matrix.shape[1])
+        return pa.table({"i": batch["i"], "vector": vectors, "busy": pa.array([busy] * len(matrix))})
+
+
+class RayEngine:
+    """A pool of Ray actors embedding texts for one index run. Uses the Ray the caller already
+    initialised; else starts a local instance (``ray.address`` "") or joins a cluster
+    (``ray.address``: "auto", ``ray://HOST:10001``), and leaves it again in ``close``."""
+
+    def __init__(self, spec, config: Config, workers: int | None = None,
+                 on_message: Callable[[str], None] | None = None):
+        ray = _ray()
+        self.started = False
+        wanted = workers or config.ray.workers or None
+        if not ray.is_initialized():
+            address = config.ray.address or None
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                       "logging_level": "ERROR"}
+            if address is None:
+                options["num_cpus"] = wanted or os.cpu_count() or 1
+            try:
+                with warnings.catch_warnings():  # Ray forks its processes; they never touch lancedb
+                    warnings.filterwarnings("ignore", message="lancedb fork")
+                    ray.init(address=address, **options)
+            except (ConnectionError, RuntimeError, ValueError) as error:
+                raise Refused(f"cannot start or reach Ray at {address or 'a local instance'}: "
+                              f"{str(error).splitlines()[0][:200]}") from None
+            self.started = True
+        import logging
+
+        import ray.data  # configures its logger on import: quieted after
+
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its log file keeps the details
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.workers = min(wanted or cpus, cpus)
+        if wanted and wanted > cpus and on_message:
+            on_message(f"Ray has {cpus} CPUs: {self.workers} embedding actors, not {wanted}")
+        self.batch_size = config.ray.batch_size
+        self.model = ray.put(pack_model(spec))
+        self.sent = 0  # texts sent to the actors (tests check only the changed ones are)
+        self.busy = 0.0  # the actors' seconds in the model, summed (the benchmark's per-worker rate)
+
+    def stream(self, texts: list[str], chunk: int,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[list[int], Any]]:
+        """``(positions, vectors)`` for ``texts``, about ``chunk`` at a time, as the pool
+        finishes them (in no fixed order; positions index ``texts``)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute  # noqa: F401  (pa.compute)
+
+        ray = _ray()
+        if not texts:
+            return
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first, as locally
+        table = pa.table({"i": pa.array(order, pa.int64()), "text": pa.array([texts[i] for i in order])})
+        size = max(1, min(self.batch_size, -(-len(texts) // self.workers)))  # every actor gets work
+        blocks = [table.slice(start, size) for start in range(0, len(order), size)]
+        self.sent += len(texts)
+        dataset = ray.data.from_arrow(blocks).map_batches(
+            Embedder, fn_constructor_kwargs={"pack": [self.model], "batch_size": self.batch_size},
+            compute=ray.data.ActorPoolStrategy(size=self.workers), num_cpus=1, batch_size=size,
+            batch_format="pyarrow")
+        positions: list[int] = []
+        parts: list[Any] = []
+        for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+            self.busy += float(pa.compute.sum(batch["busy"]).as_py() or 0.0)
+            index = batch["i"].to_pylist()
+            column = batch["vector"]
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            flat = column.flatten().to_numpy(zero_copy_only=False)  # flatten: respects a slice
+            parts.append(flat.reshape(len(index), column.type.list_size))
+            positions += index
+            if progress is not None:
+                progress(len(index), sum(len(texts[i]) for i in index))
+            if len(positions) >= chunk:
+                yield positions, np.vstack(parts).astype(np.float32, copy=False)
+                positions, parts = [], []
+        if positions:
+            yield positions, np.vstack(parts).astype(np.float32, copy=False)
+
+    def embed(self, texts: list[str], progress: Callable[[int, int], None] | None = None):
+        """One unit vector per text, in the order given."""
+        import numpy as np
+
+        out = None
+        for positions, matrix in self.stream(texts, len(texts), progress):
+            if out is None:
+                out = np.empty((len(texts), matrix.shape[1]), dtype=np.float32)
+            out[positions] = matrix
+        return out
+
+    def close(self) -> None:
+        """Leave Ray: shut down the instance this engine started (none of its processes stay)."""
+        if self.started:
+            _ray().shutdown()
+            self.started = False

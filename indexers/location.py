@@ -1,0 +1,292 @@
+"""Where an index lives: a folder (by default ``WORKSPACE/.mem``) or an object store
+(``index.uri = "s3://bucket/prefix"``).
+
+Everything a reader needs lives at the location: the LanceDB tables (``lance/``), ``meta.json``
+(the table versions readers use) and the model files it names (``models/``: ONNX exports and tuned
+models, in folders named by the hash of what they hold, so never rewritten). A remote index's model
+files are fetched on first use into ``WORKSPACE/.mem/models/`` (a cache, same layout) and checked
+there; the parts that are local by nature stay in ``WORKSPACE/.mem`` whatever the location: the
+writers' lock of one machine (``index.lock``) and `mem serve`'s socket.
+
+Object-store files go through obstore (the Rust ``object_store`` crate that LanceDB itself uses):
+the same storage options, and the same standard ``AWS_*`` environment variables, reach both.
+``meta.json`` is replaced by compare-and-swap: a conditional PUT (If-Match its ETag, or
+If-None-Match for the first), so two writers on two machines never lose one another's update."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from mem_retrieval.configs import Config
+from mem_retrieval.records.errors import InputError, Refused
+from mem_retrieval.records.files import write_atomic
+
+META = "meta.json"
+LOCK = "index.lock"
+SCHEMES = ("s3",)
+STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
+    "endpoint": "aws_endpoint", "region": "aws_region", "access_key_id": "aws_access_key_id",
+    "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
+    "allow_http": "allow_http"}
+CLIENT_KEYS = {"allow_http"}  # options obstore takes as client options, not store config
+RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}  # as LanceDB's own client
+
+
+class StoreUnreachable(Refused):
+    """The object store holding the index cannot be reached (network, bucket, credentials)."""
+
+    def __init__(self, uri: str, detail: str):
+        super().__init__(f"the index store {uri} cannot be reached ({_first_line(detail)}); check "
+                         "index.uri, the [index.storage] keys and the AWS_* environment variables")
+
+
+def _first_line(text: str) -> str:
+    """An object-store error's first useful line (without the Rust debug dump or source paths)."""
+    line = str(text).strip().split("\n")[0].split(", /")[0]
+    return line[:240]
+
+
+@dataclass(frozen=True)
+class Location:
+    """The index of one workspace: ``uri`` (a folder path or ``s3://bucket/prefix``), its storage
+    options, and ``local``: the workspace's own ``.mem`` folder (lock, socket, model cache)."""
+
+    uri: str
+    local: Path
+    options: tuple[tuple[str, str], ...] = ()
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @classmethod
+    def of(cls, workspace, config: Config) -> "Location":
+        """The configured location of ``workspace``'s index: ``index.uri`` ("" = ``.mem``; a
+        relative folder is taken from the workspace root). An evaluation's scratch index
+        (``workspace.index_root``) is always that folder."""
+        local = workspace.root / ".mem"
+        uri = config.index.uri.strip()
+        if workspace.index_root is not None or not uri:
+            return cls(str(workspace.index_dir), workspace.index_dir)
+        if "://" not in uri:
+            return cls(str((workspace.root / uri).resolve()), local)
+        scheme, _, rest = uri.partition("://")
+        if scheme.lower() not in SCHEMES or not rest.split("/")[0]:
+            raise InputError(config.origin("index.uri"), None, "index.uri",
+                             f"{uri!r} is not a folder or an s3://bucket/prefix URI")
+        storage = config.index.storage
+        options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
+                        if getattr(storage, name))
+        return cls(f"{scheme.lower()}://{rest.rstrip('/')}", local, options)
+
+    # ---- where things are
+    @property
+    def remote(self) -> bool:
+        return "://" in self.uri
+
+    @property
+    def folder(self) -> Path:
+        """The folder model files are read from: the index folder itself, or (remote) the local
+        cache ``WORKSPACE/.mem``, laid out the same way."""
+        return self.local if self.remote else Path(self.uri)
+
+    @property
+    def lock_path(self) -> Path:
+        """One writer at a time on this machine: beside a folder index, else in the local .mem."""
+        return self.folder / LOCK
+
+    @property
+    def lance_uri(self) -> str:
+        return f"{self.uri}/lance" if self.remote else str(Path(self.uri) / "lance")
+
+    @property
+    def meta_name(self) -> str:
+        """meta.json as messages name it."""
+        return f"{self.uri}/{META}" if self.remote else str(Path(self.uri) / META)
+
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB's storage options: the config's keys (the environment supplies the rest)."""
+        return dict(self.options)
+
+    def store(self):
+        """The obstore store at ``uri`` (remote only), made once: config keys over the
+        environment's AWS_* variables (obstore reads them, as LanceDB does)."""
+        if "store" not in self._cache:
+            from obstore.store import from_url
+
+            config = {k: v for k, v in self.options if k not in CLIENT_KEYS}
+            client = {k: v for k, v in self.options if k in CLIENT_KEYS}
+            with self._reaching():
+                self._cache["store"] = from_url(self.uri, config=config or None,
+                                                client_options=client or None, retry_config=RETRY)
+        return self._cache["store"]
+
+    # ---- reachability
+    def _reaching(self, missing_ok: bool = False, conflicts_ok: bool = False) -> "_Reaching":
+        """Turn an object-store failure into one line (StoreUnreachable)."""
+        return _Reaching(self.uri, missing_ok, conflicts_ok)
+
+    def probe(self) -> None:
+        """Raise StoreUnreachable when the store does not answer a listing (remote only)."""
+        if not self.remote:
+            return
+        import obstore
+
+        with self._reaching():
+            next(iter(obstore.list(self.store(), META, chunk_size=1)), None)
+
+    # ---- meta.json: read, and compare-and-swap
+    def read_meta_bytes(self) -> tuple[bytes | None, str | None]:
+        """meta.json's bytes and a token naming that version of it (None, None when absent)."""
+        if not self.remote:
+            path = Path(self.uri) / META
+            if not path.is_file():
+                return None, None
+            data = path.read_bytes()
+            return data, hashlib.sha256(data).hexdigest()
+        import obstore
+
+        try:
+            with self._reaching(missing_ok=True):
+                found = obstore.get(self.store(), META)
+                return bytes(found.bytes()), found.meta["e_tag"]
+        except FileNotFoundError:
+            return None, None
+
+    def meta_version(self) -> Any:
+        """A cheap token that changes whenever meta.json is replaced (a warm server keys its
+        cache on it): the file's stat, or the object's ETag (one HEAD request); None: none yet."""
+        if not self.remote:
+            try:
+                stat = (Path(self.uri) / META).stat()
+            except OSError:
+                return None
+            return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        import obstore
+
+        try:
+            with self._reaching(missing_ok=True):
+                return obstore.head(self.store(), META)["e_tag"]
+        except FileNotFoundError:
+            return None
+
+    def swap_meta(self, data: bytes, token: str | None) -> bool:
+        """Replace meta.json by ``data`` if it is still the version ``token`` names (None: if
+        there is none yet); False when another writer replaced it first. A folder index is written
+        atomically (temporary file, rename) under the writers' lock; an object store by one
+        conditional PUT, atomic by itself."""
+        if not self.remote:
+            if self.read_meta_bytes()[1] != token:
+                return False
+            write_atomic(Path(self.uri) / META, data.decode("utf-8"))
+            return True
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        mode: Any = "create" if token is None else {"e_tag": token}
+        try:
+            with self._reaching(conflicts_ok=True):
+                obstore.put(self.store(), META, data, mode=mode)
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        return True
+
+    # ---- model files (named by their hash: written once, never changed)
+    def fetch(self, relative: str, problem: Callable[[Path], str | None]) -> Path:
+        """The local folder of the index's files under ``relative`` (``models/onnx-…``). A remote
+        index's folder is downloaded when the cache lacks it or ``problem`` finds it incomplete
+        (files of another size); the caller checks the result again."""
+        target = self.folder / relative
+        if not self.remote or (target.is_dir() and problem(target) is None):
+            return target
+        import obstore
+
+        scratch = target.parent / f".{target.name}.{os.getpid()}.download"
+        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            with self._reaching():
+                for chunk in obstore.list(self.store(), relative + "/"):
+                    for entry in chunk:
+                        name = entry["path"][len(relative) + 1:]
+                        if not name or any(part.startswith(".") for part in name.split("/")):
+                            continue
+                        (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+                        (scratch / name).write_bytes(bytes(obstore.get(self.store(), entry["path"]).bytes()))
+            if scratch.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+                scratch.rename(target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return target
+
+    def push(self, relative: str, last: str | None = None) -> None:
+        """Upload the local folder ``relative`` to a remote index (files already there, of the
+        same size, are skipped: the folder's name is the hash of its content); ``last`` goes
+        after the others (a manifest: a half-uploaded folder is seen incomplete)."""
+        if not self.remote:
+            return
+        import obstore
+
+        source = self.folder / relative
+        files = sorted((p for p in source.rglob("*") if p.is_file()),
+                       key=lambda p: (p.relative_to(source).as_posix() == last, p.as_posix()))
+        with self._reaching():
+            there = {entry["path"]: entry["size"] for chunk in obstore.list(self.store(), relative + "/")
+                     for entry in chunk}
+            for path in files:
+                key = f"{relative}/{path.relative_to(source).as_posix()}"
+                if there.get(key) != path.stat().st_size:
+                    obstore.put(self.store(), key, path)
+
+    # ---- tables
+    def drop_table_files(self, name: str) -> None:
+        """Delete a damaged table's files (``mem index --full`` then builds it afresh)."""
+        if not self.remote:
+            shutil.rmtree(Path(self.uri) / "lance" / f"{name}.lance", ignore_errors=True)
+            return
+        import obstore
+
+        with self._reaching():
+            paths = [entry["path"] for chunk in obstore.list(self.store(), f"lance/{name}.lance/")
+                     for entry in chunk]
+            for start in range(0, len(paths), 500):
+                obstore.delete(self.store(), paths[start:start + 500])
+
+    def connect(self):
+        """The LanceDB connection (lancedb imported here, on first use)."""
+        os.environ.setdefault("LANCEDB_LOG", "error")
+        import lancedb
+
+        if not self.remote:
+            return lancedb.connect(self.lance_uri)
+        try:
+            return lancedb.connect(self.lance_uri, storage_options=self.storage_options())
+        except (OSError, ValueError, RuntimeError) as error:
+            self.probe()
+            raise StoreUnreachable(self.uri, str(error)) from None
+
+
+class _Reaching:
+    """A context turning obstore errors into StoreUnreachable; a missing object (``missing_ok``)
+    and a failed precondition (``conflicts_ok``) pass through, for the caller to handle."""
+
+    def __init__(self, uri: str, missing_ok: bool = False, conflicts_ok: bool = False):
+        self.uri, self.missing_ok, self.conflicts_ok = uri, missing_ok, conflicts_ok
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if error is None or isinstance(error, (Refused, InputError)):
+            return False
+        module = type(error).__module__ or ""
+        if not (module.startswith("obstore") or isinstance(error, (OSError, ValueError))):
+            return False
+        if self.missing_ok and isinstance(error, FileNotFoundError) and "NoSuchBucket" not in str(error):
+            return False
+        if self.conflicts_ok and type(error).__name__ in ("AlreadyExistsError", "PreconditionError"):
+            return False
+        raise StoreUnreachable(self.uri, str(error)) from None

