@@ -251,12 +251,13 @@ def open_index(location: Location, config: Config, full: bool,
 
 def _spec(location: Location, ref: str, config: Config):
     """How this run embeds: on onnx, the model's export in models/onnx-<key>, keyed by its
-    weights (made once, in seconds, whenever the index has none yet; a remote index's is fetched)."""
+    weights (linked from the per-user cache, or made once, in seconds, whenever the index has none
+    yet; a remote index's is fetched)."""
     from mem_retrieval.text.embed import ModelSpec, model_dir
 
     if config.model.backend != "onnx":
         return ModelSpec(ref)
-    from mem_retrieval.text.onnx import export, manifest_problem, source_key
+    from mem_retrieval.text.onnx import manifest_problem, place_export, source_key
 
     def problem(folder: Path) -> str | None:
         if config.model.quantize and not (folder / "model_int8.onnx").is_file():
@@ -265,7 +266,7 @@ def _spec(location: Location, ref: str, config: Config):
 
     folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem)
     if problem(folder) is not None:
-        export(model_dir(ref), folder, quantize=config.model.quantize)
+        place_export(model_dir(ref), folder, config.model.quantize, problem)
     return ModelSpec(ref, str(folder), config.model.quantize)
 
 

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -154,6 +155,14 @@ def build_workspace(root: Path) -> Workspace:
 
 
 os.environ["MEM_NO_AUTOSTART"] = "1"  # no test leaves a server behind; tests of it clear this
+# The suite's own export cache (text/onnx.py cache_dir): every index in the session links the one
+# export made first, and the suite never reads or writes the user's ~/.cache.
+_CACHE = tempfile.mkdtemp(prefix="mem-test-cache-")
+os.environ["MEM_CACHE_DIR"] = _CACHE
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 def pytest_addoption(parser) -> None:
@@ -229,13 +238,14 @@ def seed_export(folder: Path, export: Path) -> None:
     shutil.copytree(export, folder / "models" / export.name, dirs_exist_ok=True, copy_function=os.link)
 
 
-def copy_workspace(source: Path, target: Path) -> Path:
-    """A copy of a workspace whose model files (``.mem/models``) are hard links, not copies."""
+def copy_workspace(source: Path, target: Path, **options) -> Path:
+    """A copy of a workspace whose model files (``.mem/models``: content-addressed, replaced whole,
+    never written in place) are hard links, not copies (``options``: copytree's, e.g. ``ignore``)."""
     def copy(src: str, dst: str) -> None:
         if f"{os.sep}models{os.sep}" in src:
             os.link(src, dst)
         else:
             shutil.copy2(src, dst)
 
-    shutil.copytree(source, target, copy_function=copy)
+    shutil.copytree(source, target, copy_function=copy, **options)
     return target

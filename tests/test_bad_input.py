@@ -7,14 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_step
+from conftest import make_step, copy_workspace
 
 
 def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` by content; a model file (content-addressed, only ever replaced
+    whole) by its inode, size and mtime, which any replacement or write changes."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    def fingerprint(path: Path) -> str:
+        if "models" in path.relative_to(folder).parts:
+            stat = path.stat()
+            return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    return {str(p.relative_to(folder)): fingerprint(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def replace_line(path: Path, number: int, text: str) -> None:
@@ -149,7 +157,7 @@ def test_bad_input_is_one_line_exit_2_and_the_index_is_untouched(damage, where, 
 
     template, shutil = indexed_template
     root = tmp_path / "ws"
-    shutil.copytree(template, root, symlinks=True)
+    copy_workspace(template, root, symlinks=True)
     ws = Workspace(root)
     damage(ws)
     before = snapshot(root / ".mem")

@@ -5,11 +5,12 @@ succeed and each sees one consistent version (the old index or the new one, neve
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import copy_workspace
 
 from test_crash import build_corpus, change_corpus, index_state, running, shared_forker
 
@@ -78,7 +79,7 @@ def changed_copy(indexed: Path, folder: Path) -> tuple[Path, set[str]]:
     from conftest import Workspace
 
     root = folder / "ws"
-    shutil.copytree(indexed, root)
+    copy_workspace(indexed, root)
     return root, change_corpus(Workspace(root))
 
 

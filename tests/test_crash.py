@@ -13,7 +13,6 @@ import atexit
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Workspace, build_workspace, make_step
+from conftest import Workspace, build_workspace, make_step, copy_workspace
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core
 
 pytestmark = pytest.mark.slow  # real processes: run with --slow (CI does)
@@ -270,14 +269,14 @@ def corpus(tmp_path_factory, forker):
     status, _, log = forker.run(mem_argv(old, "index", "--no-progress"))
     assert status["code"] == 0, log
     new = base / "new"
-    shutil.copytree(old, new)
+    copy_workspace(old, new)
     marked = change_corpus(Workspace(new))
     changed = {str(p.relative_to(new)): p.read_bytes() for p in new.rglob("*")
                if p.is_file() and ".mem" not in p.parts
                and (not (old / p.relative_to(new)).exists()
                     or (old / p.relative_to(new)).read_bytes() != p.read_bytes())}
     reference = base / "reference"
-    shutil.copytree(new, reference)
+    copy_workspace(new, reference)
     before = manifests(reference)
     status, duration, log = forker.run(mem_argv(reference, "index", "--no-progress"))
     assert status["code"] == 0, log
@@ -305,7 +304,7 @@ def test_index_killed_at_20_random_points_leaves_old_or_new_and_the_next_run_com
     for trial, (delay, during_commits) in enumerate([(d, False) for d in uniform]
                                                     + [(d, True) for d in in_commits]):
         root = tmp_path / f"trial{trial}"
-        shutil.copytree(corpus["old"], root)
+        copy_workspace(corpus["old"], root)
         for relative, data in corpus["changed"].items():
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_bytes(data)
@@ -351,7 +350,7 @@ def writers(tmp_path_factory, forker):
     ws = build_workspace(root)
     ws.add_run("lib", [make_step(f"s{i}", statement=f"step {i} worth keeping") for i in range(INSERTS)])
     probe = root.parent / "probe"
-    shutil.copytree(root, probe)
+    copy_workspace(root, probe)
     status, insert_time, log = forker.run(*insert_argvs(probe))
     assert status["code"] == 0, log
     status, core_time, log = forker.run(*core_argvs(probe))
@@ -383,7 +382,7 @@ def test_archive_insert_killed_at_20_random_points_keeps_the_library_whole(write
     expected = ["alpha/a1"] + [f"lib/s{i}" for i in range(INSERTS)]
     for trial, delay in enumerate(kill_points(writers["insert_time"], seed=22)):
         root = tmp_path / f"trial{trial}"
-        shutil.copytree(writers["root"], root)
+        copy_workspace(writers["root"], root)
         forker.killed_after(delay, *insert_argvs(root))
         gids = library_gids(root)
         assert gids == expected[:len(gids)], gids  # a prefix of the inserts, in order
@@ -399,7 +398,7 @@ def test_core_set_killed_at_20_random_points_keeps_core_md_whole_and_written_ahe
                                                                                  tmp_path):
     for trial, delay in enumerate(kill_points(writers["core_time"], seed=23)):
         root = tmp_path / f"trial{trial}"
-        shutil.copytree(writers["root"], root)
+        copy_workspace(writers["root"], root)
         original = parse_core(root / "alpha" / "memory" / "core.md", "alpha").get("next")
         log = (root / "alpha" / "memory" / "events.jsonl").read_bytes()
         forker.killed_after(delay, *core_argvs(root))

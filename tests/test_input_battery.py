@@ -16,7 +16,6 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Workspace, build_workspace, library_line, make_step
+from conftest import Workspace, build_workspace, library_line, make_step, copy_workspace
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.parse import event_path, iter_events, iter_library, parse_tree
@@ -544,7 +543,7 @@ def template(tmp_path_factory) -> Path:
 
 def fresh_copy(template: Path, tmp_path: Path) -> Workspace:
     root = tmp_path / "ws"
-    shutil.copytree(template, root, symlinks=True)
+    copy_workspace(template, root, symlinks=True)
     return Workspace(root)
 
 
@@ -847,7 +846,7 @@ def test_arbitrary_bytes_give_records_or_one_input_error(pristine, target, mutat
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "ws"
-        shutil.copytree(pristine, root)
+        copy_workspace(pristine, root)
         path = root / target
         data = path.read_bytes()
         path.write_bytes(mutations[0][2] if mutations[0][1] == "all" else mutate(data, mutations))
@@ -873,7 +872,7 @@ def test_mutations_do_reach_every_parser(pristine, tmp_path):
     rng = random.Random(7)
     for target in TARGETS:
         root = tmp_path / target.replace("/", "_")
-        shutil.copytree(pristine, root)
+        copy_workspace(pristine, root)
         path = root / target
         path.write_bytes(path.read_bytes() + b"\n\xff" + bytes([rng.randrange(256)]))
         with pytest.raises(InputError, match=re.escape(str(path))):

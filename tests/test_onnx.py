@@ -5,6 +5,8 @@ texts embedded beside it (a query equals the same text in bulk, bit for bit, int
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +51,53 @@ def test_a_vector_does_not_depend_on_its_neighbours(example, export, quantized):
     for i in (0, 3, len(corpus) - 1):
         assert np.array_equal(bulk[i], embed_query(corpus[i], spec))
     assert np.array_equal(embed(corpus[::-1], spec)[::-1], bulk)
+
+
+def _cache_entry(cache: Path, export: Path) -> Path:
+    from mem_retrieval.text.onnx import _versions_key
+
+    return cache / "models" / f"{export.name}-{_versions_key()}"
+
+
+def _whole(folder: Path) -> str | None:
+    from mem_retrieval.text.onnx import manifest_problem
+
+    return manifest_problem(folder)
+
+
+def test_a_new_index_links_the_export_from_the_users_cache(example, onnx_export, tmp_path, monkeypatch):
+    """A second workspace on the machine pays no export: its files are the cache's (hard links)."""
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import cache_dir, place_export
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MEM_CACHE_DIR", str(cache))
+    assert cache_dir() == cache
+    entry = _cache_entry(cache, onnx_export)
+    entry.parent.mkdir(parents=True)
+    shutil.copytree(onnx_export, entry, copy_function=os.link)
+    out = tmp_path / "index" / "models" / onnx_export.name
+    assert place_export(model_dir(example.config.model.package), out, True, _whole) == "cache"
+    assert _whole(out) is None
+    for path in entry.iterdir():
+        assert (out / path.name).stat().st_ino == path.stat().st_ino
+    for off in ("", "off"):
+        monkeypatch.setenv("MEM_CACHE_DIR", off)
+        assert cache_dir() is None
+
+
+@pytest.mark.slow
+def test_a_damaged_cache_entry_is_exported_again_and_replaced(example, onnx_export, tmp_path, monkeypatch):
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import INT8, place_export, sha256_file
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MEM_CACHE_DIR", str(cache))
+    entry = _cache_entry(cache, onnx_export)
+    shutil.copytree(onnx_export, entry)  # copies: the damage below must not reach the session's export
+    (entry / INT8).write_bytes(b"truncated")
+    out = tmp_path / "index" / "models" / onnx_export.name
+    assert place_export(model_dir(example.config.model.package), out, True, _whole) == "exported"
+    assert _whole(out) is None and _whole(entry) is None
+    assert (entry / INT8).stat().st_ino == (out / INT8).stat().st_ino  # the cache now shares the new export
+    assert sha256_file(out / INT8) == sha256_file(onnx_export / INT8)  # byte-deterministic

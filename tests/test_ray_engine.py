@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from conftest import seed_export
-from mem_retrieval.indexers import build
 from mem_retrieval.memory import Memory
 from test_crash import build_corpus, change_corpus
 from test_object_store import answers, plan_of, rows

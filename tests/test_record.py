@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import library_line, make_step
+from conftest import library_line, make_step, copy_workspace
 from mem_retrieval.memory import Memory
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.records.parse import iter_library
@@ -176,7 +176,7 @@ def test_unknown_runs_and_bad_usage(mem, argv, status, message):
 def test_the_library_copy_is_byte_identical_to_archive_insert(workspace, tmp_path, mem):
     """record and archive-insert write the same SPEC §5 line for a step (but the time)."""
     other = tmp_path / "other"
-    shutil.copytree(workspace.root, other)
+    copy_workspace(workspace.root, other)
     assert mem("record", "alpha", "--dry-run")[0] == 0
     from mem_retrieval.records.record import admit, plan_record
     from mem_retrieval.records.workspace import Workspace
@@ -219,14 +219,14 @@ def test_record_killed_at_20_random_points_leaves_the_library_whole_and_a_rerun_
     assert status["code"] == 0, log
     old = ws.library_path.read_bytes()
     probe = tmp_path / "probe"
-    shutil.copytree(base, probe)
+    copy_workspace(base, probe)
     status, duration, log = forker.run(mem_argv(probe, "record", "lib"))
     assert status["code"] == 0 and "admitted 12 steps" in log, log
     expected = [e.gid for e in iter_library(ws.library_path)] + [f"lib/s{i}" for i in range(RECORDED)]
     outcomes = []
     for trial, delay in enumerate(kill_points(duration, seed=31)):
         root = tmp_path / f"trial{trial}"
-        shutil.copytree(base, root)
+        copy_workspace(base, root)
         forker.killed_after(delay, mem_argv(root, "record", "lib"))
         data = (root / "solve" / "library.jsonl").read_bytes()
         assert data.endswith(b"\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_workspace
+from conftest import build_workspace, copy_workspace
 from mem_retrieval.cli.main import run as run_cli
 from test_crash import index_state
 
@@ -49,7 +49,7 @@ def intact(tmp_path_factory):
 
 def copy(intact: dict, tmp_path: Path) -> Path:
     root = tmp_path / "ws"
-    shutil.copytree(intact["root"], root)
+    copy_workspace(intact["root"], root)
     return root
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, build_workspace, make_step
+from conftest import EXAMPLE, build_workspace, make_step, copy_workspace
 from mem_retrieval.cli.main import build_parser
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.functions import output_schema, schema_names
@@ -89,7 +89,7 @@ def test_each_schema_is_a_valid_draft_2020_12_schema(name):
 def places(example, workspace, tmp_path):
     """The workspaces and files the cases name."""
     broken = tmp_path / "broken"
-    shutil.copytree(workspace.root, broken)
+    copy_workspace(workspace.root, broken)
     (broken / "alpha" / "memory" / "core.md").write_text("## inputs      a4 proved\n## next  a2 refuted\n")
     queries = tmp_path / "queries.jsonl"
     queries.write_text("".join(line + "\n" for line in

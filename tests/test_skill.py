@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import copy_workspace
+
 from mem_retrieval.cli.calls import call
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.functions import BY_NAME
@@ -86,7 +88,7 @@ def copies(example, tmp_path_factory):
     """A fresh copy of the indexed example workspace per skill file."""
     def fresh(name: str) -> Path:
         root = tmp_path_factory.mktemp(name.replace("/", "-")) / "ws"
-        shutil.copytree(example.workspace.root, root, ignore=shutil.ignore_patterns("serve.sock"))
+        copy_workspace(example.workspace.root, root, ignore=shutil.ignore_patterns("serve.sock"))
         return root
 
     return fresh

@@ -25,6 +25,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +53,81 @@ def source_key(model_dir: Path) -> str:
     for path in weights:
         digest.update(sha256_file(path).encode())
     return digest.hexdigest()[:16]
+
+
+CACHE_ENV = "MEM_CACHE_DIR"  # the per-user export cache; set to "" or "off" for none
+
+
+def cache_dir() -> Path | None:
+    """The per-user cache of exports shared by every index on this machine: ``$MEM_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/mem_retrieval``, else ``~/.cache/mem_retrieval``; None when
+    ``MEM_CACHE_DIR`` is empty or ``off``."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0") else Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mem_retrieval"
+
+
+def _versions_key() -> str:
+    """The exporting packages' versions, read without importing them: a cached export is only
+    reused by the same torch, transformers, onnx and onnxruntime (the export is byte-deterministic
+    for given versions)."""
+    from importlib import metadata
+
+    found = []
+    for name in ("torch", "transformers", "onnx", "onnxruntime"):
+        try:
+            found.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name}=-")
+    return hashlib.sha256(";".join(found).encode()).hexdigest()[:8]
+
+
+def place_export(model_dir: Path, out: Path, quantize: bool,
+                 problem: Callable[[Path], str | None]) -> str:
+    """Make ``out`` a whole export of ``model_dir`` (``problem(out)`` is None afterwards): linked
+    from the per-user cache when it holds one, else exported (seconds of torch) and then shared
+    through the cache. Files are hard-linked (copied across file systems): an export is never
+    written in place, only replaced whole, so sharing its files is safe. Returns "cache" or
+    "exported"."""
+    root = cache_dir()
+    cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
+    if cached is not None and cached.is_dir() and problem(cached) is None:
+        try:
+            _link_tree(cached, out)
+            if problem(out) is None:
+                return "cache"
+        except OSError:
+            pass  # an unreadable cache: export instead
+    export(model_dir, out, quantize=quantize)
+    if cached is not None:
+        try:
+            _link_tree(out, cached)
+        except OSError:
+            pass  # a cache that cannot be written costs only the next export
+    return "exported"
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Replace ``target`` with hard links to (or copies of) the files of ``source``, whole: built
+    in a scratch folder and renamed into place."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.parent / f".{target.name}.{os.getpid()}.link"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        shutil.copytree(source, scratch, copy_function=link,
+                        ignore=shutil.ignore_patterns(".*"))
+        shutil.rmtree(target, ignore_errors=True)
+        scratch.rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _max_seq_length(model_dir: Path) -> int:
