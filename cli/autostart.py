@@ -3,7 +3,8 @@ has answered, starts one in the background (detached, with the config's ``serve.
 so the agent's next call is answered warm.
 
 Off with ``serve.auto = false``, ``MEM_NO_SERVER=1`` (no forwarding either) or
-``MEM_NO_AUTOSTART=1`` (the test suite's: forwarding stays); only for a workspace with an index. Never
+``MEM_NO_AUTOSTART=1`` (the test suite's: forwarding stays); only for a workspace with an index
+(in ``.mem/``, the folder ``index.uri`` names, or on an object store). Never
 two servers: ``.mem/serve.starting`` (created exclusively) marks a start in progress, so calls
 arriving while the first server warms up start no other; a server binding a socket another answers
 on refuses to run (``cli/server.py``). Nothing here may delay or change the answer: any failure is
@@ -33,10 +34,7 @@ def wanted(argv: list[str]) -> Path | None:
     path = socket_path(found[1]) if found else None
     if path is None:
         return None
-    root = Path(path).parent.parent
-    if not (root / INDEX_DIR / "meta.json").is_file():
-        return None
-    return root
+    return Path(path).parent.parent
 
 
 def _config_file(argv: list[str]) -> str | None:
@@ -57,7 +55,7 @@ def start_if_wanted(argv: list[str]) -> int | None:
         from mem_retrieval.configs import load_config
 
         config = load_config(root, Path(_config_file(argv)) if _config_file(argv) else None)
-        if not config.serve.auto or not _claim(root / INDEX_DIR / STARTING):
+        if not config.serve.auto or not _indexed(root, config) or not _claim(root / INDEX_DIR / STARTING):
             return None
         log = open(root / INDEX_DIR / LOG, "ab")
         try:
@@ -71,6 +69,17 @@ def start_if_wanted(argv: list[str]) -> int | None:
         return process.pid
     except Exception:  # never let starting a helper spoil an answer already given
         return None
+
+
+def _indexed(root: Path, config) -> bool:
+    """Whether the workspace has an index to serve: meta.json in its index folder (``.mem/`` or the
+    folder ``index.uri`` names); an index on an object store is taken as there (asking the store
+    would delay the caller, and a server without an index stops when idle)."""
+    from mem_retrieval.indexers.location import META, Location
+    from mem_retrieval.records.workspace import Workspace
+
+    location = Location.of(Workspace(root), config)
+    return location.remote or (Path(location.uri) / META).is_file()
 
 
 def _claim(marker: Path) -> bool:

@@ -107,3 +107,31 @@ def test_stop_stops_it_and_status_says_none(ws):
     assert ping(ws.root) is None
     status = mem(ws.root, "serve", "--status", MEM_NO_SERVER="1")
     assert status.returncode == 1 and status.stderr.startswith("mem: no server answers on ")
+
+
+def test_a_workspace_without_an_index_starts_none(tmp_path):
+    workspace = build_workspace(tmp_path / "ws")
+    assert mem(workspace.root, "archive-get", "alpha/a1").returncode == 0  # read from the files
+    assert mem(workspace.root, "archive-search", "statement").returncode == 2  # "run `mem index`"
+    time.sleep(2)
+    assert ping(workspace.root) is None and not (workspace.root / ".mem" / "serve.starting").exists()
+
+
+def test_an_index_on_an_object_store_gets_its_server_too(s3, tmp_path):
+    """index.uri = s3://…: no local meta.json, yet the first read starts the server, which answers
+    as the in-process call did."""
+    workspace = build_workspace(tmp_path / "ws")
+    config = s3.config(tmp_path / "s3.toml", f"s3://{s3.bucket()}/idx").read_text()
+    (workspace.root / "solve" / "mem.toml").write_text(config + "\n[serve]\nidle_timeout = 30\n")
+    assert mem(workspace.root, "index").returncode == 0
+    assert not (workspace.root / ".mem" / "meta.json").exists()
+    try:
+        first = mem(workspace.root, "archive-search", "statement of a2")
+        assert first.returncode == 0, first.stderr
+        assert wait_for(lambda: ping(workspace.root) is not None), \
+            (workspace.root / ".mem" / "serve.log").read_text()
+        second = mem(workspace.root, "archive-search", "statement of a2")
+        assert second.stdout == first.stdout and ping(workspace.root)["requests"] >= 1
+    finally:
+        assert mem(workspace.root, "serve", "--stop").returncode in (0, 1)
+        assert wait_for(lambda: ping(workspace.root) is None, 15)
