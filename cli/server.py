@@ -118,6 +118,7 @@ class Server:
         try:
             self.warm(model)
             with per_thread_output() as self._streams:
+                self._last = time.monotonic()  # the idle clock starts when the server is ready
                 self._start_workers()
                 if on_ready is not None:
                     on_ready()

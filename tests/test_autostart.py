@@ -48,7 +48,7 @@ def wait_for(condition, seconds: float = 60.0) -> bool:
 @pytest.fixture
 def ws(tmp_path):
     workspace = build_workspace(tmp_path / "ws")
-    (workspace.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 4\n")
+    (workspace.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 60\n")  # the idle test sets 8
     assert mem(workspace.root, "index").returncode == 0
     yield workspace
     answer = ping(workspace.root)
@@ -58,6 +58,7 @@ def ws(tmp_path):
 
 
 def test_the_first_read_starts_one_server_the_next_uses_it_and_it_stops_when_idle(ws):
+    (ws.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 8\n")
     first = mem(ws.root, "archive-search", "statement of a2")
     assert first.returncode == 0 and first.stdout.startswith("page 1 of")
     assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
