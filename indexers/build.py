@@ -389,12 +389,12 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     table = index.db.open_table(name)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     table.merge_insert("gid").when_matched_update_all().execute(data)
-            _publish(index, config, pending=left)
+            _publish(index, config)
     finally:
         progress.close()
     for name in EMBEDDED_TABLES:  # fold the rewritten rows into the full-text index
         _refresh_indexes(index, index.db.open_table(name), fresh=False)
-    return _publish(index, config, pending=0)
+    return _publish(index, config)
 
 
 def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
@@ -441,12 +441,13 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         table = _refresh_indexes(index, table, fresh=plan.full)
         if not plan.full:
             _read_fts(table)
-    return _publish(index, config, pending=len(pending))
+    return _publish(index, config)
 
 
-def _publish(index: Index, config: Config, pending: int) -> dict[str, int]:
+def _publish(index: Index, config: Config) -> dict[str, int]:
     """Pin the tables' current versions in meta.json, with the distinct step settings and how
-    many texts still wait for their vectors; returns the versions pinned. The model files meta.json
+    many texts still wait for their vectors (both read from the tables at those versions, so a run
+    indexing some runs never hides another's unfinished backfill); returns the versions pinned. The model files meta.json
     names are put at the index's location first. meta.json is replaced by compare-and-swap: when
     another writer (another machine) published since this run began, the two are merged, each
     table at the later of the two versions (a later Lance version holds every earlier commit), so
@@ -464,7 +465,7 @@ def _publish(index: Index, config: Config, pending: int) -> dict[str, int]:
     mine_meta = params | {"export": {"path": export} if export else None}
 
     def make(current: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
-        versions, waiting = dict(mine), pending
+        versions = dict(mine)
         if current is not None and token != index.meta_token:  # another writer published meanwhile
             theirs = {key: current.get(key) for key in params} | {"export": current.get("export")}
             if theirs != mine_meta:
@@ -473,12 +474,9 @@ def _publish(index: Index, config: Config, pending: int) -> dict[str, int]:
                     f"(model or export) while this run indexed: run `mem index --full`")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
-            if versions == their_versions:
-                waiting = int(current.get("pending") or 0)
-            elif versions != mine:
-                waiting = max(pending, int(current.get("pending") or 0))
         return mine_meta | {"versions": versions, "built": time.time(),
-                            "settings": _settings(index, versions[store.STEPS]), "pending": waiting}
+                            "settings": _settings(index, versions[store.STEPS]),
+                            "pending": _waiting(index, versions)}
 
     meta = store.publish_meta(index.location, make)
     _drop_exports(index.folder, export)
@@ -491,6 +489,21 @@ def _settings(index: Index, version: int) -> list[str]:
     if steps.version != version:
         steps.checkout(version)
     return sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
+
+
+def _waiting(index: Index, versions: dict[str, int]) -> int:
+    """How many distinct texts still wait for their vectors at ``versions``: the rows a running or
+    interrupted backfill left with ``embedded`` false (a constant filter: no user text in it)."""
+    hashes: set[str] = set()
+    for name in EMBEDDED_TABLES:
+        table = index.db.open_table(name)
+        if table.version != versions[name]:
+            table.checkout(versions[name])
+        if "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
+            continue
+        waiting = table.search().where("embedded = false").select(["text_hash"])
+        hashes.update(waiting.limit(table.count_rows()).to_arrow()["text_hash"].to_pylist())
+    return len(hashes)
 
 
 def _drop_exports(folder: Path, keep: str | None) -> None:

@@ -57,8 +57,8 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
     with pytest.raises(KeyboardInterrupt):
         memory.index(progress=False)
     meta = json.loads((small_batches.root / ".mem" / "meta.json").read_text())
-    total = sum(calls[:1]) + meta["pending"]
     assert calls[0] == 4 and meta["pending"] > 0
+    assert meta["pending"] == len(waiting(small_batches.root))
     out, err = io.StringIO(), io.StringIO()
     code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"], out=out, err=err)
     assert code == 0 and "BM25 order: vectors still being computed" in out.getvalue().splitlines()[0]
@@ -71,4 +71,50 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
     code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
                    out=(out := io.StringIO()), err=(err := io.StringIO()))
     assert code == 0 and "BM25 order" not in out.getvalue() and err.getvalue() == ""
+    total = len(texts(small_batches.root))  # every distinct text the index holds, embedded once
     assert total == report.embedded + 4
+    assert waiting(small_batches.root) == set()
+
+
+def texts(root, embedded: bool | None = None) -> set[str]:
+    """The distinct texts of the embedded tables at the versions meta.json pins (``embedded``:
+    only those whose vectors are done, or only those still waiting)."""
+    searcher = Memory.open(root).retriever.searcher
+    found = set()
+    for name in ("steps", "events"):
+        rows = searcher.table(name).to_arrow().to_pylist()
+        found |= {r["text_hash"] for r in rows if embedded is None or r["embedded"] == embedded}
+    return found
+
+
+def waiting(root) -> set[str]:
+    return texts(root, embedded=False)
+
+
+def test_indexing_some_runs_never_hides_another_runs_unfinished_vectors(small_batches, monkeypatch):
+    """An interrupted backfill, then `mem index beta`: the rows of alpha still waiting keep
+    meta.json's count (and the BM25-order note) until a run covering them finishes them."""
+    real = build.embed_texts
+    calls = []
+
+    def interrupted(index, rows, hashes, config, progress):
+        calls.append(len(hashes))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(index, rows, hashes, config, progress)
+
+    monkeypatch.setattr(build, "embed_texts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(small_batches.root).index(progress=False)
+    monkeypatch.setattr(build, "embed_texts", real)
+    Memory.open(small_batches.root).index(["beta"], progress=False)
+    left = waiting(small_batches.root)
+    meta = json.loads((small_batches.root / ".mem" / "meta.json").read_text())
+    assert left and meta["pending"] == len(left)  # alpha's texts still wait, and meta.json says so
+    out = io.StringIO()
+    assert run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
+                   out=out, err=io.StringIO()) == 0
+    assert "BM25 order: vectors still being computed" in out.getvalue().splitlines()[0]
+    Memory.open(small_batches.root).index(progress=False)
+    assert waiting(small_batches.root) == set()
+    assert json.loads((small_batches.root / ".mem" / "meta.json").read_text())["pending"] == 0
