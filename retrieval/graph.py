@@ -72,12 +72,6 @@ class CitationGraph:
     def __len__(self) -> int:
         return len(self.keys)
 
-    @property
-    def has_parents(self) -> "np.ndarray":
-        import numpy as np
-
-        return np.diff(self.offsets) > 0
-
     def parents(self, row: int) -> "np.ndarray":
         return self.targets[self.offsets[row]:self.offsets[row + 1]]
 
@@ -161,7 +155,7 @@ def graph_candidates(search, request, vector) -> list:
     neighbours = pool if memory == request.where else search.bm25(request, where=memory)
     if not neighbours:
         return []
-    votes = graph.votes(*_voters(graph, neighbours, query_vector, config), seen)
+    votes = graph.votes(*_voters(graph, neighbours, query_vector, config, seen), seen)
     cited = graph.in_degree(seen).astype(np.float64)
     if config.hub_damping:
         votes = votes / (1.0 + cited) ** config.hub_damping
@@ -178,16 +172,18 @@ def graph_candidates(search, request, vector) -> list:
             for c, row in zip(_with_cosine(found, query_vector), found_rows.tolist())]
 
 
-def _voters(graph: CitationGraph, neighbours: list, query_vector, config) -> tuple:
-    """(rows, weights) of the voters among ``neighbours`` (BM25 order): those citing something,
+def _voters(graph: CitationGraph, neighbours: list, query_vector, config, seen) -> tuple:
+    """(rows, weights) of the voters among ``neighbours`` (BM25 order): those citing something
+    ``seen`` (the rows the query may see; a step citing only a hidden one would vote for nothing),
     nearest first by cosine when there is a query vector, the first ``config.voters``."""
     import numpy as np
 
     from mem_retrieval.indexers.store import key
 
     rows = graph.rows(np.asarray([key(c.gid) for c in neighbours], dtype=np.int64))
-    citing = [i for i, row in enumerate(rows.tolist())
-              if row >= 0 and graph.offsets[row + 1] > graph.offsets[row]]
+    citing = [i for i, row in enumerate(rows.tolist())  # a voter cites something the query may see
+              if row >= 0 and graph.offsets[row + 1] > graph.offsets[row]
+              and (seen is None or bool(seen[graph.parents(row)].any()))]
     if query_vector is not None and citing:
         similarity = np.asarray([neighbours[i].vector for i in citing], dtype=np.float32) @ query_vector
         order = np.argsort(-similarity, kind="stable")

@@ -135,8 +135,9 @@ class Retriever:
         ontology does not know (its nearest entries); for an empty list, why (a run that names no
         run, hits the setting left out)."""
         notes = []
-        if self.searcher.degraded:
-            asked, answered = self.searcher.degraded
+        degraded = self.searcher.degraded(query.strategy)
+        if degraded:
+            asked, answered = degraded
             notes.append(Note("strategy", f"{asked!r} answered as {answered!r}: the vectors of "
                               f"{plural(self.searcher.pending, 'text')} are still being computed by "
                               "`mem index` (BM25 order until then)"))

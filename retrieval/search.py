@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +80,7 @@ class Searcher:
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
-        self.degraded: tuple[str, str] | None = None  # (asked, answered) while they are
-        self.model = store.model_spec(self.location, meta, config)  # embeds the queries
+        self._meta = meta
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
@@ -101,9 +100,28 @@ class Searcher:
             self._tables[name] = table
         return self._tables[name]
 
+    @cached_property
+    def model(self):
+        """The model that embeds the queries (resolved on the first search that needs a vector:
+        id lookups and BM25 never touch the model files)."""
+        return store.model_spec(self.location, self._meta, self.config)
+
     def strategy(self, name: str | None) -> Strategy:
         """The strategy called ``name`` (None: the configured default); while vectors are still
-        being computed (``pending``), the one answering without them (``degraded`` says so)."""
+        being computed (``pending``), the one answering without them (``degraded``)."""
+        chosen = self._chosen(name)
+        fallback = self.degraded(chosen)
+        return STRATEGIES[fallback[1] if fallback else chosen]
+
+    def degraded(self, name: str | None) -> tuple[str, str] | None:
+        """``(asked, answered)`` when the strategy called ``name`` is answered by another because
+        vectors are still being computed, else None (derived per call: requests on other threads
+        share this searcher)."""
+        chosen = self._chosen(name)
+        strategy = STRATEGIES[chosen]
+        return (chosen, strategy.without_vectors) if self.pending and strategy.without_vectors else None
+
+    def _chosen(self, name: str | None) -> str:
         chosen = name or self.config.search.strategy
         if chosen not in STRATEGIES:
             known = ", ".join(STRATEGIES)
@@ -111,12 +129,7 @@ class Searcher:
                 raise InputError(self.config.origin("search.strategy"), None, "search.strategy",
                                  f"{chosen!r} is not one of {known}")
             raise BadInput(f"{chosen!r} is not one of {known}", param="strategy")
-        strategy = STRATEGIES[chosen]
-        self.degraded = None
-        if self.pending and strategy.without_vectors:
-            self.degraded = (chosen, strategy.without_vectors)
-            return STRATEGIES[strategy.without_vectors]
-        return strategy
+        return chosen
 
     # ---- the pieces strategies use
     def bm25(self, request: Request, vectors: bool = True, where: str | None | bool = True) -> list[Candidate]:

@@ -57,6 +57,27 @@ def test_votes_by_hand(toy):
     assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 1.5}
 
 
+def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
+    """a4 cites only a2: with a2 hidden it has nothing to vote for, so the one voter place goes to
+    the next neighbour (b1, citing a1), as if a2 had never been written."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from mem_retrieval.retrieval.graph import _voters
+
+    graph = toy.retriever.searcher.graph()
+    row = {gid: i for i, gid in enumerate(graph.gids)}
+    neighbours = [SimpleNamespace(gid="alpha/a4", bm25=2.0), SimpleNamespace(gid="beta/b1", bm25=1.0)]
+    config = replace(toy.config.graph, voters=1)
+    rows, weights = _voters(graph, neighbours, None, config, None)
+    assert rows.tolist() == [row["alpha/a4"]] and weights.tolist() == [1.0]
+    seen = graph.visible(Filters(hide="alpha/a2"))
+    rows, weights = _voters(graph, neighbours, None, config, seen)
+    assert rows.tolist() == [row["beta/b1"]] and weights.tolist() == [0.5 ** config.vote_power]
+    votes = graph.votes(rows, weights, seen)
+    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 0.5 ** config.vote_power}
+
+
 def test_until_cuts_the_graph_as_it_cuts_the_text(toy):
     """beta/b1 is first named on 2026-10-18: as of the day before it neither exists nor cites."""
     graph = toy.retriever.searcher.graph()
