@@ -18,43 +18,36 @@ import sys
 import time
 from pathlib import Path
 
-from mem_retrieval.cli.forward import INDEX_DIR, read_command, socket_path
+from mem_retrieval.cli.forward import INDEX_DIR, answers, read_call, socket_path
 
 STARTING = "serve.starting"
 LOG = "serve.log"
 START_GRACE = 60.0  # seconds a start in progress holds off another
 
 
-def wanted(argv: list[str]) -> Path | None:
-    """The workspace whose server ``argv`` (a read command just answered in-process) should start,
-    or None."""
+def wanted(argv: list[str]) -> tuple[Path, str | None] | None:
+    """``(workspace, --config value)`` whose server ``argv`` (a read command just answered
+    in-process) should start, or None: none when a live server answers on the socket (it declined
+    this call, e.g. a relative ``--config``; another would only fail to bind)."""
     if any(os.environ.get(name, "") not in ("", "0") for name in ("MEM_NO_SERVER", "MEM_NO_AUTOSTART")):
         return None
-    found = read_command(argv)
+    found = read_call(argv)
     path = socket_path(found[1]) if found else None
-    if path is None:
+    if path is None or (os.path.exists(path) and answers(path)):
         return None
-    return Path(path).parent.parent
-
-
-def _config_file(argv: list[str]) -> str | None:
-    for i, word in enumerate(argv):
-        if word == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith("--config="):
-            return word.split("=", 1)[1]
-    return None
+    return Path(path).parent.parent, found[2]
 
 
 def start_if_wanted(argv: list[str]) -> int | None:
     """Start the workspace's server in the background when it should run; its pid, or None."""
     try:
-        root = wanted(argv)
-        if root is None:
+        found = wanted(argv)
+        if found is None:
             return None
+        root, config_file = found
         from mem_retrieval.configs import load_config
 
-        config = load_config(root, Path(_config_file(argv)) if _config_file(argv) else None)
+        config = load_config(root, Path(config_file) if config_file else None)
         if not config.serve.auto or not _indexed(root, config) or not _claim(root / INDEX_DIR / STARTING):
             return None
         log = open(root / INDEX_DIR / LOG, "ab")

@@ -27,9 +27,17 @@ _GLOBAL_WITH_VALUE = ("--workspace", "-w", "--config")
 
 def read_command(argv: list[str]) -> tuple[str, str | None] | None:
     """``(command, --workspace value or None)`` when ``argv`` is a read command that can be
-    forwarded, else None. Global options are read as the CLI parser reads them; anything unusual
-    before the command (an abbreviated or unknown option, help) gives None: it runs in-process."""
-    command, workspace, i = None, None, 0
+    forwarded, else None (``read_call``: with its ``--config``)."""
+    found = read_call(argv)
+    return found[:2] if found else None
+
+
+def read_call(argv: list[str]) -> tuple[str, str | None, str | None] | None:
+    """``(command, --workspace value or None, --config value or None)`` when ``argv`` is a read
+    command that can be forwarded, else None. Global options are read as the CLI parser reads them;
+    anything unusual before the command (an abbreviated or unknown option, help) gives None: it
+    runs in-process."""
+    command, workspace, config, i = None, None, None, 0
     while i < len(argv):
         token = argv[i]
         if token in ("-h", "--help"):
@@ -37,22 +45,26 @@ def read_command(argv: list[str]) -> tuple[str, str | None] | None:
         if token in _GLOBAL_WITH_VALUE:
             if i + 1 >= len(argv):
                 return None
-            if token != "--config":
+            if token == "--config":
+                config = argv[i + 1]
+            else:
                 workspace = argv[i + 1]
             i += 2
             continue
         if token.startswith("--workspace="):
             workspace = token.split("=", 1)[1]
+        elif token.startswith("--config="):
+            config = token.split("=", 1)[1]
         elif token.startswith("-w") and not token.startswith("--"):
             workspace = token[2:]
         elif command is None:
             if token.startswith("-"):
-                if token != "--json" and not token.startswith("--config="):
+                if token != "--json":
                     return None
             else:
                 command = token
         i += 1
-    return (command, workspace) if command in READ_COMMANDS else None
+    return (command, workspace, config) if command in READ_COMMANDS else None
 
 
 def socket_path(workspace: str | None) -> str | None:
@@ -62,6 +74,19 @@ def socket_path(workspace: str | None) -> str | None:
     if not os.path.isdir(chosen):
         return None
     return os.path.join(os.path.realpath(chosen), INDEX_DIR, SOCKET_NAME)
+
+
+def answers(path: str) -> bool:
+    """Whether a live server accepts connections on ``path`` (a stale socket refuses them)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(CONNECT_TIMEOUT)
+        try:
+            probe.connect(path)
+        except TimeoutError:
+            return True  # there, but too busy to accept: alive
+        except OSError:
+            return False
+    return True
 
 
 def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict | None:

@@ -33,7 +33,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import CONNECT_TIMEOUT, INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, read_command
+from mem_retrieval.cli.forward import INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, read_command
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -76,7 +76,7 @@ class Server:
         path = socket_path(root)
         path.parent.mkdir(exist_ok=True)
         if path.exists() or path.is_symlink():
-            if _answers(path):
+            if answers(str(path)):
                 raise Refused(f"a server already answers on {path} (stop it first)")
             path.unlink(missing_ok=True)  # stale: its server died without cleaning up
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -248,17 +248,6 @@ def _stop(signum: int, frame) -> None:
     raise Stop(signal.Signals(signum).name)
 
 
-def _answers(path: Path) -> bool:
-    """Whether a live server accepts connections on ``path`` (a stale socket refuses them)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(CONNECT_TIMEOUT)
-        try:
-            probe.connect(str(path))
-        except TimeoutError:
-            return True  # there, but too busy to accept: alive
-        except OSError:
-            return False
-    return True
 
 
 def _receive(conn: socket.socket) -> dict:
