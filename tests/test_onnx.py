@@ -23,6 +23,7 @@ def texts() -> list[str]:
              "Entropy of a uniform random variable " * 40]
     for path in sorted(BLUEPRINTS.glob("*/tree.json"))[:6]:
         found += [step["statement"] for step in json.loads(path.read_text())["steps"][:8]]
+    assert len(found) > 20, BLUEPRINTS  # the development set's statements are there
     return [prepare(t, 2000) for t in found]
 
 

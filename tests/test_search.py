@@ -160,6 +160,7 @@ def test_no_search_imports_torch(example):
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'A5-7']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'GL2m/Sp2m generation']) == 0\n"
+        "assert 'onnxruntime' in sys.modules  # the query was embedded (on ONNX Runtime)\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'recall-search', 'fibre method']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         "assert 'transformers' not in sys.modules\n"
