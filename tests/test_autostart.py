@@ -136,3 +136,19 @@ def test_an_index_on_an_object_store_gets_its_server_too(s3, tmp_path):
     finally:
         assert mem(workspace.root, "serve", "--stop").returncode in (0, 1)
         assert wait_for(lambda: ping(workspace.root) is None, 15)
+
+
+def test_a_call_a_live_server_declines_starts_no_other(ws):
+    """A relative --config runs in-process even with a server up (its messages name the file as
+    the caller wrote it): that call must not try to start a second server."""
+    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    assert wait_for(lambda: ping(ws.root) is not None)
+    (ws.root / "extra.toml").write_text("[search]\n")
+    declined = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws.root),
+                               "--config", "extra.toml", "archive-search", "statement"], cwd=ws.root,
+                              capture_output=True, text=True, timeout=120, env=env())
+    assert declined.returncode == 0, declined.stderr
+    time.sleep(3)
+    servers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _serves(p, ws.root)]
+    assert len(servers) == 1 and ping(ws.root)["requests"] == 0
+    assert "already answers" not in (ws.root / ".mem" / "serve.log").read_text()
