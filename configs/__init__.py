@@ -178,8 +178,6 @@ def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
     if declared.type == "float":
         return table.number(name, minimum=rules["minimum"], maximum=rules["maximum"])
     if declared.type == "bool":
-        if not table.has(name):
-            table.fail(name, "missing")
         return table.bool(name)
     if rules["choices"]:
         return table.enum(name, rules["choices"], required=not rules["empty"])

@@ -131,7 +131,6 @@ class Index:
     tables: dict[str, Any]
     full: bool                  # rebuild every table from the rows (asked, nothing usable, new model)
     model_same: bool            # stored vectors were made by the model embedding now
-    model_ref: str              # that model: a package name or a tuned copy's folder
     tuned: dict[str, Any] | None  # the tuned copy's provenance, recorded in meta.json
     spec: Any                   # text.embed.ModelSpec: how it runs (an ONNX export, or torch)
     meta_token: str | None = None  # the version of meta.json this run started from
@@ -246,7 +245,7 @@ def open_index(location: Location, config: Config, full: bool,
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
     spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
         else _spec(location, ref, config)
-    return Index(location, db, tables, full, model_same, ref, tuned, spec, token)
+    return Index(location, db, tables, full, model_same, tuned, spec, token)
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -257,10 +256,10 @@ def _spec(location: Location, ref: str, config: Config):
 
     if config.model.backend != "onnx":
         return ModelSpec(ref)
-    from mem_retrieval.text.onnx import manifest_problem, place_export, source_key
+    from mem_retrieval.text.onnx import INT8, manifest_problem, place_export, source_key
 
     def problem(folder: Path) -> str | None:
-        if config.model.quantize and not (folder / "model_int8.onnx").is_file():
+        if config.model.quantize and not (folder / INT8).is_file():
             return "no int8 weights"
         return manifest_problem(folder)
 
