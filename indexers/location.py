@@ -258,7 +258,9 @@ class Location:
     def connect(self):
         """The LanceDB connection (lancedb imported here, on first use)."""
         os.environ.setdefault("LANCEDB_LOG", "error")
-        import lancedb
+        from mem_retrieval.indexers.lancedb_import import import_lancedb
+
+        lancedb = import_lancedb()
 
         if not self.remote:
             return lancedb.connect(self.lance_uri)

@@ -23,17 +23,17 @@ if TYPE_CHECKING:
 
     from mem_retrieval.retrieval.query import Filters
 
-COLUMNS = ["key", "gid", "run_key", "named_ts", "named_seq", "parent_keys"]
+COLUMNS = ["key", "run_key", "named_ts", "named_seq", "parent_keys"]
 
 
 @dataclass(frozen=True)
 class CitationGraph:
     keys: "np.ndarray"          # row -> key (int64)
-    gids: list[str]             # row -> global id
     run_keys: "np.ndarray"
     named_ts: "np.ndarray"      # first naming event's time (micros), -1: never named
     named_seq: "np.ndarray"
     order: "np.ndarray"         # rows by key (argsort of keys)
+    sorted_keys: "np.ndarray"   # keys[order]
     offsets: "np.ndarray"       # CSR: row i cites targets[offsets[i]:offsets[i + 1]]
     targets: "np.ndarray"
     cited: "np.ndarray"         # in-degree over every link
@@ -50,16 +50,19 @@ class CitationGraph:
 
         keys = column("key")
         order = np.argsort(keys, kind="stable")
-        parents = data["parent_keys"].combine_chunks()
-        flat = np.asarray(parents.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
-        lengths = parents.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+        sorted_keys = keys[order]
+        parents = data.column("parent_keys")
+        flat = np.concatenate([np.asarray(chunk.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+                               for chunk in parents.chunks] or [np.zeros(0, dtype=np.int64)])
+        lengths = np.concatenate([chunk.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+                                  for chunk in parents.chunks] or [np.zeros(0, dtype=np.int64)])
         sources = np.repeat(np.arange(len(keys)), lengths)
-        targets = _rows(keys, order, flat)
+        targets = _rows(sorted_keys, order, flat)
         known = targets >= 0
         sources, targets = sources[known], targets[known]
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(np.bincount(sources, minlength=len(keys)), out=offsets[1:])
-        return cls(keys=keys, order=order, gids=data["gid"].to_pylist(), run_keys=column("run_key"),
+        return cls(keys=keys, order=order, sorted_keys=sorted_keys, run_keys=column("run_key"),
                    named_ts=column("named_ts"), named_seq=column("named_seq"), offsets=offsets,
                    targets=targets, cited=np.bincount(targets, minlength=len(keys)))
 
@@ -67,7 +70,7 @@ class CitationGraph:
         """The row of each key (-1: no such step)."""
         import numpy as np
 
-        return _rows(self.keys, self.order, np.asarray(keys, dtype=np.int64))
+        return _rows(self.sorted_keys, self.order, np.asarray(keys, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -116,14 +119,14 @@ class CitationGraph:
         return total if seen is None else total * seen
 
 
-def _rows(keys: "np.ndarray", order: "np.ndarray", wanted: "np.ndarray") -> "np.ndarray":
-    """The row holding each wanted key in ``keys`` (sorted by ``order``), -1 where none does."""
+def _rows(sorted_keys: "np.ndarray", order: "np.ndarray", wanted: "np.ndarray") -> "np.ndarray":
+    """The row holding each wanted key (``sorted_keys`` are the keys in row order ``order``), -1
+    where none does."""
     import numpy as np
 
-    if not len(keys) or not len(wanted):
+    if not len(sorted_keys) or not len(wanted):
         return np.full(len(wanted), -1, dtype=np.int64)
-    sorted_keys = keys[order]
-    at = np.minimum(np.searchsorted(sorted_keys, wanted), len(keys) - 1)
+    at = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
     return np.where(sorted_keys[at] == wanted, order[at], -1)
 
 

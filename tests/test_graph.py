@@ -32,29 +32,38 @@ def toy(tmp_path_factory):
     return index(build_workspace(tmp_path_factory.mktemp("graph") / "ws").root)
 
 
-def counts(graph, cited) -> dict[str, int]:
-    return {gid: int(n) for gid, n in zip(graph.gids, cited) if n}
+def gids(memory: Memory) -> list[str]:
+    """The global id of each row of the memory's citation graph (the graph keeps only keys)."""
+    searcher = memory.retriever.searcher
+    data = searcher.table("steps").search().select(["key", "gid"]).limit(10_000).to_arrow()
+    by_key = dict(zip(data["key"].to_pylist(), data["gid"].to_pylist()))
+    return [by_key[int(k)] for k in searcher.graph().keys]
+
+
+def counts(memory: Memory, cited) -> dict[str, int]:
+    return {gid: int(n) for gid, n in zip(gids(memory), cited) if n}
 
 
 def test_citation_counts_by_hand(toy):
     graph = toy.retriever.searcher.graph()
-    assert counts(graph, graph.in_degree(None)) == {"alpha/a1": 2, "alpha/a2": 1}
+    assert counts(toy, graph.in_degree(None)) == {"alpha/a1": 2, "alpha/a2": 1}
     hidden = graph.visible(Filters(hide="beta/b1"))
-    assert counts(graph, graph.in_degree(hidden)) == {"alpha/a1": 1, "alpha/a2": 1}
-    assert not hidden[graph.gids.index("beta/b1")]
+    assert counts(toy, graph.in_degree(hidden)) == {"alpha/a1": 1, "alpha/a2": 1}
+    assert not hidden[gids(toy).index("beta/b1")]
     # a run excluded is still memory: it only stops being a candidate
     assert graph.visible(Filters(exclude_run="beta")) is None
 
 
 def test_votes_by_hand(toy):
     graph = toy.retriever.searcher.graph()
-    row = {gid: i for i, gid in enumerate(graph.gids)}
+    names = gids(toy)
+    row = {gid: i for i, gid in enumerate(names)}
     voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
     votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), None)
-    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 1.5, "alpha/a2": 0.25}
+    assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5, "alpha/a2": 0.25}
     seen = graph.visible(Filters(hide="alpha/a2"))
     votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), seen)  # links to a hidden step drop
-    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 1.5}
+    assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5}
 
 
 def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
@@ -66,7 +75,8 @@ def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
     from mem_retrieval.retrieval.graph import _voters
 
     graph = toy.retriever.searcher.graph()
-    row = {gid: i for i, gid in enumerate(graph.gids)}
+    names = gids(toy)
+    row = {gid: i for i, gid in enumerate(names)}
     neighbours = [SimpleNamespace(gid="alpha/a4", bm25=2.0), SimpleNamespace(gid="beta/b1", bm25=1.0)]
     config = replace(toy.config.graph, voters=1)
     rows, weights = _voters(graph, neighbours, None, config, None)
@@ -75,7 +85,7 @@ def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
     rows, weights = _voters(graph, neighbours, None, config, seen)
     assert rows.tolist() == [row["beta/b1"]] and weights.tolist() == [0.5 ** config.vote_power]
     votes = graph.votes(rows, weights, seen)
-    assert {g: v for g, v in zip(graph.gids, votes) if v} == {"alpha/a1": 0.5 ** config.vote_power}
+    assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 0.5 ** config.vote_power}
 
 
 def test_until_cuts_the_graph_as_it_cuts_the_text(toy):
@@ -83,7 +93,7 @@ def test_until_cuts_the_graph_as_it_cuts_the_text(toy):
     graph = toy.retriever.searcher.graph()
     cut = Until(micros=int(np.datetime64("2026-10-17T12:00:00", "us").astype(np.int64)))
     seen = graph.visible(Filters(until=cut))
-    assert counts(graph, graph.in_degree(seen)) == {"alpha/a1": 1, "alpha/a2": 1}
+    assert counts(toy, graph.in_degree(seen)) == {"alpha/a1": 1, "alpha/a2": 1}
     found = {h.id for h in toy.archive_hits("statement", until="2026-10-17T12:00:00Z")}
     assert "beta/b1" not in found and "alpha/a1" in found
 
@@ -140,7 +150,7 @@ def test_a_query_never_finds_its_gold_through_its_own_step(only_route, before_q,
 
 def test_the_hidden_step_loses_its_share_of_the_prior(only_route):
     graph = only_route.retriever.searcher.graph()
-    row = graph.gids.index("gamma/g")
+    row = gids(only_route).index("gamma/g")
     assert graph.in_degree(None)[row] == 1
     assert graph.in_degree(graph.visible(Filters(hide="gamma/q")))[row] == 0
 
@@ -149,13 +159,13 @@ def test_an_incremental_index_brings_the_graph_up_to_date(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     memory = index(ws.root)
     graph = memory.retriever.searcher.graph()
-    assert counts(graph, graph.cited).get("alpha/a5", 0) == 0
+    assert counts(memory, graph.cited).get("alpha/a5", 0) == 0
     ws.add_step("beta", make_step("b2", parents=("alpha/a5", "alpha/a2")))
     ws.edit_step("alpha", "a4", parents=[])
     report = memory.index(["beta", "alpha"])
     assert report.embedded == 1  # only b2's statement is new
     graph = memory.retriever.searcher.graph()
-    assert counts(graph, graph.cited) == {"alpha/a1": 2, "alpha/a2": 1, "alpha/a5": 1}
+    assert counts(memory, graph.cited) == {"alpha/a1": 2, "alpha/a2": 1, "alpha/a5": 1}
 
 
 def test_voted_steps_obey_the_setting_rule(only_route):
