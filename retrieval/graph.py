@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
     from mem_retrieval.retrieval.query import Filters
 
+# The voted steps asked of the table, as a multiple of ``graph.voted``: the prefilter (a run
+# excluded, a kind, the setting rule) is applied by the table, and the best ``graph.voted`` that pass
+# it join, so that steps the query may not have do not use up the places.
+OVERFETCH = 3
 COLUMNS = ["key", "run_key", "named_ts", "named_seq", "parent_keys"]
 
 
@@ -138,8 +142,9 @@ def graph_candidates(search, request, vector) -> list:
     when the query is embedded), each voting for what it cites with its cosine to the query (or,
     without the model, its share of the best BM25 score) ** ``graph.vote_power``. A step's vote is
     damped by (1 + how often it is cited) ** ``graph.hub_damping``, so that a hub every step cites
-    does not win every query. At most ``graph.voted`` voted steps BM25 did not find join the pool,
-    under the same prefilter (filters, setting rule) as any candidate. Each candidate carries bm25
+    does not win every query. The ``graph.voted`` best voted steps BM25 did not find that pass the
+    same prefilter (filters, setting rule) as any candidate join the pool (of the
+    ``OVERFETCH * graph.voted`` best voted). Each candidate carries bm25
     (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote and
     prior = log(1 + cited), counted over what the query may see (``CitationGraph.visible``)."""
     import numpy as np
@@ -165,9 +170,12 @@ def graph_candidates(search, request, vector) -> list:
     rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
     known = set(rows.tolist())
     order = np.argsort(-votes, kind="stable")
-    extra = [int(row) for row in order[: config.voted + len(known)]
-             if votes[row] > 0 and int(row) not in known][: config.voted]
-    found = pool + search.steps_by_key([int(graph.keys[row]) for row in extra], request.where)
+    voted = [int(row) for row in order[: OVERFETCH * config.voted + len(known)]
+             if votes[row] > 0 and int(row) not in known][: OVERFETCH * config.voted]
+    passed = search.steps_by_key([int(graph.keys[row]) for row in voted], request.where)
+    place = {int(graph.keys[row]): i for i, row in enumerate(voted)}  # vote order
+    passed.sort(key=lambda c: place[key(c.gid)])
+    found = pool + passed[: config.voted]
     found_rows = graph.rows(np.asarray([key(c.gid) for c in found], dtype=np.int64))
     prior = np.log1p(cited)
     return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,

@@ -175,3 +175,24 @@ def test_voted_steps_obey_the_setting_rule(only_route):
         ArchiveQuery("spherical Hecke operators generate", setting="C", any_setting=False,
                      strategy="rerank-graph"))}
     assert "gamma/g" not in found
+
+
+def test_voted_places_go_to_steps_the_query_may_have(tmp_path):
+    """Two voters cite own/x1, one also other/y1; x1, voted twice, outranks y1 (1.15 against 0.71
+    after hub damping). With one place for a voted step, x1 takes it; when the query leaves the run
+    `own` out, x1 cannot be a candidate, and the place goes to y1 instead of being lost."""
+    from dataclasses import replace
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("own", [make_step("x1", statement="zircon quartz")])
+    ws.add_run("other", [make_step("y1", statement="beryl topaz")])
+    ws.add_run("delta", [make_step("v1", statement="ruby sapphire emerald", parents=("own/x1", "other/y1")),
+                         make_step("v2", statement="ruby sapphire garnet", parents=("own/x1",))])
+    indexed = index(ws.root)
+    memory = Memory(indexed.workspace, replace(indexed.config, graph=replace(indexed.config.graph, voted=1)))
+
+    def found(**options) -> set[str]:
+        return {c.gid for c in memory.retriever.ranked(ArchiveQuery("ruby sapphire", strategy="graph", **options))}
+
+    assert "own/x1" in found() and "other/y1" not in found()
+    assert "other/y1" in found(exclude_run="own") and "own/x1" not in found(exclude_run="own")
