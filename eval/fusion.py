@@ -19,7 +19,7 @@ from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
-from mem_retrieval.retrieval.strategies import NORMALISED
+from mem_retrieval.retrieval.strategies import fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
@@ -58,16 +58,7 @@ def _run_of(query: Query) -> str:
 def rank(features: QueryFeatures, weights: dict[str, float], depth: int) -> dict[str, float]:
     """One query's run ``{gid: score}`` under ``weights`` (features normalised as ``fuse`` does),
     its id hits first, cut to ``depth``: what the strategy's ``fuse`` ranks, for the metrics."""
-    import numpy as np
-
-    if not features.gids:
-        columns = {}
-    else:
-        columns = {name: np.asarray(values, dtype=np.float64) for name, values in features.features.items()}
-    fused = np.zeros(len(features.gids))
-    for name, column in columns.items():
-        scale = (column.max() or 1.0) if name in NORMALISED else 1.0
-        fused += weights.get(name, 0.0) * column / scale
+    fused = fused_scores(features.features, weights) if features.gids else []
     order = sorted(range(len(features.gids)), key=lambda i: (-fused[i], features.gids[i]))
     ranked = list(features.ids) + [features.gids[i] for i in order if features.gids[i] not in features.ids]
     return {gid: float(len(ranked) - i) for i, gid in enumerate(ranked[:max(depth, len(features.ids))])}

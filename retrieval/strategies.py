@@ -23,6 +23,8 @@ from mem_retrieval.retrieval.candidates import Candidate
 from mem_retrieval.retrieval.query import Filters
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from mem_retrieval.retrieval.search import Searcher
 
 RRF_K = 60
@@ -172,21 +174,32 @@ class GraphFusion:
         return fuse(self.candidates(search, request), search.config.fusion.weights(self.name))
 
 
+FEATURES = ("bm25", "cosine", "vote", "prior")  # what a graph candidate carries
 NORMALISED = ("bm25", "prior")   # divided by their best among the candidates; cosine and vote are
                                 # absolute already (a vote sums cosines), so weak evidence stays weak
 
 
+def fused_scores(columns: dict[str, "np.ndarray"], weights: dict[str, float]) -> "np.ndarray":
+    """``Σ weight · feature`` of each candidate (a row of the feature ``columns``), bm25 and prior
+    divided by their best: the fused score of the graph strategies, and of their tuning
+    (eval/fusion.py), from this one function."""
+    import numpy as np
+
+    total = np.zeros(len(next(iter(columns.values()))) if columns else 0, dtype=np.float64)
+    for name, column in columns.items():
+        column = np.asarray(column, dtype=np.float64)
+        scale = (column.max(initial=0.0) or 1.0) if name in NORMALISED else 1.0
+        total += weights.get(name, 0.0) * column / scale
+    return total
+
+
 def fuse(candidates: list[Candidate], weights) -> list[Candidate]:
-    """``Σ weight · feature`` over the candidates' features, best first."""
+    """The candidates scored by ``fused_scores`` under ``weights`` (``[fusion.<name>]``), best first."""
     if not candidates:
         return []
-    best = {name: max((getattr(c, name) or 0.0 for c in candidates), default=0.0) or 1.0
-            for name in NORMALISED}
-    return by_score([c.scored(weights.bm25 * (c.bm25 or 0.0) / best["bm25"]
-                              + weights.cosine * (c.cosine or 0.0)
-                              + weights.vote * (c.vote or 0.0)
-                              + weights.prior * (c.prior or 0.0) / best["prior"])
-                     for c in candidates])
+    columns = {name: [getattr(c, name) or 0.0 for c in candidates] for name in FEATURES}
+    scores = fused_scores(columns, {name: getattr(weights, name) for name in FEATURES})
+    return by_score([c.scored(float(score)) for c, score in zip(candidates, scores)])
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
