@@ -31,6 +31,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, Refused
+from mem_retrieval.records.files import replace_folder
 
 
 def _ray():
@@ -80,17 +81,14 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
     def place(name: str, files: dict[str, bytes] | None) -> str | None:
         if files is None:
             return None
-        target = base / name
-        if not target.is_dir():
-            scratch = base / f".{name}.{os.getpid()}.tmp"
-            shutil.rmtree(scratch, ignore_errors=True)
+        def write(scratch: Path) -> None:
             for relative, data in files.items():
                 (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
                 (scratch / relative).write_bytes(data)
-            try:
-                scratch.rename(target)
-            except OSError:  # another actor placed it first
-                shutil.rmtree(scratch, ignore_errors=True)
+
+        target = base / name
+        if not target.is_dir():  # another actor may place it first: then it stays as placed
+            replace_folder(target, write, keep_existing=True)
         return str(target)
 
     model = place("model", pack["model_files"]) or pack["model"]

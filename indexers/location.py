@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import InputError, Refused
-from mem_retrieval.records.files import write_atomic
+from mem_retrieval.records.files import replace_folder, write_atomic
 
 META = "meta.json"
 LOCK = "index.lock"
@@ -204,9 +204,7 @@ class Location:
             return target
         import obstore
 
-        scratch = target.parent / f".{target.name}.{os.getpid()}.download"
-        shutil.rmtree(scratch, ignore_errors=True)
-        try:
+        def download(scratch: Path) -> None:
             with self._reaching():
                 for chunk in obstore.list(self.store(), relative + "/"):
                     for entry in chunk:
@@ -215,11 +213,8 @@ class Location:
                             continue
                         (scratch / name).parent.mkdir(parents=True, exist_ok=True)
                         (scratch / name).write_bytes(bytes(obstore.get(self.store(), entry["path"]).bytes()))
-            if scratch.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
-                scratch.rename(target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+
+        replace_folder(target, download, tag="download")
         return target
 
     def push(self, relative: str, last: str | None = None) -> None:

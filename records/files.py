@@ -1,11 +1,13 @@
 """Crash-safe file writes shared by every writer (core.md, meta.json, reports, plots): write a
 temporary file in the same folder, fsync, rename over the target, fsync the folder. A crash leaves
 the old file or the new one, whole; never a mix. The file keeps its permissions (a new one gets the
-umask's), not mkstemp's 0600."""
+umask's), not mkstemp's 0600. A folder (a model export, a download) is written whole the same way:
+built in a scratch folder beside it and renamed into place (``replace_folder``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,34 @@ def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` (UTF-8)."""
     replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
+                   keep_existing: bool = False) -> bool:
+    """Put the folder ``fill(scratch)`` writes at ``target``, whole: ``scratch`` is a fresh path
+    beside ``target`` (same file system; ``fill`` creates it) renamed into place at the end, and
+    removed whatever happens. Returns whether ``target`` was (re)placed: not when ``fill`` wrote
+    nothing, nor, with ``keep_existing``, when ``target`` already exists or another process put it
+    there first (a folder named by its content is never rewritten)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.parent / f".{target.name}.{os.getpid()}.{tag}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        fill(scratch)
+        if not scratch.is_dir() or (keep_existing and target.is_dir()):
+            return False
+        if not keep_existing:
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            scratch.rename(target)
+        except OSError:
+            if keep_existing and target.is_dir():
+                return False
+            raise
+        return True
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _umask() -> int:

@@ -318,3 +318,35 @@ def test_core_set_keeps_core_md_permissions(mem, workspace):
     code, _, _ = mem("core-set", "alpha", "next", "audit a4 again")
     assert code == 0
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    """replace_folder (model exports, downloads, Ray's model copies): the new folder appears whole;
+    a fill that fails leaves the old folder as it was and no scratch behind; keep_existing never
+    rewrites a folder that is there; a fill that writes nothing places nothing."""
+    from mem_retrieval.records.files import replace_folder
+
+    target = tmp_path / "models" / "export"
+
+    def fill(text: str):
+        def write(scratch: Path) -> None:
+            scratch.mkdir()
+            (scratch / "model.onnx").write_text(text)
+        return write
+
+    assert replace_folder(target, fill("one")) is True
+    assert (target / "model.onnx").read_text() == "one"
+
+    def broken(scratch: Path) -> None:
+        fill("half")(scratch)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_folder(target, broken)
+    assert (target / "model.onnx").read_text() == "one"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["export"]
+    assert replace_folder(target, fill("two"), keep_existing=True) is False
+    assert (target / "model.onnx").read_text() == "one"
+    assert replace_folder(target, fill("two")) is True and (target / "model.onnx").read_text() == "two"
+    assert replace_folder(tmp_path / "empty", lambda scratch: None) is False
+    assert not (tmp_path / "empty").exists()

@@ -28,6 +28,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mem_retrieval.records.files import replace_folder
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -118,16 +120,8 @@ def _link_tree(source: Path, target: Path) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.parent / f".{target.name}.{os.getpid()}.link"
-    shutil.rmtree(scratch, ignore_errors=True)
-    try:
-        shutil.copytree(source, scratch, copy_function=link,
-                        ignore=shutil.ignore_patterns(".*"))
-        shutil.rmtree(target, ignore_errors=True)
-        scratch.rename(target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    replace_folder(target, lambda scratch: shutil.copytree(
+        source, scratch, copy_function=link, ignore=shutil.ignore_patterns(".*")), tag="link")
 
 
 def _max_seq_length(model_dir: Path) -> int:
@@ -143,24 +137,23 @@ def export(model_dir: Path, out: Path, quantize: bool = True) -> dict[str, Any]:
     from mem_retrieval.text.embed import offline
 
     offline()
-    scratch = out.parent / f".{out.name}.{os.getpid()}.tmp"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    try:
+    manifest: dict[str, Any] = {}
+
+    def fill(scratch: Path) -> None:
+        scratch.mkdir(parents=True)
         started = time.perf_counter()
         dim = _trace(model_dir, scratch / FP32)
         if quantize:
             _quantize(scratch / FP32, scratch / INT8)
         shutil.copyfile(model_dir / "tokenizer.json", scratch / "tokenizer.json")
-        manifest = {"export": EXPORT_VERSION, "dim": dim, "max_seq_length": _max_seq_length(model_dir),
-                    "seconds": round(time.perf_counter() - started, 2), "versions": _versions(),
-                    "files": {p.name: {"sha256": sha256_file(p), "size": p.stat().st_size}
-                              for p in sorted(scratch.iterdir()) if p.is_file()}}
+        manifest.update({
+            "export": EXPORT_VERSION, "dim": dim, "max_seq_length": _max_seq_length(model_dir),
+            "seconds": round(time.perf_counter() - started, 2), "versions": _versions(),
+            "files": {p.name: {"sha256": sha256_file(p), "size": p.stat().st_size}
+                      for p in sorted(scratch.iterdir()) if p.is_file()}})
         (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        scratch.rename(out)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    replace_folder(out, fill)
     return manifest
 
 
