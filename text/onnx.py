@@ -249,7 +249,7 @@ class OnnxEmbedder:
         self.max_seq_length = int(manifest["max_seq_length"])
         self.tokenizer_file = folder / "tokenizer.json"
         self.sessions = [self._session() for _ in range(max(1, workers))]
-        self.tokenizer = self._tokenizer()
+        self.tokenizers = [self._tokenizer() for _ in self.sessions]  # one per worker thread
 
     def _tokenizer(self):
         from tokenizers import Tokenizer
@@ -290,8 +290,7 @@ class OnnxEmbedder:
         order = iter(sorted(range(len(texts)), key=lambda i: -len(texts[i])))
         lock = threading.Lock()
 
-        def work(session) -> None:
-            tokenizer = self._tokenizer()  # one per thread
+        def work(session, tokenizer) -> None:
             while True:
                 with lock:
                     i = next(order, None)
@@ -303,9 +302,9 @@ class OnnxEmbedder:
                         progress(1, len(texts[i]))
 
         if len(self.sessions) == 1 or len(texts) < 2:
-            work(self.sessions[0])
+            work(self.sessions[0], self.tokenizers[0])
         else:
-            threads = [threading.Thread(target=work, args=(s,)) for s in self.sessions]
+            threads = [threading.Thread(target=work, args=pair) for pair in zip(self.sessions, self.tokenizers)]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -313,4 +312,4 @@ class OnnxEmbedder:
         return out
 
     def embed_query(self, text: str) -> "np.ndarray":
-        return self._run(text, self.sessions[0], self.tokenizer)
+        return self._run(text, self.sessions[0], self.tokenizers[0])
