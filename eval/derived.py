@@ -80,15 +80,11 @@ def _inserted_before(inserted: str, start: datetime | None, until: datetime | No
 
 
 def _named_by(workspace: Workspace, run: str, until: datetime) -> set[str]:
-    """The step ids of ``run`` some event had named by ``until``."""
-    from mem_retrieval.records.ids import split_gid
+    """The step ids of ``run`` some event had named by ``until`` (first named at or before it)."""
+    from mem_retrieval.records.ids import first_naming
 
-    named: set[str] = set()
-    for event in workspace.events(run):
-        if event.timestamp > until:
-            break
-        named.update(step for ref_run, step in map(split_gid, event.ids) if ref_run in (None, run))
-    return named
+    return {step for step, event in first_naming(workspace.events(run), run).items()
+            if event.timestamp <= until}
 
 
 def write(derived: Derived, folder, name: str = "reuse") -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
-from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.ids import first_naming, split_gid
 from mem_retrieval.records.parse import read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -88,17 +88,6 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
     return row
 
 
-def _first_named(events: Iterable[Event], run: str) -> dict[str, tuple[int, int]]:
-    """For each step id of ``run``: (seq, time) of the first event naming it."""
-    first: dict[str, tuple[int, int]] = {}
-    for event in events:
-        for ref in event.ids:
-            ref_run, step_id = split_gid(ref)
-            if ref_run in (None, run) and step_id not in first:
-                first[step_id] = (event.seq, micros(event.timestamp))
-    return first
-
-
 def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
     body = ""
     if event.path:
@@ -128,7 +117,7 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
         workspace.core(run)  # not indexed, but validated: bad input is reported at index time
         run_dir = workspace.run_dir(run)
         events = list(workspace.events(run))
-        named = _first_named(events, run)
+        named = {step: (event.seq, micros(event.timestamp)) for step, event in first_naming(events, run).items()}
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             row = step_row(step, library.get(step.gid), named.get(step.id), sources)

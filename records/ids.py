@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mem_retrieval.records.types import Event
 
 RUN_SLUG = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 _BAD_ID_CHAR = re.compile(r"[\s/\x00-\x1f\x7f]")
@@ -44,3 +49,16 @@ def ref_problem(value: object) -> str | None:
         return f"{value!r}: run {run!r} is not a run slug ([a-z0-9][a-z0-9-]*)"
     problem = step_id_problem(step)
     return f"{value!r}: step id {problem}" if problem and run is not None else problem
+
+
+def first_naming(events: Iterable["Event"], run: str) -> dict[str, "Event"]:
+    """For each step id of ``run``: the first event (in log order) naming it, by a bare id or by
+    ``run/id``. What "named by then" means everywhere: the index's as-of cut (``named_seq``,
+    ``named_ts``) and the reuse test's ``--until``."""
+    first: dict[str, Event] = {}
+    for event in events:
+        for ref in event.ids:
+            ref_run, step_id = split_gid(ref)
+            if ref_run in (None, run) and step_id not in first:
+                first[step_id] = event
+    return first
