@@ -374,16 +374,17 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
     """Embed the ``pending`` texts (longest first) in batches of ``index.vector_batch``; after
     each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
     Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
-    holders = {name: [row for row in plan.tables[name].changed if row["text_hash"]] for name in EMBEDDED_TABLES}
+    holders: dict[str, dict[str, list]] = {name: {} for name in EMBEDDED_TABLES}  # table -> hash -> rows
+    for name in EMBEDDED_TABLES:
+        for row in plan.tables[name].changed:
+            if row["text_hash"]:
+                holders[name].setdefault(row["text_hash"], []).append(row)
     progress.start([rows.embed_text[h] for h in pending], "embedding")
-    left = len(pending)
     try:
         for batch, vectors in _vector_batches(index, rows, pending, config):
-            left -= len(batch)
             progress.update(len(batch), sum(len(rows.embed_text[h]) for h in batch))
-            chosen = set(batch)
-            for name, table_rows in holders.items():
-                done = [row for row in table_rows if row["text_hash"] in chosen]
+            for name, by_hash in holders.items():
+                done = [row for text_hash in batch for row in by_hash.get(text_hash, ())]
                 if done:
                     table = index.db.open_table(name)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
