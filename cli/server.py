@@ -93,7 +93,9 @@ class Server:
 
     def warm(self, model: bool = True) -> None:
         """Import what a search needs (a first search does it) and, with ``model``, load and run the
-        embedding model the index is searched with, so the first real request is already warm."""
+        embedding model the index is searched with, so the first real request is already warm;
+        then start reading the steps table into memory (retrieval/resident.py: requests are
+        answered from the index until it is there)."""
         from mem_retrieval.cli.main import Caller, run
         from mem_retrieval.cli.warm import warm_model
         from mem_retrieval.records.workspace import Workspace
@@ -104,8 +106,10 @@ class Server:
             try:
                 run(["--workspace", str(self.root), "archive-search", "warm up", "--strategy", "bm25"],
                     out=sink, err=sink, caller=Caller(self.root, None, self.memories))
+                memory = self.memories.get(Workspace(self.root))
                 if model:
-                    warm_model(self.memories.get(Workspace(self.root)))
+                    warm_model(memory)
+                memory.retriever.searcher.warm_soon()  # the steps table into memory, meanwhile
             except Exception:  # no index yet, a bad config or model: each request will say so itself
                 pass
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-KEPT = 4  # Memory objects kept (a server answers for one workspace; a few versions overlap)
+KEPT = 4  # Memory objects kept: one per workspace and config file (the newest index version)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -84,6 +84,8 @@ class WarmMemories:
                 return self._cache[key]
         memory = Memory(workspace, load_config(workspace.root, config_file))  # may raise: not kept
         with self._lock:
+            for older in [k for k in self._cache if k[:2] == key[:2] and k != key]:
+                del self._cache[older]  # an older index version or config: never asked for again
             memory = self._cache.setdefault(key, memory)
             self._cache.move_to_end(key)
             self.built += 1

@@ -20,6 +20,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "incremental_embedded": ("texts re-embedded", "texts"),
     "incremental_s": ("incremental index", "s"),
     "incremental_ratio": ("incremental / full", "ratio"),
+    "resident_wait_s": ("steps table into memory: left to wait after the warm-up", "s"),
+    "resident_mb": ("steps table held in memory (warm searcher)", "MB"),
     "id_p50_ms": ("warm id lookup `A5-7` p50", "ms"),
     "id_p95_ms": ("warm id lookup `A5-7` p95", "ms"),
     "gid_p50_ms": ("warm id lookup `run/A5-7` p50", "ms"),

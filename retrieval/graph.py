@@ -45,9 +45,13 @@ class CitationGraph:
     @classmethod
     def scan(cls, table) -> "CitationGraph":
         """The graph of the pinned steps ``table`` (one scan of its key and link columns)."""
-        import numpy as np
+        return cls.of(table.search().select(COLUMNS).limit(max(table.count_rows(), 1)).to_arrow())
 
-        data = table.search().select(COLUMNS).limit(max(table.count_rows(), 1)).to_arrow()
+    @classmethod
+    def of(cls, data) -> "CitationGraph":
+        """The graph of a steps table read into Arrow ``data`` (at least ``COLUMNS``; row ``i`` of
+        the graph is row ``i`` of ``data``)."""
+        import numpy as np
 
         def column(name: str) -> "np.ndarray":
             return np.asarray(data[name].to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -83,25 +87,13 @@ class CitationGraph:
         return self.targets[self.offsets[row]:self.offsets[row + 1]]
 
     def visible(self, filters: "Filters") -> "np.ndarray | None":
-        """The rows a query with these filters may see (None: every row): its hidden step, its
-        excluded run and what ``until`` had not named yet are not in memory for it."""
-        import numpy as np
+        """The rows a query with these filters may see (None: every row): its hidden step and what
+        ``until`` had not named yet are not in memory for it (``Filters.mask`` of those two)."""
+        from mem_retrieval.retrieval.query import Filters
 
-        if filters.hide is None and filters.until is None:
-            return None
-        seen = np.ones(len(self), dtype=bool)
-        if filters.hide is not None:
-            hidden = self.rows(np.asarray([key(filters.hide)]))[0]
-            if hidden >= 0:
-                seen[hidden] = False
-        until = filters.until
-        if until is not None:
-            named = (self.named_ts >= 0) & (self.named_ts <= until.micros)
-            if until.run is not None and until.seq is not None:
-                own = self.run_keys == key(until.run)
-                named = np.where(own, (self.named_seq >= 0) & (self.named_seq <= until.seq), named)
-            seen &= named
-        return seen
+        memory = Filters(hide=filters.hide, until=filters.until)
+        return memory.mask({"key": self.keys, "run_key": self.run_keys, "named_ts": self.named_ts,
+                            "named_seq": self.named_seq})
 
     def in_degree(self, seen: "np.ndarray | None") -> "np.ndarray":
         """How many visible steps cite each row (links from what is not visible do not count)."""
@@ -149,9 +141,6 @@ def graph_candidates(search, request, vector) -> list:
     prior = log(1 + cited), counted over what the query may see (``CitationGraph.visible``)."""
     import numpy as np
 
-    from mem_retrieval.indexers.store import key
-    from mem_retrieval.retrieval.query import Filters
-
     config = search.config.graph
     pool = search.bm25(request)
     graph = search.graph()
@@ -159,8 +148,8 @@ def graph_candidates(search, request, vector) -> list:
     if graph is None:
         return _with_cosine(pool, query_vector)
     seen = graph.visible(request.filters)
-    memory = Filters(hide=request.filters.hide, until=request.filters.until).where("steps")
-    neighbours = pool if memory == request.where else search.bm25(request, where=memory)
+    memory = request.memory()
+    neighbours = pool if memory.where == request.where else search.bm25(memory)
     if not neighbours:
         return []
     votes = graph.votes(*_voters(graph, neighbours, query_vector, config, seen), seen)
@@ -172,7 +161,7 @@ def graph_candidates(search, request, vector) -> list:
     order = np.argsort(-votes, kind="stable")
     voted = [int(row) for row in order[: OVERFETCH * config.voted + len(known)]
              if votes[row] > 0 and int(row) not in known][: OVERFETCH * config.voted]
-    passed = search.steps_by_key([int(graph.keys[row]) for row in voted], request.where)
+    passed = search.steps_by_key([int(graph.keys[row]) for row in voted], request)
     place = {int(graph.keys[row]): i for i, row in enumerate(voted)}  # vote order
     passed.sort(key=lambda c: place[key(c.gid)])
     found = pool + passed[: config.voted]
@@ -188,8 +177,6 @@ def _voters(graph: CitationGraph, neighbours: list, query_vector, config, seen) 
     ``seen`` (the rows the query may see; a step citing only a hidden one would vote for nothing),
     nearest first by cosine when there is a query vector, the first ``config.voters``."""
     import numpy as np
-
-    from mem_retrieval.indexers.store import key
 
     rows = graph.rows(np.asarray([key(c.gid) for c in neighbours], dtype=np.int64))
     citing = [i for i, row in enumerate(rows.tolist())  # a voter cites something the query may see

@@ -8,13 +8,18 @@ SPEC, never from user text."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import KINDS, STATUSES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
@@ -165,6 +170,41 @@ class Filters:
         if self.until is not None:
             parts.append(self._as_of(table))
         return " AND ".join(f"({p})" for p in parts) if parts else None
+
+    def mask(self, columns: "Mapping[str, np.ndarray]") -> "np.ndarray | None":
+        """The same prefilter over a steps table held in memory (``columns`` by their index names:
+        key, run_key, kind, status, in_library, named_ts, named_seq; each needed only when a
+        filter reads it): True where ``where("steps")`` keeps the row, None when it keeps every
+        row. The two are checked against each other on LanceDB (tests/test_resident.py)."""
+        import numpy as np
+
+        parts = []
+        if self.run is not None:
+            parts.append(columns["run_key"] == key(self.run))
+        if self.exclude_run is not None:
+            parts.append(columns["run_key"] != key(self.exclude_run))
+        if self.hide is not None:
+            parts.append(columns["key"] != key(self.hide))
+        if self.kind is not None:
+            parts.append(columns["kind"] == self.kind)
+        if self.status is not None:
+            parts.append(columns["status"] == self.status)
+        if self.library:
+            parts.append(np.asarray(columns["in_library"], dtype=bool))
+        if self.until is not None:
+            until = self.until
+            named = (columns["named_ts"] >= 0) & (columns["named_ts"] <= int(until.micros))
+            if until.run is not None and until.seq is not None:
+                own = columns["run_key"] == key(until.run)
+                by_seq = (columns["named_seq"] >= 0) & (columns["named_seq"] <= int(until.seq))
+                named = np.where(own, by_seq, named)
+            parts.append(named)
+        if not parts:
+            return None
+        keep = parts[0].copy()
+        for part in parts[1:]:
+            keep &= part
+        return keep
 
     def _as_of(self, table: str) -> str:
         until = self.until

@@ -7,6 +7,7 @@ search never sees a half-finished index (a crash or a concurrent reindex)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -26,6 +27,8 @@ from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
 from mem_retrieval.text.tokenize import token_string
 
 ID_MAP_AFTER = 2  # id lookups (without filters) by one searcher before it builds its IdMap
+RESIDENT_AFTER = 3  # text searches of the steps by one searcher before it holds them in memory:
+                    # one CLI call searches at most twice (the second finds what a setting left out)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,11 @@ class IdMap:
 
 
 @lru_cache(maxsize=1)
+def _builder() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="resident")
+
+
+@lru_cache(maxsize=1)
 def _worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
@@ -86,6 +94,9 @@ class Searcher:
         self._id_map: IdMap | None = None
         self._id_lookups = 0
         self._graph: CitationGraph | None = None
+        self._lock = threading.Lock()
+        self._searches = 0
+        self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
 
     def table(self, name: str):
         """The table as the last completed `mem index` left it (None when it holds nothing)."""
@@ -131,19 +142,54 @@ class Searcher:
             raise BadInput(f"{chosen!r} is not one of {known}", param="strategy")
         return chosen
 
+    # ---- the steps table held in memory (retrieval/resident.py)
+    def resident(self):
+        """The pinned steps table in memory when it is ready, else None (the index answers)."""
+        future = self._resident
+        if future is None or not future.done() or future.exception() is not None:
+            return None
+        return future.result()
+
+    def warm_soon(self) -> None:
+        """Start reading the steps table into memory on a worker thread (once per searcher)."""
+        with self._lock:
+            if self._resident is None and self.bm25_engine_is_lance and self.table("steps") is not None:
+                from mem_retrieval.retrieval.resident import ResidentSteps
+
+                table, vectors = self.table("steps"), not self.pending
+                self._resident = _builder().submit(ResidentSteps.scan, table, vectors)
+
+    def warm(self) -> None:
+        """Read the steps table into memory now (what a long-lived caller may do up front)."""
+        self.warm_soon()
+        if self._resident is not None:
+            self._resident.result()
+
+    @property
+    def bm25_engine_is_lance(self) -> bool:
+        return self.config.bm25.engine == "lance"
+
+    def _searched(self) -> None:
+        """Count a text search; from the ``RESIDENT_AFTER``-th on, the table goes into memory."""
+        self._searches += 1
+        if self._searches >= RESIDENT_AFTER and self._resident is None:
+            self.warm_soon()
+
     # ---- the pieces strategies use
-    def bm25(self, request: Request, vectors: bool = True, where: str | None | bool = True) -> list[Candidate]:
-        """The ``search.pool`` best BM25 candidates of the request's table, best first (under
-        ``where`` when given, else the request's prefilter)."""
+    def bm25(self, request: Request, vectors: bool = True) -> list[Candidate]:
+        """The ``search.pool`` best BM25 candidates of the request's table under its prefilter,
+        best first (ties by gid)."""
         table = self.table(request.table)
         if table is None:
             return []
-        where = request.where if where is True else where
         tokens, pool, bm25 = token_string(request.text), self.config.search.pool, self.config.bm25
+        resident = self.resident() if request.table == "steps" else None
+        if resident is not None:
+            return resident.text(tokens, request, pool, vectors)
         if bm25.engine == "rank-bm25":
-            return engines.rank_bm25_candidates(table, request.table, tokens, where, pool, bm25.k1,
-                                                bm25.b, vectors)
-        return engines.lance_candidates(table, request.table, tokens, where, pool, vectors)
+            return engines.rank_bm25_candidates(table, request.table, tokens, request.where, pool,
+                                                bm25.k1, bm25.b, vectors)
+        return engines.lance_candidates(table, request.table, tokens, request.where, pool, vectors)
 
     def nearest(self, request: Request) -> list[Candidate]:
         """The ``search.pool`` nearest rows by cosine (the comparison strategies only)."""
@@ -153,18 +199,26 @@ class Searcher:
         return engines.vector_candidates(table, request.table, self.query_vector(request.text),
                                          request.where, self.config.search.pool)
 
-    def steps_by_key(self, keys: list[int], where: str | None) -> list[Candidate]:
-        """The steps with these keys that pass ``where``, with their vectors (votes bring them)."""
+    def steps_by_key(self, keys: list[int], request: Request) -> list[Candidate]:
+        """The steps with these keys that pass the request's prefilter, with their vectors (votes
+        bring them), in table order."""
         table = self.table("steps")
         if table is None or not keys:
             return []
+        resident = self.resident()
+        if resident is not None:
+            return resident.by_key(keys, request)
         match = store.in_list("key", keys)
+        where = request.where
         data = (table.search().where(f"({match}) AND ({where})" if where else match)
                 .select(list(StepRow.COLUMNS) + ["vector"]).limit(len(keys)).to_arrow())
         return from_arrow(data, "steps")
 
     def graph(self) -> CitationGraph | None:
         """The citation graph of the pinned steps table (read on first use)."""
+        resident = self.resident()
+        if resident is not None:
+            return resident.graph
         if self._graph is None and self.table("steps") is not None:
             self._graph = CitationGraph.scan(self.table("steps"))
         return self._graph
@@ -178,12 +232,12 @@ class Searcher:
         return _worker().submit(self.query_vector, text)
 
     # ---- ids and settings
-    def setting_exclusion(self, setting: str | None, any_setting: bool) -> list[str]:
-        """Prefilter clauses leaving out steps whose setting is incompatible with ``setting``."""
+    def setting_exclusion(self, setting: str | None, any_setting: bool) -> tuple[int, ...]:
+        """The keys of the step settings incompatible with ``setting`` (the setting rule, M3)."""
         if not setting or any_setting:
-            return []
-        bad = [store.key(s) for s in self.settings if self.ontology.match(setting, s) == INCOMPATIBLE]
-        return [f"NOT ({store.in_list('setting_key', bad)})"] if bad else []
+            return ()
+        return tuple(store.key(s) for s in self.settings
+                     if self.ontology.match(setting, s) == INCOMPATIBLE)
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
@@ -219,8 +273,13 @@ class Searcher:
         light = [c.row_id for c in ranked if c.row is None]
         if not light:
             return list(ranked)
-        data = self.table("steps").take_row_ids(light).select(list(StepRow.COLUMNS)).to_arrow()
-        rows = {c.gid: c.row for c in from_arrow(data, "steps")}
+        resident = self.resident()
+        if resident is not None:
+            found = resident.candidates(resident.positions(light), vectors=False)
+        else:
+            found = from_arrow(self.table("steps").take_row_ids(light).select(list(StepRow.COLUMNS))
+                               .to_arrow(), "steps")
+        rows = {c.gid: c.row for c in found}
         return [c if c.row is not None else replace(c, row=rows[c.gid]) for c in ranked]
 
     # ---- the pipeline
@@ -236,14 +295,15 @@ class Searcher:
         scores and cuts them (what a fusion is tuned on)."""
         strategy = self.strategy(query.strategy)
         filters = query.filters(until)
+        self._searched()
         ids: list[Candidate] = []
         if strategy.ids_first:
             ids = self.id_hits(query.text, filters.where("steps"))
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
-        where = filters.where("steps", self.setting_exclusion(query.setting, query.any_setting))
         seen = {c.gid for c in ids}
-        request = Request("steps", query.text, filters, where)
+        request = Request.of("steps", query.text, filters,
+                             self.setting_exclusion(query.setting, query.any_setting))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
         if query.setting and not query.any_setting:
@@ -252,7 +312,7 @@ class Searcher:
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
-        ranked = self.strategy("rerank").rank(self, Request("events", text, filters, filters.where("events")))
+        ranked = self.strategy("rerank").rank(self, Request.of("events", text, filters))
         return ranked[: self.config.search.pool]
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from mem_retrieval.indexers.store import in_list
 from mem_retrieval.retrieval.candidates import Candidate
 from mem_retrieval.retrieval.query import Filters
 
@@ -33,12 +34,35 @@ RRF_K = 60
 @dataclass(frozen=True)
 class Request:
     """What a strategy ranks: ``text`` over ``table``, under ``filters`` (what the query may see)
-    and ``where`` (the prefilter: the filters and the setting rule, as SQL)."""
+    and the setting rule (``excluded``: the keys of the settings it leaves out), which ``where``
+    says as SQL (the prefilter) and ``mask`` as a numpy mask over a table held in memory."""
 
     table: str
     text: str
     filters: Filters
     where: str | None
+    excluded: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, table: str, text: str, filters: Filters, excluded: tuple[int, ...] = ()) -> "Request":
+        clause = [f"NOT ({in_list('setting_key', excluded)})"] if excluded else []
+        return cls(table, text, filters, filters.where(table, clause), tuple(excluded))
+
+    def memory(self) -> "Request":
+        """The same text over all that the query may see: without the filters that only choose
+        candidates (run, kind, status, library, the setting rule), keeping ``hide`` and ``until``."""
+        return Request.of(self.table, self.text, Filters(hide=self.filters.hide, until=self.filters.until))
+
+    def mask(self, columns: "dict[str, np.ndarray]") -> "np.ndarray | None":
+        """The prefilter over in-memory ``columns`` (``Filters.mask``, and setting_key for the
+        setting rule): True where ``where`` keeps the row, None for every row."""
+        import numpy as np
+
+        keep = self.filters.mask(columns)
+        if self.excluded:
+            allowed = ~np.isin(columns["setting_key"], np.asarray(self.excluded, dtype=np.int64))
+            keep = allowed if keep is None else keep & allowed
+        return keep
 
 
 class Strategy(Protocol):

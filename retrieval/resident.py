@@ -1,0 +1,186 @@
+"""The pinned steps table held in memory, for a searcher that answers many queries (`mem serve`,
+the Python API, the evaluators): BM25 from an in-memory inverted index, the prefilter as numpy
+masks, rows and vectors taken by position.
+
+It gives what LanceDB's full-text index gives over the same table version (the same candidates,
+scores and order: Lance's BM25 with k1 = 1.2, b = 0.75 and idf = ln(1 + (N − n + 0.5)/(n + 0.5)),
+counted over the whole table; a query word written twice counts twice; ties by gid), checked
+against it in tests/test_resident.py, in about a millisecond where the index query takes ~10 at
+100,000 steps. It costs one scan of the table (about 2 s and, with the vectors, ~1.9 KB a step at
+100,000 steps), so a one-shot CLI call never builds it: a searcher builds it on a worker thread from
+its third search on (one call searches at most twice), and the index answers until it is ready."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mem_retrieval.retrieval.candidates import Candidate, StepRow, from_arrow
+from mem_retrieval.retrieval.graph import COLUMNS as GRAPH_COLUMNS
+from mem_retrieval.retrieval.graph import CitationGraph
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mem_retrieval.retrieval.strategies import Request
+
+LANCE_K1, LANCE_B = 1.2, 0.75     # what LanceDB's full-text index scores with (not configurable there)
+FILTER_COLUMNS = ("key", "run_key", "setting_key", "kind", "status", "in_library", "named_ts", "named_seq")
+
+
+@dataclass(frozen=True)
+class Bm25Index:
+    """BM25 impacts by term: term ``t``'s postings are ``docs[offsets[t]:offsets[t + 1]]``, each
+    with its precomputed share of a score, idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))."""
+
+    terms: dict[str, int]
+    offsets: "np.ndarray"
+    docs: "np.ndarray"
+    impacts: "np.ndarray"
+    size: int
+
+    @classmethod
+    def build(cls, tokens, k1: float = LANCE_K1, b: float = LANCE_B) -> "Bm25Index":
+        """The index of a string column of space-separated tokens (row ``i`` is document ``i``)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        column = tokens.combine_chunks() if isinstance(tokens, pa.ChunkedArray) else tokens
+        size = len(column)
+        words = pc.split_pattern(column.fill_null(""), " ")
+        lengths = np.asarray(words.value_lengths().to_numpy(zero_copy_only=False), dtype=np.int64)
+        encoded = words.flatten().dictionary_encode()
+        vocabulary = encoded.dictionary.to_pylist()
+        term_ids = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        docs = np.repeat(np.arange(size, dtype=np.int64), lengths)
+        if "" in vocabulary:  # two spaces in a row, or an empty text
+            real = term_ids != vocabulary.index("")
+            docs, term_ids = docs[real], term_ids[real]
+        terms = {word: i for i, word in enumerate(vocabulary) if word}
+        width = max(len(vocabulary), 1)
+        pairs, tf = np.unique(docs * width + term_ids, return_counts=True)
+        pair_docs, pair_terms = pairs // width, pairs % width
+        by_term = np.argsort(pair_terms, kind="stable")
+        pair_docs, pair_terms, tf = pair_docs[by_term], pair_terms[by_term], tf[by_term].astype(np.float64)
+        df = np.bincount(pair_terms, minlength=width)
+        offsets = np.zeros(width + 1, dtype=np.int64)
+        np.cumsum(df, out=offsets[1:])
+        length = np.bincount(docs, minlength=size).astype(np.float64)
+        average = length.mean() if size else 1.0
+        idf = np.log1p((size - df + 0.5) / (df + 0.5))
+        impacts = idf[pair_terms] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length[pair_docs] / (average or 1.0)))
+        return cls(terms, offsets, pair_docs.astype(np.int32), impacts.astype(np.float32), size)
+
+    def scores(self, tokens: str) -> "np.ndarray":
+        """Every document's BM25 score for the query ``tokens`` (space-separated, as indexed)."""
+        import numpy as np
+
+        spans = [(self.offsets[t], self.offsets[t + 1]) for t in
+                 (self.terms.get(word) for word in tokens.split()) if t is not None]
+        if not spans:
+            return np.zeros(self.size, dtype=np.float64)
+        docs = np.concatenate([self.docs[a:b] for a, b in spans])
+        impacts = np.concatenate([self.impacts[a:b] for a, b in spans])
+        return np.bincount(docs, weights=impacts, minlength=self.size)
+
+
+def best(scores: "np.ndarray", keep: "np.ndarray | None", limit: int, tiebreak: "np.ndarray") -> "np.ndarray":
+    """The positions of the ``limit`` best positive ``scores`` that ``keep`` lets through, best
+    first, equal scores in ``tiebreak`` order."""
+    import numpy as np
+
+    hit = scores > 0
+    if keep is not None:
+        hit &= keep
+    found = np.flatnonzero(hit)
+    if len(found) > limit > 0:
+        values = scores[found]
+        edge = np.partition(values, len(values) - limit)[len(values) - limit]
+        found = found[values >= edge]  # the best `limit`, and every score tied with the last
+    order = np.lexsort((tiebreak[found], -scores[found]))
+    return found[order][:max(limit, 0)]
+
+
+@dataclass(frozen=True)
+class ResidentSteps:
+    """One steps table version in memory: the columns a hit shows (``rows``), the prefilter's
+    columns, the vectors (None while `mem index` still computes some), the citation graph and the
+    BM25 index, all by row position; ``row_ids`` maps LanceDB row ids to positions."""
+
+    rows: object                       # pyarrow.Table of StepRow.COLUMNS
+    columns: dict[str, "np.ndarray"]   # FILTER_COLUMNS
+    vectors: "np.ndarray | None"
+    gid_rank: "np.ndarray"             # each row's place in gid order (ties between equal scores)
+    sorted_row_ids: "np.ndarray"
+    row_id_positions: "np.ndarray"
+    graph: CitationGraph
+    bm25: Bm25Index
+
+    @classmethod
+    def scan(cls, table, vectors: bool) -> "ResidentSteps":
+        """Read the pinned steps ``table`` once (with its vectors when ``vectors``)."""
+        import numpy as np
+
+        wanted = list(dict.fromkeys([*StepRow.COLUMNS, *FILTER_COLUMNS, *GRAPH_COLUMNS, "tokens"]))
+        data = (table.search().select(wanted + (["vector"] if vectors else [])).with_row_id(True)
+                .limit(max(table.count_rows(), 1)).to_arrow())
+        columns = {name: np.asarray(data[name].to_numpy(zero_copy_only=False)) for name in FILTER_COLUMNS}
+        columns["in_library"] = columns["in_library"].astype(bool)
+        matrix = None
+        if vectors and data.num_rows:
+            block = data["vector"].combine_chunks()
+            matrix = np.ascontiguousarray(block.flatten().to_numpy().reshape(len(block), -1), dtype=np.float32)
+        gids = data["gid"].to_numpy(zero_copy_only=False)
+        gid_rank = np.empty(len(gids), dtype=np.int64)
+        gid_rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
+        row_ids = np.asarray(data["_rowid"].to_numpy(zero_copy_only=False), dtype=np.uint64)
+        by_row_id = np.argsort(row_ids, kind="stable")
+        return cls(rows=data.select(list(StepRow.COLUMNS)).combine_chunks(), columns=columns,
+                   vectors=matrix, gid_rank=gid_rank, sorted_row_ids=row_ids[by_row_id],
+                   row_id_positions=by_row_id, graph=CitationGraph.of(data),
+                   bm25=Bm25Index.build(data["tokens"]))
+
+    @property
+    def nbytes(self) -> int:
+        """What it holds, in bytes (the id and term dictionaries' Python objects not counted)."""
+        arrays = [*self.columns.values(), self.gid_rank, self.sorted_row_ids, self.row_id_positions,
+                  self.bm25.offsets, self.bm25.docs, self.bm25.impacts, self.graph.keys,
+                  self.graph.order, self.graph.sorted_keys, self.graph.offsets, self.graph.targets]
+        return (self.rows.nbytes + sum(a.nbytes for a in arrays)
+                + (0 if self.vectors is None else self.vectors.nbytes))
+
+    def candidates(self, positions: "np.ndarray", bm25: "np.ndarray | None" = None,
+                   vectors: bool = True) -> list[Candidate]:
+        """Candidates of the rows at ``positions``, in that order (``bm25``: their scores)."""
+        import numpy as np
+
+        positions = np.asarray(positions, dtype=np.int64)
+        return from_arrow(self.rows.take(positions), "steps",
+                          vectors=self.vectors[positions] if vectors and self.vectors is not None else None,
+                          scores=None if bm25 is None else bm25.tolist())
+
+    def text(self, tokens: str, request: "Request", limit: int, vectors: bool = True) -> list[Candidate]:
+        """The ``limit`` best BM25 matches of ``tokens`` under the request's prefilter, best first
+        (ties by gid): the candidates ``engines.lance_candidates`` gives."""
+        if not tokens:
+            return []
+        scores = self.bm25.scores(tokens)
+        chosen = best(scores, request.mask(self.columns), limit, self.gid_rank)
+        return self.candidates(chosen, scores[chosen], vectors)
+
+    def by_key(self, keys: list[int], request: "Request") -> list[Candidate]:
+        """The steps with these keys that pass the request's prefilter, with their vectors."""
+        import numpy as np
+
+        rows = self.graph.rows(np.asarray(keys, dtype=np.int64))
+        rows = rows[rows >= 0]
+        keep = request.mask(self.columns)
+        return self.candidates(rows if keep is None else rows[keep[rows]])
+
+    def positions(self, row_ids: list[int]) -> "np.ndarray":
+        """The positions of rows given by their LanceDB row ids (of this table version)."""
+        import numpy as np
+
+        wanted = np.asarray(row_ids, dtype=np.uint64)
+        return self.row_id_positions[np.searchsorted(self.sorted_row_ids, wanted)]

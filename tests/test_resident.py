@@ -1,0 +1,189 @@
+"""The steps table held in memory (retrieval/resident.py): BM25 worked out by hand, the prefilter
+as a numpy mask agreeing with LanceDB's SQL filter row for row, and every strategy answering from
+memory exactly as from the index (same hits, same order, scores within float32 rounding), with the
+one-shot CLI call never paying for it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import mem_retrieval.retrieval.search as search_module
+from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until
+from mem_retrieval.retrieval.resident import Bm25Index, best
+from mem_retrieval.retrieval.strategies import STRATEGIES, Request
+
+RESIDENT_AFTER = search_module.RESIDENT_AFTER  # as shipped (the pair fixture raises it)
+
+def lance_bm25(tf: int, df: int, n: int, length: int, average: float) -> float:
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / average))
+
+
+def test_bm25_by_hand():
+    index = Bm25Index.build(pa.array(["a b a", "b c", "c", ""]))
+    # N = 4 documents, lengths 3, 2, 1, 0: average 1.5; a in 1 document, c in 2
+    scores = index.scores("a c")
+    assert scores[0] == pytest.approx(lance_bm25(2, 1, 4, 3, 1.5), rel=1e-6)
+    assert scores[1] == pytest.approx(lance_bm25(1, 2, 4, 2, 1.5), rel=1e-6)
+    assert scores[2] == pytest.approx(lance_bm25(1, 2, 4, 1, 1.5), rel=1e-6)
+    assert scores[3] == 0.0
+    # a word written twice counts twice (as in LanceDB); an unknown word counts for nothing
+    assert index.scores("c c zzz")[2] == pytest.approx(2 * lance_bm25(1, 2, 4, 1, 1.5), rel=1e-6)
+    assert not index.scores("zzz").any()
+
+
+def test_best_cuts_ties_by_gid_order():
+    scores = np.array([1.0, 3.0, 2.0, 2.0, 2.0, 0.0])
+    tiebreak = np.array([5, 4, 3, 2, 1, 0])  # row 4 comes first among equals, then 3, then 2
+    assert best(scores, None, 3, tiebreak).tolist() == [1, 4, 3]
+    assert best(scores, None, 10, tiebreak).tolist() == [1, 4, 3, 2, 0]  # no zero score
+    keep = np.array([True, True, True, False, True, True])
+    assert best(scores, keep, 3, tiebreak).tolist() == [1, 4, 2]
+
+
+@pytest.fixture(scope="module")
+def pair(example, monkeypatch_module):
+    """Two searchers of the example index: one that never holds the table in memory (the index
+    answers), one that does."""
+    monkeypatch_module.setattr(search_module, "RESIDENT_AFTER", 10**9)
+    cold = Memory(example.workspace, example.config)
+    warm = Memory(example.workspace, example.config)
+    warm.retriever.searcher.warm()
+    assert warm.retriever.searcher.resident() is not None
+    return cold, warm
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def filter_cases(table) -> list[Filters]:
+    """Filters of every kind, with values taken from the example table itself."""
+    data = table.search().select(["run", "gid", "named_ts", "named_seq"]).limit(10_000).to_arrow()
+    runs = sorted(set(data["run"].to_pylist()))
+    times = sorted(t for t in data["named_ts"].to_pylist() if t >= 0)
+    middle = times[len(times) // 2]
+    seqs = sorted(s for s, r in zip(data["named_seq"].to_pylist(), data["run"].to_pylist())
+                  if r == runs[0] and s >= 0)
+    return [Filters(), Filters(run=runs[0]), Filters(exclude_run=runs[0]), Filters(kind="lemma"),
+            Filters(status="proved"), Filters(library=True), Filters(hide=data["gid"][3].as_py()),
+            Filters(until=Until(micros=middle)),
+            Filters(until=Until(micros=middle, run=runs[0], seq=seqs[len(seqs) // 2])),
+            Filters(exclude_run=runs[-1], kind="lemma", until=Until(micros=times[-1]))]
+
+
+def test_mask_agrees_with_the_sql_prefilter(pair):
+    _, warm = pair
+    searcher = warm.retriever.searcher
+    resident, table = searcher.resident(), searcher.table("steps")
+    gids = np.asarray(resident.rows["gid"].to_pylist())
+    settings = sorted(set(resident.rows["setting"].to_pylist()))
+    from mem_retrieval.indexers.store import key
+
+    for filters in filter_cases(table):
+        for excluded in ((), (key(settings[0]),)):
+            request = Request.of("steps", "x", filters, excluded)
+            scan = table.search()
+            if request.where:
+                scan = scan.where(request.where)
+            by_sql = set(scan.select(["gid"]).limit(10_000).to_arrow()["gid"].to_pylist())
+            mask = request.mask(resident.columns)
+            by_mask = set(gids.tolist() if mask is None else gids[mask].tolist())
+            assert by_mask == by_sql, (filters, excluded)
+            assert by_sql != set(gids.tolist()) or (filters == Filters() and not excluded)
+
+
+QUERIES = ["GL2m/Sp2m generation", "Frobenius fixed field", "Satake transform of a spherical function",
+           "A5-7", "satake-two-levels/A5-7 Hecke algebra"]
+
+
+def test_every_strategy_answers_from_memory_as_from_the_index(pair):
+    cold, warm = pair
+    table = cold.retriever.searcher.table("steps")
+    compared = 0
+    for text in QUERIES:
+        for strategy in STRATEGIES:
+            for filters in filter_cases(table)[:8]:
+                for setting in (None, "F_q((t))"):
+                    query = ArchiveQuery(text, setting=setting, strategy=strategy, run=filters.run,
+                                         exclude_run=filters.exclude_run, kind=filters.kind,
+                                         status=filters.status, library=filters.library,
+                                         hide=filters.hide, until=filters.until)
+                    a, b = cold.retriever.ranked(query), warm.retriever.ranked(query)
+                    assert [c.gid for c in a] == [c.gid for c in b], query
+                    assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-4)
+                    compared += bool(a)
+    assert compared > 300
+    # the rows shown are read from memory, as from the index
+    page = warm.retriever.archive_search(ArchiveQuery("A5-7"))
+    assert page.hits == cold.retriever.archive_search(ArchiveQuery("A5-7")).hits
+
+
+def test_a_one_shot_call_never_reads_the_table_into_memory(example, monkeypatch):
+    monkeypatch.setattr(search_module, "RESIDENT_AFTER", RESIDENT_AFTER)
+    assert RESIDENT_AFTER == 3
+    memory = Memory(example.workspace, example.config)
+    searcher = memory.retriever.searcher
+    for _ in range(RESIDENT_AFTER - 1):  # one CLI call searches at most this often
+        memory.retriever.archive_search(ArchiveQuery("Frobenius fixed field", setting="F_q((t))"))
+    assert searcher._resident is None
+    memory.retriever.archive_search(ArchiveQuery("Frobenius fixed field"))
+    assert searcher._resident is not None  # started on a worker thread
+    searcher._resident.result()
+    assert searcher.resident() is not None
+
+
+def test_rank_bm25_engine_is_never_replaced(example):
+    config = replace(example.config, bm25=replace(example.config.bm25, engine="rank-bm25"))
+    searcher = Memory(example.workspace, config).retriever.searcher
+    searcher.warm()
+    assert searcher.resident() is None
+
+
+def lance_scores(memory: Memory, tokens: str) -> dict[str, float]:
+    from lancedb.query import MatchQuery
+
+    table = memory.retriever.searcher.table("steps")
+    data = (table.search(MatchQuery(tokens, "tokens"), query_type="fts").select(["gid", "_score"])
+            .limit(1000).to_arrow())
+    return dict(zip(data["gid"].to_pylist(), data["_score"].to_pylist()))
+
+
+def exact_scores(memory: Memory, tokens: str) -> dict[str, float]:
+    """BM25 computed afresh over the rows the table holds now (the oracle)."""
+    table = memory.retriever.searcher.table("steps")
+    data = table.search().select(["gid", "tokens"]).limit(1000).to_arrow()
+    scores = Bm25Index.build(data["tokens"]).scores(tokens)
+    return {g: float(s) for g, s in zip(data["gid"].to_pylist(), scores) if s > 0}
+
+
+def test_an_incremental_index_keeps_bm25_exact(tmp_path):
+    """LanceDB's incremental update counts replaced rows in its statistics: `mem index` builds the
+    full-text index again whenever rows change, so its scores stay those of the rows it holds (and
+    a warm searcher's, computed in memory, agree with a one-shot call's)."""
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step(f"g{i}", statement=f"frobenius curve number {i} " + "word " * i)
+                         for i in range(6)])
+    Memory.open(ws.root).index(progress=False)
+    ws.edit_step("gamma", "g1", statement="frobenius frobenius fixed field")
+    ws.edit_step("gamma", "g2", statement="an unrelated statement about curves")
+    Memory.open(ws.root).index(progress=False)
+    tree = ws.tree("gamma")
+    tree["steps"] = [s for s in tree["steps"] if s["id"] != "g3"]
+    ws.save_tree("gamma", tree)
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    for tokens in ("frobenius", "frobenius curve fixed", "statement"):
+        lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
+        assert lance.keys() == exact.keys()
+        assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
