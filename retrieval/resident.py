@@ -109,7 +109,7 @@ class ResidentSteps:
     BM25 index, all by row position; ``row_ids`` maps LanceDB row ids to positions."""
 
     rows: object                       # pyarrow.Table of StepRow.COLUMNS
-    columns: dict[str, "np.ndarray"]   # FILTER_COLUMNS
+    columns: dict[str, "np.ndarray"]   # FILTER_COLUMNS (the setting as ``Request.mask`` reads it)
     vectors: "np.ndarray | None"
     gid_rank: "np.ndarray"             # each row's place in gid order (ties between equal scores)
     sorted_row_ids: "np.ndarray"
@@ -127,6 +127,8 @@ class ResidentSteps:
                 .limit(max(table.count_rows(), 1)).to_arrow())
         columns = {name: np.asarray(data[name].to_numpy(zero_copy_only=False)) for name in FILTER_COLUMNS}
         columns["in_library"] = columns["in_library"].astype(bool)
+        columns["settings"], setting_of = np.unique(columns.pop("setting_key"), return_inverse=True)
+        columns["setting_of"] = setting_of.astype(np.int32)
         matrix = None
         if vectors and data.num_rows:
             block = data["vector"].combine_chunks()

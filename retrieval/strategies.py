@@ -54,13 +54,15 @@ class Request:
         return Request.of(self.table, self.text, Filters(hide=self.filters.hide, until=self.filters.until))
 
     def mask(self, columns: "dict[str, np.ndarray]") -> "np.ndarray | None":
-        """The prefilter over in-memory ``columns`` (``Filters.mask``, and setting_key for the
-        setting rule): True where ``where`` keeps the row, None for every row."""
+        """The prefilter over in-memory ``columns`` (``Filters.mask``; for the setting rule,
+        ``settings``: the distinct setting keys, and ``setting_of``: each row's place among them):
+        True where ``where`` keeps the row, None for every row."""
         import numpy as np
 
         keep = self.filters.mask(columns)
         if self.excluded:
-            allowed = ~np.isin(columns["setting_key"], np.asarray(self.excluded, dtype=np.int64))
+            left_out = np.isin(columns["settings"], np.asarray(self.excluded, dtype=np.int64))
+            allowed = ~left_out[columns["setting_of"]]
             keep = allowed if keep is None else keep & allowed
         return keep
 
