@@ -171,6 +171,35 @@ def test_no_search_imports_torch(example):
     assert result.stdout.strip().endswith("ok")
 
 
+def test_a_one_shot_read_command_runs_without_pandas(example):
+    """`mem archive-search` run as a command (no server) never imports pandas (pyarrow's dataset
+    module would when pandas is installed, ~53 MB of a cold search's memory) and answers as
+    in-process; pandas stays importable afterwards, and in-process callers (the API, the server)
+    keep it."""
+    import os
+
+    root = str(example.workspace.root)
+    code = (
+        "import contextlib, io, sys\n"
+        "from mem_retrieval.cli.main import main, run\n"
+        f"argv = ['--workspace', {root!r}, 'archive-search', 'GL2m/Sp2m generation', '--setting', 'F_q((t))']\n"
+        "one_shot, in_process = io.StringIO(), io.StringIO()\n"
+        "with contextlib.redirect_stdout(one_shot):\n"
+        "    assert main(argv) == 0\n"
+        "assert 'pandas' not in sys.modules and 'lancedb' in sys.modules\n"
+        "assert run(argv, out=in_process) == 0\n"
+        "assert one_shot.getvalue() == in_process.getvalue() and 'satake' in one_shot.getvalue()\n"
+        "import importlib.util\n"
+        "if importlib.util.find_spec('pandas'):  # installed (e.g. by ray[data]): still importable\n"
+        "    import pandas\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, MEM_NO_SERVER="1")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")
+
+
 @pytest.mark.slow
 def test_cli_json_shape(example):
     result = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(example.workspace.root),
