@@ -203,7 +203,7 @@ class Searcher:
 
     def steps_by_key(self, keys: list[int], request: Request) -> list[Candidate]:
         """The steps with these keys that pass the request's prefilter, with their vectors (votes
-        bring them), in table order."""
+        bring them; the caller orders them)."""
         table = self.table("steps")
         if table is None or not keys:
             return []
@@ -239,21 +239,24 @@ class Searcher:
         worked out once per searcher and setting (hundreds of distinct settings cost ~7 ms)."""
         if not setting or any_setting:
             return ()
-        if setting not in self._exclusions:
+        found = self._exclusions.get(setting)
+        if found is None:  # requests on other threads may fill (or clear) the memo meanwhile
+            found = tuple(store.key(s) for s in self.settings if self.incompatible(setting, s))
             if len(self._exclusions) > 1024:
                 self._exclusions.clear()
-            self._exclusions[setting] = tuple(store.key(s) for s in self.settings
-                                              if self.incompatible(setting, s))
-        return self._exclusions[setting]
+            self._exclusions[setting] = found
+        return found
 
     def incompatible(self, setting: str, other: str) -> bool:
         """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered)."""
         pair = (setting, other)
-        if pair not in self._matches:
+        found = self._matches.get(pair)
+        if found is None:
+            found = self.ontology.match(setting, other) == INCOMPATIBLE
             if len(self._matches) > 65536:
                 self._matches.clear()
-            self._matches[pair] = self.ontology.match(setting, other) == INCOMPATIBLE
-        return self._matches[pair]
+            self._matches[pair] = found
+        return found
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
