@@ -101,8 +101,7 @@ def test_mask_agrees_with_the_sql_prefilter(pair):
             assert by_sql != set(gids.tolist()) or (filters == Filters() and not excluded)
 
 
-QUERIES = ["Frobenius fixed field", "Satake transform of a spherical function",
-           "satake-two-levels/A5-7 Hecke algebra"]
+QUERIES = ["Frobenius fixed field", "satake-two-levels/A5-7 Hecke algebra Satake transform"]
 
 
 def test_every_strategy_answers_from_memory_as_from_the_index(pair):
@@ -111,8 +110,8 @@ def test_every_strategy_answers_from_memory_as_from_the_index(pair):
     compared = 0
     for text in QUERIES:
         for strategy in STRATEGIES:
-            for filters in filter_cases(table)[:8]:
-                for setting in (None, "F_q((t))"):
+            for i, filters in enumerate(filter_cases(table)):
+                for setting in (None, "F_q((t))")[i % 2:][:1 + (i == 0)]:  # both without filters
                     query = ArchiveQuery(text, setting=setting, strategy=strategy, run=filters.run,
                                          exclude_run=filters.exclude_run, kind=filters.kind,
                                          status=filters.status, library=filters.library,
@@ -121,7 +120,7 @@ def test_every_strategy_answers_from_memory_as_from_the_index(pair):
                     assert [c.gid for c in a] == [c.gid for c in b], query
                     assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-4)
                     compared += bool(a)
-    assert compared > 200
+    assert compared > 100
     # the rows shown are read from memory, as from the index
     page = warm.retriever.archive_search(ArchiveQuery("A5-7"))
     assert page.hits == cold.retriever.archive_search(ArchiveQuery("A5-7")).hits
