@@ -136,6 +136,8 @@ class ResidentSteps:
                 .limit(max(table.count_rows(), 1)).to_arrow())
         columns = {name: np.asarray(data[name].to_numpy(zero_copy_only=False)) for name in FILTER_COLUMNS}
         columns["in_library"] = columns["in_library"].astype(bool)
+        for name in ("kind", "status"):  # fixed-width text: compared in C, not object by object
+            columns[name] = columns[name].astype(str)
         columns["settings"], setting_of = np.unique(columns.pop("setting_key"), return_inverse=True)
         columns["setting_of"] = setting_of.astype(np.int32)
         matrix = None

@@ -155,7 +155,8 @@ class Searcher:
     def warm_soon(self) -> None:
         """Start reading the steps table into memory on a worker thread (once per searcher)."""
         with self._lock:
-            if self._resident is None and self.bm25_engine_is_lance and self.table("steps") is not None:
+            if (self._resident is None and self.config.bm25.engine == "lance"  # (rank-bm25: a comparison)
+                    and self.table("steps") is not None):
                 from mem_retrieval.retrieval.resident import ResidentSteps
 
                 table, vectors = self.table("steps"), not self.pending
@@ -166,10 +167,6 @@ class Searcher:
         self.warm_soon()
         if self._resident is not None:
             self._resident.result()
-
-    @property
-    def bm25_engine_is_lance(self) -> bool:
-        return self.config.bm25.engine == "lance"
 
     def _searched(self) -> None:
         """Count a text search; from the ``RESIDENT_AFTER``-th on, the table goes into memory."""
@@ -220,6 +217,7 @@ class Searcher:
         """The citation graph of the pinned steps table (read on first use)."""
         resident = self.resident()
         if resident is not None:
+            self._graph = None  # the resident table's graph replaces the one read before it
             return resident.graph
         if self._graph is None and self.table("steps") is not None:
             self._graph = CitationGraph.scan(self.table("steps"))
@@ -321,8 +319,8 @@ class Searcher:
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
         seen = {c.gid for c in ids}
-        request = Request.of("steps", query.text, filters,
-                             self.setting_exclusion(query.setting, query.any_setting))
+        request = Request("steps", query.text, filters,
+                          self.setting_exclusion(query.setting, query.any_setting))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
         if query.setting and not query.any_setting:
@@ -331,7 +329,7 @@ class Searcher:
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
-        ranked = self.strategy("rerank").rank(self, Request.of("events", text, filters))
+        ranked = self.strategy("rerank").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from mem_retrieval.indexers.store import in_list
@@ -40,18 +41,18 @@ class Request:
     table: str
     text: str
     filters: Filters
-    where: str | None
     excluded: tuple[int, ...] = ()
 
-    @classmethod
-    def of(cls, table: str, text: str, filters: Filters, excluded: tuple[int, ...] = ()) -> "Request":
-        clause = [f"NOT ({in_list('setting_key', excluded)})"] if excluded else []
-        return cls(table, text, filters, filters.where(table, clause), tuple(excluded))
+    @cached_property
+    def where(self) -> str | None:
+        """The prefilter as SQL (integer keys and closed enums only)."""
+        clause = [f"NOT ({in_list('setting_key', self.excluded)})"] if self.excluded else []
+        return self.filters.where(self.table, clause)
 
     def memory(self) -> "Request":
         """The same text over all that the query may see: without the filters that only choose
         candidates (run, kind, status, library, the setting rule), keeping ``hide`` and ``until``."""
-        return Request.of(self.table, self.text, Filters(hide=self.filters.hide, until=self.filters.until))
+        return Request(self.table, self.text, Filters(hide=self.filters.hide, until=self.filters.until))
 
     def mask(self, columns: "dict[str, np.ndarray]") -> "np.ndarray | None":
         """The prefilter over in-memory ``columns`` (``Filters.mask``; for the setting rule,

@@ -90,7 +90,7 @@ def test_mask_agrees_with_the_sql_prefilter(pair):
 
     for filters in filter_cases(table):
         for excluded in ((), (key(settings[0]),)):
-            request = Request.of("steps", "x", filters, excluded)
+            request = Request("steps", "x", filters, excluded)
             scan = table.search()
             if request.where:
                 scan = scan.where(request.where)
