@@ -14,7 +14,12 @@ judgments of the pages already read, never of later ones.
 - ``hint``: reads on while the page's estimate of relevant hits remaining on later pages
   (retrieval.hint.estimate_remaining) is at least 1.
 
-Early-stop loss = recall after ``max_pages`` pages − recall where the pager stopped (never negative)."""
+Early-stop loss = recall after ``max_pages`` pages − recall where the pager stopped (never negative).
+
+``fewest_pages`` is a bound, not a pager: the fewest mean pages that any stopping rule could read
+on these lists with a mean loss of at most ``STOP_LOSS`` (0.02), found by a rule that knows where
+every relevant hit is. A pager needing more is one a better stopping rule could beat; a target
+below it is out of reach for this ranking, whatever the hint says."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from mem_retrieval.retrieval.hint import estimate_remaining
 MAX_PAGES = 10
 FIXED_K = 2
 SCORE_DROP = 0.5
+STOP_LOSS = 0.02
 
 
 @dataclass(frozen=True)
@@ -149,10 +155,35 @@ class PagerSummary:
     loss: float
 
 
+def fewest_pages(curves: Sequence[Sequence[float]], loss: float = STOP_LOSS) -> PagerSummary:
+    """The stops with the fewest mean pages whose mean early-stop loss is at most ``loss``, each
+    query's stop chosen knowing its ``curve`` (recall after pages 1 … max_pages): exact, by dynamic
+    programming over the total pages read (the least total loss for each total)."""
+    import numpy as np
+
+    if not curves:
+        return PagerSummary(0.0, 0.0, 0.0)
+    count = len(curves)
+    width = max(len(curve) for curve in curves)
+    least = np.zeros(1)  # least[t]: the least summed loss over the queries so far reading t pages
+    for curve in curves:
+        last = np.asarray(curve, dtype=np.float64)
+        lost = last[-1] - last  # stopping after page p loses lost[p - 1]
+        nxt = np.full(len(least) + width, np.inf)
+        for page in range(1, len(curve) + 1):
+            reach = slice(page, page + len(least))
+            nxt[reach] = np.minimum(nxt[reach], least + lost[page - 1])
+        least = nxt
+    total = int(np.flatnonzero(least <= loss * count + 1e-9)[0])
+    full = sum(curve[-1] for curve in curves) / count
+    return PagerSummary(total / count, full - least[total] / count, least[total] / count)
+
+
 @dataclass(frozen=True)
 class PagingSummary:
     recall_by_page: list[float]
     pagers: dict[str, PagerSummary]
+    bound: PagerSummary | None = None   # fewest_pages: what the best stopping rule would read
 
 
 def summarize(lists: Sequence[RankedPages], pagers: Mapping[str, Pager],
@@ -170,4 +201,4 @@ def summarize(lists: Sequence[RankedPages], pagers: Mapping[str, Pager],
         recall = sum(stop.recall for stop in stops) / count
         loss = sum(curve[-1] - stop.recall for curve, stop in zip(curves, stops)) / count
         summaries[name] = PagerSummary(pages if lists else 0.0, recall, loss)
-    return PagingSummary(mean_curve, summaries)
+    return PagingSummary(mean_curve, summaries, fewest_pages(curves))

@@ -27,6 +27,7 @@ class StrategyResult:
     metrics: dict[str, float]
     recall_by_page: list[float]
     pagers: dict[str, PagerSummary]
+    bound: PagerSummary     # eval.paging.fewest_pages: the best stopping rule's pages at loss ≤ 0.02
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,23 @@ class PagingEvaluation:
 
     def to_json(self) -> dict:
         """The shape other tools read: ``{"queries", "default", "strategies": {name: {"metrics",
-        "recall_by_page", "pagers": {pager: {"pages", "recall", "loss"}}}}}``."""
+        "recall_by_page", "pagers": {pager: {"pages", "recall", "loss"}}, "bound": {"pages",
+        "recall", "loss"}}}}`` (``bound``: the fewest pages any stopping rule reads at a loss of
+        at most ``STOP_LOSS``)."""
         return {"queries": self.queries, "default": self.default, "strategies": {
             name: {"metrics": {metric: _round(value) for metric, value in result.metrics.items()},
                    "recall_by_page": [_round(value) for value in result.recall_by_page],
-                   "pagers": {pager: {"pages": _round(summary.pages), "recall": _round(summary.recall),
-                                      "loss": _round(summary.loss)}
-                              for pager, summary in result.pagers.items()}}
+                   "pagers": {pager: _summary(summary) for pager, summary in result.pagers.items()},
+                   "bound": _summary(result.bound)}
             for name, result in self.strategies.items()}}
 
 
 def _round(value: float) -> float:
     return round(value, 6)
+
+
+def _summary(summary: PagerSummary) -> dict[str, float]:
+    return {"pages": _round(summary.pages), "recall": _round(summary.recall), "loss": _round(summary.loss)}
 
 
 def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:
@@ -127,7 +133,8 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
                 lists.append(RankedPages(tuple(scores), tuple(scores.values()), relevant, page_size))
                 bar.update(1)
             paging = summarize(lists, pagers, max_pages)
-            results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers)
+            results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers,
+                                           paging.bound)
             runs[name] = run
     return PagingEvaluation(len(chosen), page_size, max_pages, results, runs, default)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from mem_retrieval.eval.judgments import write_trec_run
-from mem_retrieval.eval.paging import recall_at
+from mem_retrieval.eval.paging import STOP_LOSS, recall_at
 from mem_retrieval.eval.paging_eval import PagingEvaluation
 from mem_retrieval.records.files import replace_atomic, write_atomic
 
 PLOT = "recall_by_page.png"
 REPORT = "report.md"
+BOUND = f"bound-{STOP_LOSS:g}"  # the pager table's row for eval.paging.fewest_pages
 
 
 def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], list[str], list[list[str]],
@@ -27,7 +28,7 @@ def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], lis
     pager_rows = [[name, pager, f"{summary.pages:.2f}", f"{summary.recall:.3f}", f"{summary.loss:.3f}",
                    _versus_fixed(result.recall_by_page, summary.recall, summary.pages)]
                   for name, result in evaluation.strategies.items()
-                  for pager, summary in result.pagers.items()]
+                  for pager, summary in [*result.pagers.items(), (BOUND, result.bound)]]
     return (["strategy"] + metrics, metric_rows, ["strategy"] + pages, page_rows,
             ["strategy", "pager", "pages", "recall", "loss", "vs fixed"], pager_rows)
 
@@ -64,7 +65,8 @@ def table_text(evaluation: PagingEvaluation) -> str:
         _aligned(metric_head, metric_rows),
         "recall after page\n" + _aligned(page_head, page_rows),
         "pagers (mean pages read, recall at stop, early-stop loss, recall minus fixed paging's "
-        "at the same mean pages)\n" + _aligned(pager_head, pager_rows),
+        f"at the same mean pages; {BOUND}: the fewest pages any stopping rule reads at a loss of at "
+        f"most {STOP_LOSS:g}, knowing the judgments)\n" + _aligned(pager_head, pager_rows),
     ])
 
 
@@ -84,7 +86,10 @@ def report_markdown(evaluation: PagingEvaluation) -> str:
         "with no new relevant hit; `score-drop` stops after a page whose best score is below a "
         "fraction (0.5) of the first hit's; `hint` reads on while the page's estimate of relevant "
         "hits remaining is at least 1 (the sum, over the next pages, of each hit's score height "
-        "above the list's median relative to the top score's).\n\n" + _markdown(pager_head, pager_rows),
+        "above the list's median relative to the top score's). "
+        f"`{BOUND}` is not a pager but a bound: the fewest mean pages any stopping rule could read "
+        f"on these lists with a mean loss of at most {STOP_LOSS:g}, each stop chosen knowing the "
+        "judgments; no pager does better on this ranking.\n\n" + _markdown(pager_head, pager_rows),
     ]) + "\n"
 
 

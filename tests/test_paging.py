@@ -15,7 +15,7 @@ import pytest
 from mem_retrieval.retrieval.hint import estimate_remaining, relevance_weights
 from mem_retrieval.eval.judgments import Query, write_trec_run
 from mem_retrieval.eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
-from mem_retrieval.eval.paging import (RankedPages, fixed, first_page, hint, patience, read, recall_at,
+from mem_retrieval.eval.paging import (RankedPages, fewest_pages, fixed, first_page, hint, patience, read, recall_at,
                          recall_by_page, score_drop, standard_pagers, summarize)
 from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
 from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
@@ -178,6 +178,34 @@ def _stop(pages: int, recall: float):
     return Stop(pages, recall)
 
 
+def test_fewest_pages_bound_by_hand():
+    late, early = [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]   # gold on page 3; gold on page 1
+    assert fewest_pages([late, early], loss=0.0).pages == 2.0      # 3 + 1 pages, nothing lost
+    assert fewest_pages([late, early], loss=0.02).pages == 2.0
+    cut = fewest_pages([late, early], loss=0.5)                     # q1 gives up its one hit
+    assert (cut.pages, cut.recall, cut.loss) == (1.0, 0.5, 0.5)
+    half = [0.5, 0.5, 1.0]                                          # gold on pages 1 and 3
+    assert fewest_pages([half, half], loss=0.25).pages == 2.0       # one stops at 1, one reads 3
+    assert fewest_pages([half, half], loss=0.2).pages == 3.0
+    assert fewest_pages([], loss=0.02).pages == 0.0
+
+
+def test_fewest_pages_agrees_with_brute_force():
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    for _ in range(30):
+        curves = []
+        for _ in range(rng.randint(1, 4)):
+            hits = sorted(rng.randint(1, 4) for _ in range(rng.randint(1, 3)))
+            curves.append([sum(h <= page for h in hits) / len(hits) for page in range(1, 5)])
+        budget = rng.choice([0.0, 0.02, 0.1, 0.3])
+        best = min(sum(stops) for stops in itertools.product(range(1, 5), repeat=len(curves))
+                   if sum(c[-1] - c[s - 1] for c, s in zip(curves, stops)) <= budget * len(curves) + 1e-9)
+        assert fewest_pages(curves, loss=budget).pages == best / len(curves)
+
+
 def test_patience_stops_after_a_first_page_without_gold():
     gids = filler("n", 20)
     gids[7] = "gold"
@@ -285,7 +313,8 @@ def test_evaluation_json_has_the_issue_shape():
     assert data["default"] is None  # a toy ranker: no configured default
     assert list(data["strategies"]) == ["bm25", "rerank"]
     for result in data["strategies"].values():
-        assert list(result) == ["metrics", "recall_by_page", "pagers"]
+        assert list(result) == ["metrics", "recall_by_page", "pagers", "bound"]
+        assert list(result["bound"]) == ["pages", "recall", "loss"]
         assert list(result["metrics"]) == ["R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP"]
         assert len(result["recall_by_page"]) == 4
         assert list(result["pagers"]) == PAGERS
@@ -295,6 +324,8 @@ def test_evaluation_json_has_the_issue_shape():
     bm25 = data["strategies"]["bm25"]
     assert bm25["recall_by_page"] == [0.25, 0.25, 0.5, 0.5]  # q1: gold on pages 1 and 3; q3: none
     assert bm25["pagers"]["patience-1"] == {"pages": 1.5, "recall": 0.25, "loss": 0.25}
+    # q1 must read to page 3 to lose nothing; q3 (no hit) stops at once: (3 + 1) / 2 pages
+    assert bm25["bound"] == {"pages": 2.0, "recall": 0.5, "loss": 0.0}
     # the unjudged query is never searched; the judged one keeps its setting and run for the ranker
     assert {qid for _, qid, _ in ranker.asked} == {"q1", "q3"}
 
