@@ -155,14 +155,12 @@ def build_workspace(root: Path) -> Workspace:
 
 
 os.environ["MEM_NO_AUTOSTART"] = "1"  # no test leaves a server behind; tests of it clear this
-# The suite's own export cache (text/onnx.py cache_dir): every index in the session links the one
-# export made first, and the suite never reads or writes the user's ~/.cache.
-_CACHE = tempfile.mkdtemp(prefix="mem-test-cache-")
+# The suite's own export cache (text/onnx.py cache_dir), never the user's ~/.cache: every index
+# links the one export made first. It is kept between runs in the temp folder (an export is
+# deterministic for given package versions, which key it, and is checked whole before it is
+# linked), so only a machine's first run pays the ~9 s of torch that making it costs.
+_CACHE = os.path.join(tempfile.gettempdir(), f"mem-test-cache-{getattr(os, 'getuid', lambda: 0)()}")
 os.environ["MEM_CACHE_DIR"] = _CACHE
-
-
-def pytest_sessionfinish(session, exitstatus) -> None:
-    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 def pytest_addoption(parser) -> None:

@@ -85,45 +85,81 @@ def test_each_schema_is_a_valid_draft_2020_12_schema(name):
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
+class Places(dict):
+    """The workspaces and files the cases name, each made the first time a case asks for it (a case
+    reads one workspace and a file or two: building all of them for each case cost seconds)."""
+
+    def __init__(self, makers):
+        super().__init__()
+        self.makers = makers
+
+    def __missing__(self, name):
+        self[name] = self.makers[name]()
+        return self[name]
+
+    def get(self, name, default=None):
+        return self[name] if name in self.makers else default
+
+
 @pytest.fixture
 def places(example, workspace, tmp_path):
     """The workspaces and files the cases name."""
-    broken = tmp_path / "broken"
-    copy_workspace(workspace.root, broken)
-    (broken / "alpha" / "memory" / "core.md").write_text("## inputs      a4 proved\n## next  a2 refuted\n")
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text("".join(line + "\n" for line in
-                               (EXAMPLE / "eval" / "queries.jsonl").read_text().splitlines()[:3]))
-    qrels = tmp_path / "qrels"
-    qrels.write_text("".join(line + "\n" for line in (EXAMPLE / "eval" / "qrels").read_text().splitlines()
-                             if line.split()[:1] in (["q1"], ["q2"], ["q3"])))
-    problem = tmp_path / "problem.json"
-    problem.write_text(json.dumps({"queries": [{"qid": "q1"}, {"qid": "q2"}],
-                                   "events": [{"id": "e1"}, {"id": "e2", "true": False}],
-                                   "spans": [{"events": ["e1"], "answers": ["q1"]},
-                                             {"events": ["e2"], "answers": ["q1", "q2"]}]}))
-    folder = tmp_path / "project"
-    folder.mkdir()
-    # mem eval fusion's own end-to-end case (tests/test_fusion.py): g1 votes for alpha/a1
-    fusion = build_workspace(tmp_path / "fusion")
-    fusion.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+
+    def broken():
+        folder = tmp_path / "broken"
+        copy_workspace(workspace.root, folder)
+        (folder / "alpha" / "memory" / "core.md").write_text("## inputs      a4 proved\n## next  a2 refuted\n")
+        return folder
+
+    def queries():
+        path = tmp_path / "queries.jsonl"
+        path.write_text("".join(line + "\n" for line in
+                                (EXAMPLE / "eval" / "queries.jsonl").read_text().splitlines()[:3]))
+        return str(path)
+
+    def qrels():
+        path = tmp_path / "qrels"
+        path.write_text("".join(line + "\n" for line in (EXAMPLE / "eval" / "qrels").read_text().splitlines()
+                                if line.split()[:1] in (["q1"], ["q2"], ["q3"])))
+        return str(path)
+
+    def problem():
+        path = tmp_path / "problem.json"
+        path.write_text(json.dumps({"queries": [{"qid": "q1"}, {"qid": "q2"}],
+                                    "events": [{"id": "e1"}, {"id": "e2", "true": False}],
+                                    "spans": [{"events": ["e1"], "answers": ["q1"]},
+                                              {"events": ["e2"], "answers": ["q1", "q2"]}]}))
+        return str(path)
+
+    def folder():
+        path = tmp_path / "project"
+        path.mkdir()
+        return str(path)
+
+    def fusion():
+        # mem eval fusion's own end-to-end case (tests/test_fusion.py): g1 votes for alpha/a1
+        ws = build_workspace(tmp_path / "fusion")
+        ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
                              make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
-    Memory.open(fusion.root).index(progress=False)
-    (tmp_path / "fq.jsonl").write_text(json.dumps(
-        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
-    (tmp_path / "fr.qrels").write_text("q 0 alpha/a1 1\n")
-    return {"example": example.workspace.root, "own": workspace.root, "broken": broken,
-            "fusion-ws": fusion.root, "{fusion_queries}": str(tmp_path / "fq.jsonl"),
-            "{fusion_qrels}": str(tmp_path / "fr.qrels"),
-            "{queries}": str(queries), "{qrels}": str(qrels),
-            "{problem}": str(problem), "{folder}": str(folder)}
+        Memory.open(ws.root).index(progress=False)
+        (tmp_path / "fq.jsonl").write_text(json.dumps(
+            {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
+        (tmp_path / "fr.qrels").write_text("q 0 alpha/a1 1\n")
+        return ws.root
+
+    return Places({"example": lambda: example.workspace.root, "own": lambda: workspace.root,
+                   "broken": broken, "fusion-ws": fusion,
+                   "{fusion_queries}": lambda: str(tmp_path / "fq.jsonl"),
+                   "{fusion_qrels}": lambda: str(tmp_path / "fr.qrels"),
+                   "{queries}": queries, "{qrels}": qrels, "{problem}": problem, "{folder}": folder})
 
 
 @pytest.mark.parametrize("name, argv, where", CASES, ids=[" ".join(c[1][:3]) for c in CASES])
 def test_the_json_output_matches_its_schema(places, name, argv, where):
+    root = places[where]  # the workspace first: it writes the files its arguments name
     argv = [places.get(a, a) for a in argv]
     out, err = io.StringIO(), io.StringIO()
-    code = run_cli(["--workspace", str(places[where]), "--json", *argv], out=out, err=err)
+    code = run_cli(["--workspace", str(root), "--json", *argv], out=out, err=err)
     data = json.loads(out.getvalue())
     assert ("error" in data) == (name == "error") and (code == 0 or name in ("error", "check", "eval-reuse")
                                                        or "hits" in data), (code, data, err.getvalue())
