@@ -136,6 +136,9 @@ class Index:
     meta_token: str | None = None  # the version of meta.json this run started from
     engine: Any = None          # a distributed embedder (indexers.distributed.RayEngine), or None
     embed_seconds: float = 0.0  # spent waiting for vectors (the embedding phase)
+    unpublished: frozenset[str] = frozenset()  # tables holding commits meta.json does not pin: a
+                                # run stopped between its commit and its publish (its full-text
+                                # index may not have been built again), or another writer's
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -245,7 +248,10 @@ def open_index(location: Location, config: Config, full: bool,
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
     spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
         else _spec(location, ref, config)
-    return Index(location, db, tables, full, model_same, tuned, spec, token)
+    pinned = meta.get("versions", {}) if meta is not None else {}
+    unpublished = frozenset(name for name, table in tables.items()
+                            if table is not None and pinned.get(name) != table.version)
+    return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished)
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -421,7 +427,8 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
            pending: set[str] = frozenset()) -> dict[str, int]:
     """Write each table in one commit (upserts and deletions together; a full build replaces it),
     refresh its indexes, then meta.json, written last and atomically: it pins the versions readers
-    use, so a crash anywhere before leaves the old index readable. Rows whose text is ``pending``
+    use, so a crash anywhere before leaves the old index readable, and the next run finishes the
+    indexes of a table that holds commits meta.json does not pin (``Index.unpublished``). Rows whose text is ``pending``
     get a placeholder vector and ``embedded`` false (``backfill`` fills them)."""
     for name, table_plan in plan.tables.items():
         data = _arrow(table_plan, vectors, config.model.dim, pending)
@@ -439,7 +446,8 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
                 else:
                     table.delete(store.in_list("key", removed_keys))
         table = _refresh_indexes(index, table, fresh=plan.full,
-                                 rewritten=bool(table_plan.changed or table_plan.removed))
+                                 rewritten=bool(table_plan.changed or table_plan.removed)
+                                 or name in index.unpublished)
         if not plan.full:
             _read_fts(table)
     return _publish(index, config)

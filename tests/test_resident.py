@@ -185,3 +185,33 @@ def test_an_incremental_index_keeps_bm25_exact(tmp_path):
         lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
         assert lance.keys() == exact.keys()
         assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
+
+
+def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_path, monkeypatch):
+    """A run that committed a deletion and stopped before it built the full-text index again (and
+    before meta.json) leaves a table holding a commit no meta.json pins: the next run, which finds
+    no row to change, still builds the index again, so BM25 is that of the rows held."""
+    from conftest import build_workspace, make_step
+    from mem_retrieval.indexers import build
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step(f"g{i}", statement=f"frobenius curve number {i} " + "word " * i)
+                         for i in range(6)])
+    Memory.open(ws.root).index(progress=False)
+    tree = ws.tree("gamma")
+    tree["steps"] = [s for s in tree["steps"] if s["id"] not in ("g3", "g4")]
+    ws.save_tree("gamma", tree)
+
+    def stop(index, table, fresh, rewritten=False):
+        raise KeyboardInterrupt  # the process ends here: the deletion is committed, nothing after
+
+    with monkeypatch.context() as patch:
+        patch.setattr(build, "_refresh_indexes", stop)
+        with pytest.raises(KeyboardInterrupt):
+            Memory.open(ws.root).index(progress=False)
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    for tokens in ("frobenius", "frobenius curve word", "number"):
+        lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
+        assert lance.keys() == exact.keys()
+        assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
