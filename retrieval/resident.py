@@ -203,11 +203,15 @@ class ResidentSteps:
 
 
 def _give_back_freed_memory() -> None:
-    """Return the heap the build freed to the system (glibc's ``malloc_trim``; ~200 MB at
-    100,000 steps that a long-lived server would otherwise keep). Elsewhere: nothing."""
+    """Return the memory the build freed to the system: Arrow's allocator (mimalloc) keeps the
+    pages it freed, glibc its heap (``malloc_trim``; Linux only). At 100,000 steps the searcher's
+    process then holds ~460 MB (~520 with the heap trimmed alone, ~700 with neither)."""
     import ctypes
     import sys
 
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None).malloc_trim(0)
