@@ -7,13 +7,14 @@ that nothing is embedded twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,11 +122,34 @@ def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress) -
     return out
 
 
-@lru_cache(maxsize=4)
+_SESSIONS: "dict[tuple, Any]" = {}  # ONNX embedders by what they compute (``_content``) and workers
+_SESSIONS_KEPT = 4
+
+
 def _onnx(spec: ModelSpec, workers: int):
+    """The embedder of an export, shared by every index whose export has the same files (each
+    workspace links its own copy of one export: loading it again cost ~0.1 s a session)."""
     from mem_retrieval.text.onnx import OnnxEmbedder
 
-    return OnnxEmbedder(Path(spec.export), spec.quantized, workers)
+    key = (*_content(spec.export, spec.quantized), workers)
+    found = _SESSIONS.pop(key, None) or OnnxEmbedder(Path(spec.export), spec.quantized, workers)
+    _SESSIONS[key] = found  # the most recent last
+    while len(_SESSIONS) > _SESSIONS_KEPT:
+        del _SESSIONS[next(iter(_SESSIONS))]
+    return found
+
+
+@lru_cache(maxsize=64)
+def _content(export: str, quantized: bool) -> tuple[str, str, bool]:
+    """What an export folder computes with: the sha256 of its weights and tokenizer (its
+    manifest), and whether int8; the folder itself when its manifest cannot say (nothing shared)."""
+    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST
+
+    try:
+        files = json.loads((Path(export) / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return files[INT8 if quantized else FP32]["sha256"], files["tokenizer.json"]["sha256"], quantized
+    except (OSError, ValueError, KeyError, TypeError):
+        return export, "", quantized
 
 
 def embed_query(text: str, spec: ModelSpec | str) -> "np.ndarray":
