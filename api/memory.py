@@ -60,7 +60,7 @@ class Memory:
                        **options: Any) -> Page[Hit]:
         """Steps of the runs and the library, a page at a time (SPEC §9). ``options`` are the
         fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library,
-        exclude_run, hide)."""
+        context_run, exclude_run, hide)."""
         return self.retriever.archive_search(self._archive_query(query, setting, options), page)
 
     def archive_hits(self, query: str | ArchiveQuery, setting: str | None = None,

@@ -65,7 +65,8 @@ def _page_arg(spell: Spell, page: int) -> str:
 def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     page = memory.archive_search(
         a["query"], a["setting"], run=a["run"], kind=a["kind"], status=a["status"], page=a["page"],
-        any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"])
+        any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"],
+        context_run=a["context_run"])
     notes = tuple(note.render(spell) for note in page.notes)
     if not page.total:
         return Answer(page.as_dict(), "no hits", 1, notes)

@@ -70,6 +70,7 @@ class Weights:
     cosine: float = rule(minimum=0.0)
     vote: float = rule(minimum=0.0)
     prior: float = rule(minimum=0.0)
+    context: float = rule(minimum=0.0)
 
 
 @dataclass(frozen=True)

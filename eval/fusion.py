@@ -23,7 +23,8 @@ from mem_retrieval.retrieval.strategies import fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
-FEATURES = {"graph": ("bm25", "vote", "prior"), "rerank-graph": ("bm25", "cosine", "vote", "prior")}
+FEATURES = {"graph": ("bm25", "vote", "prior", "context"),
+            "rerank-graph": ("bm25", "cosine", "vote", "prior", "context")}
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
     out = []
     for query in queries:
         ids, found = retriever.candidates(ArchiveQuery(query.query, query.setting, exclude_run=query.run,
-                                                       hide=query.step, strategy=strategy))
+                                                       hide=query.step, strategy=strategy,
+                                                       context_run=query.run))
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
@@ -101,17 +103,19 @@ class FusionChoice:
     in_sample: dict[str, float]             # every query scored with ``chosen`` (optimistic)
     admissible: int | None = None           # grid points keeping the guard set at its floor
     guard_ndcg: float | None = None         # the guard set's nDCG@10 under ``chosen``
+    guard_floor: float | None = None        # what the guard set must keep
 
     def toml(self) -> str:
         key = self.strategy.replace("-", "_")
         return f"[fusion.{key}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
-                                             for name in ("bm25", "cosine", "vote", "prior"))
+                                             for name in ("bm25", "cosine", "vote", "prior", "context"))
 
     def as_dict(self) -> dict:
         return {"strategy": self.strategy, "queries": self.queries, "folds": self.folds,
                 "grid": self.grid, "chosen": self.chosen, "fold_weights": self.fold_weights,
                 "cross_validated": self.cross_validated, "in_sample": self.in_sample,
-                "admissible": self.admissible, "guard_ndcg": self.guard_ndcg}
+                "admissible": self.admissible, "guard_ndcg": self.guard_ndcg,
+                "guard_floor": self.guard_floor}
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,8 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
                    step: float = 0.1, depth: int = 100, guard: Guard | None = None,
                    progress: bool = False) -> FusionChoice:
     """The grid's best weights on every query, and the cross-validated figures of that choice;
-    with ``guard``, only among the weights that keep the guard set at its floor."""
+    with ``guard``, only among the weights that keep the guard set at its floor (when none does,
+    among those that come closest: ``admissible`` is then 0)."""
     from tqdm import tqdm
 
     gold = judged(qrels)
@@ -137,12 +142,13 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     folds = max(1, min(folds, len({f.run for f in features})))
     fold = folds_by_run([f.run for f in features], folds)
     scores = []  # per grid point: {qid: {metric: value}}
-    admissible = []
+    kept = []    # per grid point: the guard set's nDCG@10 (1 without a guard)
     for weights in tqdm(grid, desc="fusion grid", disable=None if progress else True, leave=False):
         run = {f.qid: rank(f, weights, depth) for f in features}
         scores.append(per_query(run, gold, REPORTED))
-        admissible.append(guard is None or guarded_ndcg(guard, weights, depth) >= guard.floor - 1e-9)
-    candidates = [p for p in range(len(grid)) if admissible[p]] or list(range(len(grid)))
+        kept.append(guarded_ndcg(guard, weights, depth) if guard else 1.0)
+    admissible = [p for p in range(len(grid)) if guard is None or kept[p] >= guard.floor - 1e-9]
+    candidates = admissible or [p for p in range(len(grid)) if kept[p] >= max(kept) - 1e-9]
 
     def best(chosen_queries: list[str]) -> int:
         def objective(point: int) -> float:
@@ -159,8 +165,8 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     chosen = best(qids)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
     return FusionChoice(strategy, len(qids), folds, len(grid), grid[chosen], fold_weights,
-                        mean(held), mean(scores[chosen]), len(candidates) if guard else None,
-                        guarded_ndcg(guard, grid[chosen], depth) if guard else None)
+                        mean(held), mean(scores[chosen]), len(admissible) if guard else None,
+                        kept[chosen] if guard else None, guard.floor if guard else None)
 
 
 def guarded_ndcg(guard: Guard, weights: dict[str, float], depth: int) -> float:

@@ -35,12 +35,13 @@ class Ranker(Protocol):
 def make_ranker(retriever: Retriever, *, library: bool = False, until=None) -> Ranker:
     """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
     query's setting is the search setting; its run's own steps are never candidates (a run cannot
-    reuse itself); a query naming its ``step`` is answered leave-one-out: that step is hidden.
+    reuse itself) and it is the query's context (what the run's steps cite guides the graph
+    strategies); a query naming its ``step`` is answered leave-one-out: that step is hidden.
     ``library``: only library steps are candidates; ``until``: memory as it stood then."""
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
         search = ArchiveQuery(query.query, query.setting, exclude_run=query.run, hide=query.step,
-                              strategy=strategy, library=library, until=until)
+                              strategy=strategy, library=library, until=until, context_run=query.run)
         return [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
 
     return ranker

@@ -97,12 +97,31 @@ class CitationGraph:
 
     def in_degree(self, seen: "np.ndarray | None") -> "np.ndarray":
         """How many visible steps cite each row (links from what is not visible do not count)."""
+        return self.cited if seen is None else self.cited_by(seen, seen)
+
+    def cited_by(self, citing: "np.ndarray", seen: "np.ndarray | None") -> "np.ndarray":
+        """How many of the rows ``citing`` (a mask) cite each row; links to rows that are not
+        visible (``seen``) are dropped."""
         import numpy as np
 
-        if seen is None:
-            return self.cited
-        sources = np.repeat(seen, np.diff(self.offsets))
-        return np.bincount(self.targets[sources], minlength=len(self)) * seen
+        sources = np.repeat(citing, np.diff(self.offsets))
+        counts = np.bincount(self.targets[sources], minlength=len(self))
+        return counts if seen is None else counts * seen
+
+    def context(self, run: str, filters: "Filters", seen: "np.ndarray | None") -> "np.ndarray":
+        """The rows of the query's own run ``run`` (the context, ``ArchiveQuery.context_run``)
+        that the query may see: when it hides a step of that run (leave-one-out), only those
+        named before it in the run's log, as the run stood when that step was written."""
+        import numpy as np
+
+        mates = self.run_keys == key(run)
+        if seen is not None:
+            mates &= seen
+        if filters.hide is not None:
+            hidden = int(self.rows(np.asarray([key(filters.hide)]))[0])
+            if hidden >= 0 and self.run_keys[hidden] == key(run) and self.named_seq[hidden] >= 0:
+                mates &= (self.named_seq >= 0) & (self.named_seq < self.named_seq[hidden])
+        return mates
 
     def votes(self, voters: "np.ndarray", weights: "np.ndarray", seen: "np.ndarray | None") -> "np.ndarray":
         """Each row's vote: the summed weights of the ``voters`` (rows) citing it; links to rows
@@ -137,8 +156,10 @@ def graph_candidates(search, request, vector) -> list:
     does not win every query. The ``graph.voted`` best voted steps BM25 did not find that pass the
     same prefilter (filters, setting rule) as any candidate join the pool (of the
     ``OVERFETCH * graph.voted`` best voted). Each candidate carries bm25
-    (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote and
-    prior = log(1 + cited), counted over what the query may see (``CitationGraph.visible``)."""
+    (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote,
+    prior = log(1 + cited) and context = log(1 + how many steps of the query's own run cite it;
+    0 without ``request.context``: ``CitationGraph.context``), counted over what the query may
+    see (``CitationGraph.visible``)."""
     import numpy as np
 
     config = search.config.graph
@@ -154,6 +175,8 @@ def graph_candidates(search, request, vector) -> list:
         return []
     votes = graph.votes(*_voters(graph, neighbours, query_vector, config, seen), seen)
     cited = graph.in_degree(seen).astype(np.float64)
+    context = (np.log1p(graph.cited_by(graph.context(request.context, request.filters, seen), seen))
+               if request.context is not None else None)
     if config.hub_damping:
         votes = votes / (1.0 + cited) ** config.hub_damping
     rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
@@ -168,7 +191,8 @@ def graph_candidates(search, request, vector) -> list:
     found_rows = graph.rows(np.asarray([key(c.gid) for c in found], dtype=np.int64))
     prior = np.log1p(cited)
     return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,
-                     prior=float(prior[row]) if row >= 0 else 0.0)
+                     prior=float(prior[row]) if row >= 0 else 0.0,
+                     context=float(context[row]) if row >= 0 and context is not None else 0.0)
             for c, row in zip(_with_cosine(found, query_vector), found_rows.tolist())]
 
 

@@ -84,8 +84,9 @@ class ArchiveQuery:
     unless ``any_setting``). ``run``, ``kind``, ``status`` keep only matching steps; ``library`` keeps
     only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
     step's global id made invisible (leave-one-out, SPEC §10); ``until`` is memory as of an event (a
-    ``--until`` value, resolved against the workspace, or an ``Until``). ``strategy`` None is the
-    configured default."""
+    ``--until`` value, resolved against the workspace, or an ``Until``). ``context_run`` is the run
+    the query is asked from: what its steps already cite guides the graph strategies (it filters
+    nothing). ``strategy`` None is the configured default."""
 
     text: str
     setting: str | None = None
@@ -98,6 +99,7 @@ class ArchiveQuery:
     hide: str | None = None
     until: str | Until | None = None
     strategy: str | None = None
+    context_run: str | None = None
 
     def __post_init__(self) -> None:
         check_text(self.text)
@@ -109,6 +111,8 @@ class ArchiveQuery:
             raise BadInput(f"{self.hide!r} is not a global id (run/step)", param="hide")
         if self.setting is not None and not self.setting.strip():
             object.__setattr__(self, "setting", None)
+        if self.context_run is not None and not self.context_run.strip():
+            object.__setattr__(self, "context_run", None)
 
     def filters(self, until: Until | None) -> "Filters":
         """The prefilter of this query, with its ``until`` resolved."""

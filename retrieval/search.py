@@ -320,7 +320,7 @@ class Searcher:
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
         seen = {c.gid for c in ids}
         request = Request("steps", query.text, filters,
-                          self.setting_exclusion(query.setting, query.any_setting))
+                          self.setting_exclusion(query.setting, query.any_setting), query.context_run)
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
         if query.setting and not query.any_setting:

@@ -42,6 +42,7 @@ class Request:
     text: str
     filters: Filters
     excluded: tuple[int, ...] = ()
+    context: str | None = None      # the run the query is asked from (ArchiveQuery.context_run)
 
     @cached_property
     def where(self) -> str | None:
@@ -201,9 +202,9 @@ class GraphFusion:
         return fuse(self.candidates(search, request), search.config.fusion.weights(self.name))
 
 
-FEATURES = ("bm25", "cosine", "vote", "prior")  # what a graph candidate carries
-NORMALISED = ("bm25", "prior")   # divided by their best among the candidates; cosine and vote are
-                                # absolute already (a vote sums cosines), so weak evidence stays weak
+FEATURES = ("bm25", "cosine", "vote", "prior", "context")  # what a graph candidate carries
+NORMALISED = ("bm25", "prior", "context")  # divided by their best among the candidates; cosine and
+                                # vote are absolute already (a vote sums cosines), so weak evidence stays weak
 
 
 def fused_scores(columns: dict[str, "np.ndarray"], weights: dict[str, float]) -> "np.ndarray":

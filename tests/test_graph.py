@@ -1,7 +1,7 @@
 """The citation graph and the graph strategies: counts and votes worked out by hand on the shared
 toy workspace, leave-one-out (a query never finds its gold through its own step, by any
-strategy), ``--until`` cutting the graph as it cuts the text, and an incremental index keeping
-the graph current.
+strategy), ``--until`` cutting the graph as it cuts the text, an incremental index keeping
+the graph current, and the asking run's citations (``context_run``) on a workspace of their own.
 
 The toy workspace (conftest): alpha/a2 cites a1 (and the source d1, not a step), alpha/a4 cites
 a2, beta/b1 cites alpha/a1 (and d1). So a1 is cited twice, a2 once."""
@@ -196,3 +196,67 @@ def test_voted_places_go_to_steps_the_query_may_have(tmp_path):
 
     assert "own/x1" in found() and "other/y1" not in found()
     assert "other/y1" in found(exclude_run="own") and "own/x1" not in found(exclude_run="own")
+
+
+# ---- the query's own run as context -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def working(tmp_path_factory):
+    """Run lib holds three lemmas equal for BM25; run work's steps, named one event each in this
+    order, cite lib: w1 -> l3, w2 -> l3 and l2, w3 -> l1."""
+    ws = build_workspace(tmp_path_factory.mktemp("context") / "ws")
+    ws.add_run("lib", [make_step(f"l{i}", statement=f"zircon lemma {word}")
+                       for i, word in ((1, "one"), (2, "two"), (3, "six"))])
+    ws.add_run("work", [make_step("w1", statement="a step", parents=("lib/l3",)),
+                        make_step("w2", statement="a step", parents=("lib/l3", "lib/l2")),
+                        make_step("w3", statement="a step", parents=("lib/l1",))])
+    ws.write_events("lib", [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
+                             "ids": ["l1", "l2", "l3"], "text": "three lemmas"}])
+    ws.write_events("work", [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
+                              "ids": [f"w{n}"], "text": f"step w{n}"} for n in (1, 2, 3)])
+    return index(ws.root)
+
+
+def test_context_counts_by_hand(working):
+    graph = working.retriever.searcher.graph()
+
+    def cited(filters: Filters) -> dict[str, int]:
+        seen = graph.visible(filters)
+        return counts(working, graph.cited_by(graph.context("work", filters, seen), seen))
+
+    assert cited(Filters()) == {"lib/l1": 1, "lib/l2": 1, "lib/l3": 2}
+    # leave-one-out: only the steps named before the hidden one, as the run stood when it was written
+    assert cited(Filters(hide="work/w3")) == {"lib/l2": 1, "lib/l3": 2}
+    assert cited(Filters(hide="work/w2")) == {"lib/l3": 1}
+    assert cited(Filters(hide="work/w1")) == {}
+    # a hidden step of another run cuts nothing; links to it drop
+    assert cited(Filters(hide="lib/l3")) == {"lib/l1": 1, "lib/l2": 1}
+    cut = Until(micros=int(np.datetime64("2026-10-18T02:30:00", "us").astype(np.int64)))
+    assert cited(Filters(until=cut)) == {"lib/l2": 1, "lib/l3": 2}  # w3 not named yet
+    assert not counts(working, graph.cited_by(graph.context("lib", Filters(), None), None))  # cites nothing
+
+
+@pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
+def test_what_the_asking_run_cites_ranks_first_and_nothing_else_moves(working, strategy):
+    def ranked(**options) -> list[str]:
+        return [h.id for h in working.archive_hits("zircon lemma", strategy=strategy, **options)]
+
+    if strategy == "graph":  # equal for BM25, no voter: gid order
+        assert ranked()[:3] == ["lib/l1", "lib/l2", "lib/l3"]
+        assert ranked(context_run="work")[:3] == ["lib/l3", "lib/l1", "lib/l2"]  # cited twice, then once
+    assert ranked()[0] != "lib/l3"  # last for BM25's ties (graph), and for the cosine (rerank-graph)
+    assert ranked(context_run="work")[0] == ranked(context_run="work", hide="work/w2")[0] == "lib/l3"
+    assert ranked(context_run="work", hide="work/w1")[:3] == ranked()[:3]  # nothing named before w1
+    assert set(ranked(context_run="work")) == set(ranked())  # a context leaves nothing out
+    ids, found = working.retriever.candidates(ArchiveQuery("zircon lemma", strategy=strategy))
+    assert all(c.context == 0.0 for c in found)
+
+
+def test_the_command_line_takes_the_asking_run(working):
+    import json
+
+    out = io.StringIO()
+    assert run_cli(["--workspace", str(working.workspace.root), "--json", "archive-search",
+                    "zircon lemma", "--context-run", "work", "--strategy", "graph"],
+                   out=out, err=io.StringIO()) == 0
+    assert [h["id"] for h in json.loads(out.getvalue())["hits"]][:2] == ["lib/l3", "lib/l1"]

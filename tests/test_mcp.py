@@ -90,7 +90,7 @@ BAD_ARGUMENTS = [
     ("archive_search", {"query": "x", "any_setting": "yes"}, "any_setting must be true or false, not a string"),
     ("archive_search", {"query": "x", "bogus": 1},
      "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "
-     "library, until, page, strategy)"),
+     "library, context_run, until, page, strategy)"),
     ("check", {"runs": "satake-two-levels"}, "runs must be a list of strings, not a string"),
     ("check", {"runs": [1]}, "runs must be a list of strings, not a list"),
     ("archive_get", {"id": None}, "id is missing"),

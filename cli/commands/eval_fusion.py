@@ -26,8 +26,8 @@ def register(subparsers, common) -> None:
                         help="the grid's step on each weight (default 0.1)")
     parser.add_argument("--guard", nargs=3, metavar=("WORKSPACE", "QUERIES", "QRELS"),
                         help="a second judged set (its own workspace) whose nDCG@10 the chosen "
-                             "weights must keep at least at what the config's default strategy "
-                             "scores on it (e.g. the example set)")
+                             "weights must keep at least at what the strategy scores on it with "
+                             "the configured weights (e.g. the example set)")
     parser.set_defaults(handler=run_fusion)
 
 
@@ -45,7 +45,8 @@ def run_fusion(args, ctx) -> int:
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config) if args.guard else None
     if guard:
-        ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} (the default strategy's) on {args.guard[1]}")
+        ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} ({args.strategy}'s with the configured "
+                 f"weights) on {args.guard[1]}")
     choice = choose_weights(features, qrels, args.strategy, folds=args.folds, step=args.step,
                             depth=memory.config.search.pool, guard=guard, progress=True)
     ctx.emit(choice.as_dict(), _text(choice))
@@ -53,8 +54,8 @@ def run_fusion(args, ctx) -> int:
 
 
 def _guard(args, ctx, config):
-    """The guard set's features under the strategy being tuned, and its floor: the nDCG@10 of
-    the default strategy there (config's ``search.strategy``)."""
+    """The guard set's features under the strategy being tuned, and its floor: that strategy's
+    nDCG@10 there with the weights configured now (a choice must not make it worse)."""
 
     from mem_retrieval.eval.fusion import Guard, collect
     from mem_retrieval.eval.metrics import mean_metrics, run_scores
@@ -66,8 +67,7 @@ def _guard(args, ctx, config):
     guard_memory = Memory.open(root, ctx.config_path)
     queries, qrels, _ = read_judged(queries_file, qrels_file)
     ranker = make_ranker(guard_memory.retriever)
-    default = config.search.strategy
-    run = {q.qid: run_scores(ranker(default, q, config.search.pool)) for q in queries}
+    run = {q.qid: run_scores(ranker(args.strategy, q, config.search.pool)) for q in queries}
     floor = mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
     return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor)
 
@@ -85,9 +85,12 @@ def _text(choice) -> str:
              "weights chosen without each fold:"]
     lines += [f"  fold {k + 1}: " + ", ".join(f"{n} {w:g}" for n, w in weights.items())
               for k, weights in enumerate(choice.fold_weights)]
-    if choice.admissible is not None:
+    if choice.admissible:
         lines.append(f"{choice.admissible} of {choice.grid} weight vectors keep the guard set; its "
                      f"nDCG@10 under the chosen weights: {choice.guard_ndcg:.3f}")
+    elif choice.admissible == 0:
+        lines.append(f"no weight vector keeps the guard set at {choice.guard_floor:.3f}: chosen among "
+                     f"those coming closest (nDCG@10 {choice.guard_ndcg:.3f})")
     lines += ["chosen on every query (put in configs/default.toml or solve/mem.toml):", "",
               choice.toml().rstrip()]
     return "\n".join(lines)
