@@ -156,6 +156,25 @@ def lance_scores(memory: Memory, tokens: str) -> dict[str, float]:
     return dict(zip(data["gid"].to_pylist(), data["_score"].to_pylist()))
 
 
+def gamma_workspace(root):
+    """The toy workspace plus run gamma: six steps sharing words in different numbers, indexed."""
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(root)
+    ws.add_run("gamma", [make_step(f"g{i}", statement=f"frobenius curve number {i} " + "word " * i)
+                         for i in range(6)])
+    Memory.open(ws.root).index(progress=False)
+    return ws
+
+
+def assert_bm25_exact(memory: Memory, queries) -> None:
+    """LanceDB's full-text scores of each query equal BM25 computed afresh over the rows held."""
+    for tokens in queries:
+        lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
+        assert lance.keys() == exact.keys()
+        assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
+
+
 def exact_scores(memory: Memory, tokens: str) -> dict[str, float]:
     """BM25 computed afresh over the rows the table holds now (the oracle)."""
     table = memory.retriever.searcher.table("steps")
@@ -168,12 +187,7 @@ def test_an_incremental_index_keeps_bm25_exact(tmp_path):
     """LanceDB's incremental update counts replaced rows in its statistics: `mem index` builds the
     full-text index again whenever rows change, so its scores stay those of the rows it holds (and
     a warm searcher's, computed in memory, agree with a one-shot call's)."""
-    from conftest import build_workspace, make_step
-
-    ws = build_workspace(tmp_path / "ws")
-    ws.add_run("gamma", [make_step(f"g{i}", statement=f"frobenius curve number {i} " + "word " * i)
-                         for i in range(6)])
-    Memory.open(ws.root).index(progress=False)
+    ws = gamma_workspace(tmp_path / "ws")
     ws.edit_step("gamma", "g1", statement="frobenius frobenius fixed field")
     ws.edit_step("gamma", "g2", statement="an unrelated statement about curves")
     tree = ws.tree("gamma")  # and one removed
@@ -181,23 +195,16 @@ def test_an_incremental_index_keeps_bm25_exact(tmp_path):
     ws.save_tree("gamma", tree)
     memory = Memory.open(ws.root)
     memory.index(progress=False)
-    for tokens in ("frobenius", "frobenius curve fixed", "statement"):
-        lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
-        assert lance.keys() == exact.keys()
-        assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
+    assert_bm25_exact(memory, ("frobenius", "frobenius curve fixed", "statement"))
 
 
 def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_path, monkeypatch):
     """A run that committed a deletion and stopped before it built the full-text index again (and
     before meta.json) leaves a table holding a commit no meta.json pins: the next run, which finds
     no row to change, still builds the index again, so BM25 is that of the rows held."""
-    from conftest import build_workspace, make_step
     from mem_retrieval.indexers import build
 
-    ws = build_workspace(tmp_path / "ws")
-    ws.add_run("gamma", [make_step(f"g{i}", statement=f"frobenius curve number {i} " + "word " * i)
-                         for i in range(6)])
-    Memory.open(ws.root).index(progress=False)
+    ws = gamma_workspace(tmp_path / "ws")
     tree = ws.tree("gamma")
     tree["steps"] = [s for s in tree["steps"] if s["id"] not in ("g3", "g4")]
     ws.save_tree("gamma", tree)
@@ -211,7 +218,4 @@ def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_
             Memory.open(ws.root).index(progress=False)
     memory = Memory.open(ws.root)
     memory.index(progress=False)
-    for tokens in ("frobenius", "frobenius curve word", "number"):
-        lance, exact = lance_scores(memory, tokens), exact_scores(memory, tokens)
-        assert lance.keys() == exact.keys()
-        assert [lance[g] for g in exact] == pytest.approx(list(exact.values()), rel=1e-5)
+    assert_bm25_exact(memory, ("frobenius", "frobenius curve word", "number"))
