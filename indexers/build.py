@@ -428,8 +428,9 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
     """Write each table in one commit (upserts and deletions together; a full build replaces it),
     refresh its indexes, then meta.json, written last and atomically: it pins the versions readers
     use, so a crash anywhere before leaves the old index readable, and the next run finishes the
-    indexes of a table that holds commits meta.json does not pin (``Index.unpublished``). Rows whose text is ``pending``
-    get a placeholder vector and ``embedded`` false (``backfill`` fills them)."""
+    indexes of a table that holds commits meta.json does not pin (``Index.unpublished``). Rows
+    whose text is ``pending`` get a placeholder vector and ``embedded`` false (``backfill`` fills
+    them)."""
     for name, table_plan in plan.tables.items():
         data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]

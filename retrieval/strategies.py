@@ -203,8 +203,9 @@ class GraphFusion:
 
 
 FEATURES = ("bm25", "cosine", "vote", "prior", "context")  # what a graph candidate carries
-NORMALISED = ("bm25", "prior", "context")  # divided by their best among the candidates; cosine and
-                                # vote are absolute already (a vote sums cosines), so weak evidence stays weak
+NORMALISED = ("bm25", "prior", "context")  # divided by their best among the candidates; cosine
+                                # and vote are absolute already (a vote sums cosines), so weak
+                                # evidence stays weak
 
 
 def fused_scores(columns: dict[str, "np.ndarray"], weights: dict[str, float]) -> "np.ndarray":
