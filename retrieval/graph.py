@@ -111,7 +111,8 @@ class CitationGraph:
     def context(self, run: str, filters: "Filters", seen: "np.ndarray | None") -> "np.ndarray":
         """The rows of the query's own run ``run`` (the context, ``ArchiveQuery.context_run``)
         that the query may see: when it hides a step of that run (leave-one-out), only those
-        named before it in the run's log, as the run stood when that step was written."""
+        named before it in the run's log, as the run stood when that step was written (none when
+        no event names the hidden step: nothing says what came before it)."""
         import numpy as np
 
         mates = self.run_keys == key(run)
@@ -119,7 +120,7 @@ class CitationGraph:
             mates &= seen
         if filters.hide is not None:
             hidden = int(self.rows(np.asarray([key(filters.hide)]))[0])
-            if hidden >= 0 and self.run_keys[hidden] == key(run) and self.named_seq[hidden] >= 0:
+            if hidden >= 0 and self.run_keys[hidden] == key(run):
                 mates &= (self.named_seq >= 0) & (self.named_seq < self.named_seq[hidden])
         return mates
 

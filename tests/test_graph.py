@@ -203,13 +203,14 @@ def test_voted_places_go_to_steps_the_query_may_have(tmp_path):
 @pytest.fixture(scope="module")
 def working(tmp_path_factory):
     """Run lib holds three lemmas equal for BM25; run work's steps, named one event each in this
-    order, cite lib: w1 -> l3, w2 -> l3 and l2, w3 -> l1."""
+    order, cite lib: w1 -> l3, w2 -> l3 and l2, w3 -> l1; w4 cites nothing and no event names it."""
     ws = build_workspace(tmp_path_factory.mktemp("context") / "ws")
     ws.add_run("lib", [make_step(f"l{i}", statement=f"zircon lemma {word}")
                        for i, word in ((1, "one"), (2, "two"), (3, "six"))])
     ws.add_run("work", [make_step("w1", statement="a step", parents=("lib/l3",)),
                         make_step("w2", statement="a step", parents=("lib/l3", "lib/l2")),
-                        make_step("w3", statement="a step", parents=("lib/l1",))])
+                        make_step("w3", statement="a step", parents=("lib/l1",)),
+                        make_step("w4", statement="a step")])
     ws.write_events("lib", [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
                              "ids": ["l1", "l2", "l3"], "text": "three lemmas"}])
     ws.write_events("work", [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
@@ -229,6 +230,7 @@ def test_context_counts_by_hand(working):
     assert cited(Filters(hide="work/w3")) == {"lib/l2": 1, "lib/l3": 2}
     assert cited(Filters(hide="work/w2")) == {"lib/l3": 1}
     assert cited(Filters(hide="work/w1")) == {}
+    assert cited(Filters(hide="work/w4")) == {}  # no event names it: nothing is known to come before
     # a hidden step of another run cuts nothing; links to it drop
     assert cited(Filters(hide="lib/l3")) == {"lib/l1": 1, "lib/l2": 1}
     cut = Until(micros=int(np.datetime64("2026-10-18T02:30:00", "us").astype(np.int64)))
