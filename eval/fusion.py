@@ -17,14 +17,15 @@ from dataclasses import dataclass
 
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
-from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
+from mem_retrieval.eval.ranker import archive_query
+from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
 from mem_retrieval.retrieval.strategies import fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
-FEATURES = {"graph": ("bm25", "vote", "prior", "context"),
-            "rerank-graph": ("bm25", "cosine", "vote", "prior", "context")}
+FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f != "cosine"),  # no model
+            "rerank-graph": STRATEGY_FEATURES}
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,7 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
     ``step`` hidden)."""
     out = []
     for query in queries:
-        ids, found = retriever.candidates(ArchiveQuery(query.query, query.setting, exclude_run=query.run,
-                                                       hide=query.step, strategy=strategy,
-                                                       context_run=query.run))
+        ids, found = retriever.candidates(archive_query(query, strategy))
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
@@ -108,7 +107,7 @@ class FusionChoice:
     def toml(self) -> str:
         key = self.strategy.replace("-", "_")
         return f"[fusion.{key}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
-                                             for name in ("bm25", "cosine", "vote", "prior", "context"))
+                                             for name in STRATEGY_FEATURES)
 
     def as_dict(self) -> dict:
         return {"strategy": self.strategy, "queries": self.queries, "folds": self.folds,

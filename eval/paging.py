@@ -183,7 +183,7 @@ def fewest_pages(curves: Sequence[Sequence[float]], loss: float = STOP_LOSS) -> 
 class PagingSummary:
     recall_by_page: list[float]
     pagers: dict[str, PagerSummary]
-    bound: PagerSummary | None = None   # fewest_pages: what the best stopping rule would read
+    bound: PagerSummary     # fewest_pages: what the best stopping rule would read
 
 
 def summarize(lists: Sequence[RankedPages], pagers: Mapping[str, Pager],

@@ -40,8 +40,15 @@ def make_ranker(retriever: Retriever, *, library: bool = False, until=None) -> R
     ``library``: only library steps are candidates; ``until``: memory as it stood then."""
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
-        search = ArchiveQuery(query.query, query.setting, exclude_run=query.run, hide=query.step,
-                              strategy=strategy, library=library, until=until, context_run=query.run)
+        search = archive_query(query, strategy, library=library, until=until)
         return [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
 
     return ranker
+
+
+def archive_query(query: Query, strategy: str, **options) -> ArchiveQuery:
+    """The search an evaluation query stands for (what ``make_ranker`` and the fusion tuner both
+    ask): its setting; its run left out of the candidates and taken as its context; its ``step``
+    hidden (leave-one-out)."""
+    return ArchiveQuery(query.query, query.setting, exclude_run=query.run, hide=query.step,
+                        strategy=strategy, context_run=query.run, **options)

@@ -60,6 +60,18 @@ class IdMap:
         return [Candidate(g, row_id=self.row_ids[g], score=1.0, via="id") for g in named]
 
 
+def _remembered(memo: dict, key, limit: int, compute):
+    """``memo[key]``, computed and stored when missing; a memo past ``limit`` entries starts over.
+    Requests on other threads may fill (or clear) it meanwhile: the value computed is returned."""
+    found = memo.get(key)
+    if found is None:
+        found = compute()
+        if len(memo) > limit:
+            memo.clear()
+        memo[key] = found
+    return found
+
+
 @lru_cache(maxsize=1)
 def _builder() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="resident")
@@ -237,24 +249,13 @@ class Searcher:
         worked out once per searcher and setting (hundreds of distinct settings cost ~7 ms)."""
         if not setting or any_setting:
             return ()
-        found = self._exclusions.get(setting)
-        if found is None:  # requests on other threads may fill (or clear) the memo meanwhile
-            found = tuple(store.key(s) for s in self.settings if self.incompatible(setting, s))
-            if len(self._exclusions) > 1024:
-                self._exclusions.clear()
-            self._exclusions[setting] = found
-        return found
+        return _remembered(self._exclusions, setting, 1024, lambda: tuple(
+            store.key(s) for s in self.settings if self.incompatible(setting, s)))
 
     def incompatible(self, setting: str, other: str) -> bool:
         """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered)."""
-        pair = (setting, other)
-        found = self._matches.get(pair)
-        if found is None:
-            found = self.ontology.match(setting, other) == INCOMPATIBLE
-            if len(self._matches) > 65536:
-                self._matches.clear()
-            self._matches[pair] = found
-        return found
+        return _remembered(self._matches, (setting, other), 65536,
+                           lambda: self.ontology.match(setting, other) == INCOMPATIBLE)
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
