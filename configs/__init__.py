@@ -71,6 +71,7 @@ class Weights:
     vote: float = rule(minimum=0.0)
     prior: float = rule(minimum=0.0)
     context: float = rule(minimum=0.0)
+    affinity: float = rule(minimum=0.0)
 
 
 @dataclass(frozen=True)

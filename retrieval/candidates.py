@@ -78,6 +78,7 @@ class Candidate:
     vote: float | None = None       # the similarity-weighted votes of the steps citing it
     prior: float | None = None      # log(1 + how many visible steps cite it)
     context: float | None = None    # log(1 + how many steps of the query's own run cite it)
+    affinity: float | None = None   # log(1 + how many links go from those steps to its run)
     score: float = 0.0
     via: str = "text"
 

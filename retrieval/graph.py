@@ -34,6 +34,7 @@ COLUMNS = ["key", "run_key", "named_ts", "named_seq", "parent_keys"]
 class CitationGraph:
     keys: "np.ndarray"          # row -> key (int64)
     run_keys: "np.ndarray"
+    run_index: "np.ndarray"     # row -> its run's number (0 … runs - 1)
     named_ts: "np.ndarray"      # first naming event's time (micros), -1: never named
     named_seq: "np.ndarray"
     order: "np.ndarray"         # rows by key (argsort of keys)
@@ -70,7 +71,9 @@ class CitationGraph:
         sources, targets = sources[known], targets[known]
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(np.bincount(sources, minlength=len(keys)), out=offsets[1:])
-        return cls(keys=keys, order=order, sorted_keys=sorted_keys, run_keys=column("run_key"),
+        run_keys = column("run_key")
+        return cls(keys=keys, order=order, sorted_keys=sorted_keys, run_keys=run_keys,
+                   run_index=np.unique(run_keys, return_inverse=True)[1].reshape(-1),
                    named_ts=column("named_ts"), named_seq=column("named_seq"), offsets=offsets,
                    targets=targets, cited=np.bincount(targets, minlength=len(keys)))
 
@@ -124,6 +127,18 @@ class CitationGraph:
                 mates &= (self.named_seq >= 0) & (self.named_seq < self.named_seq[hidden])
         return mates
 
+    def affinity(self, counts: "np.ndarray", run: str) -> "np.ndarray":
+        """Per run number: the summed ``counts`` of its rows (with ``counts`` from ``cited_by`` of
+        the context: how often the query's run cites each run); the query's own ``run`` at 0, as
+        what is asked is which other runs it draws on."""
+        import numpy as np
+
+        runs = int(self.run_index.max(initial=-1)) + 1
+        per_run = np.bincount(self.run_index, weights=counts, minlength=runs)
+        own = self.run_index[self.run_keys == key(run)]
+        per_run[own[:1]] = 0.0
+        return per_run
+
     def votes(self, voters: "np.ndarray", weights: "np.ndarray", seen: "np.ndarray | None") -> "np.ndarray":
         """Each row's vote: the summed weights of the ``voters`` (rows) citing it; links to rows
         that are not visible are dropped."""
@@ -158,9 +173,10 @@ def graph_candidates(search, request, vector) -> list:
     same prefilter (filters, setting rule) as any candidate join the pool (of the
     ``OVERFETCH * graph.voted`` best voted). Each candidate carries bm25
     (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote,
-    prior = log(1 + cited) and context = log(1 + how many steps of the query's own run cite it;
-    0 without ``request.context``: ``CitationGraph.context``), counted over what the query may
-    see (``CitationGraph.visible``)."""
+    prior = log(1 + cited), context = log(1 + how many steps of the query's own run cite it;
+    0 without ``request.context``: ``CitationGraph.context``) and affinity = log(1 + how many
+    links go from those steps to the candidate's run; 0 for the query's own run:
+    ``CitationGraph.affinity``), counted over what the query may see (``CitationGraph.visible``)."""
     import numpy as np
 
     config = search.config.graph
@@ -176,8 +192,10 @@ def graph_candidates(search, request, vector) -> list:
         return []
     votes = graph.votes(*_voters(graph, neighbours, query_vector, config, seen), seen)
     cited = graph.in_degree(seen).astype(np.float64)
-    context = (np.log1p(graph.cited_by(graph.context(request.context, request.filters, seen), seen))
-               if request.context is not None else None)
+    context = affinity = None
+    if request.context is not None:
+        counts = graph.cited_by(graph.context(request.context, request.filters, seen), seen)
+        context, affinity = np.log1p(counts), np.log1p(graph.affinity(counts, request.context))
     if config.hub_damping:
         votes = votes / (1.0 + cited) ** config.hub_damping
     rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
@@ -193,7 +211,9 @@ def graph_candidates(search, request, vector) -> list:
     prior = np.log1p(cited)
     return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,
                      prior=float(prior[row]) if row >= 0 else 0.0,
-                     context=float(context[row]) if row >= 0 and context is not None else 0.0)
+                     context=float(context[row]) if row >= 0 and context is not None else 0.0,
+                     affinity=float(affinity[graph.run_index[row]]) if row >= 0 and affinity is not None
+                     else 0.0)
             for c, row in zip(_with_cosine(found, query_vector), found_rows.tolist())]
 
 

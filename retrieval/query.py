@@ -85,8 +85,8 @@ class ArchiveQuery:
     only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
     step's global id made invisible (leave-one-out, SPEC §10); ``until`` is memory as of an event (a
     ``--until`` value, resolved against the workspace, or an ``Until``). ``context_run`` is the run
-    the query is asked from: what its steps already cite guides the graph strategies (it filters
-    nothing). ``strategy`` None is the configured default."""
+    the query is asked from: what its steps already cite, and which runs they cite, guides the
+    graph strategies (it filters nothing). ``strategy`` None is the configured default."""
 
     text: str
     setting: str | None = None

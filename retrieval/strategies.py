@@ -182,7 +182,9 @@ class GraphFusion:
     """BM25 candidates and the steps that the query's nearest citing steps vote for
     (``graph.graph_candidates``), scored by one weighted sum: bm25 / max, cosine (``cosine``: the
     embedding scores every candidate and weighs the voters; it never adds a candidate), the vote,
-    and the citation prior log(1 + cited) / max. Weights: ``[fusion.<name>]`` in the config."""
+    the citation prior log(1 + cited) / max, and for a query asked from a run, what that run cites:
+    the candidate itself (context) and the candidate's run (affinity), each / max. Weights:
+    ``[fusion.<name>]`` in the config."""
 
     name: str
     cosine: bool
@@ -202,8 +204,8 @@ class GraphFusion:
         return fuse(self.candidates(search, request), search.config.fusion.weights(self.name))
 
 
-FEATURES = ("bm25", "cosine", "vote", "prior", "context")  # what a graph candidate carries
-NORMALISED = ("bm25", "prior", "context")  # divided by their best among the candidates; cosine
+FEATURES = ("bm25", "cosine", "vote", "prior", "context", "affinity")  # what a graph candidate carries
+NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best among the candidates; cosine
                                 # and vote are absolute already (a vote sums cosines), so weak
                                 # evidence stays weak
 

@@ -254,6 +254,55 @@ def test_what_the_asking_run_cites_ranks_first_and_nothing_else_moves(working, s
     assert all(c.context == 0.0 for c in found)
 
 
+@pytest.fixture(scope="module")
+def drawing(tmp_path_factory):
+    """Run work draws on run q three times and on run p once: w1 -> q1, w2 -> q2 and p1,
+    w3 -> q1 and its own w1 (named in that order). q3 and p2 are equal for BM25 and cited by none."""
+    ws = build_workspace(tmp_path_factory.mktemp("affinity") / "ws")
+    ws.add_run("q", [make_step("q1", statement="opal one"), make_step("q2", statement="opal two"),
+                     make_step("q3", statement="garnet lemma alpha")])
+    ws.add_run("p", [make_step("p1", statement="opal three"), make_step("p2", statement="garnet lemma beta")])
+    ws.add_run("work", [make_step("w1", statement="a step", parents=("q/q1",)),
+                        make_step("w2", statement="a step", parents=("q/q2", "p/p1")),
+                        make_step("w3", statement="a step", parents=("q/q1", "work/w1"))])
+    for run, names in (("q", ["q1", "q2", "q3"]), ("p", ["p1", "p2"])):
+        ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
+                               "ids": names, "text": "lemmas"}])
+    ws.write_events("work", [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
+                              "ids": [f"w{n}"], "text": f"step w{n}"} for n in (1, 2, 3)])
+    return index(ws.root)
+
+
+def test_affinity_counts_the_links_into_each_run_by_hand(drawing):
+    graph = drawing.retriever.searcher.graph()
+
+    def per_run(filters: Filters) -> dict[str, int]:
+        seen = graph.visible(filters)
+        links = graph.affinity(graph.cited_by(graph.context("work", filters, seen), seen), "work")
+        return {run: int(links[graph.run_index[gids(drawing).index(f"{run}/{first}")]])
+                for run, first in (("q", "q1"), ("p", "p1"), ("work", "w1"))}
+
+    assert per_run(Filters()) == {"q": 3, "p": 1, "work": 0}  # the run's own links (w3 -> w1) do not count
+    assert per_run(Filters(hide="work/w3")) == {"q": 2, "p": 1, "work": 0}  # only what came before w3
+    assert per_run(Filters(hide="work/w2")) == {"q": 1, "p": 0, "work": 0}
+    assert per_run(Filters(hide="q/q1")) == {"q": 1, "p": 1, "work": 0}  # links to a hidden step drop
+
+
+def test_a_step_of_the_run_the_asking_run_draws_on_ranks_first_and_nothing_else_moves(drawing):
+    def ranked(**options) -> list[str]:
+        return [h.id for h in drawing.archive_hits("garnet lemma", strategy="graph", **options)]
+
+    assert ranked()[:2] == ["p/p2", "q/q3"]  # equal for BM25, no voter, no context: gid order
+    assert ranked(context_run="work")[:2] == ["q/q3", "p/p2"]  # q is cited three times, p once
+    assert set(ranked(context_run="work")) == set(ranked())
+    _, found = drawing.retriever.candidates(ArchiveQuery("garnet lemma", strategy="rerank-graph",
+                                                         context_run="work"))
+    affinity = {c.gid: c.affinity for c in found}
+    assert affinity["q/q3"] == pytest.approx(np.log1p(3)) and affinity["p/p2"] == pytest.approx(np.log1p(1))
+    _, found = drawing.retriever.candidates(ArchiveQuery("garnet lemma", strategy="rerank-graph"))
+    assert all(c.affinity == 0.0 for c in found)
+
+
 def test_the_command_line_takes_the_asking_run(working):
     import json
 
