@@ -135,8 +135,8 @@ class CitationGraph:
 
         runs = int(self.run_index.max(initial=-1)) + 1
         per_run = np.bincount(self.run_index, weights=counts, minlength=runs)
-        own = self.run_index[self.run_keys == key(run)]
-        per_run[own[:1]] = 0.0
+        a_row_of_it = np.flatnonzero(self.run_keys == key(run))[:1]  # none: it holds no step yet
+        per_run[self.run_index[a_row_of_it]] = 0.0
         return per_run
 
     def votes(self, voters: "np.ndarray", weights: "np.ndarray", seen: "np.ndarray | None") -> "np.ndarray":

@@ -286,6 +286,8 @@ def test_affinity_counts_the_links_into_each_run_by_hand(drawing):
     assert per_run(Filters(hide="work/w3")) == {"q": 2, "p": 1, "work": 0}  # only what came before w3
     assert per_run(Filters(hide="work/w2")) == {"q": 1, "p": 0, "work": 0}
     assert per_run(Filters(hide="q/q1")) == {"q": 1, "p": 1, "work": 0}  # links to a hidden step drop
+    cut = Until(micros=int(np.datetime64("2026-10-18T02:30:00", "us").astype(np.int64)))
+    assert per_run(Filters(until=cut)) == {"q": 2, "p": 1, "work": 0}  # w3 not named yet
 
 
 def test_a_step_of_the_run_the_asking_run_draws_on_ranks_first_and_nothing_else_moves(drawing):
