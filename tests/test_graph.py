@@ -211,11 +211,21 @@ def working(tmp_path_factory):
                         make_step("w2", statement="a step", parents=("lib/l3", "lib/l2")),
                         make_step("w3", statement="a step", parents=("lib/l1",)),
                         make_step("w4", statement="a step")])
-    ws.write_events("lib", [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
-                             "ids": ["l1", "l2", "l3"], "text": "three lemmas"}])
-    ws.write_events("work", [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
-                              "ids": [f"w{n}"], "text": f"step w{n}"} for n in (1, 2, 3)])
+    named_together(ws, "lib", ["l1", "l2", "l3"])
+    named_in_turn(ws, "work", ["w1", "w2", "w3"])
     return index(ws.root)
+
+
+def named_together(ws, run: str, ids: list[str]) -> None:
+    """One event of ``run`` names ``ids`` (on 2026-10-17)."""
+    ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
+                           "ids": ids, "text": "lemmas"}])
+
+
+def named_in_turn(ws, run: str, ids: list[str]) -> None:
+    """``run``'s events name ``ids`` one by one, the n-th at 0n:00 on 2026-10-18."""
+    ws.write_events(run, [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
+                           "ids": [step], "text": f"step {step}"} for n, step in enumerate(ids, 1)])
 
 
 def test_context_counts_by_hand(working):
@@ -265,11 +275,9 @@ def drawing(tmp_path_factory):
     ws.add_run("work", [make_step("w1", statement="a step", parents=("q/q1",)),
                         make_step("w2", statement="a step", parents=("q/q2", "p/p1")),
                         make_step("w3", statement="a step", parents=("q/q1", "work/w1"))])
-    for run, names in (("q", ["q1", "q2", "q3"]), ("p", ["p1", "p2"])):
-        ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
-                               "ids": names, "text": "lemmas"}])
-    ws.write_events("work", [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
-                              "ids": [f"w{n}"], "text": f"step w{n}"} for n in (1, 2, 3)])
+    named_together(ws, "q", ["q1", "q2", "q3"])
+    named_together(ws, "p", ["p1", "p2"])
+    named_in_turn(ws, "work", ["w1", "w2", "w3"])
     return index(ws.root)
 
 
