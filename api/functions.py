@@ -125,7 +125,8 @@ FUNCTIONS: tuple[Function, ...] = (
          Param("library", "boolean", "only steps in the library (solve/library.jsonl): the Recall "
                "step at Fix"),
          Param("context_run", "string", "the run asking: what its steps already cite, and the "
-               "steps of the runs they cite, rank higher (the graph strategies; it leaves nothing out)", metavar="R"),
+               "steps of the runs they cite, rank higher (the graph strategies; it leaves nothing "
+               "out)", metavar="R"),
          UNTIL, PAGE,
          Param("strategy", "string", "the ranking strategy (default: the config's search.strategy)",
                choices=_strategies(), metavar="S"))),

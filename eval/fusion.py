@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
-from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.eval.ranker import archive_query
+from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
 from mem_retrieval.retrieval.strategies import fused_scores
 

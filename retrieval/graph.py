@@ -127,16 +127,15 @@ class CitationGraph:
                 mates &= (self.named_seq >= 0) & (self.named_seq < self.named_seq[hidden])
         return mates
 
-    def affinity(self, counts: "np.ndarray", run: str) -> "np.ndarray":
-        """Per run number: the summed ``counts`` of its rows (with ``counts`` from ``cited_by`` of
-        the context: how often the query's run cites each run); the query's own ``run`` at 0, as
-        what is asked is which other runs it draws on."""
+    def affinity(self, context: "np.ndarray", counts: "np.ndarray") -> "np.ndarray":
+        """Per run number: how often the ``context`` rows (``CitationGraph.context``, one run's)
+        cite the rows of that run, ``counts`` being ``cited_by(context, …)``; their own run at 0,
+        as what is asked is which other runs it draws on (an empty context cites nothing)."""
         import numpy as np
 
         runs = int(self.run_index.max(initial=-1)) + 1
         per_run = np.bincount(self.run_index, weights=counts, minlength=runs)
-        a_row_of_it = np.flatnonzero(self.run_keys == key(run))[:1]  # none: it holds no step yet
-        per_run[self.run_index[a_row_of_it]] = 0.0
+        per_run[self.run_index[np.flatnonzero(context)[:1]]] = 0.0
         return per_run
 
     def votes(self, voters: "np.ndarray", weights: "np.ndarray", seen: "np.ndarray | None") -> "np.ndarray":
@@ -194,8 +193,9 @@ def graph_candidates(search, request, vector) -> list:
     cited = graph.in_degree(seen).astype(np.float64)
     context = affinity = None
     if request.context is not None:
-        counts = graph.cited_by(graph.context(request.context, request.filters, seen), seen)
-        context, affinity = np.log1p(counts), np.log1p(graph.affinity(counts, request.context))
+        mates = graph.context(request.context, request.filters, seen)
+        counts = graph.cited_by(mates, seen)
+        context, affinity = np.log1p(counts), np.log1p(graph.affinity(mates, counts))
     if config.hub_damping:
         votes = votes / (1.0 + cited) ** config.hub_damping
     rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))

@@ -286,7 +286,8 @@ def test_affinity_counts_the_links_into_each_run_by_hand(drawing):
 
     def per_run(filters: Filters) -> dict[str, int]:
         seen = graph.visible(filters)
-        links = graph.affinity(graph.cited_by(graph.context("work", filters, seen), seen), "work")
+        mates = graph.context("work", filters, seen)
+        links = graph.affinity(mates, graph.cited_by(mates, seen))
         return {run: int(links[graph.run_index[gids(drawing).index(f"{run}/{first}")]])
                 for run, first in (("q", "q1"), ("p", "p1"), ("work", "w1"))}
 
