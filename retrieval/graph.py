@@ -6,7 +6,9 @@ the row). A ``CitationGraph`` reads them once per pinned table version into arra
 rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
 
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
-SPEC §10) is gone with every link from it; with ``until``, only steps some event had named by then.
+SPEC §10) is gone with every link from it, and so is what was written after it (``before``: the
+steps citing it, directly or through others, and its run-mates its log names after it); with
+``until``, only steps some event had named by then.
 Citation counts and neighbours are computed over what is visible only, so nothing a query may not
 see informs its answer. The other filters (a run excluded because a run cannot reuse itself, a
 kind, a setting) choose which steps may be *candidates*; the rest of memory still votes and counts."""
@@ -14,6 +16,7 @@ kind, a setting) choose which steps may be *candidates*; the rest of memory stil
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import key
@@ -21,7 +24,7 @@ from mem_retrieval.indexers.store import key
 if TYPE_CHECKING:
     import numpy as np
 
-    from mem_retrieval.retrieval.query import Filters
+    from mem_retrieval.retrieval.query import Filters, Hidden
 
 # The voted steps asked of the table, as a multiple of ``graph.voted``: the prefilter (a run
 # excluded, a kind, the setting rule) is applied by the table, and the best ``graph.voted`` that pass
@@ -89,9 +92,41 @@ class CitationGraph:
     def parents(self, row: int) -> "np.ndarray":
         return self.targets[self.offsets[row]:self.offsets[row + 1]]
 
+    @cached_property
+    def _citing(self) -> tuple["np.ndarray", "np.ndarray"]:
+        """The links reversed (CSR): row ``i`` is cited by ``sources[starts[i]:starts[i + 1]]``."""
+        import numpy as np
+
+        order = np.argsort(self.targets, kind="stable")
+        sources = np.repeat(np.arange(len(self)), np.diff(self.offsets))[order]
+        return sources, np.searchsorted(self.targets[order], np.arange(len(self) + 1))
+
+    def before(self, gid: str) -> "Hidden":
+        """What ``hide`` = ``gid`` resolves to (``query.Hidden``): the step, every step citing it
+        directly or through others, and the position in its run's log that cuts its run-mates."""
+        import numpy as np
+
+        from mem_retrieval.retrieval.query import Hidden
+
+        row = int(self.rows(np.asarray([key(gid)]))[0])
+        if row < 0:
+            return Hidden.only(gid)
+        sources, starts = self._citing
+        later = np.zeros(len(self), dtype=bool)
+        later[row] = True
+        frontier = np.asarray([row])
+        while len(frontier):
+            cited_by = np.concatenate([sources[starts[r]:starts[r + 1]] for r in frontier.tolist()])
+            frontier = np.unique(cited_by[~later[cited_by]])
+            later[frontier] = True
+        seq = int(self.named_seq[row])
+        return Hidden(tuple(sorted(self.keys[later].tolist())), int(self.run_keys[row]),
+                      seq if seq >= 0 else None)
+
     def visible(self, filters: "Filters") -> "np.ndarray | None":
-        """The rows a query with these filters may see (None: every row): its hidden step and what
-        ``until`` had not named yet are not in memory for it (``Filters.mask`` of those two)."""
+        """The rows a query with these filters may see (None: every row): what its hidden step
+        hides (``Hidden``) and what ``until`` had not named yet are not in memory for it
+        (``Filters.mask`` of those two)."""
         from mem_retrieval.retrieval.query import Filters
 
         memory = Filters(hide=filters.hide, until=filters.until)
@@ -113,18 +148,16 @@ class CitationGraph:
 
     def context(self, run: str, filters: "Filters", seen: "np.ndarray | None") -> "np.ndarray":
         """The rows of the query's own run ``run`` (the context, ``ArchiveQuery.context_run``)
-        that the query may see: when it hides a step of that run (leave-one-out), only those
-        named before it in the run's log, as the run stood when that step was written (none when
-        no event names the hidden step: nothing says what came before it)."""
-        import numpy as np
-
+        that the query may see (``seen``): when it hides a step of that run (leave-one-out), only
+        those named before it in the run's log, what the run had cited when it came to that step
+        (its batch-mates, named by the same event, are memory but not yet its run's citations;
+        none when no event names the hidden step: nothing says what came before it)."""
         mates = self.run_keys == key(run)
         if seen is not None:
             mates &= seen
-        if filters.hide is not None:
-            hidden = int(self.rows(np.asarray([key(filters.hide)]))[0])
-            if hidden >= 0 and self.run_keys[hidden] == key(run):
-                mates &= (self.named_seq >= 0) & (self.named_seq < self.named_seq[hidden])
+        hide = filters.hide
+        if hide is not None and hide.run_key == key(run):
+            mates &= (self.named_seq >= 0) & (self.named_seq < (-1 if hide.seq is None else hide.seq))
         return mates
 
     def affinity(self, context: "np.ndarray", counts: "np.ndarray") -> "np.ndarray":

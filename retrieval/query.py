@@ -77,13 +77,34 @@ class Until:
 
 
 @dataclass(frozen=True)
+class Hidden:
+    """Memory as it stood before a step was written (leave-one-out, SPEC §10), what ``hide``
+    resolves to (``CitationGraph.before``): the step itself (with its library copy, the same key)
+    and every step citing it, directly or through others (each written after it), are invisible;
+    and of its own run only the steps its log had named by the event naming it are in memory, as
+    ``until`` that event would leave them (``run_key``, ``seq``: its run and that event's position;
+    ``seq`` None when no event names it: nothing says which run-mates came before it, and they
+    stay). Other runs are not cut by time: their clocks need not agree with this run's, while a
+    citation always points back in time."""
+
+    keys: tuple[int, ...]
+    run_key: int | None = None
+    seq: int | None = None
+
+    @classmethod
+    def only(cls, gid: str) -> "Hidden":
+        """The step alone: what is hidden when the index does not know the step."""
+        return cls((key(gid),))
+
+
+@dataclass(frozen=True)
 class ArchiveQuery:
     """One archive_search: its text and everything that narrows or orders its result list.
 
     ``setting`` is the setting the hits will be used in (SPEC §8; incompatible hits are left out
     unless ``any_setting``). ``run``, ``kind``, ``status`` keep only matching steps; ``library`` keeps
     only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
-    step's global id made invisible (leave-one-out, SPEC §10); ``until`` is memory as of an event (a
+    step's global id: memory as it stood before it was written (leave-one-out, SPEC §10; ``Hidden``); ``until`` is memory as of an event (a
     ``--until`` value, resolved against the workspace, or an ``Until``). ``context_run`` is the run
     the query is asked from: what its steps already cite, and which runs they cite, guides the
     graph strategies (it filters nothing). ``strategy`` None is the configured default."""
@@ -114,10 +135,13 @@ class ArchiveQuery:
         if self.context_run is not None and not self.context_run.strip():
             object.__setattr__(self, "context_run", None)
 
-    def filters(self, until: Until | None) -> "Filters":
-        """The prefilter of this query, with its ``until`` resolved."""
+    def filters(self, until: Until | None, hidden: Hidden | None = None) -> "Filters":
+        """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hide`` alone
+        when ``hidden`` is not given)."""
+        if hidden is None and self.hide is not None:
+            hidden = Hidden.only(self.hide)
         return Filters(run=self.run, kind=self.kind, status=self.status, exclude_run=self.exclude_run,
-                       hide=self.hide, until=until, library=self.library)
+                       hide=hidden, until=until, library=self.library)
 
 
 @dataclass(frozen=True)
@@ -151,7 +175,7 @@ class Filters:
     kind: str | None = None
     status: str | None = None
     exclude_run: str | None = None
-    hide: str | None = None
+    hide: Hidden | None = None
     until: Until | None = None
     library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
 
@@ -164,7 +188,7 @@ class Filters:
             parts.append(f"run_key != {key(self.exclude_run)}")
         if table == "steps":
             if self.hide is not None:
-                parts.append(f"key != {key(self.hide)}")
+                parts.extend(self._before())
             if self.kind is not None:
                 parts.append(f"kind = '{KINDS[KINDS.index(self.kind)]}'")
             if self.status is not None:
@@ -188,7 +212,11 @@ class Filters:
         if self.exclude_run is not None:
             parts.append(columns["run_key"] != key(self.exclude_run))
         if self.hide is not None:
-            parts.append(columns["key"] != key(self.hide))
+            hide = self.hide
+            parts.append(~np.isin(columns["key"], np.asarray(hide.keys, dtype=np.int64)))
+            if hide.run_key is not None and hide.seq is not None:
+                parts.append((columns["run_key"] != hide.run_key)
+                             | ((columns["named_seq"] >= 0) & (columns["named_seq"] <= hide.seq)))
         if self.kind is not None:
             parts.append(columns["kind"] == self.kind)
         if self.status is not None:
@@ -209,6 +237,14 @@ class Filters:
         for part in parts[1:]:
             keep &= part
         return keep
+
+    def _before(self) -> list[str]:
+        hide = self.hide
+        keys = ", ".join(str(int(k)) for k in hide.keys)
+        parts = [f"key != {keys}" if len(hide.keys) == 1 else f"key NOT IN ({keys})"]
+        if hide.run_key is not None and hide.seq is not None:
+            parts.append(f"run_key != {int(hide.run_key)} OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")
+        return parts
 
     def _as_of(self, table: str) -> str:
         until = self.until

@@ -21,7 +21,7 @@ from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
-from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until, exact_lookup, ids_in_query
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until, exact_lookup, ids_in_query
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
 from mem_retrieval.text.tokenize import token_string
@@ -225,6 +225,12 @@ class Searcher:
                 .select(list(StepRow.COLUMNS) + ["vector"]).limit(len(keys)).to_arrow())
         return from_arrow(data, "steps")
 
+    def before(self, gid: str) -> Hidden:
+        """What hiding the step ``gid`` hides: memory as it stood before it was written, read
+        from the citation graph (``CitationGraph.before``; the step alone without a graph)."""
+        graph = self.graph()
+        return graph.before(gid) if graph is not None else Hidden.only(gid)
+
     def graph(self) -> CitationGraph | None:
         """The citation graph of the pinned steps table (read on first use)."""
         resident = self.resident()
@@ -312,7 +318,7 @@ class Searcher:
         rule: ranked (``scored``), or as the strategy found them, with their features, before it
         scores and cuts them (what a fusion is tuned on)."""
         strategy = self.strategy(query.strategy)
-        filters = query.filters(until)
+        filters = query.filters(until, self.before(query.hide) if query.hide is not None else None)
         self._searched()
         ids: list[Candidate] = []
         if strategy.ids_first:

@@ -16,7 +16,7 @@ import pytest
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.memory import Memory
-from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
 from mem_retrieval.retrieval.strategies import STRATEGIES
 
 TEXT_STRATEGIES = list(STRATEGIES)
@@ -47,7 +47,7 @@ def counts(memory: Memory, cited) -> dict[str, int]:
 def test_citation_counts_by_hand(toy):
     graph = toy.retriever.searcher.graph()
     assert counts(toy, graph.in_degree(None)) == {"alpha/a1": 2, "alpha/a2": 1}
-    hidden = graph.visible(Filters(hide="beta/b1"))
+    hidden = graph.visible(Filters(hide=graph.before("beta/b1")))
     assert counts(toy, graph.in_degree(hidden)) == {"alpha/a1": 1, "alpha/a2": 1}
     assert not hidden[gids(toy).index("beta/b1")]
     # a run excluded is still memory: it only stops being a candidate
@@ -61,7 +61,7 @@ def test_votes_by_hand(toy):
     voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
     votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), None)
     assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5, "alpha/a2": 0.25}
-    seen = graph.visible(Filters(hide="alpha/a2"))
+    seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
     votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), seen)  # links to a hidden step drop
     assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5}
 
@@ -81,7 +81,7 @@ def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
     config = replace(toy.config.graph, voters=1)
     rows, weights = _voters(graph, neighbours, None, config, None)
     assert rows.tolist() == [row["alpha/a4"]] and weights.tolist() == [1.0]
-    seen = graph.visible(Filters(hide="alpha/a2"))
+    seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
     rows, weights = _voters(graph, neighbours, None, config, seen)
     assert rows.tolist() == [row["beta/b1"]] and weights.tolist() == [0.5 ** config.vote_power]
     votes = graph.votes(rows, weights, seen)
@@ -148,11 +148,74 @@ def test_a_query_never_finds_its_gold_through_its_own_step(only_route, before_q,
         assert "gamma/g" in seen
 
 
+def later_work_workspace(root, after_q: bool):
+    """Run gamma names g, h, q, r in turn: q cites g, so does r (written after q), and run delta's d
+    cites q and g (so d too came after q); r and d share the query's words, g does not. Without
+    ``after_q``: the workspace as it stood before q was written (g and h only)."""
+    ws = build_workspace(root)
+    steps = [make_step("g", statement="zircon quartz beryl"),
+             make_step("h", statement="spherical Hecke operators generate the algebra")]
+    if after_q:
+        steps += [make_step("q", statement="spherical Hecke operators generate", parents=("g",)),
+                  make_step("r", statement="spherical Hecke operators generate again", parents=("g",))]
+        ws.add_run("delta", [make_step("d", statement="spherical Hecke operators generate more",
+                                       parents=("gamma/q", "gamma/g"))])
+    ws.add_run("gamma", steps)
+    named_in_turn(ws, "gamma", [step["id"] for step in steps])
+    return index(ws.root)
+
+
+@pytest.fixture(scope="module")
+def later_work(tmp_path_factory):
+    return later_work_workspace(tmp_path_factory.mktemp("later") / "ws", True)
+
+
+@pytest.fixture(scope="module")
+def before_later_work(tmp_path_factory):
+    return later_work_workspace(tmp_path_factory.mktemp("before-later") / "ws", False)
+
+
+def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
+    graph = later_work.retriever.searcher.graph()
+    names = gids(later_work)
+    hidden = graph.before("gamma/q")
+    assert sorted(names[i] for i in graph.rows(np.asarray(hidden.keys))) == ["delta/d", "gamma/q"]
+    assert hidden.seq == 3  # the third event of gamma's log names q
+    seen = graph.visible(Filters(hide=hidden))
+    assert {names[i] for i in np.flatnonzero(~seen)} == {"gamma/q", "gamma/r", "delta/d"}
+    assert counts(later_work, graph.in_degree(None))["gamma/g"] == 3
+    assert "gamma/g" not in counts(later_work, graph.in_degree(seen))
+    # a step no step cites, in a run without a log: itself alone, its run-mates kept
+    assert graph.before("delta/d").keys == (graph.keys[names.index("delta/d")],)
+    assert graph.before("delta/d").seq is None
+    assert graph.before("nowhere/x").keys == Hidden.only("nowhere/x").keys
+
+
+@pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
+def test_later_work_never_leads_a_query_to_its_gold(later_work, before_later_work, strategy,
+                                                   monkeypatch):
+    """r and d would vote for g (both cite it and share the query's words); as memory stood before
+    q was written neither existed, and leave-one-out answers as that memory would."""
+    def found() -> set[str]:
+        query = ArchiveQuery("spherical Hecke operators generate", hide="gamma/q", strategy=strategy)
+        return {c.gid for c in later_work.retriever.ranked(query)}
+
+    before = {c.gid for c in before_later_work.retriever.ranked(
+        ArchiveQuery("spherical Hecke operators generate", strategy=strategy))}
+    assert found() == before
+    if strategy in ("bm25", "rerank", "graph", "rerank-graph"):  # (the vector finds every step here)
+        assert "gamma/g" not in found()
+    if strategy in ("graph", "rerank-graph"):  # the oracle: hiding q alone, r and d vote g in
+        monkeypatch.setattr(type(later_work.retriever.searcher), "before",
+                            lambda searcher, gid: Hidden.only(gid))
+        assert "gamma/g" in found()
+
+
 def test_the_hidden_step_loses_its_share_of_the_prior(only_route):
     graph = only_route.retriever.searcher.graph()
     row = gids(only_route).index("gamma/g")
     assert graph.in_degree(None)[row] == 1
-    assert graph.in_degree(graph.visible(Filters(hide="gamma/q")))[row] == 0
+    assert graph.in_degree(graph.visible(Filters(hide=graph.before("gamma/q"))))[row] == 0
 
 
 def test_an_incremental_index_brings_the_graph_up_to_date(tmp_path):
@@ -237,12 +300,13 @@ def test_context_counts_by_hand(working):
 
     assert cited(Filters()) == {"lib/l1": 1, "lib/l2": 1, "lib/l3": 2}
     # leave-one-out: only the steps named before the hidden one, as the run stood when it was written
-    assert cited(Filters(hide="work/w3")) == {"lib/l2": 1, "lib/l3": 2}
-    assert cited(Filters(hide="work/w2")) == {"lib/l3": 1}
-    assert cited(Filters(hide="work/w1")) == {}
-    assert cited(Filters(hide="work/w4")) == {}  # no event names it: nothing is known to come before
-    # a hidden step of another run cuts nothing; links to it drop
-    assert cited(Filters(hide="lib/l3")) == {"lib/l1": 1, "lib/l2": 1}
+    assert cited(Filters(hide=graph.before("work/w3"))) == {"lib/l2": 1, "lib/l3": 2}
+    assert cited(Filters(hide=graph.before("work/w2"))) == {"lib/l3": 1}
+    assert cited(Filters(hide=graph.before("work/w1"))) == {}
+    assert cited(Filters(hide=graph.before("work/w4"))) == {}  # no event names it: nothing is known to come before
+    # a hidden step of another run: the steps citing it (w1, w2) were written after it, so they
+    # are gone too; the rest of the run stays
+    assert cited(Filters(hide=graph.before("lib/l3"))) == {"lib/l1": 1}
     cut = Until(micros=int(np.datetime64("2026-10-18T02:30:00", "us").astype(np.int64)))
     assert cited(Filters(until=cut)) == {"lib/l2": 1, "lib/l3": 2}  # w3 not named yet
     assert not counts(working, graph.cited_by(graph.context("lib", Filters(), None), None))  # cites nothing
@@ -292,9 +356,9 @@ def test_affinity_counts_the_links_into_each_run_by_hand(drawing):
                 for run, first in (("q", "q1"), ("p", "p1"), ("work", "w1"))}
 
     assert per_run(Filters()) == {"q": 3, "p": 1, "work": 0}  # the run's own links (w3 -> w1) do not count
-    assert per_run(Filters(hide="work/w3")) == {"q": 2, "p": 1, "work": 0}  # only what came before w3
-    assert per_run(Filters(hide="work/w2")) == {"q": 1, "p": 0, "work": 0}
-    assert per_run(Filters(hide="q/q1")) == {"q": 1, "p": 1, "work": 0}  # links to a hidden step drop
+    assert per_run(Filters(hide=graph.before("work/w3"))) == {"q": 2, "p": 1, "work": 0}  # only what came before w3
+    assert per_run(Filters(hide=graph.before("work/w2"))) == {"q": 1, "p": 0, "work": 0}
+    assert per_run(Filters(hide=graph.before("q/q1"))) == {"q": 1, "p": 1, "work": 0}  # w1, w3 cite q1: gone
     cut = Until(micros=int(np.datetime64("2026-10-18T02:30:00", "us").astype(np.int64)))
     assert per_run(Filters(until=cut)) == {"q": 2, "p": 1, "work": 0}  # w3 not named yet
 
