@@ -108,27 +108,45 @@ def test_a_graph_candidate_carries_its_vote_and_prior(toy):
     assert by["alpha/a5"].prior == 0.0
 
 
-def only_route_workspace(root, with_query_step: bool):
-    """A workspace where the only route from the query to its gold is the query's own step: q
-    cites g, g shares no word with q, nothing else cites g. Without ``with_query_step``, the
-    same workspace as it stood before q was written: the oracle leave-one-out must equal."""
+def named_together(ws, run: str, ids: list[str]) -> None:
+    """One event of ``run`` names ``ids`` (on 2026-10-17)."""
+    ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
+                           "ids": ids, "text": "lemmas"}])
+
+
+def named_in_turn(ws, run: str, ids: list[str]) -> None:
+    """``run``'s events name ``ids`` one by one, the n-th at 0n:00 on 2026-10-18."""
+    ws.write_events(run, [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
+                           "ids": [step], "text": f"step {step}"} for n, step in enumerate(ids, 1)])
+
+
+def gamma_workspace(root, upto: str) -> Memory:
+    """Run gamma's log names g, h, q, r in turn: q cites g, which shares no word with q; r, written
+    after q, cites g too; run delta's d cites q and g (so it came after q); r and d share q's
+    words. ``upto``: "h" (the workspace as it stood before q was written), "q" (the only route
+    from q's text to g is then q itself) or "r" (with the later work: r and d)."""
     ws = build_workspace(root)
     steps = [make_step("g", statement="zircon quartz beryl"),
-             make_step("h", statement="spherical Hecke operators generate the algebra")]
-    if with_query_step:
-        steps.append(make_step("q", statement="spherical Hecke operators generate", parents=("g",)))
+             make_step("h", statement="spherical Hecke operators generate the algebra"),
+             make_step("q", statement="spherical Hecke operators generate", parents=("g",)),
+             make_step("r", statement="spherical Hecke operators generate again", parents=("g",))]
+    steps = steps[:[step["id"] for step in steps].index(upto) + 1]
+    if upto == "r":
+        ws.add_run("delta", [make_step("d", statement="spherical Hecke operators generate more",
+                                       parents=("gamma/q", "gamma/g"))])
     ws.add_run("gamma", steps)
+    named_in_turn(ws, "gamma", [step["id"] for step in steps])
     return index(ws.root)
 
 
 @pytest.fixture(scope="module")
 def only_route(tmp_path_factory):
-    return only_route_workspace(tmp_path_factory.mktemp("loo") / "ws", True)
+    return gamma_workspace(tmp_path_factory.mktemp("loo") / "ws", "q")
 
 
 @pytest.fixture(scope="module")
 def before_q(tmp_path_factory):
-    return only_route_workspace(tmp_path_factory.mktemp("before") / "ws", False)
+    return gamma_workspace(tmp_path_factory.mktemp("before") / "ws", "h")
 
 
 @pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
@@ -148,31 +166,9 @@ def test_a_query_never_finds_its_gold_through_its_own_step(only_route, before_q,
         assert "gamma/g" in seen
 
 
-def later_work_workspace(root, after_q: bool):
-    """Run gamma names g, h, q, r in turn: q cites g, so does r (written after q), and run delta's d
-    cites q and g (so d too came after q); r and d share the query's words, g does not. Without
-    ``after_q``: the workspace as it stood before q was written (g and h only)."""
-    ws = build_workspace(root)
-    steps = [make_step("g", statement="zircon quartz beryl"),
-             make_step("h", statement="spherical Hecke operators generate the algebra")]
-    if after_q:
-        steps += [make_step("q", statement="spherical Hecke operators generate", parents=("g",)),
-                  make_step("r", statement="spherical Hecke operators generate again", parents=("g",))]
-        ws.add_run("delta", [make_step("d", statement="spherical Hecke operators generate more",
-                                       parents=("gamma/q", "gamma/g"))])
-    ws.add_run("gamma", steps)
-    named_in_turn(ws, "gamma", [step["id"] for step in steps])
-    return index(ws.root)
-
-
 @pytest.fixture(scope="module")
 def later_work(tmp_path_factory):
-    return later_work_workspace(tmp_path_factory.mktemp("later") / "ws", True)
-
-
-@pytest.fixture(scope="module")
-def before_later_work(tmp_path_factory):
-    return later_work_workspace(tmp_path_factory.mktemp("before-later") / "ws", False)
+    return gamma_workspace(tmp_path_factory.mktemp("later") / "ws", "r")
 
 
 def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
@@ -192,15 +188,14 @@ def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
 
 
 @pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
-def test_later_work_never_leads_a_query_to_its_gold(later_work, before_later_work, strategy,
-                                                   monkeypatch):
+def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strategy, monkeypatch):
     """r and d would vote for g (both cite it and share the query's words); as memory stood before
     q was written neither existed, and leave-one-out answers as that memory would."""
     def found() -> set[str]:
         query = ArchiveQuery("spherical Hecke operators generate", hide="gamma/q", strategy=strategy)
         return {c.gid for c in later_work.retriever.ranked(query)}
 
-    before = {c.gid for c in before_later_work.retriever.ranked(
+    before = {c.gid for c in before_q.retriever.ranked(
         ArchiveQuery("spherical Hecke operators generate", strategy=strategy))}
     assert found() == before
     if strategy in ("bm25", "rerank", "graph", "rerank-graph"):  # (the vector finds every step here)
@@ -277,18 +272,6 @@ def working(tmp_path_factory):
     named_together(ws, "lib", ["l1", "l2", "l3"])
     named_in_turn(ws, "work", ["w1", "w2", "w3"])
     return index(ws.root)
-
-
-def named_together(ws, run: str, ids: list[str]) -> None:
-    """One event of ``run`` names ``ids`` (on 2026-10-17)."""
-    ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "L", "kind": "return",
-                           "ids": ids, "text": "lemmas"}])
-
-
-def named_in_turn(ws, run: str, ids: list[str]) -> None:
-    """``run``'s events name ``ids`` one by one, the n-th at 0n:00 on 2026-10-18."""
-    ws.write_events(run, [{"time": f"2026-10-18T0{n}:00:00Z", "actor": "W", "kind": "return",
-                           "ids": [step], "text": f"step {step}"} for n, step in enumerate(ids, 1)])
 
 
 def test_context_counts_by_hand(working):
