@@ -3,12 +3,13 @@ buys.
 
 Pairs are (a step's statement, the statement of each step it cites), with a hard negative each: the
 best BM25 match of the statement (leave-one-out) that it does not cite. ``tune`` trains on every
-pair (less the steps of ``holdout`` queries: a query being evaluated never trains the model that
-answers it), saves the model under ``.mem/models/tuned-<hash>/`` and re-embeds every text with it
-in one full index run: meta.json records its provenance (base model, pairs, hash, file sizes), and
-an index never mixes two models. ``reset`` goes back to the configured model. ``evaluate`` holds out
-whole runs, trains on the others into a scratch index, and compares the held-out runs' per-step
-reuse queries before and after: nothing is installed."""
+pair (less the steps of ``holdout`` queries and the work written after them, which leave-one-out
+hides: a query being evaluated never trains the model that answers it), saves the model under
+``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full index run: meta.json
+records its provenance (base model, pairs, hash, file sizes), and an index never mixes two models.
+``reset`` goes back to the configured model. ``evaluate`` holds out whole runs, trains on the
+others into a scratch index, and compares the held-out runs' per-step reuse queries before and
+after: nothing is installed."""
 
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ class Mined:
 
 
 def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
-               exclude_steps: set[str] = frozenset(), max_pairs: int | None = None,
-               seed: int = 0) -> Mined:
-    """The citation pairs of every step outside ``exclude_runs`` and ``exclude_steps``, each with a
-    BM25 hard negative; ``max_pairs`` keeps a seeded sample."""
+               exclude_steps: set[str] = frozenset(), exclude_keys: set[int] = frozenset(),
+               max_pairs: int | None = None, seed: int = 0) -> Mined:
+    """The citation pairs of every step outside ``exclude_runs``, ``exclude_steps`` and
+    ``exclude_keys`` (steps by key), each with a BM25 hard negative; ``max_pairs`` keeps a seeded
+    sample."""
+    from mem_retrieval.indexers.store import key
     from mem_retrieval.text.embed import prepare
 
     workspace, max_chars = retriever.workspace, retriever.config.model.max_chars
@@ -59,7 +62,7 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
         sources = frozenset(s.id for s in tree.sources)
         for step in tree.steps:
             cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
-            if step.gid in exclude_steps or not cited:
+            if step.gid in exclude_steps or key(step.gid) in exclude_keys or not cited:
                 continue
             anchors.append(step.gid)
             negative = _hard_negative(retriever, step.statement, step.gid, set(cited))
@@ -155,8 +158,8 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
     from mem_retrieval.indexers.build import build_index
 
     memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
-    mined = mine_pairs(memory.retriever, exclude_steps=set(holdout_steps), max_pairs=max_pairs,
-                       seed=training.seed)
+    held = set().union(*(hidden_from(memory.retriever, step) for step in holdout_steps))
+    mined = mine_pairs(memory.retriever, exclude_keys=held, max_pairs=max_pairs, seed=training.seed)
     folder = memory.retriever.location.folder  # the index folder, or a remote index's local cache
     provenance, seconds, loss = _fit(memory, mined, folder, training, progress)
     memory.retriever.reopen()
@@ -195,6 +198,29 @@ def trained_steps(location, meta: dict[str, Any] | None) -> set[str]:
     path = at(location).fetch(tuned["path"], lambda f: None if (f / "trained.json").is_file() else "missing") \
         / "trained.json"
     return set(json.loads(path.read_text())["steps"]) if path.is_file() else set()
+
+
+def hidden_from(retriever: Retriever, step: str) -> set[int]:
+    """The keys of the steps a leave-one-out query from ``step`` may not see: the step, and what
+    was written after it (``CitationGraph.before``)."""
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.retrieval.query import Filters
+
+    graph = retriever.searcher.graph()
+    if graph is None:
+        return {key(step)}
+    visible = graph.visible(Filters(hide=graph.before(step)))
+    return {key(step)} | set(graph.keys[~visible].tolist())
+
+
+def trained_on_answers(retriever: Retriever, trained: set[str], steps: Sequence[str]) -> list[str]:
+    """The ``steps`` (global ids, leave-one-out queries) whose answers a model tuned on the links
+    of ``trained`` has seen: it trained on their own links, or on the links of a step written
+    after them, which leave-one-out hides as well."""
+    from mem_retrieval.indexers.store import key
+
+    keys = {key(gid) for gid in trained}
+    return [step for step in steps if hidden_from(retriever, step) & keys]
 
 
 @dataclass(frozen=True)

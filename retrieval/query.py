@@ -104,10 +104,11 @@ class ArchiveQuery:
     ``setting`` is the setting the hits will be used in (SPEC §8; incompatible hits are left out
     unless ``any_setting``). ``run``, ``kind``, ``status`` keep only matching steps; ``library`` keeps
     only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
-    step's global id: memory as it stood before it was written (leave-one-out, SPEC §10; ``Hidden``); ``until`` is memory as of an event (a
-    ``--until`` value, resolved against the workspace, or an ``Until``). ``context_run`` is the run
-    the query is asked from: what its steps already cite, and which runs they cite, guides the
-    graph strategies (it filters nothing). ``strategy`` None is the configured default."""
+    step's global id: memory as it stood before it was written (leave-one-out, SPEC §10:
+    ``Hidden``); ``until`` is memory as of an event (a ``--until`` value, resolved against the
+    workspace, or an ``Until``). ``context_run`` is the run the query is asked from: what its steps
+    already cite, and which runs they cite, guides the graph strategies (it filters nothing).
+    ``strategy`` None is the configured default."""
 
     text: str
     setting: str | None = None
@@ -243,7 +244,8 @@ class Filters:
         keys = ", ".join(str(int(k)) for k in hide.keys)
         parts = [f"key != {keys}" if len(hide.keys) == 1 else f"key NOT IN ({keys})"]
         if hide.run_key is not None and hide.seq is not None:
-            parts.append(f"run_key != {int(hide.run_key)} OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")
+            parts.append(f"run_key != {int(hide.run_key)} "
+                         f"OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")
         return parts
 
     def _as_of(self, table: str) -> str:

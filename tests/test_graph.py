@@ -206,6 +206,22 @@ def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strate
         assert "gamma/g" in found()
 
 
+def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
+    """What leave-one-out hides is kept out of `mem tune --holdout-queries` too, and `mem eval
+    paging` warns about a model trained on it: d cites q and g, so it came after both, not h."""
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.tune import hidden_from, mine_pairs, trained_on_answers
+
+    retriever = later_work.retriever
+    assert hidden_from(retriever, "gamma/q") == {key(g) for g in ("gamma/q", "gamma/r", "delta/d")}
+    asked = ["gamma/g", "gamma/h", "gamma/q"]
+    assert trained_on_answers(retriever, {"delta/d"}, asked) == ["gamma/g", "gamma/q"]
+    assert trained_on_answers(retriever, {"gamma/g"}, ["gamma/q"]) == []  # written before q
+    assert trained_on_answers(retriever, {"gamma/q"}, ["gamma/q"]) == ["gamma/q"]
+    held = mine_pairs(retriever, exclude_keys=hidden_from(retriever, "gamma/q"))
+    assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d
+
+
 def test_the_hidden_step_loses_its_share_of_the_prior(only_route):
     graph = only_route.retriever.searcher.graph()
     row = gids(only_route).index("gamma/g")

@@ -69,14 +69,17 @@ def run_paging(args, ctx) -> int:
 
 
 def _warn_if_trained_on(ctx, memory, queries) -> None:
-    """A query whose step's links tuned the model (`mem tune`) is answered by a model that has
-    seen its gold: say so (`mem tune --holdout-queries` keeps them out)."""
+    """A query whose step's links, or those of work written after it, tuned the model (`mem
+    tune`) is answered by a model that has seen its gold: say so (`mem tune --holdout-queries`
+    keeps them out)."""
     from mem_retrieval.indexers.store import read_meta
-    from mem_retrieval.tune import trained_steps
+    from mem_retrieval.tune import trained_on_answers, trained_steps
 
     location = memory.retriever.location
     trained = trained_steps(location, read_meta(location))
-    seen = [q.step for q in queries if q.step in trained]
+    steps = [q.step for q in queries if q.step]
+    seen = trained_on_answers(memory.retriever, trained, steps) if trained else []
     if seen:
         ctx.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "
-                 "steps: their figures are optimistic (mem tune --holdout-queries, or mem tune --eval)")
+                 "steps or of work written after them: their figures are optimistic "
+                 "(mem tune --holdout-queries, or mem tune --eval)")

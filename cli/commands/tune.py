@@ -25,7 +25,8 @@ def register(subparsers, common) -> None:
     parser.add_argument("--batch-size", type=int, default=16, metavar="N",
                         help="pairs a step; the other pairs of a batch are its negatives (default 16)")
     parser.add_argument("--holdout-queries", metavar="FILE",
-                        help="queries JSONL: the steps they name never train the model (evaluate them after)")
+                        help="queries JSONL: the steps they name, and the work written after them, never "
+                             "train the model (evaluate them after)")
     parser.add_argument("--progress", dest="progress", action="store_true", default=None,
                         help="show a progress bar even when stderr is not a terminal")
     parser.set_defaults(handler=run_tune)
