@@ -1,6 +1,6 @@
 """The citation graph and the graph strategies: counts and votes worked out by hand on the shared
-toy workspace, leave-one-out (a query never finds its gold through its own step, by any
-strategy), ``--until`` cutting the graph as it cuts the text, an incremental index keeping
+toy workspace, leave-one-out (a query never finds its gold through its own step, nor through
+work written after it, by any strategy; nor does a tuned model trained on either), ``--until`` cutting the graph as it cuts the text, an incremental index keeping
 the graph current, and the asking run's citations (``context_run``) on a workspace of their own.
 
 The toy workspace (conftest): alpha/a2 cites a1 (and the source d1, not a step), alpha/a4 cites
