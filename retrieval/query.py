@@ -136,11 +136,9 @@ class ArchiveQuery:
         if self.context_run is not None and not self.context_run.strip():
             object.__setattr__(self, "context_run", None)
 
-    def filters(self, until: Until | None, hidden: Hidden | None = None) -> "Filters":
-        """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hide`` alone
-        when ``hidden`` is not given)."""
-        if hidden is None and self.hide is not None:
-            hidden = Hidden.only(self.hide)
+    def filters(self, until: Until | None, hidden: Hidden | None) -> "Filters":
+        """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hidden``:
+        ``Searcher.before`` of ``hide``)."""
         return Filters(run=self.run, kind=self.kind, status=self.status, exclude_run=self.exclude_run,
                        hide=hidden, until=until, library=self.library)
 

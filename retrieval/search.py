@@ -21,7 +21,8 @@ from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
-from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until, exact_lookup, ids_in_query
+from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup,
+                                            ids_in_query)
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
 from mem_retrieval.text.tokenize import token_string

@@ -120,6 +120,14 @@ def named_in_turn(ws, run: str, ids: list[str]) -> None:
                            "ids": [step], "text": f"step {step}"} for n, step in enumerate(ids, 1)])
 
 
+def add_work(ws, cites: dict[str, tuple[str, ...]], named: list[str]) -> None:
+    """Run ``work``: a step for each entry of ``cites`` (its id -> what it cites), all with the same
+    statement; its events name ``named`` in turn."""
+    ws.add_run("work", [make_step(step, statement="a step", parents=parents)
+                        for step, parents in cites.items()])
+    named_in_turn(ws, "work", named)
+
+
 def gamma_workspace(root, upto: str) -> Memory:
     """Run gamma's log names g, h, q, r in turn: q cites g, which shares no word with q; r, written
     after q, cites g too; run delta's d cites q and g (so it came after q); r and d share q's
@@ -281,12 +289,9 @@ def working(tmp_path_factory):
     ws = build_workspace(tmp_path_factory.mktemp("context") / "ws")
     ws.add_run("lib", [make_step(f"l{i}", statement=f"zircon lemma {word}")
                        for i, word in ((1, "one"), (2, "two"), (3, "six"))])
-    ws.add_run("work", [make_step("w1", statement="a step", parents=("lib/l3",)),
-                        make_step("w2", statement="a step", parents=("lib/l3", "lib/l2")),
-                        make_step("w3", statement="a step", parents=("lib/l1",)),
-                        make_step("w4", statement="a step")])
+    add_work(ws, {"w1": ("lib/l3",), "w2": ("lib/l3", "lib/l2"), "w3": ("lib/l1",), "w4": ()},
+             named=["w1", "w2", "w3"])
     named_together(ws, "lib", ["l1", "l2", "l3"])
-    named_in_turn(ws, "work", ["w1", "w2", "w3"])
     return index(ws.root)
 
 
@@ -335,12 +340,10 @@ def drawing(tmp_path_factory):
     ws.add_run("q", [make_step("q1", statement="opal one"), make_step("q2", statement="opal two"),
                      make_step("q3", statement="garnet lemma alpha")])
     ws.add_run("p", [make_step("p1", statement="opal three"), make_step("p2", statement="garnet lemma beta")])
-    ws.add_run("work", [make_step("w1", statement="a step", parents=("q/q1",)),
-                        make_step("w2", statement="a step", parents=("q/q2", "p/p1")),
-                        make_step("w3", statement="a step", parents=("q/q1", "work/w1"))])
+    add_work(ws, {"w1": ("q/q1",), "w2": ("q/q2", "p/p1"), "w3": ("q/q1", "work/w1")},
+             named=["w1", "w2", "w3"])
     named_together(ws, "q", ["q1", "q2", "q3"])
     named_together(ws, "p", ["p1", "p2"])
-    named_in_turn(ws, "work", ["w1", "w2", "w3"])
     return index(ws.root)
 
 
