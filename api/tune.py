@@ -8,8 +8,8 @@ hides: a query being evaluated never trains the model that answers it), saves th
 ``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full index run: meta.json
 records its provenance (base model, pairs, hash, file sizes), and an index never mixes two models.
 ``reset`` goes back to the configured model. ``evaluate`` holds out whole runs, trains on the
-others into a scratch index, and compares the held-out runs' per-step reuse queries before and
-after: nothing is installed."""
+others (less the work written after the held-out queries' steps) into a scratch index, and
+compares the held-out runs' per-step reuse queries before and after: nothing is installed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -158,8 +158,8 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
     from mem_retrieval.indexers.build import build_index
 
     memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
-    held = set().union(*(hidden_from(memory.retriever, step) for step in holdout_steps))
-    mined = mine_pairs(memory.retriever, exclude_keys=held, max_pairs=max_pairs, seed=training.seed)
+    mined = mine_pairs(memory.retriever, exclude_keys=kept_out(memory.retriever, holdout_steps),
+                       max_pairs=max_pairs, seed=training.seed)
     folder = memory.retriever.location.folder  # the index folder, or a remote index's local cache
     provenance, seconds, loss = _fit(memory, mined, folder, training, progress)
     memory.retriever.reopen()
@@ -213,6 +213,21 @@ def hidden_from(retriever: Retriever, step: str) -> set[int]:
     return {key(step)} | set(graph.keys[~visible].tolist())
 
 
+def kept_out(retriever: Retriever, steps: Iterable[str]) -> set[int]:
+    """The keys of the steps no tuning for leave-one-out queries from ``steps`` may train on: each
+    step and the work written after it (``hidden_from``)."""
+    return set().union(*(hidden_from(retriever, step) for step in steps))
+
+
+def held_out_pairs(retriever: Retriever, runs: set[str], steps: Sequence[str], *,
+                   max_pairs: int | None = None, seed: int = 0) -> Mined:
+    """The pairs ``evaluate`` trains on when it holds out ``runs``, whose queries come from
+    ``steps``: none from those runs, nor from other runs' work written after any of the steps
+    (it cites them, directly or through others), which their leave-one-out queries may not see."""
+    return mine_pairs(retriever, exclude_runs=runs, exclude_keys=kept_out(retriever, steps),
+                      max_pairs=max_pairs, seed=seed)
+
+
 def trained_on_answers(retriever: Retriever, trained: set[str], steps: Sequence[str]) -> list[str]:
     """The ``steps`` (global ids, leave-one-out queries) whose answers a model tuned on the links
     of ``trained`` has seen: it trained on their own links, or on the links of a step written
@@ -238,7 +253,8 @@ class TuneEvaluation:
     def text(self) -> str:
         metrics = list(next(iter(self.before.values())))
         lines = [f"held out {len(self.held_out)} runs ({', '.join(self.held_out)}): {self.queries} "
-                 "per-step reuse queries (leave-one-out), never trained on",
+                 "per-step reuse queries (leave-one-out), never trained on, nor the work written "
+                 "after their steps",
                  self.report.text().splitlines()[0], "",
                  "  ".join(["strategy      ", "model ".ljust(7)] + [m.ljust(7) for m in metrics])]
         for name in self.before:
@@ -276,7 +292,8 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
                                    derived.qrels) for name in strategies}
 
     before = scores(memory.retriever)
-    mined = mine_pairs(memory.retriever, exclude_runs=set(held), max_pairs=max_pairs, seed=training.seed)
+    mined = held_out_pairs(memory.retriever, set(held), [q.step for q in derived.queries if q.step],
+                           max_pairs=max_pairs, seed=training.seed)
     with tempfile.TemporaryDirectory(prefix="mem-tune-") as scratch:
         provenance, seconds, loss = _fit(memory, mined, Path(scratch), training, progress)
         trial = Workspace(workspace.root, Path(scratch))

@@ -1,7 +1,9 @@
 """The citation graph and the graph strategies: counts and votes worked out by hand on the shared
 toy workspace, leave-one-out (a query never finds its gold through its own step, nor through
-work written after it, by any strategy; nor does a tuned model trained on either), ``--until`` cutting the graph as it cuts the text, an incremental index keeping
-the graph current, and the asking run's citations (``context_run``) on a workspace of their own.
+work written after it, by any strategy; nor does a tuned model train on either, in `mem tune`
+--holdout-queries or --eval), ``--until`` cutting the graph as it cuts the text, an incremental
+index keeping the graph current, and the asking run's citations (``context_run``) on a workspace of
+their own.
 
 The toy workspace (conftest): alpha/a2 cites a1 (and the source d1, not a step), alpha/a4 cites
 a2, beta/b1 cites alpha/a1 (and d1). So a1 is cited twice, a2 once."""
@@ -228,6 +230,18 @@ def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     assert trained_on_answers(retriever, {"gamma/q"}, ["gamma/q"]) == ["gamma/q"]
     held = mine_pairs(retriever, exclude_keys=hidden_from(retriever, "gamma/q"))
     assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d
+
+
+def test_tune_eval_keeps_out_other_runs_work_written_after_its_queries(later_work):
+    """`mem tune --eval` holding out run gamma, whose query comes from q, trains on no step of gamma
+    and not on delta/d either: d cites q, so it was written after the query's step."""
+    from mem_retrieval.tune import held_out_pairs
+
+    retriever = later_work.retriever
+    assert sorted(held_out_pairs(retriever, {"gamma"}, []).anchors) == [
+        "alpha/a2", "alpha/a4", "beta/b1", "delta/d"]
+    assert sorted(held_out_pairs(retriever, {"gamma"}, ["gamma/q"]).anchors) == [
+        "alpha/a2", "alpha/a4", "beta/b1"]
 
 
 def test_the_hidden_step_loses_its_share_of_the_prior(only_route):

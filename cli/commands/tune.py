@@ -17,7 +17,8 @@ def register(subparsers, common) -> None:
                     "back to the configured model. Off by default: see the README for when it pays.")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--eval", action="store_true",
-                      help="hold out a fold of runs, train on the others, compare (installs nothing)")
+                      help="hold out a fold of runs, train on the others less the work written after the "
+                           "held-out queries, compare (installs nothing)")
     mode.add_argument("--reset", action="store_true",
                       help="re-embed with the configured model and delete the tuned copy")
     parser.add_argument("--max-pairs", type=int, metavar="N", help="train on at most N pairs (a seeded sample)")
