@@ -6,10 +6,10 @@ hand-written judgments.
 
 Each query names its ``step`` (leave-one-out, SPEC §10: the search answers as memory stood before
 the step was written, without it, its library copy, its links and the work written after it) and
-its ``run`` (a run cannot reuse itself: its own steps are no
-candidates). With ``runs_before``, only library entries inserted before the run started count as
-reusable, the way a real run meets the library; with ``until``, only entries inserted by then, and
-only steps some event had named by then are asked."""
+its ``run`` (a run cannot reuse itself: its own steps are no candidates). With ``runs_before``,
+only library entries inserted before the run started count as reusable, the way a real run meets
+the library; with ``until``, only entries inserted by then, and only steps some event had named by
+then are asked."""
 
 from __future__ import annotations
 
