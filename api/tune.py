@@ -41,11 +41,11 @@ class Mined:
 
 
 def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
-               exclude_steps: set[str] = frozenset(), exclude_keys: set[int] = frozenset(),
-               max_pairs: int | None = None, seed: int = 0) -> Mined:
-    """The citation pairs of every step outside ``exclude_runs``, ``exclude_steps`` and
-    ``exclude_keys`` (steps by key), each with a BM25 hard negative; ``max_pairs`` keeps a seeded
-    sample."""
+               exclude_keys: set[int] = frozenset(), max_pairs: int | None = None,
+               seed: int = 0) -> Mined:
+    """The citation pairs of every step outside ``exclude_runs`` and ``exclude_keys`` (steps by
+    key, ``indexers.store.key`` of the global id), each with a BM25 hard negative; ``max_pairs``
+    keeps a seeded sample."""
     from mem_retrieval.indexers.store import key
     from mem_retrieval.text.embed import prepare
 
@@ -62,7 +62,7 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
         sources = frozenset(s.id for s in tree.sources)
         for step in tree.steps:
             cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
-            if step.gid in exclude_steps or key(step.gid) in exclude_keys or not cited:
+            if key(step.gid) in exclude_keys or not cited:
                 continue
             anchors.append(step.gid)
             negative = _hard_negative(retriever, step.statement, step.gid, set(cited))

@@ -240,7 +240,7 @@ class Filters:
     def _before(self) -> list[str]:
         hide = self.hide
         keys = ", ".join(str(int(k)) for k in hide.keys)
-        parts = [f"key != {keys}" if len(hide.keys) == 1 else f"key NOT IN ({keys})"]
+        parts = [f"key NOT IN ({keys})"]
         if hide.run_key is not None and hide.seq is not None:
             parts.append(f"run_key != {int(hide.run_key)} "
                          f"OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import build_workspace
 from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.indexers.store import key
 from mem_retrieval.memory import Memory
 from mem_retrieval.tune import mine_pairs
 
@@ -34,7 +35,7 @@ def test_pairs_are_the_citations_with_a_hard_negative(tmp_path):
         ("statement of a2", "statement of a1"), ("statement of a4", "statement of a2"),
         ("statement of b1", "statement of a1")]
     assert all(p.negative and p.negative != p.positive for p in mined.pairs)
-    held = mine_pairs(memory.retriever, exclude_steps={"alpha/a4"}, exclude_runs={"beta"})
+    held = mine_pairs(memory.retriever, exclude_keys={key("alpha/a4")}, exclude_runs={"beta"})
     assert held.anchors == ["alpha/a2"]
 
 
