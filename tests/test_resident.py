@@ -66,9 +66,9 @@ def monkeypatch_module():
         yield patch
 
 
-def hidden_gid(table) -> str:
-    """A step that hides others: the most cited one (its citers, and its run-mates named later)."""
-    graph = CitationGraph.scan(table)
+def hidden_gid(table, graph: CitationGraph) -> str:
+    """The most cited step of ``table`` (``graph``: its citation graph), so one that hides others:
+    its citers, and its run-mates named later."""
     data = table.search().select(["gid"]).limit(10_000).to_arrow()
     return data["gid"][int(np.argmax(graph.cited))].as_py()
 
@@ -76,7 +76,8 @@ def hidden_gid(table) -> str:
 def filter_cases(table) -> list[Filters]:
     """Filters of every kind, with values taken from the example table itself."""
     data = table.search().select(["run", "gid", "named_ts", "named_seq"]).limit(10_000).to_arrow()
-    hidden = CitationGraph.scan(table).before(hidden_gid(table))
+    graph = CitationGraph.scan(table)
+    hidden = graph.before(hidden_gid(table, graph))
     assert len(hidden.keys) > 1 and hidden.seq is not None  # the case tries every part of ``hide``
     runs = sorted(set(data["run"].to_pylist()))
     times = sorted(t for t in data["named_ts"].to_pylist() if t >= 0)
@@ -117,11 +118,12 @@ QUERIES = ["Frobenius fixed field", "satake-two-levels/A5-7 Hecke algebra Satake
 def test_every_strategy_answers_from_memory_as_from_the_index(pair):
     cold, warm = pair
     table = cold.retriever.searcher.table("steps")
-    hidden = hidden_gid(table)
+    hidden = hidden_gid(table, CitationGraph.scan(table))
+    cases = filter_cases(table)
     compared = 0
     for text in QUERIES:
         for strategy in STRATEGIES:
-            for i, filters in enumerate(filter_cases(table)):
+            for i, filters in enumerate(cases):
                 for setting in (None, "F_q((t))")[i % 2:][:1 + (i == 0)]:  # both without filters
                     query = ArchiveQuery(text, setting=setting, strategy=strategy, run=filters.run,
                                          exclude_run=filters.exclude_run, kind=filters.kind,
