@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from mem_retrieval.indexers.store import key
+from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import KINDS, STATUSES
@@ -239,8 +239,7 @@ class Filters:
 
     def _before(self) -> list[str]:
         hide = self.hide
-        keys = ", ".join(str(int(k)) for k in hide.keys)
-        parts = [f"key NOT IN ({keys})"]
+        parts = [f"NOT ({in_list('key', hide.keys)})"]
         if hide.run_key is not None and hide.seq is not None:
             parts.append(f"run_key != {int(hide.run_key)} "
                          f"OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")

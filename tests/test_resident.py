@@ -15,7 +15,7 @@ import pytest
 import mem_retrieval.retrieval.search as search_module
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.graph import CitationGraph
-from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Until
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
 from mem_retrieval.retrieval.resident import Bm25Index, best
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request
 
@@ -66,18 +66,19 @@ def monkeypatch_module():
         yield patch
 
 
-def hidden_gid(table, graph: CitationGraph) -> str:
-    """The most cited step of ``table`` (``graph``: its citation graph), so one that hides others:
-    its citers, and its run-mates named later."""
+def hidden_step(table) -> tuple[str, Hidden]:
+    """The most cited step of ``table``, so one that hides others (its citers, and its run-mates
+    named later), and what hiding it resolves to."""
     data = table.search().select(["gid"]).limit(10_000).to_arrow()
-    return data["gid"][int(np.argmax(graph.cited))].as_py()
-
-
-def filter_cases(table) -> list[Filters]:
-    """Filters of every kind, with values taken from the example table itself."""
-    data = table.search().select(["run", "gid", "named_ts", "named_seq"]).limit(10_000).to_arrow()
     graph = CitationGraph.scan(table)
-    hidden = graph.before(hidden_gid(table, graph))
+    gid = data["gid"][int(np.argmax(graph.cited))].as_py()
+    return gid, graph.before(gid)
+
+
+def filter_cases(table, hidden: Hidden) -> list[Filters]:
+    """Filters of every kind, with values taken from the example table itself (``hidden``: a
+    resolved ``hide``, from ``hidden_step``)."""
+    data = table.search().select(["run", "gid", "named_ts", "named_seq"]).limit(10_000).to_arrow()
     assert len(hidden.keys) > 1 and hidden.seq is not None  # the case tries every part of ``hide``
     runs = sorted(set(data["run"].to_pylist()))
     times = sorted(t for t in data["named_ts"].to_pylist() if t >= 0)
@@ -99,7 +100,7 @@ def test_mask_agrees_with_the_sql_prefilter(pair):
     settings = sorted(set(resident.rows["setting"].to_pylist()))
     from mem_retrieval.indexers.store import key
 
-    for filters in filter_cases(table):
+    for filters in filter_cases(table, hidden_step(table)[1]):
         for excluded in ((), (key(settings[0]),)):
             request = Request("steps", "x", filters, excluded)
             scan = table.search()
@@ -118,8 +119,8 @@ QUERIES = ["Frobenius fixed field", "satake-two-levels/A5-7 Hecke algebra Satake
 def test_every_strategy_answers_from_memory_as_from_the_index(pair):
     cold, warm = pair
     table = cold.retriever.searcher.table("steps")
-    hidden = hidden_gid(table, CitationGraph.scan(table))
-    cases = filter_cases(table)
+    hidden, resolved = hidden_step(table)
+    cases = filter_cases(table, resolved)
     compared = 0
     for text in QUERIES:
         for strategy in STRATEGIES:
