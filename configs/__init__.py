@@ -69,6 +69,7 @@ class Weights:
     bm25: float = rule(minimum=0.0)
     cosine: float = rule(minimum=0.0)
     vote: float = rule(minimum=0.0)
+    expanded: float = rule(minimum=0.0)
     prior: float = rule(minimum=0.0)
     context: float = rule(minimum=0.0)
     affinity: float = rule(minimum=0.0)
@@ -76,11 +77,22 @@ class Weights:
 
 @dataclass(frozen=True)
 class FusionConfig:
+    """A weight table per graph strategy and per kind of query: ``<strategy>`` for a query asked
+    from no run, ``<strategy>_in_run`` for one asked from a run (its context and affinity exist)."""
+
     graph: Weights = rule()
     rerank_graph: Weights = rule()
+    graph_in_run: Weights = rule()
+    rerank_graph_in_run: Weights = rule()
 
-    def weights(self, strategy: str) -> Weights:
-        return getattr(self, strategy.replace("-", "_"))
+    def weights(self, strategy: str, in_run: bool = False) -> Weights:
+        return getattr(self, table_of(strategy, in_run))
+
+
+def table_of(strategy: str, in_run: bool) -> str:
+    """The ``[fusion.<table>]`` holding ``strategy``'s weights for a query asked from a run
+    (``in_run``) or from none."""
+    return strategy.replace("-", "_") + ("_in_run" if in_run else "")
 
 
 @dataclass(frozen=True)

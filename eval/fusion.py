@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mem_retrieval.configs import table_of
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
@@ -24,7 +25,7 @@ from mem_retrieval.retrieval.strategies import fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
-FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f != "cosine"),  # no model
+FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f not in ("cosine", "expanded")),  # no model
             "rerank-graph": STRATEGY_FEATURES}
 
 
@@ -37,6 +38,7 @@ class QueryFeatures:
     ids: tuple[str, ...]
     gids: tuple[str, ...]
     features: dict[str, list[float]]
+    in_run: bool = False    # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
 
 
 def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:
@@ -48,7 +50,15 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
-                                  for name in FEATURES[strategy]}))
+                                  for name in FEATURES[strategy]}, query.run is not None))
+    return out
+
+
+def classes(features: Sequence[QueryFeatures]) -> dict[bool, list[QueryFeatures]]:
+    """The queries by kind: asked from a run (True) or from none (False), each kind present."""
+    out: dict[bool, list[QueryFeatures]] = {}
+    for f in features:
+        out.setdefault(f.in_run, []).append(f)
     return out
 
 
@@ -93,6 +103,7 @@ def folds_by_run(runs: Sequence[str], count: int) -> list[int]:
 @dataclass(frozen=True)
 class FusionChoice:
     strategy: str
+    in_run: bool                            # the weights of queries asked from a run, or from none
     queries: int
     folds: int
     grid: int
@@ -105,12 +116,11 @@ class FusionChoice:
     guard_floor: float | None = None        # what the guard set must keep
 
     def toml(self) -> str:
-        key = self.strategy.replace("-", "_")
-        return f"[fusion.{key}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
+        return f"[fusion.{table_of(self.strategy, self.in_run)}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
                                              for name in STRATEGY_FEATURES)
 
     def as_dict(self) -> dict:
-        return {"strategy": self.strategy, "queries": self.queries, "folds": self.folds,
+        return {"strategy": self.strategy, "in_run": self.in_run, "queries": self.queries, "folds": self.folds,
                 "grid": self.grid, "chosen": self.chosen, "fold_weights": self.fold_weights,
                 "cross_validated": self.cross_validated, "in_sample": self.in_sample,
                 "admissible": self.admissible, "guard_ndcg": self.guard_ndcg,
@@ -133,9 +143,14 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
                    progress: bool = False) -> FusionChoice:
     """The grid's best weights on every query, and the cross-validated figures of that choice;
     with ``guard``, only among the weights that keep the guard set at its floor (when none does,
-    among those that come closest: ``admissible`` is then 0)."""
+    among those that come closest: ``admissible`` is then 0). The queries are all asked from a run
+    or all from none (``in_run``: two weight tables, ``classes``); the guard's of the same kind."""
     from tqdm import tqdm
 
+    kinds = {f.in_run for f in features} | ({f.in_run for f in guard.features} if guard else set())
+    if len(kinds) > 1:
+        raise ValueError("queries asked from a run and from none have weights of their own: "
+                         "choose each on its own")
     gold = judged(qrels)
     grid = simplex(FEATURES[strategy], step)
     folds = max(1, min(folds, len({f.run for f in features})))
@@ -163,7 +178,7 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
         held.update({q: scores[point][q] for q, f in zip(qids, fold) if f == k})
     chosen = best(qids)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
-    return FusionChoice(strategy, len(qids), folds, len(grid), grid[chosen], fold_weights,
+    return FusionChoice(strategy, bool(kinds and kinds.pop()), len(qids), folds, len(grid), grid[chosen], fold_weights,
                         mean(held), mean(scores[chosen]), len(admissible) if guard else None,
                         kept[chosen] if guard else None, guard.floor if guard else None)
 

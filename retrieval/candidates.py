@@ -76,6 +76,7 @@ class Candidate:
     bm25: float | None = None
     cosine: float | None = None
     vote: float | None = None       # the similarity-weighted votes of the steps citing it
+    expanded: float | None = None   # the best cosine of it and of the voters citing it
     prior: float | None = None      # log(1 + how many visible steps cite it)
     context: float | None = None    # log(1 + how many steps of the query's own run cite it)
     affinity: float | None = None   # log(1 + how many links go from those steps to its run)

@@ -181,6 +181,17 @@ class CitationGraph:
             np.add.at(total, self.parents(row), weight)
         return total if seen is None else total * seen
 
+    def nearest_citing(self, voters: "np.ndarray", similarity: "np.ndarray",
+                       seen: "np.ndarray | None") -> "np.ndarray":
+        """Each row's best ``similarity`` among the ``voters`` (rows) citing it, 0 when none does
+        (nor below 0); links to rows that are not visible are dropped."""
+        import numpy as np
+
+        best = np.zeros(len(self), dtype=np.float64)
+        for row, value in zip(voters.tolist(), np.clip(similarity, 0.0, None).tolist()):
+            np.maximum.at(best, self.parents(row), value)
+        return best if seen is None else best * seen
+
 
 def _rows(sorted_keys: "np.ndarray", order: "np.ndarray", wanted: "np.ndarray") -> "np.ndarray":
     """The row holding each wanted key (``sorted_keys`` are the keys in row order ``order``), -1
@@ -203,10 +214,12 @@ def graph_candidates(search, request, vector) -> list:
     damped by (1 + how often it is cited) ** ``graph.hub_damping``, so that a hub every step cites
     does not win every query. The ``graph.voted`` best voted steps BM25 did not find that pass the
     same prefilter (filters, setting rule) as any candidate join the pool (of the
-    ``OVERFETCH * graph.voted`` best voted). Each candidate carries bm25
-    (0 when BM25 did not find it), cosine (``vector``: a future of the query vector), vote,
-    prior = log(1 + cited), context = log(1 + how many steps of the query's own run cite it;
-    0 without ``request.context``: ``CitationGraph.context``) and affinity = log(1 + how many
+    ``OVERFETCH * graph.voted`` best voted). Each candidate carries bm25 (0 when BM25 did not find
+    it), cosine (``vector``: a future of the query vector), vote, expanded (with ``vector``: the
+    best cosine to the query of the step itself and of the voters citing it, the step read with
+    the steps that used it, as anchor text expands a web page; a step no voter cites keeps its own
+    cosine), prior = log(1 + cited), context = log(1 + how many steps of the query's own run cite
+    it; 0 without ``request.context``: ``CitationGraph.context``) and affinity = log(1 + how many
     links go from those steps to the candidate's run; 0 for the query's own run:
     ``CitationGraph.affinity``), counted over what the query may see (``CitationGraph.visible``)."""
     import numpy as np
@@ -222,7 +235,9 @@ def graph_candidates(search, request, vector) -> list:
     neighbours = pool if memory.where == request.where else search.bm25(memory)
     if not neighbours:
         return []
-    votes = graph.votes(*_voters(graph, neighbours, query_vector, config, seen), seen)
+    voters, similarity = _voters(graph, neighbours, query_vector, config, seen)
+    votes = graph.votes(voters, np.clip(similarity, 0.0, None) ** config.vote_power, seen)
+    nearest = graph.nearest_citing(voters, similarity, seen) if query_vector is not None else None
     cited = graph.in_degree(seen).astype(np.float64)
     context = affinity = None
     if request.context is not None:
@@ -243,6 +258,8 @@ def graph_candidates(search, request, vector) -> list:
     found_rows = graph.rows(np.asarray([key(c.gid) for c in found], dtype=np.int64))
     prior = np.log1p(cited)
     return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,
+                     expanded=max(c.expanded, float(nearest[row])) if nearest is not None and row >= 0
+                     else c.expanded,
                      prior=float(prior[row]) if row >= 0 else 0.0,
                      context=float(context[row]) if row >= 0 and context is not None else 0.0,
                      affinity=float(affinity[graph.run_index[row]]) if row >= 0 and affinity is not None
@@ -251,9 +268,10 @@ def graph_candidates(search, request, vector) -> list:
 
 
 def _voters(graph: CitationGraph, neighbours: list, query_vector, config, seen) -> tuple:
-    """(rows, weights) of the voters among ``neighbours`` (BM25 order): those citing something
-    ``seen`` (the rows the query may see; a step citing only a hidden one would vote for nothing),
-    nearest first by cosine when there is a query vector, the first ``config.voters``."""
+    """(rows, similarities) of the voters among ``neighbours`` (BM25 order): those citing
+    something ``seen`` (the rows the query may see; a step citing only a hidden one would vote for
+    nothing), nearest first by cosine when there is a query vector (their similarity: the cosine;
+    else their share of the best BM25 score), the first ``config.voters``."""
     import numpy as np
 
     rows = graph.rows(np.asarray([key(c.gid) for c in neighbours], dtype=np.int64))
@@ -268,15 +286,15 @@ def _voters(graph: CitationGraph, neighbours: list, query_vector, config, seen) 
         best = neighbours[0].bm25 or 1.0 if neighbours else 1.0
         similarity = np.asarray([neighbours[i].bm25 / best for i in citing], dtype=np.float64)
     chosen = slice(0, config.voters)
-    weights = np.clip(similarity[chosen], 0.0, None) ** config.vote_power
-    return rows[citing][chosen], weights
+    return rows[citing][chosen], similarity[chosen]
 
 
 def _with_cosine(candidates: list, query_vector) -> list:
-    """The candidates with their cosine to the query (unchanged without a query vector)."""
+    """The candidates with their cosine to the query, which is also their ``expanded`` until the
+    voters citing them are read (unchanged without a query vector)."""
     import numpy as np
 
     if query_vector is None or not candidates:
         return candidates
     cosine = np.asarray([c.vector for c in candidates], dtype=np.float32) @ query_vector
-    return [c.scored(c.score, cosine=float(value)) for c, value in zip(candidates, cosine)]
+    return [c.scored(c.score, cosine=float(value), expanded=float(value)) for c, value in zip(candidates, cosine)]

@@ -182,9 +182,11 @@ class GraphFusion:
     """BM25 candidates and the steps that the query's nearest citing steps vote for
     (``graph.graph_candidates``), scored by one weighted sum: bm25 / max, cosine (``cosine``: the
     embedding scores every candidate and weighs the voters; it never adds a candidate), the vote,
-    the citation prior log(1 + cited) / max, and for a query asked from a run, what that run cites:
-    the candidate itself (context) and the candidate's run (affinity), each / max. Weights:
-    ``[fusion.<name>]`` in the config."""
+    expanded (the best cosine of the candidate and of the voters citing it), the citation prior
+    log(1 + cited) / max, and for a query asked from a run, what that run cites: the candidate
+    itself (context) and the candidate's run (affinity), each / max. Weights: ``[fusion.<name>]``
+    in the config for a query asked from no run, ``[fusion.<name>_in_run]`` for one asked from a
+    run (``FusionConfig.weights``)."""
 
     name: str
     cosine: bool
@@ -201,13 +203,14 @@ class GraphFusion:
         return graph_candidates(search, request, vector)
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
-        return fuse(self.candidates(search, request), search.config.fusion.weights(self.name))
+        weights = search.config.fusion.weights(self.name, in_run=request.context is not None)
+        return fuse(self.candidates(search, request), weights)
 
 
-FEATURES = ("bm25", "cosine", "vote", "prior", "context", "affinity")  # what a graph candidate carries
-NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best among the candidates; cosine
-                                # and vote are absolute already (a vote sums cosines), so weak
-                                # evidence stays weak
+FEATURES = ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")  # what a graph candidate carries
+NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best among the candidates; cosine,
+                                # vote and expanded are absolute already (a vote sums cosines), so
+                                # weak evidence stays weak
 
 
 def fused_scores(columns: dict[str, "np.ndarray"], weights: dict[str, float]) -> "np.ndarray":

@@ -31,7 +31,7 @@ def features(qid: str, run: str, gold_feature: str) -> QueryFeatures:
     lead on bm25."""
     gids = (f"{qid}-gold",) + tuple(f"{qid}-{i}" for i in range(4))
     columns = {"bm25": [0.1, 1.0, 0.9, 0.8, 0.7], "cosine": [0.0] * 5, "vote": [0.0] * 5,
-               "prior": [0.0] * 5, "context": [0.0] * 5, "affinity": [0.0] * 5}
+               "expanded": [0.0] * 5, "prior": [0.0] * 5, "context": [0.0] * 5, "affinity": [0.0] * 5}
     columns[gold_feature] = [1.0, 0.0, 0.0, 0.0, 0.0]
     return QueryFeatures(qid, run, (), gids, columns)
 
@@ -62,10 +62,10 @@ def test_a_guard_set_rules_out_weights_that_would_hurt_it():
     choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
     # vote alone would serve the data, but leaves the guard's gold last: cosine 0.5 + vote 0.5
     # ranks both golds first (0.5 beats every other candidate's 0)
-    assert choice.chosen == {"bm25": 0.0, "cosine": 0.5, "vote": 0.5, "prior": 0.0, "context": 0.0,
-                             "affinity": 0.0}
+    assert choice.chosen == {"bm25": 0.0, "cosine": 0.5, "vote": 0.5, "expanded": 0.0, "prior": 0.0,
+                             "context": 0.0, "affinity": 0.0}
     assert choice.guard_ndcg == 1.0 and choice.in_sample["R@5"] == 1.0
-    assert choice.admissible == 6 and choice.guard_floor == 1.0  # of 21: the 6 points with cosine > 0
+    assert choice.admissible == 7 and choice.guard_floor == 1.0  # of 28: the 7 points with cosine > 0
 
 
 def test_when_no_weights_keep_the_guard_the_closest_are_chosen_and_none_is_said_to_keep_it():
@@ -76,8 +76,8 @@ def test_when_no_weights_keep_the_guard_the_closest_are_chosen_and_none_is_said_
     choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
     assert choice.admissible == 0 and choice.guard_floor == 1.5
     assert choice.guard_ndcg == 1.0  # the best the guard set gets, and among those the data's best
-    assert choice.chosen == {"bm25": 0.0, "cosine": 0.5, "vote": 0.5, "prior": 0.0, "context": 0.0,
-                             "affinity": 0.0}
+    assert choice.chosen == {"bm25": 0.0, "cosine": 0.5, "vote": 0.5, "expanded": 0.0, "prior": 0.0,
+                             "context": 0.0, "affinity": 0.0}
 
 
 def test_mem_eval_fusion_end_to_end(tmp_path):
@@ -93,7 +93,7 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
                     str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5"],
                    out=out, err=io.StringIO())
     data = json.loads(out.getvalue())
-    assert code == 0 and data["queries"] == 1 and data["grid"] == 21  # C(7, 5): 6 features, step 0.5
+    assert code == 0 and data["queries"] == 1 and data["grid"] == 28  # C(8, 6): 7 features, step 0.5
     # g1 (visible: only g2 is hidden; gamma is excluded from the candidates, not from memory)
     # votes for a1, which shares no word with the query: its only route
     assert data["in_sample"]["R@5"] == 1.0 and data["cross_validated"]["R@5"] == 1.0

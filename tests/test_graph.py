@@ -68,6 +68,45 @@ def test_votes_by_hand(toy):
     assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5}
 
 
+def test_nearest_citing_voter_by_hand(toy):
+    """a1 is cited by a2 (.5) and b1 (1.0), a2 by a4 (.25); a voter less similar than nothing
+    counts as 0, and a hidden step keeps no best."""
+    graph = toy.retriever.searcher.graph()
+    names = gids(toy)
+    row = {gid: i for i, gid in enumerate(names)}
+    voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
+    best = graph.nearest_citing(voters, np.asarray([0.5, 0.25, 1.0]), None)
+    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 1.0, "alpha/a2": 0.25}
+    best = graph.nearest_citing(voters, np.asarray([0.5, -0.25, -1.0]), None)
+    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 0.5}
+    seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
+    best = graph.nearest_citing(voters, np.asarray([0.5, 0.25, 1.0]), seen)
+    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 1.0}
+
+
+def test_a_candidate_is_read_with_the_steps_citing_it(toy):
+    """expanded is the best cosine of the candidate and of the voters citing it. Every toy step
+    matches "statement" and there are fewer than graph.voters, so every step citing something is a
+    voter (a4 too, though the query names it): the oracle is the brute force over the table's
+    vectors and the links by hand."""
+    text = "statement of a4"
+    ids, found = toy.retriever.candidates(ArchiveQuery(text, strategy="rerank-graph"))
+    searcher = toy.retriever.searcher
+    data = searcher.table("steps").search().select(["gid", "vector"]).limit(10_000).to_arrow()
+    cosine = dict(zip(data["gid"].to_pylist(),
+                      np.asarray(data["vector"].to_pylist()) @ searcher.query_vector(text)))
+    cited_by = {"alpha/a1": ["alpha/a2", "beta/b1"], "alpha/a2": ["alpha/a4"]}
+    by = {c.gid: c for c in found}
+    assert {"alpha/a1", "alpha/a2", "alpha/a5"} <= set(by)  # a4: an id hit, and a voter
+    for gid, c in by.items():
+        oracle = max([cosine[gid]] + [cosine[s] for s in cited_by.get(gid, [])])
+        assert c.expanded == pytest.approx(max(oracle, c.cosine), abs=1e-5), gid
+    assert by["alpha/a5"].expanded == pytest.approx(by["alpha/a5"].cosine)
+    assert by["alpha/a2"].expanded > by["alpha/a2"].cosine  # a4, citing it, reads closer
+    _, plain = toy.retriever.candidates(ArchiveQuery(text, strategy="graph"))
+    assert all(c.expanded is None for c in plain)  # no model, no cosine
+
+
 def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
     """a4 cites only a2: with a2 hidden it has nothing to vote for, so the one voter place goes to
     the next neighbour (b1, citing a1), as if a2 had never been written."""
@@ -81,12 +120,12 @@ def test_a_step_citing_only_the_hidden_step_takes_no_voter_place(toy):
     row = {gid: i for i, gid in enumerate(names)}
     neighbours = [SimpleNamespace(gid="alpha/a4", bm25=2.0), SimpleNamespace(gid="beta/b1", bm25=1.0)]
     config = replace(toy.config.graph, voters=1)
-    rows, weights = _voters(graph, neighbours, None, config, None)
-    assert rows.tolist() == [row["alpha/a4"]] and weights.tolist() == [1.0]
+    rows, similarity = _voters(graph, neighbours, None, config, None)
+    assert rows.tolist() == [row["alpha/a4"]] and similarity.tolist() == [1.0]
     seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
-    rows, weights = _voters(graph, neighbours, None, config, seen)
-    assert rows.tolist() == [row["beta/b1"]] and weights.tolist() == [0.5 ** config.vote_power]
-    votes = graph.votes(rows, weights, seen)
+    rows, similarity = _voters(graph, neighbours, None, config, seen)
+    assert rows.tolist() == [row["beta/b1"]] and similarity.tolist() == [0.5]
+    votes = graph.votes(rows, similarity ** config.vote_power, seen)
     assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 0.5 ** config.vote_power}
 
 
@@ -344,6 +383,29 @@ def test_what_the_asking_run_cites_ranks_first_and_nothing_else_moves(working, s
     assert set(ranked(context_run="work")) == set(ranked())  # a context leaves nothing out
     ids, found = working.retriever.candidates(ArchiveQuery("zircon lemma", strategy=strategy))
     assert all(c.context == 0.0 for c in found)
+
+
+@pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
+def test_a_query_asked_from_a_run_is_ranked_by_the_in_run_weights(working, strategy, tmp_path):
+    """Two configs swap the tables: ranking by the context alone puts l3 (cited twice by work)
+    first, ranking by BM25 alone leaves the three tied lemmas in gid order; a query asked from a
+    run is ranked by [fusion.<S>_in_run], one asked from none by [fusion.<S>]."""
+    table = strategy.replace("-", "_")
+    zero = {name: 0.0 for name in ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")}
+
+    def weights(**nonzero) -> str:
+        return "".join(f"{name} = {value}\n" for name, value in (zero | nonzero).items())
+
+    def ranked(plain: dict, in_run: dict, **options) -> list[str]:
+        config = tmp_path / f"{len(list(tmp_path.iterdir()))}.toml"
+        config.write_text(f"[fusion.{table}]\n{weights(**plain)}\n[fusion.{table}_in_run]\n{weights(**in_run)}")
+        memory = Memory.open(working.workspace.root, config)
+        return [h.id for h in memory.archive_hits("zircon lemma", strategy=strategy, **options)][:3]
+
+    by_context, by_bm25 = {"context": 1.0}, {"bm25": 1.0}
+    assert ranked(by_bm25, by_context, context_run="work")[0] == "lib/l3"
+    assert ranked(by_context, by_bm25, context_run="work") == ["lib/l1", "lib/l2", "lib/l3"]
+    assert ranked(by_context, by_bm25) == ranked(by_bm25, by_context) == ["lib/l1", "lib/l2", "lib/l3"]
 
 
 @pytest.fixture(scope="module")

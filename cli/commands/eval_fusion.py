@@ -1,11 +1,13 @@
-"""`mem eval fusion --queries Q --qrels R [--strategy S] [--folds N] [--step X]`: the fusion
-weights of a graph strategy, chosen by cross-validation with folds by run (eval/fusion.py)."""
+"""`mem eval fusion --queries Q --qrels R [--strategy S] [--asked run|none] [--folds N] [--step X]`:
+the fusion weights of a graph strategy for queries asked from a run or from none, chosen by
+cross-validation with folds by run (eval/fusion.py)."""
 
 from __future__ import annotations
 
 
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
+ASKED = {"run": True, "none": False}     # --asked: the queries asked from a run, or from none
 
 
 def register(subparsers, common) -> None:
@@ -20,6 +22,10 @@ def register(subparsers, common) -> None:
     parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
                         metavar="S", help=f"{' or '.join(GRAPH_STRATEGIES)} (default {GRAPH_STRATEGIES[0]})")
+    parser.add_argument("--asked", choices=tuple(ASKED), metavar="run|none",
+                        help="tune the weights of the queries asked from a run ([fusion.<S>_in_run]) "
+                             "or from none ([fusion.<S>]); only those queries count, of the guard "
+                             "set too (default: the kind of the queries, when they are of one)")
     parser.add_argument("--folds", type=int, default=5, metavar="N",
                         help="folds of whole runs (default 5; at most one per run)")
     parser.add_argument("--step", type=float, default=0.1, metavar="X",
@@ -41,21 +47,46 @@ def run_fusion(args, ctx) -> int:
     if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
         raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
     queries, qrels, _ = read_judged(args.queries, args.qrels)
+    in_run = _asked(args, queries)
+    queries = [q for q in queries if (q.run is not None) == in_run]
     memory = ctx.memory()
     features = collect(memory.retriever, args.strategy, queries)
-    guard = _guard(args, ctx, memory.config) if args.guard else None
+    guard = _guard(args, ctx, memory.config, in_run) if args.guard else None
+    kind = "asked from a run" if in_run else "asked from no run"
     if guard:
         ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} ({args.strategy}'s with the configured "
-                 f"weights) on {args.guard[1]}")
+                 f"weights) on the {len(guard.features)} queries {kind} of {args.guard[1]}")
+    elif args.guard:
+        ctx.note(f"guard: {args.guard[1]} has no judged query {kind}: nothing to keep")
     choice = choose_weights(features, qrels, args.strategy, folds=args.folds, step=args.step,
                             depth=memory.config.search.pool, guard=guard, progress=True)
     ctx.emit(choice.as_dict(), _text(choice))
     return 0
 
 
-def _guard(args, ctx, config):
+def _asked(args, queries) -> bool:
+    """Whether the weights tuned are those of queries asked from a run: ``--asked``, else the
+    kind of every judged query (both kinds: bad usage, as each has a weight table of its own)."""
+    from mem_retrieval.records.errors import BadInput
+
+    if args.asked:
+        if not any((q.run is not None) == ASKED[args.asked] for q in queries):
+            raise BadInput(f"no judged query of {args.queries} is asked from "
+                           f"{'a run' if ASKED[args.asked] else 'no run'}", param="asked")
+        return ASKED[args.asked]
+    in_run = sum(q.run is not None for q in queries)
+    if 0 < in_run < len(queries):
+        raise BadInput(f"{args.queries} has {in_run} judged queries asked from a run and "
+                       f"{len(queries) - in_run} from none, which have weights of their own: "
+                       f"choose --asked run or --asked none", param="asked")
+    return in_run > 0
+
+
+def _guard(args, ctx, config, in_run: bool):
     """The guard set's features under the strategy being tuned, and its floor: that strategy's
-    nDCG@10 there with the weights configured now (a choice must not make it worse)."""
+    nDCG@10 there with the weights configured now (a choice must not make it worse), over its
+    queries of the kind tuned (``in_run``: the others are ranked by the other table). None when
+    it has none."""
 
     from mem_retrieval.eval.fusion import Guard, collect
     from mem_retrieval.eval.metrics import mean_metrics, run_scores
@@ -66,6 +97,10 @@ def _guard(args, ctx, config):
     root, queries_file, qrels_file = args.guard
     guard_memory = Memory.open(root, ctx.config_path)
     queries, qrels, _ = read_judged(queries_file, qrels_file)
+    queries = [q for q in queries if (q.run is not None) == in_run]
+    if not queries:
+        return None
+    qrels = {q.qid: qrels[q.qid] for q in queries if q.qid in qrels}
     ranker = make_ranker(guard_memory.retriever)
     run = {q.qid: run_scores(ranker(args.strategy, q, config.search.pool)) for q in queries}
     floor = mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
@@ -75,8 +110,9 @@ def _guard(args, ctx, config):
 def _text(choice) -> str:
     metrics = list(choice.cross_validated)
     width = max(len(m) for m in metrics)
-    lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries, {choice.folds} folds by "
-             f"run, {choice.grid} weight vectors",
+    kind = "asked from a run" if choice.in_run else "asked from no run"
+    lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries {kind}, {choice.folds} "
+             f"folds by run, {choice.grid} weight vectors",
              "  ".join(["".ljust(15)] + [m.ljust(max(width, 7)) for m in metrics]),
              "  ".join(["cross-validated"] + [f"{choice.cross_validated[m]:.3f}".ljust(max(width, 7))
                                               for m in metrics]),
