@@ -54,14 +54,6 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
     return out
 
 
-def classes(features: Sequence[QueryFeatures]) -> dict[bool, list[QueryFeatures]]:
-    """The queries by kind: asked from a run (True) or from none (False), each kind present."""
-    out: dict[bool, list[QueryFeatures]] = {}
-    for f in features:
-        out.setdefault(f.in_run, []).append(f)
-    return out
-
-
 def _run_of(query: Query) -> str:
     return query.run or (query.step.split("/", 1)[0] if query.step else "")
 
@@ -144,13 +136,15 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     """The grid's best weights on every query, and the cross-validated figures of that choice;
     with ``guard``, only among the weights that keep the guard set at its floor (when none does,
     among those that come closest: ``admissible`` is then 0). The queries are all asked from a run
-    or all from none (``in_run``: two weight tables, ``classes``); the guard's of the same kind."""
+    or all from none, and so are the guard's: each kind has a weight table of its own
+    (``FusionChoice.in_run``)."""
     from tqdm import tqdm
 
     kinds = {f.in_run for f in features} | ({f.in_run for f in guard.features} if guard else set())
     if len(kinds) > 1:
         raise ValueError("queries asked from a run and from none have weights of their own: "
                          "choose each on its own")
+    in_run = kinds == {True}
     gold = judged(qrels)
     grid = simplex(FEATURES[strategy], step)
     folds = max(1, min(folds, len({f.run for f in features})))
@@ -178,7 +172,7 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
         held.update({q: scores[point][q] for q, f in zip(qids, fold) if f == k})
     chosen = best(qids)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
-    return FusionChoice(strategy, bool(kinds and kinds.pop()), len(qids), folds, len(grid), grid[chosen], fold_weights,
+    return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
                         mean(held), mean(scores[chosen]), len(admissible) if guard else None,
                         kept[chosen] if guard else None, guard.floor if guard else None)
 

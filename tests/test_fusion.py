@@ -101,3 +101,57 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)
     assert code == 2 and err.getvalue() == "mem: --step 0.3 does not divide 1 into at least 2 steps\n"
+
+
+def test_each_kind_of_query_has_its_table():
+    asked = [QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features, True)
+             for f in (features(f"q{i}", f"run{i % 2}", "vote") for i in range(4))]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in asked}
+    choice = choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5)
+    assert choice.in_run and choice.toml().startswith("[fusion.rerank_graph_in_run]\n")
+    lookups = [features(f"l{i}", f"run{i % 2}", "vote") for i in range(2)]
+    choice = choose_weights(lookups, {f.qid: {f"{f.qid}-gold": 1} for f in lookups}, "graph", folds=2, step=0.5)
+    assert not choice.in_run and choice.toml().startswith("[fusion.graph]\n")
+    with pytest.raises(ValueError, match="weights of their own"):
+        choose_weights(asked + lookups, qrels, "rerank-graph", folds=2, step=0.5)
+    guard = Guard(lookups, {f.qid: {f"{f.qid}-gold": 1} for f in lookups}, floor=0.0)
+    with pytest.raises(ValueError, match="weights of their own"):
+        choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
+
+
+def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
+    """q is asked from run gamma, l from none: a file holding both needs --asked; the guard set
+    (here the same files) counts only its queries of the kind tuned."""
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+                         make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.qrels"
+    queries.write_text(json.dumps({"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"})
+                       + "\n" + json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")
+    qrels.write_text("q 0 alpha/a1 1\nl 0 gamma/g1 1\n")
+    assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+
+    def fusion(*options: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(queries),
+                        "--qrels", str(qrels), "--step", "0.5", *options], out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    code, _, err = fusion()
+    assert code == 2 and err == (f"mem: --asked run|none is needed: {queries} has 1 judged queries asked "
+                                 "from a run and 1 from none, which have weights of their own\n")
+    code, out, err = fusion("--asked", "run", "--guard", str(ws.root), str(queries), str(qrels))
+    assert code == 0 and "1 judged queries asked from a run" in out and "[fusion.rerank_graph_in_run]" in out
+    assert "on the 1 queries asked from a run of" in err
+    code, out, _ = fusion("--asked", "none")
+    assert code == 0 and "asked from no run" in out and "\n[fusion.rerank_graph]\n" in out
+    queries.write_text(json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")
+    qrels.write_text("l 0 gamma/g1 1\n")
+    (tmp_path / "run.jsonl").write_text(json.dumps({"qid": "q", "query": "zircon corollary", "run": "gamma"}) + "\n")
+    (tmp_path / "run.qrels").write_text("q 0 alpha/a1 1\n")
+    code, out, err = fusion("--guard", str(ws.root), str(tmp_path / "run.jsonl"), str(tmp_path / "run.qrels"))
+    assert code == 0 and "asked from no run" in out  # the file's only kind
+    assert err.endswith("run.jsonl has no judged query asked from no run: nothing to keep\n")
+    assert "keep the guard set" not in out
+    code, _, err = fusion("--asked", "run")
+    assert code == 2 and err == f"mem: --asked run: no judged query of {queries} is asked from a run\n"

@@ -56,32 +56,30 @@ def test_citation_counts_by_hand(toy):
     assert graph.visible(Filters(exclude_run="beta")) is None
 
 
-def test_votes_by_hand(toy):
+def by_hand(toy, per_voter: str, similarity: list[float], hidden: str | None = None) -> dict[str, float]:
+    """``graph.<per_voter>`` with the voters a2, a4, b1 at ``similarity``: the nonzero values by
+    gid (with ``hidden`` hidden)."""
     graph = toy.retriever.searcher.graph()
     names = gids(toy)
     row = {gid: i for i, gid in enumerate(names)}
     voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
-    votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), None)
-    assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5, "alpha/a2": 0.25}
-    seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
-    votes = graph.votes(voters, np.asarray([0.5, 0.25, 1.0]), seen)  # links to a hidden step drop
-    assert {g: v for g, v in zip(names, votes) if v} == {"alpha/a1": 1.5}
+    seen = graph.visible(Filters(hide=graph.before(hidden))) if hidden else None
+    values = getattr(graph, per_voter)(voters, np.asarray(similarity), seen)
+    return {g: v for g, v in zip(names, values) if v}
+
+
+def test_votes_by_hand(toy):
+    assert by_hand(toy, "votes", [0.5, 0.25, 1.0]) == {"alpha/a1": 1.5, "alpha/a2": 0.25}
+    # links to a hidden step drop
+    assert by_hand(toy, "votes", [0.5, 0.25, 1.0], hidden="alpha/a2") == {"alpha/a1": 1.5}
 
 
 def test_nearest_citing_voter_by_hand(toy):
     """a1 is cited by a2 (.5) and b1 (1.0), a2 by a4 (.25); a voter less similar than nothing
     counts as 0, and a hidden step keeps no best."""
-    graph = toy.retriever.searcher.graph()
-    names = gids(toy)
-    row = {gid: i for i, gid in enumerate(names)}
-    voters = np.asarray([row["alpha/a2"], row["alpha/a4"], row["beta/b1"]])
-    best = graph.nearest_citing(voters, np.asarray([0.5, 0.25, 1.0]), None)
-    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 1.0, "alpha/a2": 0.25}
-    best = graph.nearest_citing(voters, np.asarray([0.5, -0.25, -1.0]), None)
-    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 0.5}
-    seen = graph.visible(Filters(hide=graph.before("alpha/a2")))
-    best = graph.nearest_citing(voters, np.asarray([0.5, 0.25, 1.0]), seen)
-    assert {g: v for g, v in zip(names, best) if v} == {"alpha/a1": 1.0}
+    assert by_hand(toy, "nearest_citing", [0.5, 0.25, 1.0]) == {"alpha/a1": 1.0, "alpha/a2": 0.25}
+    assert by_hand(toy, "nearest_citing", [0.5, -0.25, -1.0]) == {"alpha/a1": 0.5}
+    assert by_hand(toy, "nearest_citing", [0.5, 0.25, 1.0], hidden="alpha/a2") == {"alpha/a1": 1.0}
 
 
 def test_a_candidate_is_read_with_the_steps_citing_it(toy):

@@ -71,14 +71,14 @@ def _asked(args, queries) -> bool:
 
     if args.asked:
         if not any((q.run is not None) == ASKED[args.asked] for q in queries):
-            raise BadInput(f"no judged query of {args.queries} is asked from "
+            raise BadInput(f"{args.asked}: no judged query of {args.queries} is asked from "
                            f"{'a run' if ASKED[args.asked] else 'no run'}", param="asked")
         return ASKED[args.asked]
     in_run = sum(q.run is not None for q in queries)
     if 0 < in_run < len(queries):
-        raise BadInput(f"{args.queries} has {in_run} judged queries asked from a run and "
-                       f"{len(queries) - in_run} from none, which have weights of their own: "
-                       f"choose --asked run or --asked none", param="asked")
+        raise BadInput(f"run|none is needed: {args.queries} has {in_run} judged queries asked from "
+                       f"a run and {len(queries) - in_run} from none, which have weights of their own",
+                       param="asked")
     return in_run > 0
 
 
