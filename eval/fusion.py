@@ -1,13 +1,15 @@
 """Choosing a graph strategy's fusion weights by cross-validation, folds by run.
 
 The candidates of every judged query are read once, with their features (bm25, cosine, vote,
-prior: ``Retriever.candidates``, leave-one-out as the evaluator asks). Each weight vector of a grid
-on the simplex ranks them as the strategy would (the query's id hits first, then the fused score,
+expanded, prior, context, affinity: ``Retriever.candidates``, leave-one-out as the evaluator asks).
+Each weight vector of a grid on the simplex ranks them as the strategy would (the query's id hits first, then the fused score,
 cut to ``search.pool``), and is scored per query by ir_measures. Queries are split into folds by
 their run (a run's queries never straddle folds, so no weight is chosen on the run it is scored
 on); each fold is scored with the weights that did best on the other folds. The objective is the
-mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what ``[fusion.<strategy>]``
-in the config should hold; the cross-validated figures say how well that choice generalises."""
+mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what the config's table
+should hold: ``[fusion.<strategy>_in_run]`` when the queries are asked from a run,
+``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries); the
+cross-validated figures say how well that choice generalises."""
 
 from __future__ import annotations
 
@@ -108,12 +110,13 @@ class FusionChoice:
     guard_floor: float | None = None        # what the guard set must keep
 
     def toml(self) -> str:
-        return f"[fusion.{table_of(self.strategy, self.in_run)}]\n" + "".join(f"{name} = {self.chosen.get(name, 0.0):g}\n"
-                                             for name in STRATEGY_FEATURES)
+        return f"[fusion.{table_of(self.strategy, self.in_run)}]\n" + "".join(
+            f"{name} = {self.chosen.get(name, 0.0):g}\n" for name in STRATEGY_FEATURES)
 
     def as_dict(self) -> dict:
-        return {"strategy": self.strategy, "in_run": self.in_run, "queries": self.queries, "folds": self.folds,
-                "grid": self.grid, "chosen": self.chosen, "fold_weights": self.fold_weights,
+        return {"strategy": self.strategy, "in_run": self.in_run, "queries": self.queries,
+                "folds": self.folds, "grid": self.grid, "chosen": self.chosen,
+                "fold_weights": self.fold_weights,
                 "cross_validated": self.cross_validated, "in_sample": self.in_sample,
                 "admissible": self.admissible, "guard_ndcg": self.guard_ndcg,
                 "guard_floor": self.guard_floor}

@@ -297,4 +297,5 @@ def _with_cosine(candidates: list, query_vector) -> list:
     if query_vector is None or not candidates:
         return candidates
     cosine = np.asarray([c.vector for c in candidates], dtype=np.float32) @ query_vector
-    return [c.scored(c.score, cosine=float(value), expanded=float(value)) for c, value in zip(candidates, cosine)]
+    return [c.scored(c.score, cosine=float(value), expanded=float(value))
+            for c, value in zip(candidates, cosine)]

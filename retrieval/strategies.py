@@ -207,7 +207,7 @@ class GraphFusion:
         return fuse(self.candidates(search, request), weights)
 
 
-FEATURES = ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")  # what a graph candidate carries
+FEATURES = ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")  # a graph candidate's
 NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best among the candidates; cosine,
                                 # vote and expanded are absolute already (a vote sums cosines), so
                                 # weak evidence stays weak

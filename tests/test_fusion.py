@@ -110,11 +110,12 @@ def test_each_kind_of_query_has_its_table():
     choice = choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5)
     assert choice.in_run and choice.toml().startswith("[fusion.rerank_graph_in_run]\n")
     lookups = [features(f"l{i}", f"run{i % 2}", "vote") for i in range(2)]
-    choice = choose_weights(lookups, {f.qid: {f"{f.qid}-gold": 1} for f in lookups}, "graph", folds=2, step=0.5)
+    gold = {f.qid: {f"{f.qid}-gold": 1} for f in lookups}
+    choice = choose_weights(lookups, gold, "graph", folds=2, step=0.5)
     assert not choice.in_run and choice.toml().startswith("[fusion.graph]\n")
     with pytest.raises(ValueError, match="weights of their own"):
         choose_weights(asked + lookups, qrels, "rerank-graph", folds=2, step=0.5)
-    guard = Guard(lookups, {f.qid: {f"{f.qid}-gold": 1} for f in lookups}, floor=0.0)
+    guard = Guard(lookups, gold, floor=0.0)
     with pytest.raises(ValueError, match="weights of their own"):
         choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
 
@@ -126,8 +127,9 @@ def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
     ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
                          make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
     queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.qrels"
-    queries.write_text(json.dumps({"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"})
-                       + "\n" + json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")
+    asked = {"qid": "q", "query": "zircon corollary", "run": "gamma"}
+    queries.write_text(json.dumps(asked | {"step": "gamma/g2"}) + "\n"
+                       + json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")
     qrels.write_text("q 0 alpha/a1 1\nl 0 gamma/g1 1\n")
     assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
 
@@ -147,7 +149,7 @@ def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
     assert code == 0 and "asked from no run" in out and "\n[fusion.rerank_graph]\n" in out
     queries.write_text(json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")
     qrels.write_text("l 0 gamma/g1 1\n")
-    (tmp_path / "run.jsonl").write_text(json.dumps({"qid": "q", "query": "zircon corollary", "run": "gamma"}) + "\n")
+    (tmp_path / "run.jsonl").write_text(json.dumps(asked) + "\n")
     (tmp_path / "run.qrels").write_text("q 0 alpha/a1 1\n")
     code, out, err = fusion("--guard", str(ws.root), str(tmp_path / "run.jsonl"), str(tmp_path / "run.qrels"))
     assert code == 0 and "asked from no run" in out  # the file's only kind

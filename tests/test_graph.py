@@ -396,7 +396,8 @@ def test_a_query_asked_from_a_run_is_ranked_by_the_in_run_weights(working, strat
 
     def ranked(plain: dict, in_run: dict, **options) -> list[str]:
         config = tmp_path / f"{len(list(tmp_path.iterdir()))}.toml"
-        config.write_text(f"[fusion.{table}]\n{weights(**plain)}\n[fusion.{table}_in_run]\n{weights(**in_run)}")
+        config.write_text(f"[fusion.{table}]\n{weights(**plain)}\n"
+                          f"[fusion.{table}_in_run]\n{weights(**in_run)}")
         memory = Memory.open(working.workspace.root, config)
         return [h.id for h in memory.archive_hits("zircon lemma", strategy=strategy, **options)][:3]
 

@@ -16,8 +16,9 @@ def register(subparsers, common) -> None:
         description="Read each judged query's candidates with their features once (leave-one-out), "
                     "score every weight vector of a grid on the simplex, and choose the weights "
                     "that maximise mean R@10 + R@50 + nDCG@10: on every query (what [fusion.<S>] "
-                    "should hold) and, for each fold of runs, on the other folds only (the "
-                    "cross-validated figures: how well the choice generalises).")
+                    "should hold, or [fusion.<S>_in_run] for queries asked from a run) and, for "
+                    "each fold of runs, on the other folds only (the cross-validated figures: how "
+                    "well the choice generalises).")
     parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
     parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
@@ -52,7 +53,7 @@ def run_fusion(args, ctx) -> int:
     memory = ctx.memory()
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config, in_run) if args.guard else None
-    kind = "asked from a run" if in_run else "asked from no run"
+    kind = _kind(in_run)
     if guard:
         ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} ({args.strategy}'s with the configured "
                  f"weights) on the {len(guard.features)} queries {kind} of {args.guard[1]}")
@@ -64,6 +65,10 @@ def run_fusion(args, ctx) -> int:
     return 0
 
 
+def _kind(in_run: bool) -> str:
+    return "asked from a run" if in_run else "asked from no run"
+
+
 def _asked(args, queries) -> bool:
     """Whether the weights tuned are those of queries asked from a run: ``--asked``, else the
     kind of every judged query (both kinds: bad usage, as each has a weight table of its own)."""
@@ -71,8 +76,8 @@ def _asked(args, queries) -> bool:
 
     if args.asked:
         if not any((q.run is not None) == ASKED[args.asked] for q in queries):
-            raise BadInput(f"{args.asked}: no judged query of {args.queries} is asked from "
-                           f"{'a run' if ASKED[args.asked] else 'no run'}", param="asked")
+            raise BadInput(f"{args.asked}: no judged query of {args.queries} is "
+                           f"{_kind(ASKED[args.asked])}", param="asked")
         return ASKED[args.asked]
     in_run = sum(q.run is not None for q in queries)
     if 0 < in_run < len(queries):
@@ -110,7 +115,7 @@ def _guard(args, ctx, config, in_run: bool):
 def _text(choice) -> str:
     metrics = list(choice.cross_validated)
     width = max(len(m) for m in metrics)
-    kind = "asked from a run" if choice.in_run else "asked from no run"
+    kind = _kind(choice.in_run)
     lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries {kind}, {choice.folds} "
              f"folds by run, {choice.grid} weight vectors",
              "  ".join(["".ljust(15)] + [m.ljust(max(width, 7)) for m in metrics]),
