@@ -85,7 +85,7 @@ class FusionConfig:
     graph_in_run: Weights = rule()
     rerank_graph_in_run: Weights = rule()
 
-    def weights(self, strategy: str, in_run: bool = False) -> Weights:
+    def weights(self, strategy: str, *, in_run: bool) -> Weights:
         return getattr(self, table_of(strategy, in_run))
 
 

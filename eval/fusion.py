@@ -2,11 +2,11 @@
 
 The candidates of every judged query are read once, with their features (bm25, cosine, vote,
 expanded, prior, context, affinity: ``Retriever.candidates``, leave-one-out as the evaluator asks).
-Each weight vector of a grid on the simplex ranks them as the strategy would (the query's id hits first, then the fused score,
-cut to ``search.pool``), and is scored per query by ir_measures. Queries are split into folds by
-their run (a run's queries never straddle folds, so no weight is chosen on the run it is scored
-on); each fold is scored with the weights that did best on the other folds. The objective is the
-mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what the config's table
+Each weight vector of a grid on the simplex ranks them as the strategy would (the query's id hits
+first, then the fused score, cut to ``search.pool``), and is scored per query by ir_measures.
+Queries are split into folds by their run (a run's queries never straddle folds, so no weight is
+chosen on the run it is scored on); each fold is scored with the weights that did best on the
+other folds. The objective is the mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what the config's table
 should hold: ``[fusion.<strategy>_in_run]`` when the queries are asked from a run,
 ``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries); the
 cross-validated figures say how well that choice generalises."""
@@ -52,7 +52,7 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
-                                  for name in FEATURES[strategy]}, query.run is not None))
+                                  for name in FEATURES[strategy]}, query.in_run))
     return out
 
 

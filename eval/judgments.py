@@ -25,6 +25,12 @@ class Query:
     run: str | None = None
     step: str | None = None     # the step the query is (SPEC §10): hidden, leave-one-out
 
+    @property
+    def in_run(self) -> bool:
+        """Asked from a run: its ``run`` is the search's context (``ranker.archive_query``), so
+        the graph strategies rank it by ``[fusion.<strategy>_in_run]``."""
+        return self.run is not None
+
 
 QUERY_FIELDS = ("qid", "query", "setting", "run", "step")
 

@@ -98,7 +98,7 @@ def test_a_candidate_is_read_with_the_steps_citing_it(toy):
     assert {"alpha/a1", "alpha/a2", "alpha/a5"} <= set(by)  # a4: an id hit, and a voter
     for gid, c in by.items():
         oracle = max([cosine[gid]] + [cosine[s] for s in cited_by.get(gid, [])])
-        assert c.expanded == pytest.approx(max(oracle, c.cosine), abs=1e-5), gid
+        assert c.expanded == pytest.approx(oracle, abs=1e-5), gid
     assert by["alpha/a5"].expanded == pytest.approx(by["alpha/a5"].cosine)
     assert by["alpha/a2"].expanded > by["alpha/a2"].cosine  # a4, citing it, reads closer
     _, plain = toy.retriever.candidates(ArchiveQuery(text, strategy="graph"))
@@ -385,26 +385,29 @@ def test_what_the_asking_run_cites_ranks_first_and_nothing_else_moves(working, s
 
 @pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
 def test_a_query_asked_from_a_run_is_ranked_by_the_in_run_weights(working, strategy, tmp_path):
-    """Two configs swap the tables: ranking by the context alone puts l3 (cited twice by work)
-    first, ranking by BM25 alone leaves the three tied lemmas in gid order; a query asked from a
-    run is ranked by [fusion.<S>_in_run], one asked from none by [fusion.<S>]."""
-    table = strategy.replace("-", "_")
-    zero = {name: 0.0 for name in ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")}
+    """Configs swap the tables: ranking by the context, or by the prior, alone puts l3 (cited twice
+    by work) first; ranking by BM25 alone leaves the three tied lemmas in gid order. A query asked
+    from a run is ranked by [fusion.<S>_in_run], one asked from none by [fusion.<S>]."""
+    from mem_retrieval.configs import table_of
+    from mem_retrieval.retrieval.strategies import FEATURES
+
+    zero = dict.fromkeys(FEATURES, 0.0)
 
     def weights(**nonzero) -> str:
         return "".join(f"{name} = {value}\n" for name, value in (zero | nonzero).items())
 
     def ranked(plain: dict, in_run: dict, **options) -> list[str]:
         config = tmp_path / f"{len(list(tmp_path.iterdir()))}.toml"
-        config.write_text(f"[fusion.{table}]\n{weights(**plain)}\n"
-                          f"[fusion.{table}_in_run]\n{weights(**in_run)}")
+        config.write_text(f"[fusion.{table_of(strategy, in_run=False)}]\n{weights(**plain)}\n"
+                          f"[fusion.{table_of(strategy, in_run=True)}]\n{weights(**in_run)}")
         memory = Memory.open(working.workspace.root, config)
         return [h.id for h in memory.archive_hits("zircon lemma", strategy=strategy, **options)][:3]
 
-    by_context, by_bm25 = {"context": 1.0}, {"bm25": 1.0}
+    by_context, by_prior, by_bm25 = {"context": 1.0}, {"prior": 1.0}, {"bm25": 1.0}
     assert ranked(by_bm25, by_context, context_run="work")[0] == "lib/l3"
     assert ranked(by_context, by_bm25, context_run="work") == ["lib/l1", "lib/l2", "lib/l3"]
-    assert ranked(by_context, by_bm25) == ranked(by_bm25, by_context) == ["lib/l1", "lib/l2", "lib/l3"]
+    assert ranked(by_prior, by_bm25)[0] == "lib/l3"
+    assert ranked(by_bm25, by_prior) == ["lib/l1", "lib/l2", "lib/l3"]
 
 
 @pytest.fixture(scope="module")

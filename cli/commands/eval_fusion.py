@@ -49,7 +49,7 @@ def run_fusion(args, ctx) -> int:
         raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
     queries, qrels, _ = read_judged(args.queries, args.qrels)
     in_run = _asked(args, queries)
-    queries = [q for q in queries if (q.run is not None) == in_run]
+    queries = [q for q in queries if q.in_run == in_run]
     memory = ctx.memory()
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config, in_run) if args.guard else None
@@ -75,11 +75,11 @@ def _asked(args, queries) -> bool:
     from mem_retrieval.records.errors import BadInput
 
     if args.asked:
-        if not any((q.run is not None) == ASKED[args.asked] for q in queries):
+        if not any(q.in_run == ASKED[args.asked] for q in queries):
             raise BadInput(f"{args.asked}: no judged query of {args.queries} is "
                            f"{_kind(ASKED[args.asked])}", param="asked")
         return ASKED[args.asked]
-    in_run = sum(q.run is not None for q in queries)
+    in_run = sum(q.in_run for q in queries)
     if 0 < in_run < len(queries):
         raise BadInput(f"run|none is needed: {args.queries} has {in_run} judged queries asked from "
                        f"a run and {len(queries) - in_run} from none, which have weights of their own",
@@ -102,7 +102,7 @@ def _guard(args, ctx, config, in_run: bool):
     root, queries_file, qrels_file = args.guard
     guard_memory = Memory.open(root, ctx.config_path)
     queries, qrels, _ = read_judged(queries_file, qrels_file)
-    queries = [q for q in queries if (q.run is not None) == in_run]
+    queries = [q for q in queries if q.in_run == in_run]
     if not queries:
         return None
     qrels = {q.qid: qrels[q.qid] for q in queries if q.qid in qrels}
