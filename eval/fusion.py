@@ -6,10 +6,10 @@ Each weight vector of a grid on the simplex ranks them as the strategy would (th
 first, then the fused score, cut to ``search.pool``), and is scored per query by ir_measures.
 Queries are split into folds by their run (a run's queries never straddle folds, so no weight is
 chosen on the run it is scored on); each fold is scored with the weights that did best on the
-other folds. The objective is the mean of R@10, R@50 and nDCG@10. The weights chosen on every query are what the config's table
-should hold: ``[fusion.<strategy>_in_run]`` when the queries are asked from a run,
-``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries); the
-cross-validated figures say how well that choice generalises."""
+other folds. The objective is the mean of R@10, R@50 and nDCG@10. The weights chosen on every
+query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the queries are
+asked from a run, ``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries);
+the cross-validated figures say how well that choice generalises."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
 from mem_retrieval.retrieval.retriever import Retriever
-from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
+from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES, MODEL_FEATURES
 from mem_retrieval.retrieval.strategies import fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
-FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f not in ("cosine", "expanded")),  # no model
+FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f not in MODEL_FEATURES),  # no model
             "rerank-graph": STRATEGY_FEATURES}
 
 
@@ -40,7 +40,7 @@ class QueryFeatures:
     ids: tuple[str, ...]
     gids: tuple[str, ...]
     features: dict[str, list[float]]
-    in_run: bool = False    # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
+    in_run: bool            # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
 
 
 def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:

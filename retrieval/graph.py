@@ -176,21 +176,30 @@ class CitationGraph:
         that are not visible are dropped."""
         import numpy as np
 
-        total = np.zeros(len(self), dtype=np.float64)
-        for row, weight in zip(voters.tolist(), weights.tolist()):
-            np.add.at(total, self.parents(row), weight)
-        return total if seen is None else total * seen
+        return self._per_cited(np.add, voters, weights, seen)
 
     def nearest_citing(self, voters: "np.ndarray", similarity: "np.ndarray",
                        seen: "np.ndarray | None") -> "np.ndarray":
         """Each row's best ``similarity`` among the ``voters`` (rows) citing it, 0 when none does
-        (nor below 0); links to rows that are not visible are dropped."""
+        (nor below 0: the best is taken from 0); links to rows that are not visible are dropped."""
         import numpy as np
 
-        best = np.zeros(len(self), dtype=np.float64)
-        for row, value in zip(voters.tolist(), np.clip(similarity, 0.0, None).tolist()):
-            np.maximum.at(best, self.parents(row), value)
-        return best if seen is None else best * seen
+        return self._per_cited(np.maximum, voters, similarity, seen)
+
+    def _per_cited(self, reduce, voters: "np.ndarray", values: "np.ndarray",
+                   seen: "np.ndarray | None") -> "np.ndarray":
+        """Each row's ``values`` of the ``voters`` citing it, folded by the ufunc ``reduce`` from 0
+        in voter order (rows no voter cites, and rows not ``seen``, stay 0)."""
+        import numpy as np
+
+        voters = np.asarray(voters, dtype=np.int64)
+        starts = self.offsets[voters]
+        lengths = self.offsets[voters + 1] - starts
+        # the voters' links, voter by voter: link j of voter i is at starts[i] + j
+        links = np.arange(int(lengths.sum())) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        out = np.zeros(len(self), dtype=np.float64)
+        reduce.at(out, self.targets[links], np.repeat(np.asarray(values, dtype=np.float64), lengths))
+        return out if seen is None else out * seen
 
 
 def _rows(sorted_keys: "np.ndarray", order: "np.ndarray", wanted: "np.ndarray") -> "np.ndarray":

@@ -208,6 +208,7 @@ class GraphFusion:
 
 
 FEATURES = ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")  # a graph candidate's
+MODEL_FEATURES = ("cosine", "expanded")  # what only the embedding gives: graph, without it, has neither
 NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best among the candidates; cosine,
                                 # vote and expanded are absolute already (a vote sums cosines), so
                                 # weak evidence stays weak

@@ -33,14 +33,14 @@ def features(qid: str, run: str, gold_feature: str) -> QueryFeatures:
     columns = {"bm25": [0.1, 1.0, 0.9, 0.8, 0.7], "cosine": [0.0] * 5, "vote": [0.0] * 5,
                "expanded": [0.0] * 5, "prior": [0.0] * 5, "context": [0.0] * 5, "affinity": [0.0] * 5}
     columns[gold_feature] = [1.0, 0.0, 0.0, 0.0, 0.0]
-    return QueryFeatures(qid, run, (), gids, columns)
+    return QueryFeatures(qid, run, (), gids, columns, in_run=False)
 
 
 def test_rank_puts_id_hits_first_and_orders_by_the_weighted_features():
     f = features("q", "r", "vote")
     assert list(rank(f, {"vote": 1.0}, 100))[0] == "q-gold"
     assert list(rank(f, {"bm25": 1.0}, 100))[:2] == ["q-0", "q-1"]
-    named = QueryFeatures("q", "r", ("x/named",), f.gids, f.features)
+    named = QueryFeatures("q", "r", ("x/named",), f.gids, f.features, in_run=False)
     assert list(rank(named, {"vote": 1.0}, 3)) == ["x/named", "q-gold", "q-0"]
 
 
@@ -104,7 +104,7 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
 
 
 def test_each_kind_of_query_has_its_table():
-    asked = [QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features, True)
+    asked = [QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features, in_run=True)
              for f in (features(f"q{i}", f"run{i % 2}", "vote") for i in range(4))]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in asked}
     choice = choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5)

@@ -82,6 +82,38 @@ def test_nearest_citing_voter_by_hand(toy):
     assert by_hand(toy, "nearest_citing", [0.5, 0.25, 1.0], hidden="alpha/a2") == {"alpha/a1": 1.0}
 
 
+def test_votes_and_nearest_citing_match_a_loop_over_the_links():
+    """On a random graph (steps citing none, one or several, a link repeated, a voter listed
+    twice, negative similarities, a mask of what is seen), each is the plain loop over every
+    voter's every link: the sum of its weights, the best of its similarities (at least 0)."""
+    import pyarrow as pa
+
+    from mem_retrieval.retrieval.graph import CitationGraph
+
+    rng = np.random.default_rng(7)
+    n = 40
+    parents = [rng.integers(0, n, rng.integers(0, 4)).tolist() for _ in range(n)]
+    parents[0] = [5, 5]  # one link twice
+    graph = CitationGraph.of(pa.table({
+        "key": np.arange(n, dtype=np.int64), "run_key": rng.integers(0, 3, n),
+        "named_ts": np.full(n, -1), "named_seq": np.full(n, -1),
+        "parent_keys": pa.array(parents, type=pa.list_(pa.int64()))}))
+    voters = np.concatenate([rng.choice(n, 15, replace=False), [0, 0]])
+    values = rng.uniform(-0.5, 1.0, len(voters))
+    seen = rng.random(n) < 0.8
+    total, best = np.zeros(n), np.zeros(n)
+    for voter, value in zip(voters, values):
+        for parent in parents[voter]:
+            total[parent] += value
+            best[parent] = max(best[parent], value)
+    assert graph.votes(voters, values, seen) == pytest.approx(total * seen)
+    assert graph.nearest_citing(voters, values, seen) == pytest.approx(best * seen)
+    assert graph.votes(voters, values, None) == pytest.approx(total)
+    empty = np.zeros(0, dtype=np.int64)
+    assert not graph.votes(empty, np.zeros(0), None).any()
+    assert not graph.nearest_citing(empty, np.zeros(0), None).any()
+
+
 def test_a_candidate_is_read_with_the_steps_citing_it(toy):
     """expanded is the best cosine of the candidate and of the voters citing it. Every toy step
     matches "statement" and there are fewer than graph.voters, so every step citing something is a
