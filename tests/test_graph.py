@@ -115,10 +115,10 @@ def test_votes_and_nearest_citing_match_a_loop_over_the_links():
 
 
 def test_a_candidate_is_read_with_the_steps_citing_it(toy):
-    """expanded is the best cosine of the candidate and of the voters citing it. Every toy step
-    matches "statement" and there are fewer than graph.voters, so every step citing something is a
-    voter (a4 too, though the query names it): the oracle is the brute force over the table's
-    vectors and the links by hand."""
+    """expanded is the best cosine of the candidate and of the voters citing it, at least 0.
+    Every toy step matches "statement" and there are fewer than graph.voters, so every step citing
+    something is a voter (a4 too, though the query names it): the oracle is the brute force over
+    the table's vectors and the links by hand."""
     text = "statement of a4"
     ids, found = toy.retriever.candidates(ArchiveQuery(text, strategy="rerank-graph"))
     searcher = toy.retriever.searcher
@@ -129,7 +129,7 @@ def test_a_candidate_is_read_with_the_steps_citing_it(toy):
     by = {c.gid: c for c in found}
     assert {"alpha/a1", "alpha/a2", "alpha/a5"} <= set(by)  # a4: an id hit, and a voter
     for gid, c in by.items():
-        oracle = max([cosine[gid]] + [cosine[s] for s in cited_by.get(gid, [])])
+        oracle = max([0.0, cosine[gid]] + [cosine[s] for s in cited_by.get(gid, [])])
         assert c.expanded == pytest.approx(oracle, abs=1e-5), gid
     assert by["alpha/a5"].expanded == pytest.approx(by["alpha/a5"].cosine)
     assert by["alpha/a2"].expanded > by["alpha/a2"].cosine  # a4, citing it, reads closer
