@@ -34,6 +34,7 @@ class SearchConfig:
     rerank_k: int = rule(minimum=0)
     fusion_weight: float = rule(minimum=0.0, maximum=1.0)
     hint_window: int = rule(minimum=0)
+    hint_depth: int = rule(minimum=1)
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,16 @@ def score_drop(fraction: float = SCORE_DROP) -> Pager:
     return read_on
 
 
-def hint(window: int) -> Pager:
-    return lambda ranked, page: estimate_remaining(ranked.scores, page, ranked.page_size, window) >= 1
+def hint(window: int, depth: int) -> Pager:
+    return lambda ranked, page: estimate_remaining(ranked.scores, page, ranked.page_size, window,
+                                                   depth=depth) >= 1
 
 
-def standard_pagers(window: int, k: int = FIXED_K, fraction: float = SCORE_DROP) -> dict[str, Pager]:
-    """The pagers the evaluator reports, by name."""
+def standard_pagers(window: int, depth: int, k: int = FIXED_K,
+                    fraction: float = SCORE_DROP) -> dict[str, Pager]:
+    """The pagers the evaluator reports, by name (``window``, ``depth``: the hint's)."""
     return {"first-page": first_page(), f"fixed-{k}": fixed(k), "patience-1": patience(1),
-            "score-drop": score_drop(fraction), "hint": hint(window)}
+            "score-drop": score_drop(fraction), "hint": hint(window, depth)}
 
 
 def read(ranked: RankedPages, pager: Pager, max_pages: int = MAX_PAGES) -> Stop:

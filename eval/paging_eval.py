@@ -102,7 +102,7 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
-                    page_size: int, window: int, strategies: Iterable[str] = STRATEGIES,
+                    page_size: int, window: int, hint_depth: int, strategies: Iterable[str] = STRATEGIES,
                     max_pages: int = MAX_PAGES, depth: int = 100,
                     fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
                     progress: bool = False, qrels_file: str | Path = "qrels",
@@ -116,7 +116,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
         raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     chosen = judged_queries(queries, qrels, qrels_file)
     gold = judged(qrels)
-    pagers = standard_pagers(window, fixed_k, fraction)
+    pagers = standard_pagers(window, hint_depth, fixed_k, fraction)
     results: dict[str, StrategyResult] = {}
     runs: dict[str, Run] = {}
     # disable=None: a bar on a terminal, nothing in a log file.

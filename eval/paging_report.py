@@ -86,7 +86,7 @@ def report_markdown(evaluation: PagingEvaluation) -> str:
         "with no new relevant hit; `score-drop` stops after a page whose best score is below a "
         "fraction (0.5) of the first hit's; `hint` reads on while the page's estimate of relevant "
         "hits remaining is at least 1 (the sum, over the next pages, of each hit's score height "
-        "above the list's median relative to the top score's). "
+        "above the score ending the last page an agent reads, relative to the top score's). "
         f"`{BOUND}` is not a pager but a bound: the fewest mean pages any stopping rule could read "
         f"on these lists with a mean loss of at most {STOP_LOSS:g}, each stop chosen knowing the "
         "judgments; no pager does better on this ranking.\n\n" + _markdown(pager_head, pager_rows),

@@ -252,7 +252,8 @@ def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategie
     names = list(dict.fromkeys([default, *strategies]))
     evaluation = evaluate_paging(ranker, derived.queries, derived.qrels, strategies=names,
                                  max_pages=max(max_pages, pages), page_size=config.page_size,
-                                 window=config.hint_window, default=default, progress=progress,
+                                 window=config.hint_window, hint_depth=config.hint_depth,
+                                 default=default, progress=progress,
                                  depth=search_depth(config.pool, max(max_pages, pages), config.page_size))
     missed = []
     ranked_runs = evaluation.runs[default]

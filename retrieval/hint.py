@@ -2,15 +2,21 @@
 
 Each hit of a ranked list gets a weight in [0, 1], read as the chance that it is relevant:
 
-    weight(s) = clip((s - median) / (top - median), 0, 1)
+    weight(s) = clip((s - floor) / (top - floor), 0, 1)
 
-where ``top`` is the best score of the list and ``median`` the median score of the whole list (the
-score of a typical candidate, which is almost always not relevant). The best hit weighs 1; a hit no
-better than the typical candidate weighs 0; in between, linearly. The estimate after page ``p`` is
-the sum of the weights of the hits on the next ``window`` pages (pages p+1 … p+window). The rule
-uses only the list's own scores, so it needs no training data and is the same for every scale
-(BM25, cosine, reciprocal-rank sums); its one parameter is the look-ahead ``window``
-(``search.hint_window``, like the page size, from the config). A list whose scores are all equal carries no evidence and estimates 0.
+where ``top`` is the best score of the list and ``floor`` the score of the last hit an agent would
+read: the hit ending page ``search.hint_depth`` (10 pages of 5: the 50th hit), or the list's last
+hit when the list is shorter. The best hit weighs 1; a hit no better than the floor weighs 0; in
+between, linearly. The estimate after page ``p`` is the sum of the weights of the hits on the next
+``window`` pages (pages p+1 … p+window, ``search.hint_window``). The rule uses only the list's own
+scores, so it needs no training data and is the same for every scale (BM25, cosine,
+reciprocal-rank sums). A list whose scores are all equal carries no evidence and estimates 0.
+
+The floor is a fixed depth, not the median of the list: how long a list is depends on the pool
+(``search.pool``) and on how many steps match at all, not on relevance. With the median, a short list
+(a small workspace: 25 hits) put its floor at its 13th hit and stopped agents after a page or two
+(the example set: 1.60 pages, losing .180 of recall), while a long one (125 hits) put it past page
+10. The floor at the last page an agent reads weighs the same hits the same in both.
 
 The weights are not a calibrated probability: the estimate says how much of the list ahead scores
 like its top, which grows with the relevant hits left but overstates their count when relevant
@@ -22,23 +28,27 @@ asks its ranker for the same depth."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from statistics import median
 
 
-
-def relevance_weights(scores: Sequence[float]) -> list[float]:
-    """Each score's weight in [0, 1]: its height above the list's median, relative to the top's."""
+def relevance_weights(scores: Sequence[float], depth: int) -> list[float]:
+    """Each score's weight in [0, 1]: its height above the floor (the ``depth``-th best score, or
+    the last when there are fewer), relative to the top's."""
+    if depth < 1:
+        raise ValueError(f"depth {depth}: out of range")
     if not scores:
         return []
-    top, typical = max(scores), median(scores)
-    if top <= typical:
+    ranked = sorted(scores, reverse=True)
+    top, floor = ranked[0], ranked[min(depth, len(ranked)) - 1]
+    if top <= floor:
         return [0.0] * len(scores)
-    return [min(1.0, max(0.0, (score - typical) / (top - typical))) for score in scores]
+    return [min(1.0, max(0.0, (score - floor) / (top - floor))) for score in scores]
 
 
-def estimate_remaining(scores: Sequence[float], page: int, page_size: int, window: int) -> float:
-    """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``."""
-    if page < 0 or page_size < 1 or window < 0:
-        raise ValueError(f"page {page}, page_size {page_size}, window {window}: out of range")
+def estimate_remaining(scores: Sequence[float], page: int, page_size: int, window: int, *,
+                       depth: int) -> float:
+    """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``, each
+    weighed against the score ending page ``depth``."""
+    if page < 0 or page_size < 1 or window < 0 or depth < 1:
+        raise ValueError(f"page {page}, page_size {page_size}, window {window}, depth {depth}: out of range")
     start, stop = page * page_size, (page + window) * page_size
-    return sum(relevance_weights(scores)[start:stop])
+    return sum(relevance_weights(scores, depth * page_size)[start:stop])

@@ -206,7 +206,8 @@ class Retriever:
         size = self.config.search.page_size
         return Page(hits=shown, page=page, pages=page_count(total, size), total=total, page_size=size,
                     query=query, setting=setting,
-                    remaining=estimate_remaining(scores, page, size, self.config.search.hint_window))
+                    remaining=estimate_remaining(scores, page, size, self.config.search.hint_window,
+                                                 depth=self.config.search.hint_depth))
 
     # ---- as of an event
     def resolve(self, value: str | Until | None, run: str | None) -> Until | None:

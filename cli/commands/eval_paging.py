@@ -56,6 +56,7 @@ def run_paging(args, ctx) -> int:
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
         page_size=config.search.page_size, window=config.search.hint_window,
+        hint_depth=config.search.hint_depth,
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
         progress=True, qrels_file=args.qrels, default=config.search.strategy)
     if args.trec_out:
