@@ -30,15 +30,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def relevance_weights(scores: Sequence[float], depth: int) -> list[float]:
-    """Each score's weight in [0, 1]: its height above the floor (the ``depth``-th best score, or
-    the last when there are fewer), relative to the top's."""
-    if depth < 1:
-        raise ValueError(f"depth {depth}: out of range")
+def relevance_weights(scores: Sequence[float], floor_rank: int) -> list[float]:
+    """Each score's weight in [0, 1]: its height above the floor (the score ranked ``floor_rank``,
+    counted in hits from 1, or the last when there are fewer), relative to the top's."""
+    if floor_rank < 1:
+        raise ValueError(f"floor rank {floor_rank}: out of range")
     if not scores:
         return []
     ranked = sorted(scores, reverse=True)
-    top, floor = ranked[0], ranked[min(depth, len(ranked)) - 1]
+    top, floor = ranked[0], ranked[min(floor_rank, len(ranked)) - 1]
     if top <= floor:
         return [0.0] * len(scores)
     return [min(1.0, max(0.0, (score - floor) / (top - floor))) for score in scores]
@@ -47,7 +47,7 @@ def relevance_weights(scores: Sequence[float], depth: int) -> list[float]:
 def estimate_remaining(scores: Sequence[float], page: int, page_size: int, window: int, *,
                        depth: int) -> float:
     """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``, each
-    weighed against the score ending page ``depth``."""
+    weighed against the score ending page ``depth`` (counted in pages, as ``page``)."""
     if page < 0 or page_size < 1 or window < 0 or depth < 1:
         raise ValueError(f"page {page}, page_size {page_size}, window {window}, depth {depth}: out of range")
     start, stop = page * page_size, (page + window) * page_size
