@@ -12,7 +12,7 @@ judgments of the pages already read, never of later ones.
 - ``score-drop``: stops after a page whose best score is below ``fraction`` (0.5) of the first
   hit's score (a list whose first score is not positive gives no scale: it stops after page 1).
 - ``hint``: reads on while the page's estimate of relevant hits remaining on later pages
-  (retrieval.hint.estimate_remaining) is at least 1.
+  (``retrieval.hint.Hint.remaining``) is at least 1.
 
 Early-stop loss = recall after ``max_pages`` pages − recall where the pager stopped (never negative).
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
-from mem_retrieval.retrieval.hint import estimate_remaining
+from mem_retrieval.retrieval.hint import Hint
 
 MAX_PAGES = 10
 FIXED_K = 2
@@ -110,16 +110,14 @@ def score_drop(fraction: float = SCORE_DROP) -> Pager:
     return read_on
 
 
-def hint(window: int, depth: int) -> Pager:
-    return lambda ranked, page: estimate_remaining(ranked.scores, page, ranked.page_size, window,
-                                                   depth=depth) >= 1
+def hint(rule: Hint) -> Pager:
+    return lambda ranked, page: rule.remaining(ranked.scores, page, ranked.page_size) >= 1
 
 
-def standard_pagers(window: int, depth: int, k: int = FIXED_K,
-                    fraction: float = SCORE_DROP) -> dict[str, Pager]:
-    """The pagers the evaluator reports, by name (``window``, ``depth``: the hint's)."""
+def standard_pagers(rule: Hint, k: int = FIXED_K, fraction: float = SCORE_DROP) -> dict[str, Pager]:
+    """The pagers the evaluator reports, by name (``rule``: the hint's)."""
     return {"first-page": first_page(), f"fixed-{k}": fixed(k), "patience-1": patience(1),
-            "score-drop": score_drop(fraction), "hint": hint(window, depth)}
+            "score-drop": score_drop(fraction), "hint": hint(rule)}
 
 
 def read(ranked: RankedPages, pager: Pager, max_pages: int = MAX_PAGES) -> Stop:

@@ -16,6 +16,7 @@ from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
 from mem_retrieval.eval.ranker import Ranker
+from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.strategies import STRATEGIES
 from mem_retrieval.records.errors import InputError
 
@@ -102,7 +103,7 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
-                    page_size: int, window: int, hint_depth: int, strategies: Iterable[str] = STRATEGIES,
+                    page_size: int, hint: Hint, strategies: Iterable[str] = STRATEGIES,
                     max_pages: int = MAX_PAGES, depth: int = 100,
                     fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
                     progress: bool = False, qrels_file: str | Path = "qrels",
@@ -116,7 +117,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
         raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     chosen = judged_queries(queries, qrels, qrels_file)
     gold = judged(qrels)
-    pagers = standard_pagers(window, hint_depth, fixed_k, fraction)
+    pagers = standard_pagers(hint, fixed_k, fraction)
     results: dict[str, StrategyResult] = {}
     runs: dict[str, Run] = {}
     # disable=None: a bar on a terminal, nothing in a log file.

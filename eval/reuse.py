@@ -21,6 +21,7 @@ from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, b
 from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
+from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -252,8 +253,7 @@ def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategie
     names = list(dict.fromkeys([default, *strategies]))
     evaluation = evaluate_paging(ranker, derived.queries, derived.qrels, strategies=names,
                                  max_pages=max(max_pages, pages), page_size=config.page_size,
-                                 window=config.hint_window, hint_depth=config.hint_depth,
-                                 default=default, progress=progress,
+                                 hint=Hint.of(config), default=default, progress=progress,
                                  depth=search_depth(config.pool, max(max_pages, pages), config.page_size))
     missed = []
     ranked_runs = evaluation.runs[default]

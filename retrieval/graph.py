@@ -227,7 +227,8 @@ def graph_candidates(search, request, vector) -> list:
     it), cosine (``vector``: a future of the query vector), vote, expanded (with ``vector``: the
     best cosine to the query of the step itself and of the voters citing it, the step read with
     the steps that used it, as anchor text expands a web page; a step no voter cites keeps its own
-    cosine; never below 0, as a voter less similar than nothing counts 0 in the votes too), prior = log(1 + cited), context = log(1 + how many steps of the query's own run cite
+    cosine; never below 0, as a voter less similar than nothing counts 0 in the votes too),
+    prior = log(1 + cited), context = log(1 + how many steps of the query's own run cite
     it; 0 without ``request.context``: ``CitationGraph.context``) and affinity = log(1 + how many
     links go from those steps to the candidate's run; 0 for the query's own run:
     ``CitationGraph.affinity``), counted over what the query may see (``CitationGraph.visible``)."""

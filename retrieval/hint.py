@@ -28,6 +28,7 @@ asks its ranker for the same depth."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 def relevance_weights(scores: Sequence[float], floor_rank: int) -> list[float]:
@@ -44,11 +45,25 @@ def relevance_weights(scores: Sequence[float], floor_rank: int) -> list[float]:
     return [min(1.0, max(0.0, (score - floor) / (top - floor))) for score in scores]
 
 
-def estimate_remaining(scores: Sequence[float], page: int, page_size: int, window: int, *,
-                       depth: int) -> float:
-    """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``, each
-    weighed against the score ending page ``depth`` (counted in pages, as ``page``)."""
-    if page < 0 or page_size < 1 or window < 0 or depth < 1:
-        raise ValueError(f"page {page}, page_size {page_size}, window {window}, depth {depth}: out of range")
-    start, stop = page * page_size, (page + window) * page_size
-    return sum(relevance_weights(scores, depth * page_size)[start:stop])
+@dataclass(frozen=True)
+class Hint:
+    """The rule: look ``window`` pages ahead (``search.hint_window``), each hit weighed against the
+    score ending page ``depth`` (``search.hint_depth``); pages are counted as ``page`` is."""
+    window: int
+    depth: int
+
+    def __post_init__(self) -> None:
+        if self.window < 0 or self.depth < 1:
+            raise ValueError(f"hint window {self.window}, depth {self.depth}: out of range")
+
+    @classmethod
+    def of(cls, search) -> "Hint":
+        """The rule a ``SearchConfig`` sets."""
+        return cls(search.hint_window, search.hint_depth)
+
+    def remaining(self, scores: Sequence[float], page: int, page_size: int) -> float:
+        """Estimated relevant hits on pages ``page+1 … page+window`` of the ranked ``scores``."""
+        if page < 0 or page_size < 1:
+            raise ValueError(f"page {page}, page_size {page_size}: out of range")
+        start, stop = page * page_size, (page + self.window) * page_size
+        return sum(relevance_weights(scores, self.depth * page_size)[start:stop])

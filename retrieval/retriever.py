@@ -17,7 +17,7 @@ from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
-from mem_retrieval.retrieval.hint import estimate_remaining
+from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, parse_time_arg
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
@@ -206,8 +206,7 @@ class Retriever:
         size = self.config.search.page_size
         return Page(hits=shown, page=page, pages=page_count(total, size), total=total, page_size=size,
                     query=query, setting=setting,
-                    remaining=estimate_remaining(scores, page, size, self.config.search.hint_window,
-                                                 depth=self.config.search.hint_depth))
+                    remaining=Hint.of(self.config.search).remaining(scores, page, size))
 
     # ---- as of an event
     def resolve(self, value: str | Until | None, run: str | None) -> Until | None:

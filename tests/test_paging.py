@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mem_retrieval.retrieval.hint import estimate_remaining, relevance_weights
+from mem_retrieval.retrieval.hint import Hint, relevance_weights
 from mem_retrieval.eval.judgments import Query, write_trec_run
 from mem_retrieval.eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
 from mem_retrieval.eval.paging import (RankedPages, fewest_pages, fixed, first_page, hint, patience, read, recall_at,
@@ -218,7 +218,7 @@ def test_pagers_never_read_past_the_list_or_max_pages():
     long = pages_of(filler("n", 100), {"n99"})
     assert read(long, fixed(20), max_pages=10) == _stop(10, 0.0)
     empty = pages_of([], {"gold"})
-    for pager in standard_pagers(3, 10).values():
+    for pager in standard_pagers(Hint(3, 10)).values():
         assert read(empty, pager) == _stop(1, 0.0)  # the first (empty) page is always read
 
 
@@ -236,22 +236,23 @@ def test_hint_estimate_by_hand():
     scores = [10, 9, 8, 7, 6] + [5] * 5 + [1] * 10  # 20 hits
     # depth 2 pages of 5: the floor is the 10th score, 5; weights (s - 5) / (10 - 5)
     assert relevance_weights(scores, 10) == pytest.approx([1, 0.8, 0.6, 0.4, 0.2] + [0] * 15)
-    assert estimate_remaining(scores, page=0, page_size=5, window=1, depth=2) == pytest.approx(3.0)
-    assert estimate_remaining(scores, page=1, page_size=5, window=3, depth=2) == 0
+    assert Hint(1, 2).remaining(scores, page=0, page_size=5) == pytest.approx(3.0)
+    assert Hint(3, 2).remaining(scores, page=1, page_size=5) == 0
     # depth 10 pages, past the list's end: the floor is its last score, 1; weights (s - 1) / 9
     assert relevance_weights(scores, 50)[:6] == pytest.approx([1, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9])
-    assert estimate_remaining(scores, page=0, page_size=5, window=1, depth=10) == pytest.approx(35 / 9)
-    assert estimate_remaining(scores, page=1, page_size=5, window=3, depth=10) == pytest.approx(20 / 9)
-    assert estimate_remaining(scores, page=2, page_size=5, window=3, depth=10) == 0
+    assert Hint(1, 10).remaining(scores, page=0, page_size=5) == pytest.approx(35 / 9)
+    assert Hint(3, 10).remaining(scores, page=1, page_size=5) == pytest.approx(20 / 9)
+    assert Hint(3, 10).remaining(scores, page=2, page_size=5) == 0
     flat = [4.0] * 12
-    assert estimate_remaining(flat, page=1, page_size=5, window=3, depth=10) == 0  # no evidence
-    assert estimate_remaining([], page=1, page_size=5, window=3, depth=10) == 0
+    assert Hint(3, 10).remaining(flat, page=1, page_size=5) == 0  # no evidence
+    assert Hint(3, 10).remaining([], page=1, page_size=5) == 0
     # the same list on another scale gives the same estimate (BM25, cosine, RRF alike)
     rescaled = [s / 70 + 0.01 for s in scores]
-    assert estimate_remaining(rescaled, page=1, page_size=5, window=3, depth=10) == pytest.approx(20 / 9)
-    for bad in ({"page": -1, "depth": 10}, {"page": 1, "depth": 0}):
-        with pytest.raises(ValueError):
-            estimate_remaining(scores, page_size=5, window=3, **bad)
+    assert Hint(3, 10).remaining(rescaled, page=1, page_size=5) == pytest.approx(20 / 9)
+    with pytest.raises(ValueError):
+        Hint(3, 10).remaining(scores, page=-1, page_size=5)
+    with pytest.raises(ValueError):
+        Hint(3, 0)
 
 
 def test_hits_past_the_depth_do_not_move_the_hint():
@@ -262,8 +263,7 @@ def test_hits_past_the_depth_do_not_move_the_hint():
     longer = scores + [0.5] * 80
     assert relevance_weights(longer, 10)[:20] == relevance_weights(scores, 10)
     for page in range(4):
-        assert (estimate_remaining(longer, page, 5, 3, depth=2)
-                == estimate_remaining(scores, page, 5, 3, depth=2))
+        assert Hint(3, 2).remaining(longer, page, 5) == Hint(3, 2).remaining(scores, page, 5)
     # the floor is found by score, whatever order the list comes in
     assert sorted(relevance_weights(scores[::-1], 10)) == sorted(relevance_weights(scores, 10))
 
@@ -273,20 +273,20 @@ def test_hint_pager_reads_on_while_strong_scores_remain_where_patience_stops():
     gids[1], gids[12] = "gold-1", "gold-3"  # page 2 brings nothing new: patience-1 stops there
     scores = [10.0] * 5 + [9.0] * 5 + [8.0] * 5 + [0.0] * 15  # floor 0 (the list ends before 50)
     ranked = pages_of(gids, {"gold-1", "gold-3"}, scores)
-    assert estimate_remaining(scores, 2, 5, 3, depth=10) == pytest.approx(5 * 0.8)
-    assert read(ranked, hint(3, 10)) == _stop(3, 1.0)
+    assert Hint(3, 10).remaining(scores, 2, 5) == pytest.approx(5 * 0.8)
+    assert read(ranked, hint(Hint(3, 10))) == _stop(3, 1.0)
     assert read(ranked, patience(1)) == _stop(2, 0.5)
     # a floor at page 2 (score 9) weighs pages 2 and 3 at 0: stop after page 1
-    assert read(ranked, hint(3, 2)) == _stop(1, 0.5)
+    assert read(ranked, hint(Hint(3, 2))) == _stop(1, 0.5)
     # a steeper list: page 2 still weighs 20/9 (read it), nothing after (stop); one strong hit alone: stop
     steep = pages_of(filler("n", 20), set(), [10, 9, 8, 7, 6] + [5] * 5 + [1] * 10)
-    assert read(steep, hint(3, 10)).pages == 2 and read(steep, hint(1, 10)).pages == 2
-    assert read(pages_of(filler("n", 20), set(), [10.0] + [1.0] * 19), hint(3, 10)).pages == 1
+    assert read(steep, hint(Hint(3, 10))).pages == 2 and read(steep, hint(Hint(1, 10))).pages == 2
+    assert read(pages_of(filler("n", 20), set(), [10.0] + [1.0] * 19), hint(Hint(3, 10))).pages == 1
 
 
 def test_summary_counts_every_query_including_empty_lists():
     full, empty = gold_on_pages_1_and_3(), pages_of([], {"gold"})
-    summary = summarize([full, empty], standard_pagers(3, 10), max_pages=4)
+    summary = summarize([full, empty], standard_pagers(Hint(3, 10)), max_pages=4)
     assert summary.recall_by_page == [0.25, 0.25, 0.5, 0.5]
     assert list(summary.pagers) == PAGERS
     patience1 = summary.pagers["patience-1"]
@@ -324,7 +324,7 @@ def toy_evaluation(strategies=("bm25", "rerank")):
     queries = [Query("q1", "first"), Query("q2", "not judged"), Query("q3", "third", "PFR", "run-x")]
     qrels = {"q1": {"gold-1": 1, "gold-3": 1}, "q2": {"nope": 0}, "q3": {"g": 1}}
     ranker = ToyRanker(lists)
-    return ranker, evaluate_paging(ranker, queries, qrels, page_size=5, window=3, hint_depth=10,
+    return ranker, evaluate_paging(ranker, queries, qrels, page_size=5, hint=Hint(3, 10),
                                    strategies=strategies, max_pages=4)
 
 
@@ -357,7 +357,7 @@ def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path):
     qrels_file.write_text("q1 0 a 1\nq9 0 b 1\n")
     with pytest.raises(InputError, match=r"r\.qrels:2: qid: 'q9' is judged but not in the queries"):
         evaluate_paging(ToyRanker({"bm25": {}}), [Query("q1", "x")], {"q1": {"a": 1}, "q9": {"b": 1}},
-                        page_size=5, window=3, hint_depth=10, strategies=["bm25"],
+                        page_size=5, hint=Hint(3, 10), strategies=["bm25"],
                         qrels_file=qrels_file)
 
 

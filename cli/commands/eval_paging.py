@@ -48,6 +48,7 @@ def run_paging(args, ctx) -> int:
     if unjudged:
         ctx.note(f"{unjudged} of {len(chosen) + unjudged} queries have no relevant judgment: not scored")
     from mem_retrieval.eval.ranker import make_ranker
+    from mem_retrieval.retrieval.hint import Hint
 
     memory = ctx.memory()
     config = memory.config
@@ -55,8 +56,7 @@ def run_paging(args, ctx) -> int:
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
-        page_size=config.search.page_size, window=config.search.hint_window,
-        hint_depth=config.search.hint_depth,
+        page_size=config.search.page_size, hint=Hint.of(config.search),
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
         progress=True, qrels_file=args.qrels, default=config.search.strategy)
     if args.trec_out:
