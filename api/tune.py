@@ -1,21 +1,21 @@
 """`mem tune`: fine-tune the rerank model on the workspace's own citations, and measure what it
 buys.
 
-Pairs are (a step's statement, the statement of each step it cites), with a hard negative each: the
-best BM25 match of the statement (leave-one-out) that it does not cite. ``tune`` trains on every
-pair (less the steps of ``holdout`` queries and the work written after them, which leave-one-out
-hides: a query being evaluated never trains the model that answers it), saves the model under
-``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full index run: meta.json
-records its provenance (base model, pairs, hash, file sizes), and an index never mixes two models.
-``reset`` goes back to the configured model. ``evaluate`` holds out whole runs, trains on the
-others (less the work written after the held-out queries' steps) into a scratch index, and
-compares the held-out runs' per-step reuse queries before and after: nothing is installed."""
+Pairs (``retrieval.pairs``) are (a step's statement, the statement of each step it cites), with a
+hard negative each: the best BM25 match of the statement (leave-one-out) that it does not cite.
+``tune`` trains on every pair (less the steps of ``holdout`` queries and the work written after
+them, which leave-one-out hides: a query being evaluated never trains the model that answers it),
+saves the model under ``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full
+index run: meta.json records its provenance (base model, pairs, hash, file sizes), and an index
+never mixes two models. ``reset`` goes back to the configured model. ``evaluate`` holds out whole
+runs, trains on the others (less the work written after the held-out queries' steps) into a
+scratch index, and compares the held-out runs' per-step reuse queries before and after: nothing is
+installed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 import shutil
 import tempfile
 import time
@@ -27,58 +27,11 @@ from typing import Any
 from mem_retrieval.memory import Memory
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.pairs import Mined, mine_pairs
 from mem_retrieval.retrieval.retriever import Retriever
-from mem_retrieval.text.train import Pair, Training
+from mem_retrieval.text.train import Training
 
 MODELS = "models"
-
-
-@dataclass(frozen=True)
-class Mined:
-    pairs: list[Pair]
-    anchors: list[str]          # the steps whose links the pairs are (global ids)
-
-
-def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
-               exclude_keys: set[int] = frozenset(), max_pairs: int | None = None,
-               seed: int = 0) -> Mined:
-    """The citation pairs of every step outside ``exclude_runs`` and ``exclude_keys`` (steps by
-    key, ``indexers.store.key`` of the global id), each with a BM25 hard negative; ``max_pairs``
-    keeps a seeded sample."""
-    from mem_retrieval.indexers.store import key
-    from mem_retrieval.text.embed import prepare
-
-    workspace, max_chars = retriever.workspace, retriever.config.model.max_chars
-    statements = {entry.gid: entry.statement for entry in workspace.library()}
-    trees = {run: workspace.tree(run) for run in workspace.runs()}
-    for tree in trees.values():
-        statements.update({step.gid: step.statement for step in tree.steps})
-    pairs: list[Pair] = []
-    anchors: list[str] = []
-    for run, tree in trees.items():
-        if run in exclude_runs:
-            continue
-        sources = frozenset(s.id for s in tree.sources)
-        for step in tree.steps:
-            cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
-            if key(step.gid) in exclude_keys or not cited:
-                continue
-            anchors.append(step.gid)
-            negative = _hard_negative(retriever, step.statement, step.gid, set(cited))
-            pairs += [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
-                           prepare(negative, max_chars) if negative else None) for gid in cited]
-    if max_pairs is not None and len(pairs) > max_pairs:
-        pairs = random.Random(seed).sample(pairs, max_pairs)
-    return Mined(pairs, anchors)
-
-
-def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str]) -> str | None:
-    """The best BM25 match of ``text`` that is neither the step nor one it cites."""
-    if not text.strip():
-        return None
-    ranked = retriever.archive_hits(ArchiveQuery(text, hide=gid, strategy="bm25"))
-    return next((hit.statement for hit in ranked if hit.id not in cited), None)
 
 
 @dataclass(frozen=True)

@@ -289,7 +289,8 @@ def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     """What leave-one-out hides is kept out of `mem tune --holdout-queries` too, and `mem eval
     paging` warns about a model trained on it: d cites q and g, so it came after both, not h."""
     from mem_retrieval.indexers.store import key
-    from mem_retrieval.tune import hidden_from, mine_pairs, trained_on_answers
+    from mem_retrieval.retrieval.pairs import mine_pairs
+    from mem_retrieval.tune import hidden_from, trained_on_answers
 
     retriever = later_work.retriever
     assert hidden_from(retriever, "gamma/q") == {key(g) for g in ("gamma/q", "gamma/r", "delta/d")}

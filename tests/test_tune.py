@@ -13,7 +13,7 @@ from conftest import build_workspace
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers.store import key
 from mem_retrieval.memory import Memory
-from mem_retrieval.tune import mine_pairs
+from mem_retrieval.retrieval.pairs import mine_pairs
 
 pytestmark = pytest.mark.slow  # trains a model: run with --slow (CI does)
 

@@ -1,0 +1,60 @@
+"""The citation pairs a workspace holds, to train the rerank model on (``mem tune``) and to measure
+that training (``eval/bench_tune.py``): (a step's statement, the statement of each step it cites),
+each with a hard negative, the best BM25 match of the statement (leave-one-out) that it does not
+cite. Texts are prepared as the index embeds them (``text.embed.prepare``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.retriever import Retriever
+from mem_retrieval.text.train import Pair
+
+
+@dataclass(frozen=True)
+class Mined:
+    pairs: list[Pair]
+    anchors: list[str]          # the steps whose links the pairs are (global ids)
+
+
+def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
+               exclude_keys: set[int] = frozenset(), max_pairs: int | None = None,
+               seed: int = 0) -> Mined:
+    """The citation pairs of every step outside ``exclude_runs`` and ``exclude_keys`` (steps by
+    key, ``indexers.store.key`` of the global id), each with a BM25 hard negative; ``max_pairs``
+    keeps a seeded sample."""
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.text.embed import prepare
+
+    workspace, max_chars = retriever.workspace, retriever.config.model.max_chars
+    statements = {entry.gid: entry.statement for entry in workspace.library()}
+    trees = {run: workspace.tree(run) for run in workspace.runs()}
+    for tree in trees.values():
+        statements.update({step.gid: step.statement for step in tree.steps})
+    pairs: list[Pair] = []
+    anchors: list[str] = []
+    for run, tree in trees.items():
+        if run in exclude_runs:
+            continue
+        sources = frozenset(s.id for s in tree.sources)
+        for step in tree.steps:
+            cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
+            if key(step.gid) in exclude_keys or not cited:
+                continue
+            anchors.append(step.gid)
+            negative = _hard_negative(retriever, step.statement, step.gid, set(cited))
+            pairs += [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
+                           prepare(negative, max_chars) if negative else None) for gid in cited]
+    if max_pairs is not None and len(pairs) > max_pairs:
+        pairs = random.Random(seed).sample(pairs, max_pairs)
+    return Mined(pairs, anchors)
+
+
+def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str]) -> str | None:
+    """The best BM25 match of ``text`` that is neither the step nor one it cites."""
+    if not text.strip():
+        return None
+    ranked = retriever.archive_hits(ArchiveQuery(text, hide=gid, strategy="bm25"))
+    return next((hit.statement for hit in ranked if hit.id not in cited), None)
