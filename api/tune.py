@@ -2,15 +2,15 @@
 buys.
 
 Pairs (``retrieval.pairs``) are (a step's statement, the statement of each step it cites), with a
-hard negative each: the best BM25 match of the statement (leave-one-out) that it does not cite.
-``tune`` trains on every pair (less the steps of ``holdout`` queries and the work written after
-them, which leave-one-out hides: a query being evaluated never trains the model that answers it),
-saves the model under ``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full
-index run: meta.json records its provenance (base model, pairs, hash, file sizes), and an index
-never mixes two models. ``reset`` goes back to the configured model. ``evaluate`` holds out whole
-runs, trains on the others (less the work written after the held-out queries' steps) into a
-scratch index, and compares the held-out runs' per-step reuse queries before and after: nothing is
-installed."""
+hard negative each: the best BM25 match of the statement (leave-one-out) that it does not cite; a
+batch holds no text twice (``text.train.batches``). ``tune`` trains on every pair (less the steps of
+``holdout`` queries and the work written after them, which leave-one-out hides: a query being
+evaluated never trains the model that answers it), saves the model under
+``.mem/models/tuned-<hash>/`` and re-embeds every text with it in one full index run: meta.json
+records its provenance (base model, pairs, hash, file sizes), and an index never mixes two models.
+``reset`` goes back to the configured model. ``evaluate`` holds out whole runs, trains on the others
+(less the work written after the held-out queries' steps) into a scratch index, and compares the
+held-out runs' per-step reuse queries before and after: nothing is installed."""
 
 from __future__ import annotations
 

