@@ -45,7 +45,9 @@ class TuneReport:
 
     @property
     def pairs_per_second(self) -> float:
-        return self.pairs / self.seconds if self.seconds else 0.0
+        """Pairs trained a second, each epoch's counted (``pairs`` counts each pair once)."""
+        trained = self.pairs * self.model["training"]["epochs"]
+        return trained / self.seconds if self.seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "steps": self.steps, "seconds": round(self.seconds, 2),
@@ -53,8 +55,11 @@ class TuneReport:
                 "model": self.model, "index": self.index.as_dict() if self.index else None}
 
     def text(self) -> str:
-        lines = [f"tuned on {self.pairs} pairs from {self.steps} steps in {self.seconds:.0f} s "
-                 f"({self.pairs_per_second:.1f} pairs/s); last batch loss {self.loss:.3f}",
+        epochs = self.model["training"]["epochs"]
+        lines = [f"tuned on {self.pairs} pairs from {self.steps} steps"
+                 + (f", {epochs} epochs," if epochs > 1 else "")
+                 + f" in {self.seconds:.0f} s ({self.pairs_per_second:.1f} pairs/s); "
+                   f"last batch loss {self.loss:.3f}",
                  f"model: {self.model['path']} (from {self.model['base']}, sha256 {self.model['sha256'][:12]})"]
         if self.index is not None:
             lines.append(self.index.summary())

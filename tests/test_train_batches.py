@@ -1,6 +1,7 @@
 """`mem tune`'s batches: every pair once an epoch, no text twice in a batch (the loss would ask a text
 to score below itself), seeded. No model is loaded: these are the batches ``text.train.train`` steps
-through (its chunked encoding is tested with the model, in test_tune.py)."""
+through (its chunked encoding is tested with the model, in test_tune.py); and the rate the report
+gives."""
 
 from __future__ import annotations
 
@@ -59,3 +60,14 @@ def test_every_pair_once_and_no_text_twice_in_a_batch(raw, batch_size, seed):
 def test_training_parameters_are_checked():
     with pytest.raises(ValueError, match="chunk 0"):
         Training(chunk=0)
+
+
+def test_the_training_rate_counts_every_epoch():
+    from mem_retrieval.tune import TuneReport
+
+    model = {"path": "models/tuned-abc", "base": "base", "sha256": "abc" * 8, "training": {"epochs": 3}}
+    report = TuneReport(pairs=10, steps=5, seconds=4.0, loss=0.5, model=model)
+    assert report.pairs_per_second == 7.5   # 30 pairs trained in 4 s
+    assert report.text().startswith("tuned on 10 pairs from 5 steps, 3 epochs, in 4 s (7.5 pairs/s)")
+    one = TuneReport(10, 5, 4.0, 0.5, {**model, "training": {"epochs": 1}})
+    assert one.as_dict()["pairs_per_second"] == 2.5 and "epochs" not in one.text()
