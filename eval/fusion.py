@@ -22,8 +22,8 @@ from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
 from mem_retrieval.retrieval.retriever import Retriever
-from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES, MODEL_FEATURES
-from mem_retrieval.retrieval.strategies import fused_scores
+from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
+from mem_retrieval.retrieval.strategies import MODEL_FEATURES, fused_scores
 
 OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")

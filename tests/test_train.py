@@ -1,7 +1,6 @@
-"""`mem tune`'s batches: every pair once an epoch, no text twice in a batch (the loss would ask a text
-to score below itself), seeded. No model is loaded: these are the batches ``text.train.train`` steps
-through (its chunked encoding is tested with the model, in test_tune.py); and the rate the report
-gives."""
+"""`mem tune`'s training without the model: the batches (every pair once an epoch, no text twice in
+a batch, which would ask a text to score below itself; seeded), the parameters' checks, and the
+rate the report gives. The chunked encoding needs the model: test_tune.py (slow)."""
 
 from __future__ import annotations
 
