@@ -6,7 +6,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mem_retrieval.text.tokenize import tokenize
+from mem_retrieval.text.tokenize import signatures, tokenize
 
 
 def test_subscripts_match_plain_digits():
@@ -38,6 +38,32 @@ def test_identifier_underscores_separate_but_subscripts_join():
 
 def test_ids_tokenise_whole_and_in_parts():
     assert tokenize("A5-7") == ["a5_7", "a5", "7"]
+
+
+def test_a_formula_gives_its_operators_shapes():
+    # , c  ; s  : m  | g, at the top level of the operator's arguments
+    assert signatures(r"$\bbH[X|Y]$") == ["bbh_sig_g"]
+    assert signatures(r"$$\bbI[X:Y|Z] = \bbH[X|Z] - \bbH[X|Y,Z]$$") == ["bbi_sig_mg", "bbh_sig_g", "bbh_sig_gc"]
+    assert signatures(r"\[ d[X | Z;Y | W] \]") == ["d_sig_gsg"]
+    assert signatures(r"\begin{align} I(U:W | S) \end{align}") == ["i_sig_mg"]
+    assert tokenize(r"Chain rule: $\bbH[X|Y]$")[-1] == "bbh_sig_g"
+
+
+def test_a_shape_ignores_the_letters_and_the_number_of_arguments():
+    assert signatures(r"$\bbH[A|B]$") == signatures(r"$\bbH[U | V]$")
+    assert signatures(r"$H(X,Y,Z)$") == signatures(r"$H(X,Y,Z,W)$") == ["h_sig_cc"]
+    assert signatures(r"$H(X,Y)$") == ["h_sig_c"]
+
+
+def test_a_shape_reads_only_its_own_arguments():
+    assert signatures(r"$d[X|(A,B);Y]$") == ["d_sig_gs"]          # the comma is the inner ( )'s
+    assert signatures(r"$\bbH[X]$, $f(x)$") == []                 # no separator: no shape
+    assert signatures(r"$\mathrm{Sym}[X,Y]$") == []                # a font command is no operator
+
+
+def test_shapes_come_from_mathematics_only():
+    assert signatures("the pair (a, b) of f(a, b) and $x$") == []
+    assert signatures("an unclosed $f(a, b)") == []
 
 
 SAFE = re.compile(r"[a-z0-9_]+\Z")

@@ -6,14 +6,21 @@ commands kept as words: \\log -> log); sub/superscript markers and braces remove
 (F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or F_q((t)) is indexed whole (its parts
 joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m; fq, t). Tokens are [a-z0-9_] only, so
 no query can carry full-text-search syntax into the index. A few English function words are
-dropped. Bump VERSION whenever the output changes: it is stored with the index."""
+dropped.
+
+Formula shapes: inside mathematics ($…$, $$…$$, \\[…\\], \\(…\\), \\begin{…}…\\end{…}), an operator applied
+to bracketed arguments also gives one token naming the operator and the separators between its
+arguments (``signature``): \\bbH[X|Y] -> bbh_sig_g (a conditional), \\bbI[X:Y|Z] -> bbi_sig_mg, d[X;Y]
+-> d_sig_s. The words of a formula are only letters; its shape says which notion it is about, and a
+step is cited for a notion: "H[X|Y] = …" needs the lemma about H[X|Y] whatever the letters are.
+Bump VERSION whenever the output changes: it is stored with the index."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 
-VERSION = "math-v1"
+VERSION = "math-v2"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -47,6 +54,15 @@ _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
 _SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
 _BRACES = re.compile(r"[{}]")
+# A formula: its delimiters and at most FORMULA_CHARS between them (so an unclosed $ costs little).
+FORMULA_CHARS = 4000
+_MATH = re.compile(r"\$\$(.{1,%d}?)\$\$|\$(.{1,%d}?)\$|\\\[(.{1,%d}?)\\\]|\\\((.{1,%d}?)\\\)"
+                   r"|\\begin\{(\w+\*?)\}(.{1,%d}?)\\end\{\5\}" % ((FORMULA_CHARS,) * 5), re.S)
+# An operator: a command or a lone letter, then its bracketed arguments.
+_APPLIED = re.compile(r"(?:\\([A-Za-z]+)|(?<![A-Za-z\\])([A-Za-z]))\s*[\[(]")
+_SEPARATORS = {",": "c", ";": "s", ":": "m", "|": "g"}
+_REPEAT = re.compile(r"(.)\1+")
+SIGNATURE_REACH = 200   # characters of an operator's arguments read for its separators
 
 
 def _command(match: re.Match[str]) -> str:
@@ -69,8 +85,35 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+def signatures(text: str) -> list[str]:
+    """The formula-shape tokens of ``text``: for each operator applied inside mathematics, its name
+    and the separators at the top level of its arguments (, c  ; s  : m  | g; a run of one kept as
+    two, so X,Y,Z and X,Y,Z,W read alike), when it has any: \\bbI[X:Y|Z] -> bbi_sig_mg."""
+    tokens: list[str] = []
+    for match in _MATH.finditer(unicodedata.normalize("NFKC", text)):
+        formula = next(group for group in match.group(1, 2, 3, 4, 6) if group is not None)
+        for applied in _APPLIED.finditer(formula):
+            depth, separators = 0, []
+            for char in formula[applied.end():applied.end() + SIGNATURE_REACH]:
+                if char in "[({":
+                    depth += 1
+                elif char in "])}":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif depth == 0 and char in _SEPARATORS:
+                    separators.append(_SEPARATORS[char])
+            if separators:
+                name = (applied.group(1) or applied.group(2)).lower()
+                if name not in _DROP_COMMANDS:
+                    shape = _REPEAT.sub(r"\1\1", "".join(separators))
+                    tokens.append(f"{name}_sig_{shape}")
+    return tokens
+
+
 def tokenize(text: str) -> list[str]:
-    """BM25 tokens of ``text``, in order: each compound's whole form, then its parts."""
+    """BM25 tokens of ``text``, in order: each compound's whole form, then its parts; then the
+    formula shapes (``signatures``)."""
     tokens: list[str] = []
     for word in _WORD.findall(normalize(text)):
         word = _BRACES.sub("", _SCRIPT.sub(lambda m: m.group(1) or m.group(2) or "", word))
@@ -80,7 +123,7 @@ def tokenize(text: str) -> list[str]:
         if len(parts) > 1:
             tokens.append("_".join(parts))
         tokens.extend(p for p in parts if p not in STOPWORDS)
-    return tokens
+    return tokens + signatures(text)
 
 
 def token_string(text: str) -> str:
