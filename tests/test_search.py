@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import make_step
 from mem_retrieval.eval.judgments import read_queries
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory
@@ -63,6 +64,19 @@ def test_unicode_and_ascii_spellings_return_the_same_hits(example):
     # LaTeX is unwrapped for BM25: the same candidates
     latex = {h.id for h in all_hits(example, r"\mathrm{GL}_{2m}", strategy="bm25")}
     assert latex == {h.id for h in all_hits(example, "GL2m", strategy="bm25")} and latex
+
+
+def test_a_formula_finds_the_step_stated_with_its_shape(workspace):
+    # Only the shape links the query to the chain rule: the letters differ, and the other step
+    # says bbh five times; without formula shapes BM25 puts that one first.
+    workspace.add_run("gamma", [
+        make_step("chain", statement=r"Chain rule. $\bbH[X|Y] = \bbH[X,Y] - \bbH[Y]$"),
+        make_step("bound", statement=r"Entropy bound. $\bbH[X] + \bbH[Y] + \bbH[Z] \leq \bbH[X,Y,Z] + \bbH[W]$"),
+    ])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    query = ArchiveQuery(r"$\bbH[U|V]$", strategy="bm25")
+    assert [c.gid for c in memory.retriever.ranked(query)][:2] == ["gamma/chain", "gamma/bound"]
 
 
 def all_hits(memory, query, **kw):
