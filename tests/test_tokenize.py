@@ -61,9 +61,16 @@ def test_a_shape_reads_only_its_own_arguments():
     assert signatures(r"$\mathrm{Sym}[X,Y]$") == []                # a font command is no operator
 
 
-def test_shapes_come_from_mathematics_only():
-    assert signatures("the pair (a, b) of f(a, b) and $x$") == []
-    assert signatures("an unclosed $f(a, b)") == []
+def test_shapes_read_plain_unicode_as_latex():
+    assert signatures("H(X|Y) ≤ H(X)") == signatures(r"$H(X|Y) \leq H(X)$") == ["h_sig_g"]
+    assert signatures("φ(x, y)") == signatures("Φ(x, y)") == signatures(r"$\varphi(x, y)$") == ["phi_sig_c"]
+    assert signatures("Hom(A, B)") == ["hom_sig_c"]
+
+
+def test_prose_brackets_give_no_shape():
+    # a bracket must follow its operator at once
+    assert signatures("the pair (a, b) of f (a, b), see [3, 4]") == []
+    assert signatures(r"$\left(a, b\right)$") == []                 # a sizing command is no operator
 
 
 SAFE = re.compile(r"[a-z0-9_]+\Z")

@@ -8,11 +8,13 @@ joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m; fq, t). Tokens are [
 no query can carry full-text-search syntax into the index. A few English function words are
 dropped.
 
-Formula shapes: inside mathematics ($…$, $$…$$, \\[…\\], \\(…\\), \\begin{…}…\\end{…}), an operator applied
-to bracketed arguments also gives one token naming the operator and the separators between its
-arguments (``signature``): \\bbH[X|Y] -> bbh_sig_g (a conditional), \\bbI[X:Y|Z] -> bbi_sig_mg, d[X;Y]
--> d_sig_s. The words of a formula are only letters; its shape says which notion it is about, and a
-step is cited for a notion: "H[X|Y] = …" needs the lemma about H[X|Y] whatever the letters are.
+Formula shapes: an operator applied to bracketed arguments (a command or a word, or a Greek letter,
+then [ or ( at once) also gives one token naming the operator and the separators between its
+arguments (``signatures``): \\bbH[X|Y] -> bbh_sig_g (a conditional), \\bbI[X:Y|Z] -> bbi_sig_mg,
+d(X;Y) -> d_sig_s, φ(x, y) -> phi_sig_c, in LaTeX or in plain Unicode alike. The letters of a formula
+say little; its shape says which notion it is about, and a step is cited for a notion: "H[X|Y] = …"
+needs the lemma about H[X|Y] whatever its letters are. Prose rarely puts a bracket right after a
+word, and a bracket without separators gives nothing.
 Bump VERSION whenever the output changes: it is stored with the index."""
 
 from __future__ import annotations
@@ -54,12 +56,9 @@ _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
 _SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
 _BRACES = re.compile(r"[{}]")
-# A formula: its delimiters and at most FORMULA_CHARS between them (so an unclosed $ costs little).
-FORMULA_CHARS = 4000
-_MATH = re.compile(r"\$\$(.{1,%d}?)\$\$|\$(.{1,%d}?)\$|\\\[(.{1,%d}?)\\\]|\\\((.{1,%d}?)\\\)"
-                   r"|\\begin\{(\w+\*?)\}(.{1,%d}?)\\end\{\5\}" % ((FORMULA_CHARS,) * 5), re.S)
-# An operator: a command or a lone letter, then its bracketed arguments.
-_APPLIED = re.compile(r"(?:\\([A-Za-z]+)|(?<![A-Za-z\\])([A-Za-z]))\s*[\[(]")
+# An operator applied: a command, or a word or Greek letter not following a letter or backslash,
+# then its bracketed arguments at once.
+_APPLIED = re.compile(r"(?:\\([A-Za-z]+)|(?<![^\W\d_])(?<!\\)([A-Za-z]+|[α-ωΑ-Ωϑϕϰϱϵςϖ]))[\[(]")
 _SEPARATORS = {",": "c", ";": "s", ":": "m", "|": "g"}
 _REPEAT = re.compile(r"(.)\1+")
 SIGNATURE_REACH = 200   # characters of an operator's arguments read for its separators
@@ -86,28 +85,29 @@ def normalize(text: str) -> str:
 
 
 def signatures(text: str) -> list[str]:
-    """The formula-shape tokens of ``text``: for each operator applied inside mathematics, its name
-    and the separators at the top level of its arguments (, c  ; s  : m  | g; a run of one kept as
-    two, so X,Y,Z and X,Y,Z,W read alike), when it has any: \\bbI[X:Y|Z] -> bbi_sig_mg."""
+    """The formula-shape tokens of ``text``: for each operator applied, its name and the separators
+    at the top level of its arguments (, c  ; s  : m  | g; a run of one kept as two, so X,Y,Z and
+    X,Y,Z,W read alike), when it has any: \\bbI[X:Y|Z] -> bbi_sig_mg."""
+    text = unicodedata.normalize("NFKC", text)
     tokens: list[str] = []
-    for match in _MATH.finditer(unicodedata.normalize("NFKC", text)):
-        formula = next(group for group in match.group(1, 2, 3, 4, 6) if group is not None)
-        for applied in _APPLIED.finditer(formula):
-            depth, separators = 0, []
-            for char in formula[applied.end():applied.end() + SIGNATURE_REACH]:
-                if char in "[({":
-                    depth += 1
-                elif char in "])}":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif depth == 0 and char in _SEPARATORS:
-                    separators.append(_SEPARATORS[char])
-            if separators:
-                name = (applied.group(1) or applied.group(2)).lower()
-                if name not in _DROP_COMMANDS:
-                    shape = _REPEAT.sub(r"\1\1", "".join(separators))
-                    tokens.append(f"{name}_sig_{shape}")
+    for applied in _APPLIED.finditer(text):
+        depth, separators = 0, []
+        for char in text[applied.end():applied.end() + SIGNATURE_REACH]:
+            if char in "[({":
+                depth += 1
+            elif char in "])}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and char in _SEPARATORS:
+                separators.append(_SEPARATORS[char])
+        command, word = applied.groups()
+        if not separators or command in _DROP_COMMANDS:
+            continue
+        name = (command or word).casefold()
+        name = _LATEX_GREEK.get(name) or GREEK.get(name) or name
+        shape = _REPEAT.sub(r"\1\1", "".join(separators))
+        tokens.append(f"{name}_sig_{shape}")
     return tokens
 
 
