@@ -73,6 +73,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
 
     if not mined.pairs:
         raise Refused("no step cites another step with a statement: nothing to tune on")
+    training = training.resolved()     # the provenance names the precision it trained in
     scratch = folder / MODELS / f".training-{time.time_ns()}"
     bar = _bar(len(mined.pairs) * training.epochs, progress)
     started = time.perf_counter()

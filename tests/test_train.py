@@ -59,6 +59,15 @@ def test_every_pair_once_and_no_text_twice_in_a_batch(raw, batch_size, seed):
 def test_training_parameters_are_checked():
     with pytest.raises(ValueError, match="chunk 0"):
         Training(chunk=0)
+    with pytest.raises(ValueError, match="precision 'fp16': one of auto, bf16, fp32"):
+        Training(precision="fp16")
+
+
+def test_a_named_precision_is_kept_and_auto_is_decided():
+    assert Training(precision="fp32").resolved() == Training(precision="fp32")
+    assert Training(precision="bf16").resolved() == Training(precision="bf16")
+    decided = Training(epochs=2).resolved()
+    assert decided.precision in ("bf16", "fp32") and decided == Training(epochs=2, precision=decided.precision)
 
 
 def test_the_training_rate_counts_every_epoch():

