@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=256, help="pairs sampled (default 256)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--chunks", default="48,8", help="chunk sizes, the first the baseline")
-    parser.add_argument("--precisions", default="fp32", help="precisions (fp32, bf16, auto), the first the baseline")
+    parser.add_argument("--precisions", default="fp32",
+                        help="precisions (fp32, bf16, auto), the first the baseline")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
           "|---:|---|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['chunk']} | {row['precision']} | {row['pairs_per_second']:.2f} | "
-              f"{row['p50_batch_s']:.2f} | {row['p95_batch_s']:.2f} | {row['batches']} | {row['ratio']:.2f} |")
+              f"{row['p50_batch_s']:.2f} | {row['p95_batch_s']:.2f} | {row['batches']} | "
+              f"{row['ratio']:.2f} |")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0

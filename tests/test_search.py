@@ -71,7 +71,8 @@ def test_a_formula_finds_the_step_stated_with_its_shape(workspace):
     # says bbh five times; without formula shapes BM25 puts that one first.
     workspace.add_run("gamma", [
         make_step("chain", statement=r"Chain rule. $\bbH[X|Y] = \bbH[X,Y] - \bbH[Y]$"),
-        make_step("bound", statement=r"Entropy bound. $\bbH[X] + \bbH[Y] + \bbH[Z] \leq \bbH[X,Y,Z] + \bbH[W]$"),
+        make_step("bound", statement=r"Entropy bound. "
+                                     r"$\bbH[X] + \bbH[Y] + \bbH[Z] \leq \bbH[X,Y,Z] + \bbH[W]$"),
     ])
     memory = Memory.open(workspace.root)
     memory.index(progress=False)

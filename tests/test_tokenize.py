@@ -43,7 +43,8 @@ def test_ids_tokenise_whole_and_in_parts():
 def test_a_formula_gives_its_operators_shapes():
     # , c  ; s  : m  | g, at the top level of the operator's arguments
     assert signatures(r"$\bbH[X|Y]$") == ["bbh_sig_g"]
-    assert signatures(r"$$\bbI[X:Y|Z] = \bbH[X|Z] - \bbH[X|Y,Z]$$") == ["bbi_sig_mg", "bbh_sig_g", "bbh_sig_gc"]
+    assert signatures(r"$$\bbI[X:Y|Z] = \bbH[X|Z] - \bbH[X|Y,Z]$$") == [
+        "bbi_sig_mg", "bbh_sig_g", "bbh_sig_gc"]
     assert signatures(r"\[ d[X | Z;Y | W] \]") == ["d_sig_gsg"]
     assert signatures(r"\begin{align} I(U:W | S) \end{align}") == ["i_sig_mg"]
     assert tokenize(r"Chain rule: $\bbH[X|Y]$")[-1] == "bbh_sig_g"

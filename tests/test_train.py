@@ -67,7 +67,8 @@ def test_a_named_precision_is_kept_and_auto_is_decided():
     assert Training(precision="fp32").resolved() == Training(precision="fp32")
     assert Training(precision="bf16").resolved() == Training(precision="bf16")
     decided = Training(epochs=2).resolved()
-    assert decided.precision in ("bf16", "fp32") and decided == Training(epochs=2, precision=decided.precision)
+    assert decided.precision in ("bf16", "fp32")
+    assert decided == Training(epochs=2, precision=decided.precision)
 
 
 def test_the_training_rate_counts_every_epoch():

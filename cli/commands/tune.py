@@ -29,7 +29,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--batch-size", type=int, default=16, metavar="N",
                         help="pairs a step; the other pairs of a batch are its negatives (default 16)")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="the encoding's arithmetic while training: bf16 runs about 1.5x as fast where "
+                        help="the encoding's arithmetic while training: bf16 runs 1.4-1.6x as fast where "
                              "the CPU has it natively (auto, the default, uses it there), fp32 elsewhere")
     parser.add_argument("--holdout-queries", metavar="FILE",
                         help="queries JSONL: the steps they name, and the work written after them, never "
