@@ -18,6 +18,7 @@ reindex is seen by the next call."""
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import threading
 import traceback
@@ -187,5 +188,15 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     listener.listen(128)
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
+    logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[listener])
+
+
+def _not_a_client_leaving(record: logging.LogRecord) -> bool:
+    """False for the SDK's report of a client that went away while its request was read (starlette's
+    ``ClientDisconnect``, logged with its traceback as an error): nothing failed on this side, and
+    the other clients are served on."""
+    from starlette.requests import ClientDisconnect
+
+    return not (record.exc_info and isinstance(record.exc_info[1], ClientDisconnect))

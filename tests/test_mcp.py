@@ -400,6 +400,36 @@ async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_
 
 
 @pytest.mark.slow
+def test_a_client_leaving_mid_request_is_not_logged_as_a_server_error(served, tmp_path):
+    """A client that goes away while the server reads its request (what the leaver above can do): the
+    SDK logged starlette's ClientDisconnect with a traceback, as if the server had failed."""
+    import socket
+    import time
+
+    log = open(tmp_path / "server.err", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp",
+                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                            stderr=log, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        url = json.loads(proc.stdout.readline() if ready else "{}")["url"]
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port)) as sock:   # 10 of the 1000 bytes it announces
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                         "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+                         'Content-Length: 1000\r\n\r\n{"jsonrpc"'.encode())
+            time.sleep(0.5)
+        time.sleep(1.0)
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+        log.close()
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+@pytest.mark.slow
 def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
     """The default install leaves the SDK out: `mem mcp` then says what to install, in one line."""
     blocker = tmp_path / "block"
