@@ -9,6 +9,7 @@ API's one line (the argument named as the tool has it, ``kind`` where the comman
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -350,19 +351,30 @@ async def test_mem_mcp_over_stdio_lists_calls_each_tool_and_gets_the_clis_hits(s
     assert "Traceback" not in (tmp_path / "server.err").read_text()
 
 
+@contextlib.contextmanager
+def http_server(root: Path, log_path: Path):
+    """`mem mcp --http 0` on ``root`` as a subprocess, its stderr in ``log_path``: yields the process
+    and the line it prints when it listens; stops it after."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "--json", "mcp",
+                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                            stderr=log, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        yield proc, json.loads(proc.stdout.readline() if ready else "")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+        log.close()
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_leaves(served, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
 
-    log = open(tmp_path / "server.err", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp",
-                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
-                            stderr=log, text=True)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        line = proc.stdout.readline() if ready else ""
-        data = json.loads(line)
+    with http_server(served, tmp_path / "server.err") as (proc, data):
         jsonschema.validate(data, output_schema("mcp"))
         url = data["url"]
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url) and data["pid"] == proc.pid
@@ -391,11 +403,6 @@ async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_
         assert sum(map(len, results)) == 400 and not wrong, wrong[:2]
         assert proc.poll() is None
         assert await one_session(MIXED[:3]) == alone[:3]
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        proc.stdout.close()
-        log.close()
     assert "Traceback" not in (tmp_path / "server.err").read_text()
 
 
@@ -406,14 +413,8 @@ def test_a_client_leaving_mid_request_is_not_logged_as_a_server_error(served, tm
     import socket
     import time
 
-    log = open(tmp_path / "server.err", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp",
-                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
-                            stderr=log, text=True)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        url = json.loads(proc.stdout.readline() if ready else "{}")["url"]
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with http_server(served, tmp_path / "server.err") as (proc, data):
+        port = int(data["url"].rsplit(":", 1)[1].split("/")[0])
         with socket.create_connection(("127.0.0.1", port)) as sock:   # 10 of the 1000 bytes it announces
             sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                          "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
@@ -421,11 +422,6 @@ def test_a_client_leaving_mid_request_is_not_logged_as_a_server_error(served, tm
             time.sleep(0.5)
         time.sleep(1.0)
         assert proc.poll() is None
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        proc.stdout.close()
-        log.close()
     assert "Traceback" not in (tmp_path / "server.err").read_text()
 
 
