@@ -80,3 +80,8 @@ def test_the_training_rate_counts_every_epoch():
     assert report.text().startswith("tuned on 10 pairs from 5 steps, 3 epochs, in 4 s (7.5 pairs/s)")
     one = TuneReport(10, 5, 4.0, 0.5, {**model, "training": {"epochs": 1}})
     assert one.as_dict()["pairs_per_second"] == 2.5 and "epochs" not in one.text()
+
+
+def test_mem_tune_refuses_an_unknown_precision_in_one_line(mem):
+    code, out, err = mem("tune", "--precision", "fp16")
+    assert (code, out, err) == (2, "", "mem: --precision 'fp16' is not one of auto, bf16, fp32\n")

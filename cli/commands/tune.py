@@ -8,8 +8,6 @@ ORDER = 15
 
 
 def register(subparsers, common) -> None:
-    from mem_retrieval.text.train import PRECISIONS     # no torch: train imports it when it trains
-
     parser = subparsers.add_parser(
         "tune", parents=[common], help="fine-tune the embedding model on the workspace's citations",
         description="Contrastive fine-tuning of the rerank model on (step statement, cited step's "
@@ -28,9 +26,9 @@ def register(subparsers, common) -> None:
     parser.add_argument("--epochs", type=int, default=1, metavar="N", help="passes over the pairs (default 1)")
     parser.add_argument("--batch-size", type=int, default=16, metavar="N",
                         help="pairs a step; the other pairs of a batch are its negatives (default 16)")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="the encoding's arithmetic while training: bf16 runs 1.4-1.6x as fast where "
-                             "the CPU has it natively (auto, the default, uses it there), fp32 elsewhere")
+    parser.add_argument("--precision", default="auto", metavar="P",
+                        help="the encoding's arithmetic while training, bf16 or fp32: bf16 runs 1.4-1.6x "
+                             "as fast where the CPU has it natively; auto (the default) uses it there")
     parser.add_argument("--holdout-queries", metavar="FILE",
                         help="queries JSONL: the steps they name, and the work written after them, never "
                              "train the model (evaluate them after)")
@@ -43,13 +41,15 @@ def run_tune(args, ctx) -> int:
     from pathlib import Path
 
     from mem_retrieval.records.errors import BadInput
-    from mem_retrieval.text.train import Training
+    from mem_retrieval.text.train import PRECISIONS, Training
     from mem_retrieval import tune
 
     for name in ("max_pairs", "epochs", "batch_size"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise BadInput(f"{value} is not a positive number", param=name)
+    if args.precision not in PRECISIONS:
+        raise BadInput(f"{args.precision!r} is not one of {', '.join(PRECISIONS)}", param="precision")
     memory = ctx.memory()
     training = Training(epochs=args.epochs, batch_size=args.batch_size, precision=args.precision)
     if args.reset:
