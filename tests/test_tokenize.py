@@ -59,13 +59,27 @@ def test_a_shape_ignores_the_letters_and_the_number_of_arguments():
 def test_a_shape_reads_only_its_own_arguments():
     assert signatures(r"$d[X|(A,B);Y]$") == ["d_sig_gs"]          # the comma is the inner ( )'s
     assert signatures(r"$\bbH[X]$, $f(x)$") == []                 # no separator: no shape
-    assert signatures(r"$\mathrm{Sym}[X,Y]$") == []                # a font command is no operator
 
 
 def test_shapes_read_plain_unicode_as_latex():
     assert signatures("H(X|Y) ≤ H(X)") == signatures(r"$H(X|Y) \leq H(X)$") == ["h_sig_g"]
     assert signatures("φ(x, y)") == signatures("Φ(x, y)") == signatures(r"$\varphi(x, y)$") == ["phi_sig_c"]
     assert signatures("Hom(A, B)") == ["hom_sig_c"]
+
+
+def test_a_font_or_a_script_does_not_change_the_operator():
+    # the font command's name is the operator, as the font is dropped from the words
+    assert signatures(r"$\mathrm{Hom}(A, B)$") == signatures(r"$\operatorname{Hom}(A,B)$") == ["hom_sig_c"]
+    assert signatures(r"$\mathbb{H}(X|Y)$") == signatures(r"$\mathbb H(X|Y)$") == signatures("ℍ(X|Y)") == [
+        "h_sig_g"]
+    assert signatures(r"$\mathrm{Sym}[X,Y]$") == ["sym_sig_c"]
+    # digits and sub/superscripts between the name and its bracket are not the name's
+    assert signatures(r"$H^1(G, M)$") == signatures(r"$H^{i}(G,M)$") == signatures("H¹(G, M)") == [
+        "h_sig_c"]
+    assert signatures(r"$H^i(G_K, M)$") == ["h_sig_c"]          # not i's: the script is no operator
+    assert signatures(r"$S^D(U;R)$") == ["s_sig_s"]
+    assert signatures(r"$\mathrm{Ext}^1_R(M, N)$") == ["ext_sig_c"]
+    assert signatures(r"$d_{TV}(X,Y)$") == ["d_sig_c"]
 
 
 def test_prose_brackets_give_no_shape():

@@ -3,18 +3,20 @@
 Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); Greek letters to their names (φ, \\varphi -> phi);
 LaTeX commands unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other
 commands kept as words: \\log -> log); sub/superscript markers and braces removed inside a word
-(F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or F_q((t)) is indexed whole (its parts
-joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m; fq, t). Tokens are [a-z0-9_] only, so
-no query can carry full-text-search syntax into the index. A few English function words are
-dropped.
+(F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or
+F_q((t)) is indexed whole (its parts joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m;
+fq, t). Tokens are [a-z0-9_] only, so no query can carry full-text-search syntax into the index. A
+few English function words are dropped.
 
-Formula shapes: an operator applied to bracketed arguments (a command or a word, or a Greek letter,
+Formula shapes: an operator applied to bracketed arguments (a command, a word or a Greek letter,
 then [ or ( at once) also gives one token naming the operator and the separators between its
 arguments (``signatures``): \\bbH[X|Y] -> bbh_sig_g (a conditional), \\bbI[X:Y|Z] -> bbi_sig_mg,
-d(X;Y) -> d_sig_s, φ(x, y) -> phi_sig_c, in LaTeX or in plain Unicode alike. The letters of a formula
-say little; its shape says which notion it is about, and a step is cited for a notion: "H[X|Y] = …"
-needs the lemma about H[X|Y] whatever its letters are. Prose rarely puts a bracket right after a
-word, and a bracket without separators gives nothing.
+d(X;Y) -> d_sig_s, φ(x, y) -> phi_sig_c, in LaTeX or in plain Unicode alike. A font command's
+argument is the operator's name, and digits or scripts after the name are skipped:
+\\mathrm{Hom}(A, B), H^1(G, M) and H¹(G, M) apply Hom and H as Hom(A, B) and H(G, M) do. The
+letters of a formula say little; its shape says which notion it is about, and a step is cited for a
+notion: "H[X|Y] = …" needs the lemma about H[X|Y] whatever its letters are. Prose rarely puts a
+bracket right after a word, and a bracket without separators gives nothing.
 
 Bump VERSION whenever the output changes: it is stored with the index."""
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-VERSION = "math-v2"
+VERSION = "math-v3"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -57,9 +59,16 @@ _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
 _SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
 _BRACES = re.compile(r"[{}]")
-# An operator applied: a command, or a word or Greek letter not following a letter or backslash,
-# then its bracketed arguments at once.
-_APPLIED = re.compile(r"(?:\\([A-Za-z]+)|(?<![^\W\d_])(?<!\\)([A-Za-z]+|[α-ωΑ-Ωϑϕϰϱϵςϖ]))[\[(]")
+# Font commands around an operator's name: \mathrm{Hom}(A, B) applies Hom, as Hom(A, B) does.
+_FONTS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
+          "operatorname", "boldsymbol", "bm")
+# An operator applied: a font command's name, a command, or a word or Greek letter not following a
+# letter or backslash; then digits and scripts, which are not part of its name (H^1(G, M), H¹(G, M)
+# and H(G, M) apply H); then its bracketed arguments at once.
+_APPLIED = re.compile(
+    r"(?:\\(?:" + "|".join(_FONTS) + r")\{([A-Za-z]+)\}|\\([A-Za-z]+)"
+    r"|(?<![^\W\d_])(?<!\\)([A-Za-z]+|[α-ωΑ-Ωϑϕϰϱϵςϖ]))"
+    r"(?:[0-9]|[_^](?:\{[^{}]{0,20}\}|[A-Za-z0-9]))*[\[(]")
 _SEPARATORS = {",": "c", ";": "s", ":": "m", "|": "g"}
 _REPEAT = re.compile(r"(.)\1+")
 SIGNATURE_REACH = 200   # characters of an operator's arguments read for its separators
@@ -102,10 +111,10 @@ def signatures(text: str) -> list[str]:
                 depth -= 1
             elif depth == 0 and char in _SEPARATORS:
                 separators.append(_SEPARATORS[char])
-        command, word = applied.groups()
+        font, command, word = applied.groups()
         if not separators or command in _DROP_COMMANDS:
             continue
-        name = (command or word).casefold()
+        name = (font or command or word).casefold()
         name = _LATEX_GREEK.get(name) or GREEK.get(name) or name
         shape = _REPEAT.sub(r"\1\1", "".join(separators))
         tokens.append(f"{name}_sig_{shape}")
