@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mem_retrieval.records.errors import BadInput, MemError, one_line
+from mem_retrieval.records.errors import BadInput, MemError, one_line, plural
 
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
@@ -80,6 +80,16 @@ class Context:
         note = no_runs_note(workspace)
         if note:
             self.note(f"mem: {note}")
+
+    def warn_if_unknown_steps(self, memory, steps: list[str], source: str) -> None:
+        """Say so when queries of ``source`` name a ``step`` the index does not hold (a misspelt
+        id, or the wrong workspace): leave-one-out then hides that id alone, not the step meant."""
+        unknown = memory.retriever.unknown_steps(steps)
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (", …" if len(unknown) > 3 else "")
+            self.note(f"mem: warning: {source} names {plural(len(unknown), 'step')} the index does not "
+                      f"hold ({shown}): leave-one-out hides nothing else for those queries, so a "
+                      "misspelt id leaves the step it meant visible")
 
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""

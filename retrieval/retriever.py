@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -106,6 +107,21 @@ class Retriever:
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""
         self._searcher = None
+
+    @_reads_index
+    def unknown_steps(self, steps: Sequence[str]) -> list[str]:
+        """The ``steps`` (global ids) the index holds no row for: a leave-one-out query naming one
+        hides only that id (``Hidden.only``), so a misspelt ``step`` would leave the step it
+        meant, and its links, visible."""
+        import numpy as np
+
+        from mem_retrieval.indexers.store import key
+
+        graph = self.searcher.graph()
+        if graph is None:
+            return list(steps)
+        rows = graph.rows(np.asarray([key(step) for step in steps], dtype=np.int64))
+        return [step for step, row in zip(steps, rows.tolist()) if row < 0]
 
     # ---- archive_search
     @_reads_index

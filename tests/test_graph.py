@@ -302,6 +302,15 @@ def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d
 
 
+def test_unknown_steps_are_those_the_index_holds_no_row_for(later_work):
+    """What `mem eval paging`, `mem eval fusion` and `mem tune --holdout-queries` warn about: a
+    query step the index does not hold hides itself alone (``Hidden.only``)."""
+    retriever = later_work.retriever
+    asked = ["gamma/q", "gamma/nope", "delta/d", "zeta/q"]
+    assert retriever.unknown_steps(asked) == ["gamma/nope", "zeta/q"]
+    assert retriever.unknown_steps([]) == []
+
+
 def test_tune_eval_keeps_out_other_runs_work_written_after_its_queries(later_work):
     """`mem tune --eval` holding out run gamma, whose query comes from q, trains on no step of gamma
     and not on delta/d either: d cites q, so it was written after the query's step."""

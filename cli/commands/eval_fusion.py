@@ -51,6 +51,7 @@ def run_fusion(args, ctx) -> int:
     in_run = _asked(args, queries)
     queries = [q for q in queries if q.in_run == in_run]
     memory = ctx.memory()
+    ctx.warn_if_unknown_steps(memory, [q.step for q in queries if q.step], args.queries)
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config, in_run) if args.guard else None
     kind = _kind(in_run)

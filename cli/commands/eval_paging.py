@@ -52,6 +52,7 @@ def run_paging(args, ctx) -> int:
 
     memory = ctx.memory()
     config = memory.config
+    ctx.warn_if_unknown_steps(memory, [q.step for q in chosen if q.step], args.queries)
     _warn_if_trained_on(ctx, memory, chosen)
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(

@@ -65,6 +65,7 @@ def run_tune(args, ctx) -> int:
         from mem_retrieval.eval.judgments import read_queries
 
         holdout = [q.step for q in read_queries(Path(args.holdout_queries)) if q.step]
+        ctx.warn_if_unknown_steps(memory, holdout, args.holdout_queries)
     report = tune.tune(memory, max_pairs=args.max_pairs, training=training, holdout_steps=holdout,
                        progress=args.progress, on_message=ctx.note)
     ctx.emit(report.as_dict(), report.text())
