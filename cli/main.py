@@ -84,7 +84,7 @@ class Context:
     def warn_if_unknown_steps(self, memory, steps: list[str], source: str) -> None:
         """Say so when queries of ``source`` name a ``step`` the index does not hold (a misspelt
         id, or the wrong workspace): leave-one-out then hides that id alone, not the step meant."""
-        unknown = memory.retriever.unknown_steps(steps)
+        unknown = memory.retriever.unknown_steps(list(dict.fromkeys(steps)))  # each named once
         if unknown:
             shown = ", ".join(unknown[:3]) + (", …" if len(unknown) > 3 else "")
             self.note(f"mem: warning: {source} names {plural(len(unknown), 'step')} the index does not "
