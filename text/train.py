@@ -133,8 +133,8 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
     for epoch in epochs:
         for batch in epoch:
             documents = [p.positive for p in batch] + [p.negative for p in batch if p.negative]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=training.precision == "bf16"):
-                embedded = _encode(encoder, [p.anchor for p in batch] + documents, training.chunk)
+            embedded = _encode(encoder, [p.anchor for p in batch] + documents, training.chunk,
+                               bf16=training.precision == "bf16")
             scores = training.scale * embedded[:len(batch)] @ embedded[len(batch):].T
             loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
             loss.backward()
@@ -150,10 +150,19 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
     return loss_value
 
 
-def _encode(encoder, texts: list[str], chunk: int):
+def _encode(encoder, texts: list[str], chunk: int, bf16: bool = False):
     """The unit embeddings of ``texts`` (float32), in order: tokenized once, then encoded ``chunk``
     texts at a time in order of length, each chunk cut to its own longest text (attention masks the
-    rest)."""
+    rest); with ``bf16``, the model's matrix products in bfloat16 (torch's autocast)."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        embedded = _chunked(encoder, texts, chunk)
+    return torch.nn.functional.normalize(embedded.float(), dim=1)   # float32 under autocast too
+
+
+def _chunked(encoder, texts: list[str], chunk: int):
+    """``_encode``'s embeddings before they are made float32 unit vectors."""
     import torch
 
     features = encoder.preprocess(texts)
@@ -166,5 +175,4 @@ def _encode(encoder, texts: list[str], chunk: int):
         part = {name: value[rows, :width] for name, value in features.items()
                 if torch.is_tensor(value) and value.dim() == 2}
         parts.append(encoder(part)["sentence_embedding"])
-    embedded = torch.cat(parts).index_select(0, torch.argsort(order))
-    return torch.nn.functional.normalize(embedded.float(), dim=1)   # float32 under autocast too
+    return torch.cat(parts).index_select(0, torch.argsort(order))
