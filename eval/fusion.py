@@ -6,7 +6,9 @@ Each weight vector of a grid on the simplex ranks them as the strategy would (th
 first, then the fused score, cut to ``search.pool``), and is scored per query by ir_measures.
 Queries are split into folds by their run (a run's queries never straddle folds, so no weight is
 chosen on the run it is scored on); each fold is scored with the weights that did best on the
-other folds. The objective is the mean of R@10, R@50 and nDCG@10. The weights chosen on every
+other folds (queries of one run allow no such split: the figures are then in sample only). The
+objective is the mean of R@10, R@50 and nDCG@10; where several weight vectors tie for best, the one
+nearest the configured weights is chosen, so weights move only where the queries say they should. The weights chosen on every
 query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the queries are
 asked from a run, ``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries);
 the cross-validated figures say how well that choice generalises."""
@@ -14,7 +16,7 @@ the cross-validated figures say how well that choice generalises."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mem_retrieval.configs import table_of
@@ -102,9 +104,10 @@ class FusionChoice:
     folds: int
     grid: int
     chosen: dict[str, float]                # on every query: the config's weights
-    fold_weights: list[dict[str, float]]    # chosen without each fold
-    cross_validated: dict[str, float]       # each fold scored with weights chosen without it
+    fold_weights: list[dict[str, float]]    # chosen without each fold (none with one fold)
+    cross_validated: dict[str, float] | None  # each fold scored with weights chosen without it
     in_sample: dict[str, float]             # every query scored with ``chosen`` (optimistic)
+    tied: int = 1                           # grid points as good as ``chosen`` on every query
     admissible: int | None = None           # grid points keeping the guard set at its floor
     guard_ndcg: float | None = None         # the guard set's nDCG@10 under ``chosen``
     guard_floor: float | None = None        # what the guard set must keep
@@ -117,7 +120,7 @@ class FusionChoice:
         return {"strategy": self.strategy, "in_run": self.in_run, "queries": self.queries,
                 "folds": self.folds, "grid": self.grid, "chosen": self.chosen,
                 "fold_weights": self.fold_weights,
-                "cross_validated": self.cross_validated, "in_sample": self.in_sample,
+                "cross_validated": self.cross_validated, "in_sample": self.in_sample, "tied": self.tied,
                 "admissible": self.admissible, "guard_ndcg": self.guard_ndcg,
                 "guard_floor": self.guard_floor}
 
@@ -135,12 +138,15 @@ class Guard:
 
 def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: str, *, folds: int = 5,
                    step: float = 0.1, depth: int = 100, guard: Guard | None = None,
+                   configured: Mapping[str, float] | None = None,
                    progress: bool = False) -> FusionChoice:
-    """The grid's best weights on every query, and the cross-validated figures of that choice;
-    with ``guard``, only among the weights that keep the guard set at its floor (when none does,
-    among those that come closest: ``admissible`` is then 0). The queries are all asked from a run
-    or all from none, and so are the guard's: each kind has a weight table of its own
-    (``FusionChoice.in_run``)."""
+    """The grid's best weights on every query, and the cross-validated figures of that choice
+    (None when the queries come from one run: no fold can then be held out); with ``guard``, only
+    among the weights that keep the guard set at its floor (when none does, among those that come
+    closest: ``admissible`` is then 0). Of weight vectors tying for best, the one nearest (L1) the
+    ``configured`` weights is chosen (without them, the first of the grid). The queries are all
+    asked from a run or all from none, and so are the guard's: each kind has a weight table of its
+    own (``FusionChoice.in_run``)."""
     from tqdm import tqdm
 
     kinds = {f.in_run for f in features} | ({f.in_run for f in guard.features} if guard else set())
@@ -161,23 +167,29 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     admissible = [p for p in range(len(grid)) if guard is None or kept[p] >= guard.floor - 1e-9]
     candidates = admissible or [p for p in range(len(grid)) if kept[p] >= max(kept) - 1e-9]
 
+    def distance(point: int) -> float:
+        return sum(abs(grid[point][n] - configured.get(n, 0.0)) for n in grid[point]) if configured else 0.0
+
+    def objective(point: int, chosen_queries: list[str]) -> float:
+        return round(sum(scores[point][q][m] for q in chosen_queries for m in OBJECTIVE), 9)
+
     def best(chosen_queries: list[str]) -> int:
-        def objective(point: int) -> float:
-            return sum(scores[point][q][m] for q in chosen_queries for m in OBJECTIVE)
-        return max(candidates, key=lambda p: (round(objective(p), 9), -p))
+        return max(candidates, key=lambda p: (objective(p, chosen_queries), -round(distance(p), 9), -p))
 
     qids = [f.qid for f in features]
     held: dict[str, dict[str, float]] = {}
     fold_weights = []
-    for k in range(folds):
-        point = best([q for q, f in zip(qids, fold) if f != k]) if folds > 1 else best(qids)
+    for k in range(folds if folds > 1 else 0):
+        point = best([q for q, f in zip(qids, fold) if f != k])
         fold_weights.append(grid[point])
         held.update({q: scores[point][q] for q, f in zip(qids, fold) if f == k})
     chosen = best(qids)
+    tied = sum(objective(p, qids) == objective(chosen, qids) for p in candidates)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
     return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
-                        mean(held), mean(scores[chosen]), len(admissible) if guard else None,
-                        kept[chosen] if guard else None, guard.floor if guard else None)
+                        mean(held) if folds > 1 else None, mean(scores[chosen]), tied,
+                        len(admissible) if guard else None, kept[chosen] if guard else None,
+                        guard.floor if guard else None)
 
 
 def guarded_ndcg(guard: Guard, weights: dict[str, float], depth: int) -> float:

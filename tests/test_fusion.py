@@ -54,6 +54,37 @@ def test_the_choice_finds_the_feature_that_ranks_the_gold_and_generalises():
     assert all(w["vote"] > w["bm25"] for w in choice.fold_weights)
 
 
+def test_queries_of_one_run_give_no_cross_validated_figures():
+    data = [features(f"q{i}", "run0", "vote") for i in range(4)]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    choice = choose_weights(data, qrels, "rerank-graph", folds=5, step=0.5)
+    assert choice.folds == 1 and choice.cross_validated is None and choice.fold_weights == []
+    assert choice.in_sample["R@5"] == 1.0 and choice.chosen["vote"] > choice.chosen["bm25"]
+
+
+def both(qid: str, run: str) -> QueryFeatures:
+    """``features`` whose gold leads on vote and on cosine alike (1 against 0), so weights on
+    either serve it equally."""
+    f = features(qid, run, "vote")
+    return QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features | {"cosine": f.features["vote"]},
+                         in_run=False)
+
+
+def test_of_weights_doing_equally_well_the_nearest_to_the_configured_are_chosen():
+    data = [both(f"q{i}", f"run{i % 2}") for i in range(4)]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    # step .5 over 7 features: 28 points. The gold scores .1 b + c + v (b, c, v: the bm25, cosine
+    # and vote weights), the best other candidate b: the gold is first, and every figure at its
+    # best, when c + v > .9 b. That holds for the 21 - 10 points with b = 0 and c + v > 0, and
+    # for b = .5 with c or v = .5 (2 points): 13 points tie.
+    for configured, expected in (({"cosine": 1.0}, {"cosine": 1.0}), ({"vote": 1.0}, {"vote": 1.0}),
+                                 ({"cosine": 0.6, "vote": 0.4}, {"cosine": 0.5, "vote": 0.5})):
+        choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, configured=configured)
+        assert {n: w for n, w in choice.chosen.items() if w} == expected
+        assert all({n: w for n, w in fold.items() if w} == expected for fold in choice.fold_weights)
+        assert choice.tied == 13 and choice.in_sample["R@5"] == 1.0
+
+
 def test_a_guard_set_rules_out_weights_that_would_hurt_it():
     data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
@@ -96,7 +127,18 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     assert code == 0 and data["queries"] == 1 and data["grid"] == 28  # C(8, 6): 7 features, step 0.5
     # g1 (visible: only g2 is hidden; gamma is excluded from the candidates, not from memory)
     # votes for a1, which shares no word with the query: its only route
-    assert data["in_sample"]["R@5"] == 1.0 and data["cross_validated"]["R@5"] == 1.0
+    assert data["in_sample"]["R@5"] == 1.0
+    # one run: no fold can be held out, so nothing is called cross-validated
+    assert data["folds"] == 1 and data["cross_validated"] is None and data["fold_weights"] == []
+    out = io.StringIO()
+    assert run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5"], out=out, err=io.StringIO()) == 0
+    text = out.getvalue()
+    assert "cross-validated" not in text and "folds by run," not in text
+    assert data["tied"] > 1 and f"{data['tied']} of 28 weight vectors do equally well on these queries: " \
+        "the nearest to the configured weights is chosen" in text
+    assert "no cross-validation: the queries are all of one run (their run, else their step's), and folds " \
+        "by run need two" in text
     err = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)

@@ -39,6 +39,8 @@ def register(subparsers, common) -> None:
 
 
 def run_fusion(args, ctx) -> int:
+    from dataclasses import asdict
+
     from mem_retrieval.eval.fusion import choose_weights, collect
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.records.errors import BadInput
@@ -60,9 +62,11 @@ def run_fusion(args, ctx) -> int:
                  f"weights) on the {len(guard.features)} queries {kind} of {args.guard[1]}")
     elif args.guard:
         ctx.note(f"guard: {args.guard[1]} has no judged query {kind}: nothing to keep")
+    configured = asdict(memory.config.fusion.weights(args.strategy, in_run=in_run))
     choice = choose_weights(features, qrels, args.strategy, folds=args.folds, step=args.step,
-                            depth=memory.config.search.pool, guard=guard, progress=True)
-    ctx.emit(choice.as_dict(), _text(choice))
+                            depth=memory.config.search.pool, guard=guard, configured=configured,
+                            progress=True)
+    ctx.emit(choice.as_dict(), _text(choice, args.folds))
     return 0
 
 
@@ -113,20 +117,30 @@ def _guard(args, ctx, config, in_run: bool):
     return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor)
 
 
-def _text(choice) -> str:
-    metrics = list(choice.cross_validated)
-    width = max(len(m) for m in metrics)
+def _text(choice, asked_folds: int) -> str:
+    metrics = list(choice.in_sample)
+    width = max(max(len(m) for m in metrics), 7)
     kind = _kind(choice.in_run)
-    lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries {kind}, {choice.folds} "
-             f"folds by run, {choice.grid} weight vectors",
-             "  ".join(["".ljust(15)] + [m.ljust(max(width, 7)) for m in metrics]),
-             "  ".join(["cross-validated"] + [f"{choice.cross_validated[m]:.3f}".ljust(max(width, 7))
-                                              for m in metrics]),
-             "  ".join(["in sample".ljust(15)] + [f"{choice.in_sample[m]:.3f}".ljust(max(width, 7))
-                                                  for m in metrics]),
-             "weights chosen without each fold:"]
-    lines += [f"  fold {k + 1}: " + ", ".join(f"{n} {w:g}" for n, w in weights.items())
-              for k, weights in enumerate(choice.fold_weights)]
+    row = lambda label, values: "  ".join([label.ljust(15)] + [f"{values[m]:.3f}".ljust(width)
+                                                               for m in metrics])
+    lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries {kind}, "
+             + (f"{choice.folds} folds by run, " if choice.cross_validated else "")
+             + f"{choice.grid} weight vectors",
+             "  ".join(["".ljust(15)] + [m.ljust(width) for m in metrics])]
+    if choice.cross_validated:
+        lines += [row("cross-validated", choice.cross_validated), row("in sample", choice.in_sample),
+                  "weights chosen without each fold:"]
+        lines += [f"  fold {k + 1}: " + ", ".join(f"{n} {w:g}" for n, w in weights.items())
+                  for k, weights in enumerate(choice.fold_weights)]
+    else:
+        lines += [row("in sample", choice.in_sample),
+                  "no cross-validation: " + ("--folds 1" if asked_folds == 1 else
+                                             "the queries are all of one run (their run, else their step's), and "
+                                             "folds by run need two")
+                  + " (these figures are the chosen weights' own, optimistic)"]
+    if choice.tied > 1:
+        lines.append(f"{choice.tied} of {choice.grid} weight vectors do equally well on these queries: "
+                     f"the nearest to the configured weights is chosen")
     if choice.admissible:
         lines.append(f"{choice.admissible} of {choice.grid} weight vectors keep the guard set; its "
                      f"nDCG@10 under the chosen weights: {choice.guard_ndcg:.3f}")
