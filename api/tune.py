@@ -229,7 +229,7 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
     """Hold out one fold of whole runs; train on the others; compare the held-out runs' per-step
     reuse queries with the base model and with the tuned one (a scratch index; nothing installed)."""
     from mem_retrieval.eval.derived import derive
-    from mem_retrieval.eval.fusion import folds_by_run
+    from mem_retrieval.eval.folds import group_folds
     from mem_retrieval.eval.metrics import mean_metrics, run_scores
     from mem_retrieval.eval.ranker import make_ranker
     from mem_retrieval.indexers.build import build_index
@@ -241,7 +241,7 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
     if len(set(runs)) < 2:
         raise Refused("fewer than two runs have steps citing another run's library steps: "
                       "nothing to hold out")
-    fold = folds_by_run(runs, min(folds, len(set(runs))))
+    fold = group_folds(runs, min(folds, len(set(runs))))
     held = sorted({run for run, f in zip(runs, fold) if f == 0})
     derived = derive(workspace, held)
 

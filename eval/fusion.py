@@ -5,13 +5,14 @@ expanded, prior, context, affinity: ``Retriever.candidates``, leave-one-out as t
 Each weight vector of a grid on the simplex ranks them as the strategy would (the query's id hits
 first, then the fused score, cut to ``search.pool``), and is scored per query by ir_measures.
 Queries are split into folds by their run (a run's queries never straddle folds, so no weight is
-chosen on the run it is scored on); each fold is scored with the weights that did best on the
-other folds (queries of one run allow no such split: the figures are then in sample only). The
-objective is the mean of R@10, R@50 and nDCG@10; where several weight vectors tie for best, the one
-nearest the configured weights is chosen, so weights move only where the queries say they should. The weights chosen on every
-query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the queries are
-asked from a run, ``[fusion.<strategy>]`` when from none (each kind is chosen on its own queries);
-the cross-validated figures say how well that choice generalises."""
+chosen on the run it is scored on), or by their setting (how weights chosen on other corpora serve
+one never seen); each fold is scored with the weights that did best on the other folds (queries of
+one run allow no such split: the figures are then in sample only). The objective is the mean of
+R@10, R@50 and nDCG@10; where several weight vectors tie for best, the one nearest the configured
+weights is chosen, so weights move only where the queries say they should. The weights chosen on
+every query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the
+queries are asked from a run, ``[fusion.<strategy>]`` when from none (each kind is chosen on its
+own queries); the cross-validated figures say how well that choice generalises."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mem_retrieval.configs import table_of
+from mem_retrieval.eval.folds import FOLDS_BY, group_folds
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
@@ -43,6 +45,7 @@ class QueryFeatures:
     gids: tuple[str, ...]
     features: dict[str, list[float]]
     in_run: bool            # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
+    setting: str = ""       # the query's setting ("" without one): the group of ``--folds-by setting``
 
 
 def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:
@@ -54,7 +57,7 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
-                                  for name in FEATURES[strategy]}, query.in_run))
+                                  for name in FEATURES[strategy]}, query.in_run, query.setting or ""))
     return out
 
 
@@ -81,21 +84,6 @@ def simplex(names: Sequence[str], step: float) -> list[dict[str, float]]:
     return grid
 
 
-def folds_by_run(runs: Sequence[str], count: int) -> list[int]:
-    """A fold for each query: runs go whole to the fold holding fewest queries so far (largest
-    runs first, ties by name), so folds are balanced and no run straddles two."""
-    sizes: dict[str, int] = {}
-    for run in runs:
-        sizes[run] = sizes.get(run, 0) + 1
-    load = [0] * count
-    fold_of: dict[str, int] = {}
-    for run in sorted(sizes, key=lambda r: (-sizes[r], r)):
-        fold = min(range(count), key=lambda f: (load[f], f))
-        fold_of[run] = fold
-        load[fold] += sizes[run]
-    return [fold_of[run] for run in runs]
-
-
 @dataclass(frozen=True)
 class FusionChoice:
     strategy: str
@@ -108,6 +96,7 @@ class FusionChoice:
     cross_validated: dict[str, float] | None  # each fold scored with weights chosen without it
     in_sample: dict[str, float]             # every query scored with ``chosen`` (optimistic)
     tied: int = 1                           # grid points as good as ``chosen`` on every query
+    by: str = "run"                         # what a fold holds whole: "run" or "setting"
     admissible: int | None = None           # grid points keeping the guard set at its floor
     guard_ndcg: float | None = None         # the guard set's nDCG@10 under ``chosen``
     guard_floor: float | None = None        # what the guard set must keep
@@ -118,7 +107,7 @@ class FusionChoice:
 
     def as_dict(self) -> dict:
         return {"strategy": self.strategy, "in_run": self.in_run, "queries": self.queries,
-                "folds": self.folds, "grid": self.grid, "chosen": self.chosen,
+                "folds": self.folds, "folds_by": self.by, "grid": self.grid, "chosen": self.chosen,
                 "fold_weights": self.fold_weights,
                 "cross_validated": self.cross_validated, "in_sample": self.in_sample, "tied": self.tied,
                 "admissible": self.admissible, "guard_ndcg": self.guard_ndcg,
@@ -138,10 +127,12 @@ class Guard:
 
 def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: str, *, folds: int = 5,
                    step: float = 0.1, depth: int = 100, guard: Guard | None = None,
-                   configured: Mapping[str, float] | None = None,
+                   configured: Mapping[str, float] | None = None, by: str = "run",
                    progress: bool = False) -> FusionChoice:
     """The grid's best weights on every query, and the cross-validated figures of that choice
-    (None when the queries come from one run: no fold can then be held out); with ``guard``, only
+    (None when the queries come from one run: no fold can then be held out). Folds hold whole runs,
+    or with ``by="setting"`` whole settings (how weights chosen on other corpora serve one never
+    seen: the queries of a setting without one form a group of their own); with ``guard``, only
     among the weights that keep the guard set at its floor (when none does, among those that come
     closest: ``admissible`` is then 0). Of weight vectors tying for best, the one nearest (L1) the
     ``configured`` weights is chosen (without them, the first of the grid). The queries are all
@@ -156,8 +147,11 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     in_run = kinds == {True}
     gold = judged(qrels)
     grid = simplex(FEATURES[strategy], step)
-    folds = max(1, min(folds, len({f.run for f in features})))
-    fold = folds_by_run([f.run for f in features], folds)
+    if by not in FOLDS_BY:
+        raise ValueError(f"folds by {by!r}: not one of {', '.join(FOLDS_BY)}")
+    groups = [f.run if by == "run" else f.setting for f in features]
+    folds = max(1, min(folds, len(set(groups))))
+    fold = group_folds(groups, folds)
     scores = []  # per grid point: {qid: {metric: value}}
     kept = []    # per grid point: the guard set's nDCG@10 (1 without a guard)
     for weights in tqdm(grid, desc="fusion grid", disable=None if progress else True, leave=False):
@@ -187,7 +181,7 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     tied = sum(objective(p, qids) == objective(chosen, qids) for p in candidates)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
     return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
-                        mean(held) if folds > 1 else None, mean(scores[chosen]), tied,
+                        mean(held) if folds > 1 else None, mean(scores[chosen]), tied, by,
                         len(admissible) if guard else None, kept[chosen] if guard else None,
                         guard.floor if guard else None)
 

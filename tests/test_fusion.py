@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.eval.fusion import Guard, QueryFeatures, choose_weights, folds_by_run, rank, simplex
+from mem_retrieval.eval.folds import group_folds
+from mem_retrieval.eval.fusion import Guard, QueryFeatures, choose_weights, rank, simplex
 
 
 def test_the_grid_is_the_simplex():
@@ -23,7 +25,7 @@ def test_the_grid_is_the_simplex():
 
 def test_runs_go_whole_to_the_lightest_fold():
     # sizes r3: 3, r1: 2, r2: 1 -> r3 to fold 0, r1 to fold 1, r2 to fold 1 (2 < 3)
-    assert folds_by_run(["r1", "r1", "r2", "r3", "r3", "r3"], 2) == [1, 1, 1, 0, 0, 0]
+    assert group_folds(["r1", "r1", "r2", "r3", "r3", "r3"], 2) == [1, 1, 1, 0, 0, 0]
 
 
 def features(qid: str, run: str, gold_feature: str) -> QueryFeatures:
@@ -85,6 +87,35 @@ def test_of_weights_doing_equally_well_the_nearest_to_the_configured_are_chosen(
         assert choice.tied == 13 and choice.in_sample["R@5"] == 1.0
 
 
+def test_folds_by_setting_score_each_setting_with_weights_chosen_on_the_others():
+    """Setting A's gold leads on vote, B's on cosine: folds by run mix the settings and every fold
+    chooses cosine .5 + vote .5 (the one point serving both); folds by setting score A with what
+    B chose and B with what A chose."""
+    def of(feature, qid, run, setting):
+        f = features(qid, run, feature)
+        return QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features, in_run=False, setting=setting)
+    data = [of("vote", "a0", "r0", "A"), of("vote", "a1", "r1", "A"),
+            of("cosine", "b0", "r2", "B"), of("cosine", "b1", "r3", "B")]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    both_ = {"cosine": 0.5, "vote": 0.5}
+    by_run = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, configured={"cosine": 1.0})
+    assert by_run.by == "run" and by_run.cross_validated["nDCG@10"] == 1.0
+    assert all({n: w for n, w in fold.items() if w} == both_ for fold in by_run.fold_weights)
+    by_setting = choose_weights(data, qrels, "rerank-graph", folds=5, step=0.5, by="setting",
+                                configured={"cosine": 1.0})
+    assert by_setting.folds == 2 and by_setting.as_dict()["folds_by"] == "setting"
+    # fold 0 holds A (equal sizes, by name): chosen on B, where vote is never used, so the tie
+    # goes to the configured cosine 1; fold 1 holds B: chosen on A, nearest cosine 1 is both_
+    assert [{n: w for n, w in fold.items() if w} for fold in by_setting.fold_weights] == \
+        [{"cosine": 1.0}, both_]
+    # under cosine 1 every A candidate scores 0 and the gold comes last by name (5th):
+    # nDCG@10 1 / log2(6); B's gold is first under both_
+    assert by_setting.cross_validated["nDCG@10"] == pytest.approx((2 / math.log2(6) + 2) / 4)
+    assert by_setting.in_sample["nDCG@10"] == 1.0 and by_setting.chosen == by_run.chosen
+    with pytest.raises(ValueError, match="folds by 'project'"):
+        choose_weights(data, qrels, "rerank-graph", by="project")
+
+
 def test_a_guard_set_rules_out_weights_that_would_hurt_it():
     data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
@@ -139,6 +170,12 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
         "the nearest to the configured weights is chosen" in text
     assert "no cross-validation: the queries are all of one run (their run, else their step's), and folds " \
         "by run need two" in text
+    out = io.StringIO()  # the query has no setting: all are of one
+    assert run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5", "--folds-by", "setting"],
+                   out=out, err=io.StringIO()) == 0
+    assert "no cross-validation: the queries are all of one setting, and folds by setting need two" \
+        in out.getvalue()
     err = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)

@@ -1,9 +1,10 @@
-"""`mem eval fusion --queries Q --qrels R [--strategy S] [--asked run|none] [--folds N] [--step X]`:
-the fusion weights of a graph strategy for queries asked from a run or from none, chosen by
-cross-validation with folds by run (eval/fusion.py)."""
+"""`mem eval fusion --queries Q --qrels R [--strategy S] [--asked run|none] [--folds N]
+[--folds-by run|setting] [--step X]`: the fusion weights of a graph strategy for queries asked from
+a run or from none, chosen by cross-validation with folds by run or by setting (eval/fusion.py)."""
 
 from __future__ import annotations
 
+from mem_retrieval.eval.folds import FOLDS_BY
 
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
@@ -17,8 +18,8 @@ def register(subparsers, common) -> None:
                     "score every weight vector of a grid on the simplex, and choose the weights "
                     "that maximise mean R@10 + R@50 + nDCG@10: on every query (what [fusion.<S>] "
                     "should hold, or [fusion.<S>_in_run] for queries asked from a run) and, for "
-                    "each fold of runs, on the other folds only (the cross-validated figures: how "
-                    "well the choice generalises).")
+                    "each fold of runs (or of settings), on the other folds only (the "
+                    "cross-validated figures: how well the choice generalises).")
     parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
     parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
@@ -28,7 +29,10 @@ def register(subparsers, common) -> None:
                              "or from none ([fusion.<S>]); only those queries count, of the guard "
                              "set too (default: the kind of the queries, when they are of one)")
     parser.add_argument("--folds", type=int, default=5, metavar="N",
-                        help="folds of whole runs (default 5; at most one per run)")
+                        help="folds of whole runs, or settings (default 5; at most one per group)")
+    parser.add_argument("--folds-by", choices=FOLDS_BY, default=FOLDS_BY[0], metavar="run|setting",
+                        help="what a fold holds whole: runs (default), or settings, to see how "
+                             "weights chosen on other corpora serve one never seen")
     parser.add_argument("--step", type=float, default=0.1, metavar="X",
                         help="the grid's step on each weight (default 0.1)")
     parser.add_argument("--guard", nargs=3, metavar=("WORKSPACE", "QUERIES", "QRELS"),
@@ -65,9 +69,15 @@ def run_fusion(args, ctx) -> int:
     configured = asdict(memory.config.fusion.weights(args.strategy, in_run=in_run))
     choice = choose_weights(features, qrels, args.strategy, folds=args.folds, step=args.step,
                             depth=memory.config.search.pool, guard=guard, configured=configured,
-                            progress=True)
+                            by=args.folds_by, progress=True)
     ctx.emit(choice.as_dict(), _text(choice, args.folds))
     return 0
+
+
+def _one_group(by: str) -> str:
+    if by == "run":
+        return "the queries are all of one run (their run, else their step's), and folds by run need two"
+    return "the queries are all of one setting, and folds by setting need two"
 
 
 def _kind(in_run: bool) -> str:
@@ -124,7 +134,7 @@ def _text(choice, asked_folds: int) -> str:
     row = lambda label, values: "  ".join([label.ljust(15)] + [f"{values[m]:.3f}".ljust(width)
                                                                for m in metrics])
     lines = [f"fusion of {choice.strategy}: {choice.queries} judged queries {kind}, "
-             + (f"{choice.folds} folds by run, " if choice.cross_validated else "")
+             + (f"{choice.folds} folds by {choice.by}, " if choice.cross_validated else "")
              + f"{choice.grid} weight vectors",
              "  ".join(["".ljust(15)] + [m.ljust(width) for m in metrics])]
     if choice.cross_validated:
@@ -135,8 +145,7 @@ def _text(choice, asked_folds: int) -> str:
     else:
         lines += [row("in sample", choice.in_sample),
                   "no cross-validation: " + ("--folds 1" if asked_folds == 1 else
-                                             "the queries are all of one run (their run, else their step's), and "
-                                             "folds by run need two")
+                                             _one_group(choice.by))
                   + " (these figures are the chosen weights' own, optimistic)"]
     if choice.tied > 1:
         lines.append(f"{choice.tied} of {choice.grid} weight vectors do equally well on these queries: "
