@@ -7,7 +7,7 @@ first, then the fused score, cut to ``search.pool``), and is scored per query by
 Queries are split into folds by their run (a run's queries never straddle folds, so no weight is
 chosen on the run it is scored on), or by their setting (how weights chosen on other corpora serve
 one never seen); each fold is scored with the weights that did best on the other folds (queries of
-one run allow no such split: the figures are then in sample only). The objective is the mean of
+one run, or one setting, allow no such split: the figures are then in sample only). The objective is the mean of
 R@10, R@50 and nDCG@10; where several weight vectors tie for best, the one nearest the configured
 weights is chosen, so weights move only where the queries say they should. The weights chosen on
 every query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the
@@ -130,14 +130,14 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
                    configured: Mapping[str, float] | None = None, by: str = "run",
                    progress: bool = False) -> FusionChoice:
     """The grid's best weights on every query, and the cross-validated figures of that choice
-    (None when the queries come from one run: no fold can then be held out). Folds hold whole runs,
-    or with ``by="setting"`` whole settings (how weights chosen on other corpora serve one never
-    seen: the queries of a setting without one form a group of their own); with ``guard``, only
-    among the weights that keep the guard set at its floor (when none does, among those that come
-    closest: ``admissible`` is then 0). Of weight vectors tying for best, the one nearest (L1) the
-    ``configured`` weights is chosen (without them, the first of the grid). The queries are all
-    asked from a run or all from none, and so are the guard's: each kind has a weight table of its
-    own (``FusionChoice.in_run``)."""
+    (None when the queries form one group, or ``folds`` is 1: no fold can then be held out). Folds
+    hold whole runs, or with ``by="setting"`` whole settings (how weights chosen on other corpora
+    serve one never seen; the queries without a setting form a group of their own). With
+    ``guard``, only the weights that keep the guard set at its floor are eligible (when none does,
+    those that come closest: ``admissible`` is then 0). Of weight vectors tying for best, the one
+    nearest (L1) the ``configured`` weights is chosen (without them, the first of the grid). The
+    queries are all asked from a run or all from none, and so are the guard's: each kind has a
+    weight table of its own (``FusionChoice.in_run``)."""
     from tqdm import tqdm
 
     kinds = {f.in_run for f in features} | ({f.in_run for f in guard.features} if guard else set())
