@@ -1,5 +1,5 @@
 """Folds for cross-validation that hold groups of queries whole (their runs, or their settings), so
-that nothing is chosen on the group it is scored on. Light: the CLI reads ``FOLDS_BY`` at start."""
+that nothing is chosen on the group it is scored on (`mem eval fusion`, `mem tune --eval`)."""
 
 from __future__ import annotations
 

@@ -167,18 +167,21 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     def objective(point: int, chosen_queries: list[str]) -> float:
         return round(sum(scores[point][q][m] for q in chosen_queries for m in OBJECTIVE), 9)
 
-    def best(chosen_queries: list[str]) -> int:
-        return max(candidates, key=lambda p: (objective(p, chosen_queries), -round(distance(p), 9), -p))
+    def best(chosen_queries: list[str]) -> tuple[int, int]:
+        """The best point on ``chosen_queries``, and how many points score as well."""
+        value = {p: objective(p, chosen_queries) for p in candidates}
+        top = max(value.values())
+        tied = [p for p in candidates if value[p] == top]
+        return min(tied, key=lambda p: (round(distance(p), 9), p)), len(tied)
 
     qids = [f.qid for f in features]
     held: dict[str, dict[str, float]] = {}
     fold_weights = []
     for k in range(folds if folds > 1 else 0):
-        point = best([q for q, f in zip(qids, fold) if f != k])
+        point, _ = best([q for q, f in zip(qids, fold) if f != k])
         fold_weights.append(grid[point])
         held.update({q: scores[point][q] for q, f in zip(qids, fold) if f == k})
-    chosen = best(qids)
-    tied = sum(objective(p, qids) == objective(chosen, qids) for p in candidates)
+    chosen, tied = best(qids)
     mean = lambda per: {m: sum(per[q][m] for q in qids) / max(len(qids), 1) for m in REPORTED}
     return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
                         mean(held) if folds > 1 else None, mean(scores[chosen]), tied, by,

@@ -180,6 +180,10 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)
     assert code == 2 and err.getvalue() == "mem: --step 0.3 does not divide 1 into at least 2 steps\n"
+    err = io.StringIO()
+    code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--folds-by", "project"], out=io.StringIO(), err=err)
+    assert code == 2 and err.getvalue() == "mem: --folds-by 'project' is not one of run, setting\n"
 
 
 def test_each_kind_of_query_has_its_table():

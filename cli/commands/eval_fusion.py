@@ -4,8 +4,6 @@ a run or from none, chosen by cross-validation with folds by run or by setting (
 
 from __future__ import annotations
 
-from mem_retrieval.eval.folds import FOLDS_BY
-
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
 ASKED = {"run": True, "none": False}     # --asked: the queries asked from a run, or from none
@@ -30,7 +28,7 @@ def register(subparsers, common) -> None:
                              "set too (default: the kind of the queries, when they are of one)")
     parser.add_argument("--folds", type=int, default=5, metavar="N",
                         help="folds of whole runs, or settings (default 5; at most one per group)")
-    parser.add_argument("--folds-by", choices=FOLDS_BY, default=FOLDS_BY[0], metavar="run|setting",
+    parser.add_argument("--folds-by", default="run", metavar="run|setting",
                         help="what a fold holds whole: runs (default), or settings, to see how "
                              "weights chosen on other corpora serve one never seen")
     parser.add_argument("--step", type=float, default=0.1, metavar="X",
@@ -45,10 +43,13 @@ def register(subparsers, common) -> None:
 def run_fusion(args, ctx) -> int:
     from dataclasses import asdict
 
+    from mem_retrieval.eval.folds import FOLDS_BY
     from mem_retrieval.eval.fusion import choose_weights, collect
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.records.errors import BadInput
 
+    if args.folds_by not in FOLDS_BY:  # checked here, not by argparse: no import at every start-up
+        raise BadInput(f"{args.folds_by!r} is not one of {', '.join(FOLDS_BY)}", param="folds_by")
     if args.folds < 1:
         raise BadInput(f"{args.folds} is not a number of folds (at least 1)", param="folds")
     if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
