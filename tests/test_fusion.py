@@ -12,7 +12,10 @@ import pytest
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.eval.folds import group_folds
-from mem_retrieval.eval.fusion import Guard, QueryFeatures, choose_weights, rank, simplex
+from mem_retrieval.eval.fusion import (OBJECTIVE, Guard, QueryFeatures, choose_weights, grid_metrics,
+                                       rank, simplex)
+from mem_retrieval.eval.metrics import per_query
+from mem_retrieval.retrieval.strategies import FEATURES
 
 
 def test_the_grid_is_the_simplex():
@@ -44,6 +47,62 @@ def test_rank_puts_id_hits_first_and_orders_by_the_weighted_features():
     assert list(rank(f, {"bm25": 1.0}, 100))[:2] == ["q-0", "q-1"]
     named = QueryFeatures("q", "r", ("x/named",), f.gids, f.features, in_run=False)
     assert list(rank(named, {"vote": 1.0}, 3)) == ["x/named", "q-gold", "q-0"]
+
+
+def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dict]:
+    """Candidate lists with many ties (feature values of three levels), gids in no particular
+    order, id hits (one also among the candidates, one not), graded judgments, relevant steps
+    that are not candidates, and a query judged nothing relevant."""
+    import random
+
+    rng = random.Random(seed)
+    data, qrels = [], {}
+    for q in range(count):
+        gids = [f"s{rng.randrange(100):02d}-{q}-{i}" for i in range(rng.randrange(0, 14))]
+        columns = {name: [rng.choice((0.0, 0.5, 1.0, 2.0)) for _ in gids] for name in FEATURES}
+        ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + (("x/named",) if q % 4 == 0 else ())
+        data.append(QueryFeatures(f"q{q}", f"run{q % 3}", ids, tuple(gids), columns, in_run=False))
+        pool = gids + list(ids) + ["absent-1", "absent-2"]
+        qrels[f"q{q}"] = {gid: rng.choice((0, 0, 1, 2)) for gid in rng.sample(pool, min(len(pool), 5))}
+    qrels["q1"] = {gid: 0 for gid in qrels["q1"]}
+    return data, qrels
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_grid_is_scored_as_ir_measures_scores_each_ranked_list(seed):
+    """Brute force: every point's ranking built by ``rank`` and scored by ir_measures, against
+    ``grid_metrics`` (cut at 8 hits, inside R@10 and nDCG@10, so the cut counts)."""
+    data, qrels = random_queries(seed)
+    grid = simplex(FEATURES, 0.5)
+    names = ("R@5", "R@10", "R@50", "nDCG@5", "nDCG@10")
+    fast = grid_metrics(data, qrels, grid, 8, names)
+    for p, weights in enumerate(grid):
+        slow = per_query({f.qid: rank(f, weights, 8) for f in data}, qrels, names)
+        for q, f in enumerate(data):
+            expected = [slow[f.qid][m] for m in names] if f.qid in slow else [0.0] * len(names)
+            assert fast[p, q].tolist() == pytest.approx(expected, abs=1e-12), (p, f.qid)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_choice_is_the_best_point_by_ir_measures(seed):
+    """Brute force: the objective of every point from ir_measures' per-query figures; the choice,
+    its ties and each fold's choice are those of the grid search done the slow way."""
+    data, qrels = random_queries(seed, count=9)
+    grid = simplex(FEATURES, 0.5)
+    configured = {"bm25": 0.6, "vote": 0.4}
+    slow = [per_query({f.qid: rank(f, w, 100) for f in data}, qrels, OBJECTIVE) for w in grid]
+
+    def best(qids):
+        value = [round(sum(s.get(q, {}).get(m, 0.0) for q in qids for m in OBJECTIVE), 9) for s in slow]
+        tied = [p for p in range(len(grid)) if value[p] == max(value)]
+        near = lambda p: (round(sum(abs(grid[p][n] - configured.get(n, 0.0)) for n in grid[p]), 9), p)
+        return grid[min(tied, key=near)], len(tied)
+
+    choice = choose_weights(data, qrels, "rerank-graph", folds=3, step=0.5, configured=configured)
+    assert (choice.chosen, choice.tied) == best([f.qid for f in data])
+    fold = group_folds([f.run for f in data], 3)
+    assert choice.fold_weights == [best([f.qid for f, k in zip(data, fold) if k != j])[0]
+                                   for j in range(3)]
 
 
 def test_the_choice_finds_the_feature_that_ranks_the_gold_and_generalises():
