@@ -299,3 +299,24 @@ def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
     assert "keep the guard set" not in out
     code, _, err = fusion("--asked", "run")
     assert code == 2 and err == f"mem: --asked run: no judged query of {queries} is asked from a run\n"
+
+
+def test_the_fusion_benchmark_times_both_ways_on_the_same_points_and_finds_them_equal(tmp_path, capsys):
+    from mem_retrieval.eval import bench_fusion
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
+                         make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
+    (tmp_path / "q.jsonl").write_text(json.dumps(
+        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
+    (tmp_path / "r.qrels").write_text("q 0 alpha/a1 1\n")
+    assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    assert bench_fusion.main([str(ws.root), "--queries", str(tmp_path / "q.jsonl"), "--qrels",
+                              str(tmp_path / "r.qrels"), "--points", "7", "--repeats", "2",
+                              "--out", str(tmp_path / "b.json")]) == 0
+    result = json.loads((tmp_path / "b.json").read_text())
+    assert result["queries"] == 1 and result["grid"] == 8008 and result["sample"] == 7
+    assert [w["way"] for w in result["ways"]] == ["ir_measures", "grid_metrics", "whole grid"]
+    assert [w["points"] for w in result["ways"]] == [7, 7, 8008]
+    assert result["ways"][0]["ratio"] == 1.0 and result["max_difference"] < 1e-12
+    assert "| whole grid | 8008 |" in capsys.readouterr().out
