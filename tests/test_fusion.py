@@ -201,22 +201,29 @@ def test_when_no_weights_keep_the_guard_the_closest_are_chosen_and_none_is_said_
                              "context": 0.0, "affinity": 0.0}
 
 
-def test_mem_eval_fusion_end_to_end(tmp_path):
+def indexed_workspace(tmp_path):
+    """A run whose step g2 (the query, hidden) and g1 cite alpha/a1; g1 votes for it, though it
+    shares no word with the query: its only route. Indexed; with q.jsonl and r.qrels beside it."""
     ws = build_workspace(tmp_path / "ws")
     ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
                          make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
     (tmp_path / "q.jsonl").write_text(json.dumps(
         {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
     (tmp_path / "r.qrels").write_text("q 0 alpha/a1 1\n")
-    out = io.StringIO()
     assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    return ws
+
+
+def test_mem_eval_fusion_end_to_end(tmp_path):
+    ws = indexed_workspace(tmp_path)
+    out = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "--json", "eval", "fusion", "--queries",
                     str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5"],
                    out=out, err=io.StringIO())
     data = json.loads(out.getvalue())
     assert code == 0 and data["queries"] == 1 and data["grid"] == 28  # C(8, 6): 7 features, step 0.5
     # g1 (visible: only g2 is hidden; gamma is excluded from the candidates, not from memory)
-    # votes for a1, which shares no word with the query: its only route
+    # votes for a1
     assert data["in_sample"]["R@5"] == 1.0
     # one run: no fold can be held out, so nothing is called cross-validated
     assert data["folds"] == 1 and data["cross_validated"] is None and data["fold_weights"] == []
@@ -304,13 +311,7 @@ def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
 def test_the_fusion_benchmark_times_both_ways_on_the_same_points_and_finds_them_equal(tmp_path, capsys):
     from mem_retrieval.eval import bench_fusion
 
-    ws = build_workspace(tmp_path / "ws")
-    ws.add_run("gamma", [make_step("g1", statement="zircon lemma", parents=("alpha/a1",)),
-                         make_step("g2", statement="zircon corollary", parents=("alpha/a1",))])
-    (tmp_path / "q.jsonl").write_text(json.dumps(
-        {"qid": "q", "query": "zircon corollary", "run": "gamma", "step": "gamma/g2"}) + "\n")
-    (tmp_path / "r.qrels").write_text("q 0 alpha/a1 1\n")
-    assert run_cli(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    ws = indexed_workspace(tmp_path)
     assert bench_fusion.main([str(ws.root), "--queries", str(tmp_path / "q.jsonl"), "--qrels",
                               str(tmp_path / "r.qrels"), "--points", "7", "--repeats", "2",
                               "--out", str(tmp_path / "b.json")]) == 0
