@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
               "collect_s": round(collected, 2), "max_difference": difference, "ways": rows}
     print(f"{len(features)} queries, {args.strategy}, grid of {len(grid)}, {len(sample)} sampled, "
           f"{args.repeats} repeats; candidates read in {collected:.1f} s\n"
-          "| way | points | p50 s/query | p95 s/query | whole grid, s | ratio |\n|---|---:|---:|---:|---:|---:|")
+          "| way | points | p50 s/query | p95 s/query | whole grid, s | ratio |\n"
+          "|---|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['way']} | {row['points']} | {row['p50_query_s']:.4f} | {row['p95_query_s']:.4f} | "
               f"{row['grid_s']:.1f} | {row['ratio']} |")

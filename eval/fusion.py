@@ -8,11 +8,12 @@ Queries are split into folds by their run (a run's queries never straddle folds,
 chosen on the run it is scored on), or by their setting (how weights chosen on other corpora serve
 one never seen); each fold is scored with the weights that did best on the other folds (queries of
 one run, or one setting, allow no such split: the figures are then in sample only). The
-objective is the mean of R@10, R@50 and nDCG@10; where several weight vectors tie for best, the one nearest the configured
-weights is chosen, so weights move only where the queries say they should. The weights chosen on
-every query are what the config's table should hold: ``[fusion.<strategy>_in_run]`` when the
-queries are asked from a run, ``[fusion.<strategy>]`` when from none (each kind is chosen on its
-own queries); the cross-validated figures say how well that choice generalises.
+objective is the mean of R@10, R@50 and nDCG@10; where several weight vectors tie for best, the
+one nearest the configured weights is chosen, so weights move only where the queries say they
+should. The weights chosen on every query are what the config's table should hold:
+``[fusion.<strategy>_in_run]`` when the queries are asked from a run, ``[fusion.<strategy>]`` when
+from none (each kind is chosen on its own queries); the cross-validated figures say how well that
+choice generalises.
 
 The grid is scored from where each query's relevant candidates fall under every weight vector at
 once (``grid_metrics``, numpy): asking ir_measures for 8,008 ranked lists per query took 5 to 18
