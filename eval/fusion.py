@@ -78,11 +78,13 @@ def _run_of(query: Query) -> str:
 
 def rank(features: QueryFeatures, weights: dict[str, float], depth: int) -> dict[str, float]:
     """One query's run ``{gid: score}`` under ``weights`` (features normalised as ``fuse`` does),
-    its id hits first, cut to ``depth``: what the strategy's ``fuse`` ranks, for the metrics."""
+    its id hits first (each once), cut to ``depth``: what the strategy's ``fuse`` ranks, for the
+    metrics."""
+    ids = list(dict.fromkeys(features.ids))
     fused = fused_scores(features.features, weights) if features.gids else []
     order = sorted(range(len(features.gids)), key=lambda i: (-fused[i], features.gids[i]))
-    ranked = list(features.ids) + [features.gids[i] for i in order if features.gids[i] not in features.ids]
-    return {gid: float(len(ranked) - i) for i, gid in enumerate(ranked[:max(depth, len(features.ids))])}
+    ranked = ids + [features.gids[i] for i in order if features.gids[i] not in ids]
+    return {gid: float(len(ranked) - i) for i, gid in enumerate(ranked[:max(depth, len(ids))])}
 
 
 def grid_metrics(features: Sequence[QueryFeatures], qrels: Qrels, grid: Sequence[Mapping[str, float]],

@@ -50,9 +50,9 @@ def test_rank_puts_id_hits_first_and_orders_by_the_weighted_features():
 
 
 def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dict]:
-    """Candidate lists with many ties (feature values of three levels), gids in no particular
-    order, id hits (one also among the candidates, one not), graded judgments, relevant steps
-    that are not candidates, and a query judged nothing relevant."""
+    """Candidate lists with many ties (feature values of four levels), gids in no particular
+    order, id hits (one also among the candidates, one not, one named twice), graded judgments,
+    relevant steps that are not candidates, and a query judged nothing relevant."""
     import random
 
     rng = random.Random(seed)
@@ -60,7 +60,7 @@ def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dic
     for q in range(count):
         gids = [f"s{rng.randrange(100):02d}-{q}-{i}" for i in range(rng.randrange(0, 14))]
         columns = {name: [rng.choice((0.0, 0.5, 1.0, 2.0)) for _ in gids] for name in FEATURES}
-        ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + (("x/named",) if q % 4 == 0 else ())
+        ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + (("x/named",) * (1 + (q % 8 == 0)) if q % 4 == 0 else ())
         data.append(QueryFeatures(f"q{q}", f"run{q % 3}", ids, tuple(gids), columns, in_run=False))
         pool = gids + list(ids) + ["absent-1", "absent-2"]
         qrels[f"q{q}"] = {gid: rng.choice((0, 0, 1, 2)) for gid in rng.sample(pool, min(len(pool), 5))}
