@@ -56,6 +56,14 @@ def test_a_shape_ignores_the_letters_and_the_number_of_arguments():
     assert signatures(r"$H(X,Y)$") == ["h_sig_c"]
 
 
+def test_latex_spacing_between_arguments_is_no_separator():
+    # \, \; \: \! only space a formula out; \| is a norm's bar: none of them is an argument separator
+    assert signatures(r"$I(U : V \, | \, S)$") == signatures(r"$I(U:V|S)$") == ["i_sig_mg"]
+    assert signatures(r"$d[X \;|\; Z;\!Y]$") == signatures(r"$d[X|Z;Y]$") == ["d_sig_gs"]
+    assert signatures(r"$N(\|f\|, g)$") == ["n_sig_c"]
+    assert signatures(r"$f(x\,y)$") == []
+
+
 def test_a_shape_reads_only_its_own_arguments():
     assert signatures(r"$d[X|(A,B);Y]$") == ["d_sig_gs"]          # the comma is the inner ( )'s
     assert signatures(r"$\bbH[X]$, $f(x)$") == []                 # no separator: no shape

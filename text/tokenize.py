@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-VERSION = "math-v3"
+VERSION = "math-v4"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -70,6 +70,9 @@ _APPLIED = re.compile(
     r"(?:[0-9]|[_^](?:\{[^{}]{0,20}\}|[A-Za-z0-9]))*[\[(]")
 _SEPARATORS = {",": "c", ";": "s", ":": "m", "|": "g"}
 _REPEAT = re.compile(r"(.)\1+")
+# LaTeX's spacing commands (\\, \\; \\: \\!) and \\| (a norm's bar) separate no arguments:
+# I(U : V \\, | \\, S) has the shape of I(U:V|S).
+_ESCAPED = re.compile(r"\\[,;:!|]")
 SIGNATURE_REACH = 200   # characters of an operator's arguments read for its separators
 
 
@@ -101,7 +104,7 @@ def signatures(text: str) -> list[str]:
     tokens: list[str] = []
     for applied in _APPLIED.finditer(text):
         depth, separators = 0, []
-        for char in text[applied.end():applied.end() + SIGNATURE_REACH]:
+        for char in _ESCAPED.sub(" ", text[applied.end():applied.end() + SIGNATURE_REACH]):
             if char in "[({":
                 depth += 1
             elif char in "])}":
