@@ -42,12 +42,12 @@ def test_ids_tokenise_whole_and_in_parts():
 
 def test_a_formula_gives_its_operators_shapes():
     # , c  ; s  : m  | g, at the top level of the operator's arguments
-    assert signatures(r"$\bbH[X|Y]$") == ["bbh_sig_g"]
+    assert signatures(r"$\bbH[X|Y]$") == ["h_sig_g"]
     assert signatures(r"$$\bbI[X:Y|Z] = \bbH[X|Z] - \bbH[X|Y,Z]$$") == [
-        "bbi_sig_mg", "bbh_sig_g", "bbh_sig_gc"]
+        "i_sig_mg", "h_sig_g", "h_sig_gc"]
     assert signatures(r"\[ d[X | Z;Y | W] \]") == ["d_sig_gsg"]
     assert signatures(r"\begin{align} I(U:W | S) \end{align}") == ["i_sig_mg"]
-    assert tokenize(r"Chain rule: $\bbH[X|Y]$")[-1] == "bbh_sig_g"
+    assert tokenize(r"Chain rule: $\bbH[X|Y]$")[-1] == "h_sig_g"
 
 
 def test_a_shape_ignores_the_letters_and_the_number_of_arguments():
@@ -56,12 +56,23 @@ def test_a_shape_ignores_the_letters_and_the_number_of_arguments():
     assert signatures(r"$H(X,Y)$") == ["h_sig_c"]
 
 
+def test_a_preamble_font_macro_names_its_letter_in_a_shape_but_stays_a_word():
+    # \bbI is a preamble's \mathbb{I}: authors who write it, \mathbb{I} or plain I state one notion
+    assert signatures(r"$\bbI[X:Y|Z]$") == signatures(r"$\mathbb{I}(X:Y|Z)$") == signatures("I(X:Y|Z)") == [
+        "i_sig_mg"]
+    assert signatures(r"$\calO(U, V)$") == signatures(r"$\frakO(U, V)$") == ["o_sig_c"]
+    assert tokenize(r"$\bbH[X]$ of a subgroup $H$") == ["bbh", "x", "subgroup", "h"]
+    assert signatures(r"$\bbox(X, Y)$") == ["bbox_sig_c"]       # a longer name is no font macro
+
+
 def test_latex_spacing_between_arguments_is_no_separator():
     # \, \; \: \! only space a formula out; \| is a norm's bar: none of them is an argument separator
     assert signatures(r"$I(U : V \, | \, S)$") == signatures(r"$I(U:V|S)$") == ["i_sig_mg"]
     assert signatures(r"$d[X \;|\; Z;\!Y]$") == signatures(r"$d[X|Z;Y]$") == ["d_sig_gs"]
     assert signatures(r"$N(\|f\|, g)$") == ["n_sig_c"]
     assert signatures(r"$f(x\,y)$") == []
+    assert signatures(r"$\bbP(A \mid B)$") == signatures(r"$P(A|B)$") == ["p_sig_g"]   # \mid is the bar
+    assert signatures(r"$f(\middle, x)$") == ["f_sig_c"]
 
 
 def test_a_shape_reads_only_its_own_arguments():
