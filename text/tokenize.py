@@ -13,7 +13,9 @@ then [ or ( at once) also gives one token naming the operator and the separators
 arguments (``signatures``): \\bbH[X|Y] -> h_sig_g (a conditional), \\bbI[X:Y|Z] -> i_sig_mg,
 d(X;Y) -> d_sig_s, φ(x, y) -> phi_sig_c, in LaTeX or in plain Unicode alike. A font command's
 argument is the operator's name, and digits or scripts after the name are skipped:
-\\mathrm{Hom}(A, B), H^1(G, M) and H¹(G, M) apply Hom and H as Hom(A, B) and H(G, M) do. The
+\\mathrm{Hom}(A, B), H^1(G, M) and H¹(G, M) apply Hom and H as Hom(A, B) and H(G, M) do; a
+preamble's one-letter font macro is its letter (\\bbI[X:Y|Z] as I(X:Y|Z)). LaTeX spacing separates
+nothing and \\mid is |: I(U : V \\, \\mid \\, S) has the shape of I(U:V|S). The
 letters of a formula say little; its shape says which notion it is about, and a step is cited for a
 notion: "H[X|Y] = …" needs the lemma about H[X|Y] whatever its letters are. Prose rarely puts a
 bracket right after a word, and a bracket without separators gives nothing.
