@@ -35,7 +35,7 @@ from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
-from mem_retrieval.retrieval.strategies import MODEL_FEATURES, NORMALISED, fused_scores
+from mem_retrieval.retrieval.strategies import MODEL_FEATURES, fused_score_grid, fused_scores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,6 +57,11 @@ class QueryFeatures:
     features: dict[str, list[float]]
     in_run: bool            # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
     setting: str = ""       # the query's setting ("" without one): the group of ``--folds-by setting``
+
+    @property
+    def named(self) -> list[str]:
+        """The id hits as they are ranked: first, in order, each once."""
+        return list(dict.fromkeys(self.ids))
 
 
 def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:
@@ -80,7 +85,7 @@ def rank(features: QueryFeatures, weights: dict[str, float], depth: int) -> dict
     """One query's run ``{gid: score}`` under ``weights`` (features normalised as ``fuse`` does),
     its id hits first (each once), cut to ``depth``: what the strategy's ``fuse`` ranks, for the
     metrics."""
-    ids = list(dict.fromkeys(features.ids))
+    ids = features.named
     fused = fused_scores(features.features, weights) if features.gids else []
     order = sorted(range(len(features.gids)), key=lambda i: (-fused[i], features.gids[i]))
     ranked = ids + [features.gids[i] for i in order if features.gids[i] not in ids]
@@ -130,7 +135,7 @@ def _relevant_positions(f: QueryFeatures, grades: Mapping[str, int], grid: Seque
     relevant candidates under each weight vector, and their grades."""
     import numpy as np
 
-    ids = list(dict.fromkeys(f.ids))
+    ids = f.named
     cut = max(depth, len(ids))
     named = set(ids)
     rest = [i for i, gid in enumerate(f.gids) if gid not in named]
@@ -139,14 +144,9 @@ def _relevant_positions(f: QueryFeatures, grades: Mapping[str, int], grid: Seque
     positions = np.tile(np.array(named_relevant, dtype=np.float64), (len(grid), 1))
     relevant = [k for k, i in enumerate(rest) if f.gids[i] in grades]
     if relevant:
-        # the fused score of every point, computed as fused_scores computes it (same operations in
-        # the same order, so equal scores stay equal and the ties break by id as in ``rank``)
-        total = np.zeros((len(grid), len(rest)))
-        for name, column in f.features.items():
-            column = np.asarray(column, dtype=np.float64)
-            scale = (column.max(initial=0.0) or 1.0) if name in NORMALISED else 1.0
-            weights = np.array([w.get(name, 0.0) for w in grid], dtype=np.float64)
-            total += weights[:, None] * column[rest][None, :] / scale
+        # every point's fused scores, each row exactly its fused_scores (so ties break by id as in
+        # ``rank``)
+        total = fused_score_grid(f.features, grid)[:, rest]
         order = np.argsort(np.array([f.gids[i] for i in rest], dtype=object), kind="stable")
         by_id = np.empty(len(rest), dtype=np.int64)
         by_id[order] = np.arange(len(rest))

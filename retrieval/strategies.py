@@ -25,6 +25,8 @@ from mem_retrieval.retrieval.candidates import Candidate
 from mem_retrieval.retrieval.query import Filters
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
     from mem_retrieval.retrieval.search import Searcher
@@ -215,16 +217,23 @@ NORMALISED = ("bm25", "prior", "context", "affinity")  # divided by their best a
 
 
 def fused_scores(columns: dict[str, "np.ndarray"], weights: dict[str, float]) -> "np.ndarray":
-    """``Σ weight · feature`` of each candidate (a row of the feature ``columns``), bm25 and prior
-    divided by their best: the fused score of the graph strategies, and of their tuning
-    (eval/fusion.py), from this one function."""
+    """``Σ weight · feature`` of each candidate (a row of the feature ``columns``), the
+    ``NORMALISED`` features divided by their best: the fused score of the graph strategies."""
+    return fused_score_grid(columns, (weights,))[0]
+
+
+def fused_score_grid(columns: dict[str, "np.ndarray"], grid: Sequence[dict[str, float]]) -> "np.ndarray":
+    """``[point, candidate]``: ``fused_scores`` under every weight vector of ``grid`` at once, with
+    the same operations in the same order (so a point's row is exactly its ``fused_scores``, ties
+    included): what the search ranks by, and what its tuning (eval/fusion.py) scores."""
     import numpy as np
 
-    total = np.zeros(len(next(iter(columns.values()))) if columns else 0, dtype=np.float64)
+    total = np.zeros((len(grid), len(next(iter(columns.values()))) if columns else 0), dtype=np.float64)
     for name, column in columns.items():
         column = np.asarray(column, dtype=np.float64)
         scale = (column.max(initial=0.0) or 1.0) if name in NORMALISED else 1.0
-        total += weights.get(name, 0.0) * column / scale
+        weights = np.array([point.get(name, 0.0) for point in grid], dtype=np.float64)
+        total += weights[:, None] * column[None, :] / scale
     return total
 
 

@@ -15,7 +15,7 @@ from mem_retrieval.eval.folds import group_folds
 from mem_retrieval.eval.fusion import (OBJECTIVE, Guard, QueryFeatures, choose_weights, grid_metrics,
                                        rank, simplex)
 from mem_retrieval.eval.metrics import per_query
-from mem_retrieval.retrieval.strategies import FEATURES
+from mem_retrieval.retrieval.strategies import FEATURES, fused_score_grid, fused_scores
 
 
 def test_the_grid_is_the_simplex():
@@ -47,6 +47,23 @@ def test_rank_puts_id_hits_first_and_orders_by_the_weighted_features():
     assert list(rank(f, {"bm25": 1.0}, 100))[:2] == ["q-0", "q-1"]
     named = QueryFeatures("q", "r", ("x/named",), f.gids, f.features, in_run=False)
     assert list(rank(named, {"vote": 1.0}, 3)) == ["x/named", "q-gold", "q-0"]
+
+
+def test_the_fused_score_by_hand_and_for_a_whole_grid_at_once():
+    # bm25 and prior are divided by their best (4 and 0: a column of zeros stays 0); vote is absolute
+    columns = {"bm25": [2.0, 4.0, 0.0], "vote": [0.5, 1.0, 0.25], "prior": [0.0, 0.0, 0.0]}
+    assert fused_scores(columns, {"bm25": 0.5, "vote": 0.5}).tolist() == [0.5, 1.0, 0.125]
+    assert fused_scores(columns, {"vote": 1.0, "prior": 1.0}).tolist() == [0.5, 1.0, 0.25]
+    # each row of the grid is bit for bit its point's fused_scores: the tuning's ties are the search's
+    import random
+
+    rng = random.Random(0)
+    columns = {name: [rng.choice((0.0, 0.3, 0.7, 1.9)) for _ in range(40)] for name in FEATURES}
+    grid = simplex(FEATURES, 0.2)
+    rows = fused_score_grid(columns, grid)
+    assert rows.shape == (len(grid), 40)
+    assert all(rows[p].tolist() == fused_scores(columns, w).tolist() for p, w in enumerate(grid))
+    assert fused_score_grid({}, grid).shape == (len(grid), 0)
 
 
 def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dict]:
