@@ -206,6 +206,31 @@ def test_a_guard_set_rules_out_weights_that_would_hurt_it():
     assert choice.admissible == 7 and choice.guard_floor == 1.0  # of 28: the 7 points with cosine > 0
 
 
+def test_the_folds_keep_the_guard_at_its_fold_floor_so_a_held_out_run_cannot_choose_through_it():
+    # run0's gold leads on vote, run1's on expanded: only vote 0.5 + expanded 0.5 ranks every gold
+    # first, and only it keeps the guard (one gold of each kind) at 1.0, the floor these weights set
+    data = [features("q0", "run0", "vote"), features("q1", "run1", "expanded")]
+    qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
+    guarded = [features("g0", "ex", "vote"), features("g1", "ex", "expanded")]
+    gold = {f.qid: {f"{f.qid}-gold": 1} for f in guarded}
+    both = {"bm25": 0.0, "cosine": 0.0, "vote": 0.5, "expanded": 0.5, "prior": 0.0, "context": 0.0,
+            "affinity": 0.0}
+    leaky = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=Guard(guarded, gold, 1.0))
+    # that floor admits one point, so each fold "chooses" it: the held-out run picks its own weights
+    assert leaky.chosen == both and leaky.fold_weights == [both, both]
+    assert leaky.admissible == 1 and leaky.cross_validated["nDCG@10"] == 1.0
+    honest = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5,
+                            guard=Guard(guarded, gold, 1.0, fold_floor=0.0))
+    assert honest.chosen == both and honest.admissible == 1  # the table still keeps the guard
+    assert (honest.guard_floor, honest.guard_fold_floor) == (1.0, 0.0)
+    # each fold knows only the other run's feature, so the held-out gold scores 0 like every other
+    # candidate and falls last of 5 (ties by id): nDCG@10 = 1 / log2(6) for both queries
+    for held_out, weights in zip(("vote", "expanded"), honest.fold_weights):  # fold k holds runk
+        assert weights[held_out] == 0.0
+    assert honest.cross_validated["nDCG@10"] == pytest.approx(1 / math.log2(6))
+    assert honest.in_sample["nDCG@10"] == 1.0
+
+
 def test_when_no_weights_keep_the_guard_the_closest_are_chosen_and_none_is_said_to_keep_it():
     data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
@@ -310,7 +335,22 @@ def test_mem_eval_fusion_tunes_one_kind_of_query_at_a_time(tmp_path):
                                  "from a run and 1 from none, which have weights of their own\n")
     code, out, err = fusion("--asked", "run", "--guard", str(ws.root), str(queries), str(qrels))
     assert code == 0 and "1 judged queries asked from a run" in out and "[fusion.rerank_graph_in_run]" in out
-    assert "on the 1 queries asked from a run of" in err
+    assert "on the 1 queries asked from a run of" in err and "in the folds at least" in err
+    # the floors are what `mem eval paging` scores on the guard's queries of the kind tuned: the
+    # configured weights' (rerank-graph) for the table, the text ranking's (rerank) for the folds
+    code, out, _ = fusion("--asked", "run", "--guard", str(ws.root), str(queries), str(qrels), "--json")
+    floors = json.loads(out)
+    (tmp_path / "asked.jsonl").write_text(json.dumps(asked | {"step": "gamma/g2"}) + "\n")
+    (tmp_path / "asked.qrels").write_text("q 0 alpha/a1 1\n")
+    paging = io.StringIO()
+    assert run_cli(["--workspace", str(ws.root), "eval", "paging", "--queries",
+                    str(tmp_path / "asked.jsonl"), "--qrels", str(tmp_path / "asked.qrels"),
+                    "--strategy", "rerank", "--strategy", "rerank-graph", "--json"],
+                   out=paging, err=io.StringIO()) == 0
+    scored = {s: v["metrics"]["nDCG@10"] for s, v in json.loads(paging.getvalue())["strategies"].items()}
+    assert floors["guard_floor"] == pytest.approx(scored["rerank-graph"])
+    assert floors["guard_fold_floor"] == pytest.approx(scored["rerank"])
+    assert scored == {"rerank": 0.0, "rerank-graph": 1.0}  # alpha/a1 is found by g1's vote alone
     code, out, _ = fusion("--asked", "none")
     assert code == 0 and "asked from no run" in out and "\n[fusion.rerank_graph]\n" in out
     queries.write_text(json.dumps({"qid": "l", "query": "zircon lemma"}) + "\n")

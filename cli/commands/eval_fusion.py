@@ -36,7 +36,8 @@ def register(subparsers, common) -> None:
     parser.add_argument("--guard", nargs=3, metavar=("WORKSPACE", "QUERIES", "QRELS"),
                         help="a second judged set (its own workspace) whose nDCG@10 the chosen "
                              "weights must keep at least at what the strategy scores on it with "
-                             "the configured weights (e.g. the example set)")
+                             "the configured weights, and each fold's weights at what its text "
+                             "ranking (rerank, or bm25 for graph) scores (e.g. the example set)")
     parser.set_defaults(handler=run_fusion)
 
 
@@ -44,7 +45,7 @@ def run_fusion(args, ctx) -> int:
     from dataclasses import asdict
 
     from mem_retrieval.eval.folds import FOLDS_BY
-    from mem_retrieval.eval.fusion import choose_weights, collect
+    from mem_retrieval.eval.fusion import TEXT_BASE, choose_weights, collect
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.records.errors import BadInput
 
@@ -64,7 +65,9 @@ def run_fusion(args, ctx) -> int:
     kind = _kind(in_run)
     if guard:
         ctx.note(f"guard: nDCG@10 at least {guard.floor:.3f} ({args.strategy}'s with the configured "
-                 f"weights) on the {len(guard.features)} queries {kind} of {args.guard[1]}")
+                 f"weights) on the {len(guard.features)} queries {kind} of {args.guard[1]}; in the "
+                 f"folds at least {guard.fold_floor:.3f} ({TEXT_BASE[args.strategy]}'s: the configured "
+                 f"weights may have been chosen on the queries a fold holds out)")
     elif args.guard:
         ctx.note(f"guard: {args.guard[1]} has no judged query {kind}: nothing to keep")
     configured = asdict(memory.config.fusion.weights(args.strategy, in_run=in_run))
@@ -104,12 +107,13 @@ def _asked(args, queries) -> bool:
 
 
 def _guard(args, ctx, config, in_run: bool):
-    """The guard set's features under the strategy being tuned, and its floor: that strategy's
-    nDCG@10 there with the weights configured now (a choice must not make it worse), over its
-    queries of the kind tuned (``in_run``: the others are ranked by the other table). None when
-    it has none."""
+    """The guard set's features under the strategy being tuned, and its floors, over its queries of
+    the kind tuned (``in_run``: the others are ranked by the other table): that strategy's nDCG@10
+    there with the weights configured now (the chosen table must not make it worse), and the text
+    strategy's it extends (``TEXT_BASE``: what each fold's choice must keep, as the configured
+    weights may have been chosen on the queries a fold holds out). None when it has none."""
 
-    from mem_retrieval.eval.fusion import Guard, collect
+    from mem_retrieval.eval.fusion import TEXT_BASE, Guard, collect
     from mem_retrieval.eval.metrics import mean_metrics, run_scores
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.eval.ranker import make_ranker
@@ -123,9 +127,11 @@ def _guard(args, ctx, config, in_run: bool):
         return None
     qrels = {q.qid: qrels[q.qid] for q in queries if q.qid in qrels}
     ranker = make_ranker(guard_memory.retriever)
-    run = {q.qid: run_scores(ranker(args.strategy, q, config.search.pool)) for q in queries}
-    floor = mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
-    return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor)
+    floor, fold_floor = (
+        mean_metrics({q.qid: run_scores(ranker(strategy, q, config.search.pool)) for q in queries},
+                     qrels, ["nDCG@10"])["nDCG@10"]
+        for strategy in (args.strategy, TEXT_BASE[args.strategy]))
+    return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor, fold_floor)
 
 
 def _text(choice, asked_folds: int) -> str:
