@@ -207,11 +207,10 @@ class Guard:
     workspace; they only constrain the choice, they never score it.
 
     ``fold_floor`` is what each fold's choice must keep instead (``floor`` when None). It must not
-    come from weights chosen on the queries being cross-validated: through it, a held-out fold would
-    pick its own weights (the configured weights' floor on the development set admitted 17 of 8,008
-    vectors, the shipped one best on every fold, and the cross-validated R@10 read .669, its
-    in-sample figure; with the text ranking's floor, .581). ``mem eval fusion`` takes the text
-    strategy's nDCG@10 there (``TEXT_BASE``): the fusion must not lose to the ranking it extends."""
+    come from weights chosen on the queries being cross-validated: through it, a held-out fold picks
+    its own weights, and the cross-validated figures are in-sample ones (README, ``mem eval
+    fusion``). ``mem eval fusion`` takes the text strategy's nDCG@10 there (``TEXT_BASE``): the
+    fusion must not lose to the ranking it extends."""
 
     features: Sequence[QueryFeatures]
     qrels: Qrels
@@ -257,14 +256,17 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     else:
         kept = np.ones(len(grid))
 
+    def keeping(floor: float | None) -> "np.ndarray":
+        """The points keeping the guard at ``floor`` (every point without a guard)."""
+        return np.flatnonzero(kept >= floor - 1e-9) if floor is not None else np.arange(len(grid))
+
     def eligible(floor: float | None) -> "np.ndarray":
         """The points keeping the guard at ``floor`` or, when none does, those coming closest."""
-        kept_at = np.flatnonzero(kept >= floor - 1e-9) if floor is not None else np.arange(len(grid))
+        kept_at = keeping(floor)
         return kept_at if len(kept_at) else np.flatnonzero(kept >= kept.max() - 1e-9)
 
     floor = guard.floor if guard else None
     fold_floor = (floor if guard.fold_floor is None else guard.fold_floor) if guard else None
-    admissible = np.flatnonzero(kept >= floor - 1e-9) if guard else None
     distance = (np.abs([[point[n] - configured.get(n, 0.0) for n in point] for point in grid])
                 .sum(axis=1).round(9) if configured else np.zeros(len(grid)))
 
@@ -295,7 +297,7 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
                         for m in REPORTED}
     return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
                         mean(held) if folds > 1 else None, mean(figures(chosen, features)), tied, by,
-                        len(admissible) if guard else None,
+                        len(keeping(floor)) if guard else None,
                         guarded_ndcg(guard, grid[chosen], depth) if guard else None,
                         guard.floor if guard else None, fold_floor)
 

@@ -127,11 +127,13 @@ def _guard(args, ctx, config, in_run: bool):
         return None
     qrels = {q.qid: qrels[q.qid] for q in queries if q.qid in qrels}
     ranker = make_ranker(guard_memory.retriever)
-    floor, fold_floor = (
-        mean_metrics({q.qid: run_scores(ranker(strategy, q, config.search.pool)) for q in queries},
-                     qrels, ["nDCG@10"])["nDCG@10"]
-        for strategy in (args.strategy, TEXT_BASE[args.strategy]))
-    return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, floor, fold_floor)
+
+    def ndcg(strategy: str) -> float:
+        run = {q.qid: run_scores(ranker(strategy, q, config.search.pool)) for q in queries}
+        return mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
+
+    return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, ndcg(args.strategy),
+                 ndcg(TEXT_BASE[args.strategy]))
 
 
 def _text(choice, asked_folds: int) -> str:
