@@ -206,16 +206,16 @@ class Guard:
     above ``floor`` (what the current default scores on it). Its queries may come from another
     workspace; they only constrain the choice, they never score it.
 
-    ``fold_floor`` is what each fold's choice must keep instead (``floor`` when None). It must not
-    come from weights chosen on the queries being cross-validated: through it, a held-out fold picks
-    its own weights, and the cross-validated figures are in-sample ones (README, ``mem eval
-    fusion``). ``mem eval fusion`` takes the text strategy's nDCG@10 there (``TEXT_BASE``): the
-    fusion must not lose to the ranking it extends."""
+    ``fold_floor`` is what each fold's choice must keep instead. It must not come from weights
+    chosen on the queries being cross-validated: through it, a held-out fold picks its own weights,
+    and the cross-validated figures are in-sample ones (README, ``mem eval fusion``). So it has no
+    default: ``mem eval fusion`` takes the text strategy's nDCG@10 there (``TEXT_BASE``): the fusion
+    must not lose to the ranking it extends."""
 
     features: Sequence[QueryFeatures]
     qrels: Qrels
     floor: float
-    fold_floor: float | None = None
+    fold_floor: float
 
 
 def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: str, *, folds: int = 5,
@@ -265,8 +265,7 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
         kept_at = keeping(floor)
         return kept_at if len(kept_at) else np.flatnonzero(kept >= kept.max() - 1e-9)
 
-    floor = guard.floor if guard else None
-    fold_floor = (floor if guard.fold_floor is None else guard.fold_floor) if guard else None
+    floor, fold_floor = (guard.floor, guard.fold_floor) if guard else (None, None)
     distance = (np.abs([[point[n] - configured.get(n, 0.0) for n in point] for point in grid])
                 .sum(axis=1).round(9) if configured else np.zeros(len(grid)))
 

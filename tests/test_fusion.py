@@ -77,7 +77,8 @@ def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dic
     for q in range(count):
         gids = [f"s{rng.randrange(100):02d}-{q}-{i}" for i in range(rng.randrange(0, 14))]
         columns = {name: [rng.choice((0.0, 0.5, 1.0, 2.0)) for _ in gids] for name in FEATURES}
-        ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + (("x/named",) * (1 + (q % 8 == 0)) if q % 4 == 0 else ())
+        named = ("x/named",) * (1 + (q % 8 == 0)) if q % 4 == 0 else ()  # named twice in q0, q8
+        ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + named
         data.append(QueryFeatures(f"q{q}", f"run{q % 3}", ids, tuple(gids), columns, in_run=False))
         pool = gids + list(ids) + ["absent-1", "absent-2"]
         qrels[f"q{q}"] = {gid: rng.choice((0, 0, 1, 2)) for gid in rng.sample(pool, min(len(pool), 5))}
@@ -196,7 +197,7 @@ def test_a_guard_set_rules_out_weights_that_would_hurt_it():
     data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
     guarded = [features(f"g{i}", "ex", "cosine") for i in range(2)]  # its gold leads on cosine
-    guard = Guard(guarded, {f.qid: {f"{f.qid}-gold": 1} for f in guarded}, floor=1.0)
+    guard = Guard(guarded, {f.qid: {f"{f.qid}-gold": 1} for f in guarded}, floor=1.0, fold_floor=1.0)
     choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
     # vote alone would serve the data, but leaves the guard's gold last: cosine 0.5 + vote 0.5
     # ranks both golds first (0.5 beats every other candidate's 0)
@@ -215,8 +216,10 @@ def test_the_folds_keep_the_guard_at_its_fold_floor_so_a_held_out_run_cannot_cho
     gold = {f.qid: {f"{f.qid}-gold": 1} for f in guarded}
     both = {"bm25": 0.0, "cosine": 0.0, "vote": 0.5, "expanded": 0.5, "prior": 0.0, "context": 0.0,
             "affinity": 0.0}
-    leaky = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=Guard(guarded, gold, 1.0))
-    # that floor admits one point, so each fold "chooses" it: the held-out run picks its own weights
+    # with the table's floor in the folds too, each fold "chooses" the one point it admits: the
+    # held-out run picks its own weights
+    leaky = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5,
+                           guard=Guard(guarded, gold, 1.0, fold_floor=1.0))
     assert leaky.chosen == both and leaky.fold_weights == [both, both]
     assert leaky.admissible == 1 and leaky.cross_validated["nDCG@10"] == 1.0
     honest = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5,
@@ -235,7 +238,8 @@ def test_when_no_weights_keep_the_guard_the_closest_are_chosen_and_none_is_said_
     data = [features(f"q{i}", f"run{i % 2}", "vote") for i in range(4)]
     qrels = {f.qid: {f"{f.qid}-gold": 1} for f in data}
     guarded = [features(f"g{i}", "ex", "cosine") for i in range(2)]
-    guard = Guard(guarded, {f.qid: {f"{f.qid}-gold": 1} for f in guarded}, floor=1.5)  # unreachable
+    guard = Guard(guarded, {f.qid: {f"{f.qid}-gold": 1} for f in guarded}, floor=1.5,
+                  fold_floor=1.5)  # unreachable
     choice = choose_weights(data, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
     assert choice.admissible == 0 and choice.guard_floor == 1.5
     assert choice.guard_ndcg == 1.0  # the best the guard set gets, and among those the data's best
@@ -306,7 +310,7 @@ def test_each_kind_of_query_has_its_table():
     assert not choice.in_run and choice.toml().startswith("[fusion.graph]\n")
     with pytest.raises(ValueError, match="weights of their own"):
         choose_weights(asked + lookups, qrels, "rerank-graph", folds=2, step=0.5)
-    guard = Guard(lookups, gold, floor=0.0)
+    guard = Guard(lookups, gold, floor=0.0, fold_floor=0.0)
     with pytest.raises(ValueError, match="weights of their own"):
         choose_weights(asked, qrels, "rerank-graph", folds=2, step=0.5, guard=guard)
 
