@@ -78,7 +78,7 @@ _ESCAPED = re.compile(r"\\[,;:!|]")
 _MID = re.compile(r"\\mid(?![A-Za-z])")
 # A preamble's one-letter font macro (\\bbH, \\calO, \\frakp) names the operator its letter names, as
 # \\mathbb{H} does: \\bbI[X:Y|Z] and I(X:Y|Z) have one shape. Shapes only: as a word \\bbH stays bbh;
-# folding the word into h too (the letter of every subgroup H) cost the development set R@10 .669 -> .638.
+# folding the word into h too merges it with the letter of every subgroup H, and costs recall (README).
 _FONT_MACRO = re.compile(r"(?:bb|cal|frak|scr)([A-Za-z])")
 SIGNATURE_REACH = 200   # characters of an operator's arguments read for its separators
 
