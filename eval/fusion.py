@@ -35,7 +35,7 @@ from mem_retrieval.eval.metrics import judged, per_query
 from mem_retrieval.eval.ranker import archive_query
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES
-from mem_retrieval.retrieval.strategies import MODEL_FEATURES, fused_score_grid, fused_scores
+from mem_retrieval.retrieval.strategies import MODEL_FEATURES, STRATEGIES, fused_score_grid, fused_scores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +44,7 @@ OBJECTIVE = ("R@10", "R@50", "nDCG@10")
 REPORTED = ("R@5", "R@10", "R@50", "nDCG@10", "RR@10", "AP")
 FEATURES = {"graph": tuple(f for f in STRATEGY_FEATURES if f not in MODEL_FEATURES),  # no model
             "rerank-graph": STRATEGY_FEATURES}
-TEXT_BASE = {"graph": "bm25", "rerank-graph": "rerank"}  # the text ranking each one extends
+TEXT_BASE = {name: STRATEGIES[name].extends for name in FEATURES}  # the text ranking each one extends
 
 
 @dataclass(frozen=True)

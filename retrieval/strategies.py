@@ -198,6 +198,11 @@ class GraphFusion:
     def without_vectors(self) -> str | None:
         return "graph" if self.cosine else None
 
+    @property
+    def extends(self) -> str:
+        """The text ranking this one adds the graph to: rerank with the embedding, bm25 without."""
+        return "rerank" if self.cosine else "bm25"
+
     def candidates(self, search: "Searcher", request: Request) -> list[Candidate]:
         from mem_retrieval.retrieval.graph import graph_candidates
 
