@@ -22,8 +22,8 @@ chunks of 8 run 333 word pieces a pair where one call per side ran 701.
 The texts are encoded in bfloat16 where the CPU computes it natively (``Training.precision``
 "auto"; AVX-512 BF16 or AMX): torch's autocast runs the model's matrix products in bfloat16, while
 the weights, the optimiser, the cosines and the loss stay float32. On the development set's pairs
-that trains 1.4–1.6 times as fast, to the same quality (README). Elsewhere bfloat16 is emulated
-and slower, so "auto" keeps float32 there."""
+that trains 1.4–1.9 times as fast, to the same quality within the noise of a few hundred pairs
+(README). Elsewhere bfloat16 is emulated and slower, so "auto" keeps float32 there."""
 
 from __future__ import annotations
 

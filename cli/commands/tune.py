@@ -27,7 +27,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--batch-size", type=int, default=16, metavar="N",
                         help="pairs a step; the other pairs of a batch are its negatives (default 16)")
     parser.add_argument("--precision", default="auto", metavar="P",
-                        help="the encoding's arithmetic while training, bf16 or fp32: bf16 runs 1.4-1.6x "
+                        help="the encoding's arithmetic while training, bf16 or fp32: bf16 runs 1.4-1.9x "
                              "as fast where the CPU has it natively; auto (the default) uses it there")
     parser.add_argument("--holdout-queries", metavar="FILE",
                         help="queries JSONL: the steps they name, and the work written after them, never "
