@@ -230,7 +230,7 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
     reuse queries with the base model and with the tuned one (a scratch index; nothing installed)."""
     from mem_retrieval.eval.derived import derive
     from mem_retrieval.eval.folds import group_folds
-    from mem_retrieval.eval.metrics import mean_metrics, run_scores
+    from mem_retrieval.eval.metrics import strategy_metrics
     from mem_retrieval.eval.ranker import make_ranker
     from mem_retrieval.indexers.build import build_index
 
@@ -247,8 +247,9 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
 
     def scores(retriever: Retriever) -> dict[str, dict[str, float]]:
         ranker = make_ranker(retriever, library=True)
-        return {name: mean_metrics({q.qid: run_scores(ranker(name, q, 100)) for q in derived.queries},
-                                   derived.qrels) for name in strategies}
+        depth = memory.config.search.pool
+        return {name: strategy_metrics(ranker, name, derived.queries, derived.qrels, depth)
+                for name in strategies}
 
     before = scores(memory.retriever)
     mined = held_out_pairs(memory.retriever, set(held), [q.step for q in derived.queries if q.step],

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from mem_retrieval.eval.judgments import Qrels, Run
-from mem_retrieval.eval.ranker import RankedHit
+from mem_retrieval.eval.judgments import Qrels, Query, Run
+from mem_retrieval.eval.ranker import RankedHit, Ranker
 
 METRICS = ("R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP")
 _RESOLUTION = 1_000_000  # scores in runs are kept to 6 decimals, as write_trec_run writes them
@@ -63,3 +63,10 @@ def mean_metrics(run: Run, qrels: Qrels, metrics: Iterable[str] = METRICS) -> di
     if not values:
         return dict.fromkeys(names, 0.0)
     return {name: sum(query[name] for query in values.values()) / len(values) for name in names}
+
+
+def strategy_metrics(ranker: Ranker, strategy: str, queries: Iterable[Query], qrels: Qrels, depth: int,
+                     metrics: Iterable[str] = METRICS) -> dict[str, float]:
+    """``mean_metrics`` of ``strategy``'s lists (``ranker``, cut to ``depth``) for ``queries``."""
+    run = {query.qid: run_scores(ranker(strategy, query, depth)) for query in queries}
+    return mean_metrics(run, qrels, metrics)

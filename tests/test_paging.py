@@ -14,7 +14,8 @@ import pytest
 
 from mem_retrieval.retrieval.hint import Hint, relevance_weights
 from mem_retrieval.eval.judgments import Query, write_trec_run
-from mem_retrieval.eval.metrics import METRICS, judged, mean_metrics, per_query, run_scores
+from mem_retrieval.eval.metrics import (METRICS, judged, mean_metrics, per_query, run_scores,
+                                        strategy_metrics)
 from mem_retrieval.eval.paging import (RankedPages, fewest_pages, fixed, first_page, hint, patience, read, recall_at,
                          recall_by_page, score_drop, standard_pagers, summarize)
 from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
@@ -71,6 +72,24 @@ def test_a_query_without_hits_counts_as_zero_not_dropped():
     assert mean_metrics({"q1": TOY_RUN["q1"], "q3": {}}, TOY_QRELS)["R@5"] == pytest.approx(1 / 3)
     assert mean_metrics({}, TOY_QRELS) == dict.fromkeys(METRICS, 0.0)
     assert mean_metrics({}, {}) == dict.fromkeys(METRICS, 0.0)
+
+
+def test_a_strategys_metrics_rank_each_query_at_the_depth_asked():
+    # q3's gold g is the 7th hit of "slow" and the 1st of "fast"; q1 and q2 are judged, with no hits
+    lists = {"slow": hits(*filler("h", 6), "g", *filler("k", 5)), "fast": hits("g", *filler("h", 6))}
+    asked = []
+
+    def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
+        asked.append((strategy, query.qid, depth))
+        return lists[strategy][:depth] if query.qid == "q3" else []
+
+    queries = [Query(qid, "text") for qid in ("q1", "q2", "q3")]
+    assert strategy_metrics(ranker, "slow", queries, TOY_QRELS, 12) == pytest.approx(
+        {"R@5": 0, "R@10": 1 / 3, "R@50": 1 / 3, "RR@10": 1 / 21, "nDCG@10": 1 / 9, "AP": 1 / 21})
+    assert strategy_metrics(ranker, "slow", queries, TOY_QRELS, 6, ["R@10"]) == {"R@10": 0.0}  # cut at 6
+    assert strategy_metrics(ranker, "fast", queries, TOY_QRELS, 6, ["nDCG@10"]) == pytest.approx(
+        {"nDCG@10": 1 / 3})
+    assert asked[:3] == [("slow", "q1", 12), ("slow", "q2", 12), ("slow", "q3", 12)]
 
 
 def test_run_scores_keep_the_ranked_order_under_trec_eval_tie_breaking():

@@ -114,7 +114,7 @@ def _guard(args, ctx, config, in_run: bool):
     weights may have been chosen on the queries a fold holds out). None when it has none."""
 
     from mem_retrieval.eval.fusion import TEXT_BASE, Guard, collect
-    from mem_retrieval.eval.metrics import mean_metrics, run_scores
+    from mem_retrieval.eval.metrics import strategy_metrics
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.eval.ranker import make_ranker
     from mem_retrieval.memory import Memory
@@ -129,8 +129,7 @@ def _guard(args, ctx, config, in_run: bool):
     ranker = make_ranker(guard_memory.retriever)
 
     def ndcg(strategy: str) -> float:
-        run = {q.qid: run_scores(ranker(strategy, q, config.search.pool)) for q in queries}
-        return mean_metrics(run, qrels, ["nDCG@10"])["nDCG@10"]
+        return strategy_metrics(ranker, strategy, queries, qrels, config.search.pool, ["nDCG@10"])["nDCG@10"]
 
     return Guard(collect(guard_memory.retriever, args.strategy, queries), qrels, ndcg(args.strategy),
                  ndcg(TEXT_BASE[args.strategy]))
