@@ -15,7 +15,7 @@ from mem_retrieval.eval.folds import group_folds
 from mem_retrieval.eval.fusion import (OBJECTIVE, Guard, QueryFeatures, choose_weights, grid_metrics,
                                        rank, simplex)
 from mem_retrieval.eval.metrics import per_query
-from mem_retrieval.retrieval.strategies import FEATURES, fused_score_grid, fused_scores
+from mem_retrieval.retrieval.strategies import FEATURES, NORMALISED, fused_score_grid, fused_scores
 
 
 def test_the_grid_is_the_simplex():
@@ -63,6 +63,11 @@ def test_the_fused_score_by_hand_and_for_a_whole_grid_at_once():
     rows = fused_score_grid(columns, grid)
     assert rows.shape == (len(grid), 40)
     assert all(rows[p].tolist() == fused_scores(columns, w).tolist() for p, w in enumerate(grid))
+    # and each row is the sum written out in plain Python (a brute-force oracle, feature by feature)
+    scale = {name: (max(column) or 1.0) if name in NORMALISED else 1.0 for name, column in columns.items()}
+    by_hand = [[sum(w.get(name, 0.0) * column[i] / scale[name] for name, column in columns.items())
+                for i in range(40)] for w in grid]
+    assert rows.tolist() == by_hand
     assert fused_score_grid({}, grid).shape == (len(grid), 0)
 
 

@@ -1,6 +1,7 @@
 """`mem tune` end to end on the tiny shared workspace: pairs mined from its citations, a model
 trained and installed with its provenance, every text re-embedded with it, a search that uses it,
-an index refusing a model whose files changed, and --reset back to the configured model."""
+an index refusing a model whose files changed, --reset back to the configured model, and --eval
+holding out a run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import build_workspace
+from conftest import build_workspace, library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers.store import key
 from mem_retrieval.memory import Memory
@@ -69,6 +70,30 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
     assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").glob("tuned-*"))
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
+
+
+def test_tune_eval_holds_out_a_run_scores_it_before_and_after_and_installs_nothing(tmp_path):
+    # beta/b1 cites the library's alpha/a1 and gamma/g1 the library's beta/b1: two runs to hold out
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("g1", parents=("beta/b1",))])
+    ws.write_library([library_line("alpha", ws.tree("alpha")["steps"][0]),
+                      library_line("beta", ws.tree("beta")["steps"][0])])
+    assert cli(ws.root, "index")[0] == 0
+    code, out, err = cli(ws.root, "--json", "tune", "--eval")
+    assert code == 0, err
+    report = json.loads(out)
+    # one query per run: the folds take runs by name, so fold 0, held out, is beta (b1 -> alpha/a1)
+    assert report["held_out"] == ["beta"] and report["queries"] == 1
+    # trained on the others' citations, a2 -> a1 and a4 -> a2; gamma's g1 cites b1, so it was
+    # written after the held-out query's step and is not trained on
+    assert report["training"]["pairs"] == 2
+    # the query's gold, alpha/a1, is the one library step of another run: R@5 is 1 with either model
+    for table in (report["before"], report["after"]):
+        assert set(table) == {"rerank", "rerank-graph"}
+        assert all(metrics["R@5"] == 1.0 for metrics in table.values())
+    meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    assert "tuned" not in meta["model"]  # nothing installed
+    assert not list((ws.root / ".mem" / "models").glob("tuned-*"))
 
 
 def test_the_training_benchmark_times_each_setting_against_the_first(tmp_path, capsys):
