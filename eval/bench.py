@@ -6,14 +6,16 @@ Workspaces of 1,000, 10,000 and 100,000 steps (``eval/synthetic.py``) are measur
                          [--skip-full-index-above N] [--queries N] [--cold-runs N] [--profile]
     python -m mem_retrieval.eval.bench --scale [--scale-steps 2000] [--workers 1,2] [--uri loopback|s3://…]
 
-Per size: full index (`mem index --full` as a process: in-process seconds, records/s, texts/s,
-peak memory); incremental reindex after rewriting 1% of the statements; warm in-process p50/p95 of
-id lookups, BM25-only and the default hybrid search; the naive baseline on the same queries; cold
-whole-process `mem archive-search` / `mem archive-get`, and `mem archive-search` with `mem serve`
-running when this checkout has it. Writes ``bench.json`` and ``bench.md`` to --out and prints the
-table. ``--quick`` is 1,000 and 10,000 steps with fewer queries (CI-safe time). ``--scale`` runs the
-scale benchmark instead (``eval/bench_scale.py``: local engine against Ray with 1 and 2 workers, local
-disk against an object store, and the projection to N workers and 1,000,000 steps)."""
+Per size: full index (`mem index --full` as a process: in-process seconds, records/s, texts/s, peak
+memory); incremental reindex after rewriting 1% of the statements; warm in-process p50/p95 of id
+lookups, BM25-only and the default hybrid search, and of both as of a time halfway through the
+workspace (``--until``: BM25 counts its statistics over that memory); the naive baseline on the same
+queries; cold whole-process `mem archive-search` (also with ``--until``) / `mem archive-get`, and
+`mem archive-search` with `mem serve` running when this checkout has it. Writes ``bench.json`` and
+``bench.md`` to --out and prints the table. ``--quick`` is 1,000 and 10,000 steps with fewer queries
+(CI-safe time). ``--scale`` runs the scale benchmark instead (``eval/bench_scale.py``: local engine
+against Ray with 1 and 2 workers, local disk against an object store, and the projection to N
+workers and 1,000,000 steps)."""
 
 from __future__ import annotations
 
@@ -150,6 +152,15 @@ def _profile(call, items, path: Path) -> None:
     _say(f"  profile written to {path}")
 
 
+def midway(root: Path) -> str:
+    """An event's time about halfway through a workspace: the middle event of the run that starts in
+    the middle (what the as-of figures search as of)."""
+    workspace = Workspace(root)
+    starts = sorted((next(workspace.events(run)).timestamp, run) for run in workspace.runs())
+    events = list(workspace.events(starts[len(starts) // 2][1]))
+    return events[len(events) // 2].time
+
+
 def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options) -> dict[str, Any]:
     """Warm in-process p50/p95 of ours and of the naive baseline, on the same queries."""
     from mem_retrieval.eval.bench_naive import NaiveSearch
@@ -181,6 +192,9 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
         "hybrid": _timed_ms(search, texts),
         "hybrid_setting": _timed_ms(lambda qs: search(qs[0], setting=qs[1]), setting_texts),
     }
+    cut = midway(made.root)  # memory as it stood then: BM25's statistics over it (retrieval/bm25.py)
+    timings["bm25_asof"] = _timed_ms(lambda q: search(q, strategy="bm25", until=cut), texts)
+    timings["hybrid_asof"] = _timed_ms(lambda q: search(q, until=cut), texts)
     naive = NaiveSearch(retriever)
     for text in warm_texts:
         naive.search(text)
@@ -239,13 +253,17 @@ def _cold(made: synthetic.Synthetic, load: synthetic.Workload, options: Options,
     notes: list[str] = []
     _say(f"  cold processes ({runs} runs each) …")
     search = [run_child(mem_argv(made.root, "archive-search", text)) for text in load.texts[w:w + runs]]
+    cut = midway(made.root)
+    as_of = [run_child(mem_argv(made.root, "archive-search", text, "--until", cut))
+             for text in load.texts[w:w + runs]]
     get = [run_child(mem_argv(made.root, "archive-get", gid)).check("mem archive-get")
            for gid in load.gids[:runs]]
-    for child in search:
+    for child in search + as_of:
         if child.returncode not in (0, 1):  # 1: no hit, a valid answer
             child.check("mem archive-search")
     figures: dict[str, Any] = {  # no server: MEM_NO_SERVER=1 in these children
         "cold_search_p50_s": float(np.median([c.seconds for c in search])),
+        "cold_search_asof_p50_s": float(np.median([c.seconds for c in as_of])),
         "cold_get_p50_s": float(np.median([c.seconds for c in get])),
         "search_peak_mb": max(c.peak_mb for c in search),
         "get_peak_mb": max(c.peak_mb for c in get),
@@ -458,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = result["figures"]
         print(f"{result['workspace']}: {result['steps']} steps, {figures['records']} records, "
               f"{figures['embedded']} texts embedded; full index {figures['full_index_s']:.1f} s")
-        for name in ("id", "gid", "bm25", "hybrid", "hybrid_setting", "naive"):
+        for name in ("id", "gid", "bm25", "hybrid", "hybrid_setting", "bm25_asof", "hybrid_asof", "naive"):
             print(f"  warm {name:<15} p50 {figures[f'{name}_p50_ms']:8.2f} ms   "
                   f"p95 {figures[f'{name}_p95_ms']:8.2f} ms")
         return 0

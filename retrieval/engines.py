@@ -6,7 +6,8 @@ applies the prefilter inside the index query. ``rank-bm25`` is the rank_bm25 pac
 each process over the prefiltered rows (a second engine, to compare against). Both return
 candidates best first, ties broken by gid, so that pages are stable from call to call (lance #9132:
 FTS limit/offset can repeat or skip tied rows, so one fixed pool is taken and sliced here, never
-paged in the index)."""
+paged in the index). A search that cuts memory (``until``, ``hide``) scores with Lance's formula
+over only the rows in memory (``memory_bm25_candidates``): the index's statistics count them all."""
 
 from __future__ import annotations
 
@@ -33,6 +34,57 @@ def lance_candidates(table, table_name: str, tokens: str, where: str | None, lim
         query = query.where(where, prefilter=True)
     data = query.select(_columns(table_name, vectors) + ["_score"]).limit(limit).to_arrow()
     return _best_first(from_arrow(data, table_name, "_score"), "bm25")
+
+
+_MEMORIES: dict[tuple, tuple] = {}
+FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits of a cut memory
+
+
+def _memory_index(table, memory: str):
+    """BM25 over the rows ``memory`` keeps, with their gids and each gid's place in gid order,
+    built once per table version and cut."""
+    import numpy as np
+
+    from mem_retrieval.retrieval.bm25 import Bm25Index
+
+    cache_key = (table.uri, table.version, memory)
+    if cache_key not in _MEMORIES:
+        if len(_MEMORIES) > 4:
+            _MEMORIES.clear()
+        data = (table.search().where(memory).select(["gid", "tokens"])
+                .limit(max(table.count_rows(), 1)).to_arrow())
+        gids = np.asarray(data["gid"].to_pylist(), dtype=object)
+        rank = np.empty(len(gids), dtype=np.int64)
+        rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
+        _MEMORIES[cache_key] = Bm25Index.build(data["tokens"]), gids, rank
+    return _MEMORIES[cache_key]
+
+
+def memory_bm25_candidates(table, table_name: str, tokens: str, memory: str, where: str, limit: int,
+                           vectors: bool = True) -> list[Candidate]:
+    """The ``limit`` best BM25 candidates of a search that cuts memory (``memory``: the SQL of
+    ``Filters.memory``, as of a time or before a hidden step), scored as over a table holding only
+    the rows in memory (LanceDB's index counts its statistics over all rows, later and hidden ones
+    too); ``where`` (the whole prefilter, the cut included) chooses among them."""
+    import numpy as np
+
+    if not tokens:
+        return []
+    index, gids, rank = _memory_index(table, memory)
+    scores = index.scores(tokens)
+    hits = np.flatnonzero(scores > 0)
+    hits = hits[np.lexsort((rank[hits], -scores[hits]))]
+    found: list[Candidate] = []
+    step = max(4 * limit, FETCH_AT_LEAST)  # other filters (run, kind, the setting rule) drop some
+    for start in range(0, len(hits), step):
+        chunk = {gids[i]: float(scores[i]) for i in hits[start:start + step]}
+        match = in_list("key", [key(g) for g in chunk])
+        data = (table.search().where(match if where == memory else f"({match}) AND ({where})")
+                .select(_columns(table_name, vectors)).limit(len(chunk)).to_arrow())
+        found += [c.scored(0.0, bm25=chunk[c.gid]) for c in from_arrow(data, table_name)]
+        if len(found) >= limit:
+            break
+    return _best_first(found, "bm25")[:limit]
 
 
 _MODELS: dict[tuple, tuple] = {}

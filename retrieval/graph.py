@@ -126,12 +126,9 @@ class CitationGraph:
     def visible(self, filters: "Filters") -> "np.ndarray | None":
         """The rows a query with these filters may see (None: every row): what its hidden step
         hides (``Hidden``) and what ``until`` had not named yet are not in memory for it
-        (``Filters.mask`` of those two)."""
-        from mem_retrieval.retrieval.query import Filters
-
-        memory = Filters(hide=filters.hide, until=filters.until)
-        return memory.mask({"key": self.keys, "run_key": self.run_keys, "named_ts": self.named_ts,
-                            "named_seq": self.named_seq})
+        (``Filters.memory``)."""
+        return filters.memory().mask({"key": self.keys, "run_key": self.run_keys,
+                                      "named_ts": self.named_ts, "named_seq": self.named_seq})
 
     def in_degree(self, seen: "np.ndarray | None") -> "np.ndarray":
         """How many visible steps cite each row (links from what is not visible do not count)."""

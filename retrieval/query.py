@@ -178,6 +178,12 @@ class Filters:
     until: Until | None = None
     library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
 
+    def memory(self) -> "Filters":
+        """What the search may know of: only the filters that cut memory as it stood (``hide``,
+        ``until``), without those that choose among it (run, kind, status, library). BM25 counts
+        its statistics over it, the citation graph its links."""
+        return Filters(hide=self.hide, until=self.until)
+
     def where(self, table: str, extra: list[str] | None = None) -> str | None:
         """The prefilter as SQL, built only from integer keys and the closed enums."""
         parts = list(extra or [])

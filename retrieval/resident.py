@@ -1,11 +1,11 @@
 """The pinned steps table held in memory, for a searcher that answers many queries (`mem serve`,
-the Python API, the evaluators): BM25 from an in-memory inverted index, the prefilter as numpy
-masks, rows and vectors taken by position.
+the Python API, the evaluators): BM25 from an in-memory inverted index (``bm25.Bm25Index``), the
+prefilter as numpy masks, rows and vectors taken by position.
 
-It gives what LanceDB's full-text index gives over the same table version (the same candidates,
-scores and order: Lance's BM25 with k1 = 1.2, b = 0.75 and idf = ln(1 + (N − n + 0.5)/(n + 0.5)),
-counted over the whole table; a query word written twice counts twice; ties by gid), checked
-against it in tests/test_resident.py, in about a millisecond where the index query takes ~10 at
+It gives what a one-shot search gives over the same table version (the same candidates, scores and
+order; ties by gid): LanceDB's full-text index, or for a search that cuts memory (as of a time,
+before a hidden step) BM25 over that memory alone (``engines.memory_bm25_candidates``), checked
+against both in tests/test_resident.py, in about a millisecond where the index query takes ~10 at
 100,000 steps. It costs one scan of the table (about 2 s and, with the vectors, ~1.9 KB a step at
 100,000 steps), so a one-shot CLI call never builds it: a searcher builds it on a worker thread from
 its third search on (one call searches at most twice), and the index answers until it is ready."""
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mem_retrieval.retrieval.bm25 import Bm25Index
 from mem_retrieval.retrieval.candidates import Candidate, StepRow, from_arrow
 from mem_retrieval.retrieval.graph import COLUMNS as GRAPH_COLUMNS
 from mem_retrieval.retrieval.graph import CitationGraph
@@ -24,74 +25,7 @@ if TYPE_CHECKING:
 
     from mem_retrieval.retrieval.strategies import Request
 
-LANCE_K1, LANCE_B = 1.2, 0.75     # what LanceDB's full-text index scores with (not configurable there)
 FILTER_COLUMNS = ("key", "run_key", "setting_key", "kind", "status", "in_library", "named_ts", "named_seq")
-
-
-@dataclass(frozen=True)
-class Bm25Index:
-    """BM25 impacts by term: term ``t``'s postings are ``docs[offsets[t]:offsets[t + 1]]``, each
-    with its precomputed share of a score, idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))."""
-
-    terms: dict[str, int]
-    offsets: "np.ndarray"
-    docs: "np.ndarray"
-    impacts: "np.ndarray"
-    size: int
-
-    @classmethod
-    def build(cls, tokens, k1: float = LANCE_K1, b: float = LANCE_B, chunk: int = 8192) -> "Bm25Index":
-        """The index of a string column of space-separated tokens (row ``i`` is document ``i``),
-        read ``chunk`` documents at a time (the split words of 100,000 steps at once cost ~400 MB)."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        column = tokens.combine_chunks() if isinstance(tokens, pa.ChunkedArray) else tokens
-        size = len(column)
-        terms: dict[str, int] = {}
-        parts_docs, parts_terms, parts_tf, lengths = [], [], [], []
-        for start in range(0, size, chunk):
-            words = pc.split_pattern(column.slice(start, chunk).fill_null(""), " ")
-            counts = np.asarray(words.value_lengths().to_numpy(zero_copy_only=False), dtype=np.int64)
-            encoded = words.flatten().dictionary_encode()
-            local = np.asarray([terms.setdefault(w, len(terms)) if w else -1
-                                for w in encoded.dictionary.to_pylist()], dtype=np.int64)
-            term_ids = local[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
-            docs = np.repeat(np.arange(start, start + len(counts), dtype=np.int64), counts)
-            real = term_ids >= 0  # two spaces in a row, or an empty text
-            docs, term_ids = docs[real], term_ids[real]
-            lengths.append(np.bincount(docs - start, minlength=len(counts)))
-            pairs, tf = np.unique((docs << 32) + term_ids, return_counts=True)
-            parts_docs.append((pairs >> 32).astype(np.int32))
-            parts_terms.append((pairs & 0xFFFFFFFF).astype(np.int32))
-            parts_tf.append(tf.astype(np.float32))
-        width = max(len(terms), 1)
-        pair_docs = np.concatenate(parts_docs or [np.zeros(0, np.int32)])
-        pair_terms = np.concatenate(parts_terms or [np.zeros(0, np.int32)])
-        tf = np.concatenate(parts_tf or [np.zeros(0, np.float32)]).astype(np.float64)
-        by_term = np.argsort(pair_terms, kind="stable")  # documents stay in order within a term
-        pair_docs, pair_terms, tf = pair_docs[by_term], pair_terms[by_term], tf[by_term]
-        df = np.bincount(pair_terms, minlength=width)
-        offsets = np.zeros(width + 1, dtype=np.int64)
-        np.cumsum(df, out=offsets[1:])
-        length = np.concatenate(lengths or [np.zeros(0, np.int64)]).astype(np.float64)
-        average = length.mean() if size else 1.0
-        idf = np.log1p((size - df + 0.5) / (df + 0.5))
-        impacts = idf[pair_terms] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length[pair_docs] / (average or 1.0)))
-        return cls(terms, offsets, pair_docs, impacts.astype(np.float32), size)
-
-    def scores(self, tokens: str) -> "np.ndarray":
-        """Every document's BM25 score for the query ``tokens`` (space-separated, as indexed)."""
-        import numpy as np
-
-        spans = [(self.offsets[t], self.offsets[t + 1]) for t in
-                 (self.terms.get(word) for word in tokens.split()) if t is not None]
-        if not spans:
-            return np.zeros(self.size, dtype=np.float64)
-        docs = np.concatenate([self.docs[a:b] for a, b in spans])
-        impacts = np.concatenate([self.impacts[a:b] for a, b in spans])
-        return np.bincount(docs, weights=impacts, minlength=self.size)
 
 
 def best(scores: "np.ndarray", keep: "np.ndarray | None", limit: int, tiebreak: "np.ndarray") -> "np.ndarray":
@@ -161,7 +95,8 @@ class ResidentSteps:
     def nbytes(self) -> int:
         """What it holds, in bytes (the id and term dictionaries' Python objects not counted)."""
         arrays = [*self.columns.values(), self.gid_rank, self.sorted_row_ids, self.row_id_positions,
-                  self.bm25.offsets, self.bm25.docs, self.bm25.impacts, self.graph.keys,
+                  self.bm25.offsets, self.bm25.docs, self.bm25.tf, self.bm25.impacts,
+                  self.bm25.lengths, self.graph.keys,
                   self.graph.order, self.graph.sorted_keys, self.graph.offsets, self.graph.targets]
         return (self.rows.nbytes + sum(a.nbytes for a in arrays)
                 + (0 if self.vectors is None else self.vectors.nbytes))
@@ -178,10 +113,11 @@ class ResidentSteps:
 
     def text(self, tokens: str, request: "Request", limit: int, vectors: bool = True) -> list[Candidate]:
         """The ``limit`` best BM25 matches of ``tokens`` under the request's prefilter, best first
-        (ties by gid): the candidates ``engines.lance_candidates`` gives."""
+        (ties by gid): the candidates ``engines.lance_candidates`` gives, but for the statistics
+        of a search as of a time or before a hidden step, counted over its memory alone."""
         if not tokens:
             return []
-        scores = self.bm25.scores(tokens)
+        scores = self.bm25.scores(tokens, request.filters.memory().mask(self.columns))
         chosen = best(scores, request.mask(self.columns), limit, self.gid_rank)
         return self.candidates(chosen, scores[chosen], vectors)
 

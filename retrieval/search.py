@@ -201,6 +201,10 @@ class Searcher:
         if bm25.engine == "rank-bm25":
             return engines.rank_bm25_candidates(table, request.table, tokens, request.where, pool,
                                                 bm25.k1, bm25.b, vectors)
+        memory = request.filters.memory().where(request.table)
+        if memory is not None:  # as of a time, or before a hidden step: statistics over that memory
+            return engines.memory_bm25_candidates(table, request.table, tokens, memory, request.where,
+                                                  pool, vectors)
         return engines.lance_candidates(table, request.table, tokens, request.where, pool, vectors)
 
     def nearest(self, request: Request) -> list[Candidate]:

@@ -55,7 +55,7 @@ class Request:
     def memory(self) -> "Request":
         """The same text over all that the query may see: without the filters that only choose
         candidates (run, kind, status, library, the setting rule), keeping ``hide`` and ``until``."""
-        return Request(self.table, self.text, Filters(hide=self.filters.hide, until=self.filters.until))
+        return Request(self.table, self.text, self.filters.memory())
 
     def mask(self, columns: "dict[str, np.ndarray]") -> "np.ndarray | None":
         """The prefilter over in-memory ``columns`` (``Filters.mask``; for the setting rule,

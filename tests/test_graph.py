@@ -285,6 +285,41 @@ def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strate
         assert "gamma/g" in found()
 
 
+BEFORE_Q = "2026-10-18T02:30:00Z"  # gamma's log has named g and h, not yet q; delta has no log
+
+
+def scored(hits) -> tuple[list[str], list[float]]:
+    """Ranked candidates (``gid``) or event hits (``id``): their ids in order, and their scores."""
+    return [getattr(h, "gid", None) or h.id for h in hits], [h.score for h in hits]
+
+
+@pytest.mark.parametrize("held", ["index", "in memory"])
+def test_a_cut_memory_ranks_and_scores_as_the_workspace_that_held_only_it(later_work, before_q, held,
+                                                                        monkeypatch):
+    """Hiding q, or asking as of the hour before q was named, answers exactly as the workspace
+    before q (which never held q, r nor d): the same hits in the same order with the same scores,
+    by every strategy, whether the index or the table in memory answers. BM25's statistics too:
+    LanceDB's own index counts q's, r's and d's words in its idf and average length. The events as
+    of that hour likewise."""
+    import mem_retrieval.retrieval.search as search_module
+
+    monkeypatch.setattr(search_module, "RESIDENT_AFTER", 10**9)
+    full, cut = Memory.open(later_work.workspace.root), Memory.open(before_q.workspace.root)
+    if held == "in memory":
+        full.retriever.searcher.warm()
+        cut.retriever.searcher.warm()
+    text = "statement: spherical Hecke operators generate"  # every step of the toy has a statement
+    for strategy in TEXT_STRATEGIES:
+        want = scored(cut.retriever.ranked(ArchiveQuery(text, strategy=strategy)))
+        assert len(want[0]) > 3
+        for asked in (ArchiveQuery(text, hide="gamma/q", strategy=strategy),
+                      ArchiveQuery(text, until=BEFORE_Q, strategy=strategy)):
+            ids, scores = scored(full.retriever.ranked(asked))
+            assert ids == want[0] and scores == pytest.approx(want[1], abs=1e-6), asked
+    ids, scores = scored(cut.recall_hits("step"))
+    assert len(ids) > 2 and scored(full.recall_hits("step", until=BEFORE_Q)) == (ids, pytest.approx(scores))
+
+
 def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     """What leave-one-out hides is kept out of `mem tune --holdout-queries` too, and `mem eval
     paging` warns about a model trained on it: d cites q and g, so it came after both, not h."""

@@ -1,4 +1,5 @@
-"""The steps table held in memory (retrieval/resident.py): BM25 worked out by hand, the prefilter
+"""The steps table held in memory (retrieval/resident.py): BM25 worked out by hand, over the whole
+table and over a cut memory (against an index of those rows alone, on random texts), the prefilter
 as a numpy mask agreeing with LanceDB's SQL filter row for row, and every strategy answering from
 memory exactly as from the index (same hits, same order, scores within float32 rounding), with the
 one-shot CLI call never paying for it."""
@@ -16,7 +17,8 @@ import mem_retrieval.retrieval.search as search_module
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
-from mem_retrieval.retrieval.resident import Bm25Index, best
+from mem_retrieval.retrieval.bm25 import Bm25Index
+from mem_retrieval.retrieval.resident import best
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request
 
 RESIDENT_AFTER = search_module.RESIDENT_AFTER  # as shipped (the pair fixture raises it)
@@ -37,6 +39,35 @@ def test_bm25_by_hand():
     # a word written twice counts twice (as in LanceDB); an unknown word counts for nothing
     assert index.scores("c c zzz")[2] == pytest.approx(2 * lance_bm25(1, 2, 4, 1, 1.5), rel=1e-6)
     assert not index.scores("zzz").any()
+
+
+def test_bm25_over_memory_by_hand():
+    """Document 1 is not in memory (written later, or hidden): N = 3, lengths 3, 1, 0 (average
+    4/3), c in one document; a's share is the same as over a table without document 1."""
+    index = Bm25Index.build(pa.array(["a b a", "b c", "c", ""]))
+    scores = index.scores("a c", np.array([True, False, True, True]))
+    assert scores[0] == pytest.approx(lance_bm25(2, 1, 3, 3, 4 / 3), rel=1e-6)
+    assert scores[1] == 0.0
+    assert scores[2] == pytest.approx(lance_bm25(1, 1, 3, 1, 4 / 3), rel=1e-6)
+    assert not index.scores("a", np.zeros(4, dtype=bool)).any()
+
+
+def test_bm25_over_memory_is_bm25_over_a_table_of_those_rows_alone():
+    """Brute-force oracle: on random texts and random memories, the scores are those of an index
+    built over the rows in memory alone (bit for bit), 0 elsewhere; all rows in memory is no cut."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(12)]
+    for _ in range(30):
+        texts = [" ".join(rng.choice(words, rng.integers(0, 9))) for _ in range(rng.integers(1, 40))]
+        index = Bm25Index.build(pa.array(texts))
+        memory = rng.random(len(texts)) < 0.6
+        alone = Bm25Index.build(pa.array([t for t, kept in zip(texts, memory) if kept]))
+        for query in (" ".join(rng.choice(words, 3)), "w1 w1 w2", "zzz"):
+            scores = index.scores(query, memory)
+            assert scores[memory].tolist() == alone.scores(query).tolist()
+            assert not scores[~memory].any()
+            whole = index.scores(query, np.ones(len(texts), dtype=bool))
+            assert whole.tolist() == index.scores(query).tolist()
 
 
 def test_best_cuts_ties_by_gid_order():
@@ -139,6 +170,35 @@ def test_every_strategy_answers_from_memory_as_from_the_index(pair):
     # the rows shown are read from memory, as from the index
     page = warm.retriever.archive_search(ArchiveQuery("A5-7"))
     assert page.hits == cold.retriever.archive_search(ArchiveQuery("A5-7")).hits
+
+
+@pytest.mark.parametrize("limit", [1, 3, 40])
+def test_a_cut_memory_found_a_few_rows_at_a_time_gives_the_best_that_pass_the_filters(pair, limit,
+                                                                                       monkeypatch):
+    """The index path of a search that cuts memory asks the table for its best BM25 hits a chunk at
+    a time, until enough pass the other filters: with chunks of 4 × limit the run filter drops most
+    of each, and the hits are still the best ``limit`` of that run, as the table in memory finds."""
+    from mem_retrieval.retrieval import engines
+
+    monkeypatch.setattr(engines, "FETCH_AT_LEAST", 1)
+    _, warm = pair
+    searcher = warm.retriever.searcher
+    resident, table = searcher.resident(), searcher.table("steps")
+    gid, hidden = hidden_step(table)
+    runs = sorted(set(resident.rows["run"].to_pylist()))
+    from mem_retrieval.text.tokenize import token_string
+
+    tokens = token_string("Frobenius Hecke fixed field Satake Galois")
+    compared = 0
+    for run in runs:
+        request = Request("steps", tokens, Filters(run=run, hide=hidden))
+        memory = request.filters.memory().where("steps")
+        found = engines.memory_bm25_candidates(table, "steps", tokens, memory, request.where, limit)
+        want = resident.text(tokens, request, limit)
+        assert [c.gid for c in found] == [c.gid for c in want]
+        assert [c.bm25 for c in found] == pytest.approx([c.bm25 for c in want], rel=1e-6)
+        compared += len(found)
+    assert compared >= min(limit, 2) * len(runs) // 2, compared
 
 
 def test_a_one_shot_call_never_reads_the_table_into_memory(example, monkeypatch):
