@@ -255,7 +255,7 @@ def graph_candidates(search, request, vector) -> list:
         votes = votes / (1.0 + cited) ** config.hub_damping
     rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
     known = set(rows.tolist())
-    order = np.argsort(-votes, kind="stable")
+    order = np.lexsort((graph.keys, -votes))  # ties by key, not by where rows lie in the table
     voted = [int(row) for row in order[: OVERFETCH * config.voted + len(known)]
              if votes[row] > 0 and int(row) not in known][: OVERFETCH * config.voted]
     passed = search.steps_by_key([int(graph.keys[row]) for row in voted], request)

@@ -408,6 +408,33 @@ def test_voted_places_go_to_steps_the_query_may_have(tmp_path):
     assert "other/y1" in found(exclude_run="own") and "own/x1" not in found(exclude_run="own")
 
 
+def test_tied_votes_go_to_the_same_step_however_the_index_was_built(tmp_path):
+    """v1 alone cites own/x1 and other/y1: their votes are equal. With one voted place the tie goes
+    to the smaller key (a hash of the global id), not to the row that lies first in the table, so
+    indexes built run by run in either order answer alike (the index is derived data)."""
+    import shutil
+    from dataclasses import replace
+
+    from mem_retrieval.indexers.store import key
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("own", [make_step("x1", statement="zircon quartz")])
+    ws.add_run("other", [make_step("y1", statement="beryl topaz")])
+    ws.add_run("delta", [make_step("v1", statement="ruby sapphire", parents=("own/x1", "other/y1"))])
+    found = []
+    for first in ("own", "other"):
+        root = tmp_path / first
+        shutil.copytree(ws.root, root)
+        assert run_cli(["--workspace", str(root), "index", first], out=io.StringIO(),
+                       err=io.StringIO()) == 0
+        indexed = index(root)  # the rest after it: its row lies first
+        config = replace(indexed.config, graph=replace(indexed.config.graph, voted=1))
+        query = ArchiveQuery("ruby sapphire", strategy="graph")
+        found.append({c.gid for c in Memory(indexed.workspace, config).retriever.ranked(query)})
+    winner = min(("own/x1", "other/y1"), key=key)
+    assert found[0] == found[1] == {"delta/v1", winner}
+
+
 # ---- the query's own run as context -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
