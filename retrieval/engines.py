@@ -48,16 +48,18 @@ def _memory_index(table, memory: str):
     from mem_retrieval.retrieval.bm25 import Bm25Index
 
     cache_key = (table.uri, table.version, memory)
-    if cache_key not in _MEMORIES:
-        if len(_MEMORIES) > 4:
-            _MEMORIES.clear()
+    held = _MEMORIES.get(cache_key)
+    if held is None:  # (a warm server's threads may build the same one twice: both are right)
         data = (table.search().where(memory).select(["gid", "tokens"])
                 .limit(max(table.count_rows(), 1)).to_arrow())
         gids = np.asarray(data["gid"].to_pylist(), dtype=object)
         rank = np.empty(len(gids), dtype=np.int64)
         rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
-        _MEMORIES[cache_key] = Bm25Index.build(data["tokens"]), gids, rank
-    return _MEMORIES[cache_key]
+        held = Bm25Index.build(data["tokens"]), gids, rank
+        if len(_MEMORIES) > 4:
+            _MEMORIES.clear()
+        _MEMORIES[cache_key] = held
+    return held
 
 
 def memory_bm25_candidates(table, table_name: str, tokens: str, memory: str, where: str, limit: int,
