@@ -13,6 +13,7 @@ mixed in. ``python -m mem_retrieval.eval.synthetic DIR --steps N`` writes one.""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import tomllib
@@ -370,6 +371,7 @@ class Workload:
     settings: tuple[str, ...]  # query settings paired with ``texts`` for the setting figure
     ids: tuple[str, ...]       # bare step ids (``A5-7``): every run holding one matches
     gids: tuple[str, ...]      # global ids (``run/A5-7``)
+    until: str | None = None   # a time about halfway through its events, for ``--until`` (None: no event)
 
 
 def workload(root: Path, n: int, seed: int) -> Workload:
@@ -397,7 +399,18 @@ def workload(root: Path, n: int, seed: int) -> Workload:
     settings = tuple(writer.settings[int(rng.integers(len(writer.settings)))] for _ in range(n))
     return Workload(texts=tuple(texts), settings=settings,
                     ids=tuple(s.id for s in picked[4 * n: 5 * n]),
-                    gids=tuple(s.gid for s in picked[5 * n:]))
+                    gids=tuple(s.gid for s in picked[5 * n:]), until=midway(workspace))
+
+
+def midway(workspace) -> str | None:
+    """An event's time about halfway through ``workspace``: the middle event of the run whose log
+    starts in the middle (of the runs that have one); None when no run has an event."""
+    starts = sorted((first.timestamp, run) for run in workspace.runs()
+                    for first in itertools.islice(workspace.events(run), 1))
+    if not starts:
+        return None
+    events = list(workspace.events(starts[len(starts) // 2][1]))
+    return events[len(events) // 2].time
 
 
 def main(argv: list[str] | None = None) -> None:

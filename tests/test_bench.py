@@ -42,6 +42,22 @@ def test_synthetic_workspace_is_valid_and_deterministic(tmp_path: Path) -> None:
     assert _tree_files(made.root) == _tree_files(again.root)
 
 
+def test_the_as_of_figures_search_as_of_the_middle_event_of_the_run_starting_midway(tmp_path: Path) -> None:
+    """The toy's logs start alpha 2026-10-17 02:05, beta 2026-10-18 01:00; zeta has none and is
+    passed over. Two runs with a log: the second, beta, starts midway; its one event is the middle."""
+    from conftest import build_workspace, make_step
+
+    from mem_retrieval.records.workspace import Workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("zeta", [make_step("z1")])
+    assert synthetic.midway(Workspace(ws.root)) == "2026-10-18T01:00:00Z"
+    bare = build_workspace(tmp_path / "bare")
+    for run in ("alpha", "beta"):
+        Workspace(bare.root).events_path(run).unlink()
+    assert synthetic.midway(Workspace(bare.root)) is None
+
+
 @pytest.mark.slow
 def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
     out = tmp_path / "out"
