@@ -188,6 +188,8 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
     try:
         with store.guard(location):
             index = open_index(location, config, full, tuned)
+            if on_message and (note := _outdated_export(index.spec)):
+                on_message(note)
             plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
             pending = sorted(plan.texts_wanted() - set(known), key=lambda h: (-len(rows.embed_text[h]), h))
@@ -273,6 +275,22 @@ def _spec(location: Location, ref: str, config: Config):
     if problem(folder) is not None:
         place_export(model_dir(ref), folder, config.model.quantize, problem)
     return ModelSpec(ref, str(folder), config.model.quantize)
+
+
+def _outdated_export(spec) -> str | None:
+    """A note when the index embeds with int8 weights of an export older than this version's,
+    whose 8-bit weights give other vectors on other CPUs (``text.onnx._quantize``); it keeps
+    them, so that its vectors stay one model, until `mem index --full`."""
+    if not (spec.export and spec.quantized):
+        return None
+    from mem_retrieval.text.onnx import EXPORT_VERSION, export_version
+
+    found = export_version(Path(spec.export))
+    if found == EXPORT_VERSION:
+        return None
+    return (f"the index's int8 vectors come from an older ONNX export ({found or 'unknown'}), whose "
+            f"8-bit weights give other vectors on CPUs without VNNI: `mem index --full` re-embeds "
+            f"every text with {EXPORT_VERSION}, the same on every CPU")
 
 
 def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[str]) -> Plan:

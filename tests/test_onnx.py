@@ -102,3 +102,94 @@ def test_a_damaged_cache_entry_is_exported_again_and_replaced(example, onnx_expo
     assert _whole(out) is None and _whole(entry) is None
     assert (entry / INT8).stat().st_ino == (out / INT8).stat().st_ino  # the cache now shares the new export
     assert sha256_file(out / INT8) == sha256_file(onnx_export / INT8)  # byte-deterministic
+
+
+def test_int8_weights_are_stored_as_uint8_around_128(export):
+    """Every product of the int8 model multiplies uint8 activations by uint8 weights with zero point
+    128: the kernel every CPU computes exactly (int8 weights saturate on CPUs without VNNI)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from mem_retrieval.text.onnx import INT8, WEIGHT_ZERO
+
+    model = onnx.load(str(Path(export) / INT8))
+    weights = {init.name: init for init in model.graph.initializer}
+    made_by = {out: node.op_type for node in model.graph.node for out in node.output}
+    products = [node for node in model.graph.node if node.op_type == "MatMulInteger"]
+    assert len(products) == 36  # 6 layers × (q, k, v, attention output, 2 feed-forward)
+    for node in products:
+        assert made_by[node.input[0]] == made_by[node.input[2]] == "DynamicQuantizeLinear"  # uint8
+        weight, zero = (numpy_helper.to_array(weights[node.input[i]]) for i in (1, 3))
+        assert weight.dtype == zero.dtype == np.uint8 and zero.shape == weight.shape[1:]
+        assert (zero == WEIGHT_ZERO).all() and int(weight.min()) >= 1  # int8 symmetric: -127 … 127
+
+
+def test_onnxruntime_multiplies_uint8_weights_around_128_exactly():
+    """The kernel against integer arithmetic, on whatever CPU runs the suite: the extreme products
+    (255 · ±127, which a 16-bit pair sum could not hold) and random ones, activations with a zero
+    point as DynamicQuantizeLinear gives them."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mem_retrieval.text.onnx import WEIGHT_ZERO
+
+    rng = np.random.default_rng(7)
+    depth = 384
+    weights = rng.integers(1, 256, (depth, depth)).astype(np.uint8)
+    weights[:, 0], weights[:, 1] = 255, 1  # +127 and -127
+    zero = np.full(depth, WEIGHT_ZERO, dtype=np.uint8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B", "a_zero", "b_zero"], ["Y"])], "product",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [None, depth]),
+         helper.make_tensor_value_info("a_zero", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [None, depth])],
+        initializer=[numpy_helper.from_array(weights, "B"), numpy_helper.from_array(zero, "b_zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    activations = rng.integers(0, 256, (64, depth)).astype(np.uint8)
+    activations[0] = 255
+    for a_zero in (0, 117):
+        found = session.run(None, {"A": activations, "a_zero": np.array(a_zero, dtype=np.uint8)})[0]
+        if a_zero == 0:
+            assert found[0, 0] == 255 * 127 * 384 == 12_435_840 and found[0, 1] == -12_435_840
+        exact = (activations.astype(np.int64) - a_zero) @ (weights.astype(np.int64) - WEIGHT_ZERO)
+        assert np.array_equal(found, exact)
+
+
+def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path, onnx_export):
+    """An index whose int8 vectors came from an export older than this version's (8-bit weights)
+    keeps embedding with it, so its vectors stay one model, and `mem index` says so; --full moves
+    it to this version's export and drops the old one."""
+    from conftest import build_workspace, seed_export
+
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.text.onnx import EXPORT_VERSION, MANIFEST
+
+    ws = build_workspace(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    notes: list[str] = []
+    Memory.open(ws.root).index(progress=False, on_message=notes.append)
+    assert notes == []
+    meta_path = ws.root / ".mem" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    current = ws.root / ".mem" / meta["export"]["path"]
+    old = current.with_name("onnx-older")
+    shutil.copytree(current, old)  # copies: the seeded files are the session's export's
+    manifest = json.loads((old / MANIFEST).read_text())
+    (old / MANIFEST).write_text(json.dumps(manifest | {"export": "onnx-v2"}))
+    meta["export"]["path"] = f"models/{old.name}"
+    meta_path.write_text(json.dumps(meta))
+    shutil.rmtree(current)
+    ws.edit_step("alpha", "a1", statement="a changed statement, embedded again")
+
+    report = Memory.open(ws.root).index(progress=False, on_message=notes.append)
+    assert report.embedded == 1 and not report.full
+    assert len(notes) == 1 and "onnx-v2" in notes[0] and "`mem index --full`" in notes[0]
+    assert json.loads(meta_path.read_text())["export"]["path"] == "models/onnx-older"
+
+    notes.clear()
+    Memory.open(ws.root).index(progress=False, full=True, on_message=notes.append)
+    moved = json.loads(meta_path.read_text())["export"]["path"]
+    assert notes == [] and moved == f"models/{onnx_export.name}" and not old.exists()
+    assert json.loads((ws.root / ".mem" / moved / MANIFEST).read_text())["export"] == EXPORT_VERSION
