@@ -224,9 +224,14 @@ def _unsigned_weights(path: Path) -> None:
     the exact one, and an index there ranked otherwise than the same index on a CPU with VNNI
     (development set nDCG@10 .421 against .428); searched on another CPU than the one that
     embedded it, an index mixed two models. Its uint8 × uint8 kernel widens to 16 bits before it
-    multiplies and is exact everywhere, so the vectors are a CPU with VNNI's (the example's scores
-    to the digit) on every CPU, at 1.41× fp32's texts/s on AVX2 (1.53× saturating; 7-bit weights,
-    also exact, 1.46× but R@10 .653 against .669)."""
+    multiplies and is exact everywhere, so the products are a CPU with VNNI's on every CPU (on AVX2
+    the skill files' scores to the digit; the float operations between them may still round
+    otherwise), at 1.35–1.41× fp32's texts/s on AVX2 against the saturating 1.49–1.53×. No CPU
+    runs that kernel on VNNI, so where int8 weights ran on VNNI they run slower now (not measured
+    here: no such CPU). 7-bit weights (``reduce_range``) are exact too and keep VNNI, but they move
+    the vectors further from those the fused score's weights were chosen with: measured on AVX2,
+    `mem eval fusion` then chose other tables for both kinds of query (cross-validated R@10 .584
+    against .662 for run queries), where with these it chooses the shipped ones again."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
