@@ -193,3 +193,35 @@ def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path
     moved = json.loads(meta_path.read_text())["export"]["path"]
     assert notes == [] and moved == f"models/{onnx_export.name}" and not old.exists()
     assert json.loads((ws.root / ".mem" / moved / MANIFEST).read_text())["export"] == EXPORT_VERSION
+
+
+def test_unsigned_weights_by_hand(tmp_path):
+    """w → w + 128 with zero point 128, worked out by hand; a product without its weights' zero
+    point is refused, not half rewritten."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mem_retrieval.text.onnx import _unsigned_weights
+
+    def model(inputs):
+        weights = numpy_helper.from_array(np.array([[-127, 0], [5, 127]], dtype=np.int8), "B")
+        zero = numpy_helper.from_array(np.zeros(2, dtype=np.int8), "b_zero")
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", inputs, ["Y"])], "product",
+            [helper.make_tensor_value_info("A", TensorProto.UINT8, [1, 2]),
+             helper.make_tensor_value_info("a_zero", TensorProto.UINT8, [])],
+            [helper.make_tensor_value_info("Y", TensorProto.INT32, [1, 2])], initializer=[weights, zero])
+        path = tmp_path / f"{len(inputs)}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        return path
+
+    path = model(["A", "B", "a_zero", "b_zero"])
+    _unsigned_weights(path)
+    stored = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+    assert stored["B"].dtype == np.uint8 and stored["B"].tolist() == [[1, 128], [133, 255]]
+    assert stored["b_zero"].tolist() == [128, 128]
+    bare = model(["A", "B", "a_zero"])
+    before = bare.read_bytes()
+    with pytest.raises(ValueError, match="zero point"):
+        _unsigned_weights(bare)
+    assert bare.read_bytes() == before

@@ -242,12 +242,13 @@ def _unsigned_weights(path: Path) -> None:
     for node in model.graph.node:
         for place, name in enumerate(node.input):
             uses.setdefault(name, []).append((node.op_type, place))
-    shifted = {node.input[place] for node in model.graph.node if node.op_type == "MatMulInteger"
-               for place in (1, 3)}
-    for name in sorted(shifted):
-        values = numpy_helper.to_array(weights[name])
-        if values.dtype != np.int8 or any(use[0] != "MatMulInteger" or use[1] not in (1, 3)
-                                          for use in uses[name]):
+    products = [node for node in model.graph.node if node.op_type == "MatMulInteger"]
+    if any(len(node.input) < 4 or not node.input[3] for node in products):
+        raise ValueError(f"{path}: a MatMulInteger without its weights' zero point")
+    for name in sorted({node.input[place] for node in products for place in (1, 3)}):
+        values = numpy_helper.to_array(weights[name]) if name in weights else None
+        if values is None or values.dtype != np.int8 or any(
+                use[0] != "MatMulInteger" or use[1] not in (1, 3) for use in uses[name]):
             raise ValueError(f"{path}: {name} is not an int8 weight of MatMulInteger alone")
         weights[name].CopyFrom(numpy_helper.from_array(
             (values.astype(np.int16) + WEIGHT_ZERO).astype(np.uint8), name))
