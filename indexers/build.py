@@ -283,9 +283,9 @@ def _outdated_export(spec) -> str | None:
     them, so that its vectors stay one model, until `mem index --full`."""
     if not (spec.export and spec.quantized):
         return None
-    from mem_retrieval.text.onnx import EXPORT_VERSION, export_version
+    from mem_retrieval.text.onnx import EXPORT_VERSION, read_manifest
 
-    found = export_version(Path(spec.export))
+    found = (read_manifest(Path(spec.export)) or {}).get("export")
     if found == EXPORT_VERSION:
         return None
     return (f"the index's int8 vectors come from an older ONNX export ({found or 'unknown'}), whose "

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import build_workspace, seed_export
 from mem_retrieval.text.embed import ModelSpec, embed, embed_query, prepare
 
 BLUEPRINTS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "blueprints" / "ws"
@@ -161,8 +162,6 @@ def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path
     """An index whose int8 vectors came from an export older than this version's (8-bit weights)
     keeps embedding with it, so its vectors stay one model, and `mem index` says so; --full moves
     it to this version's export and drops the old one."""
-    from conftest import build_workspace, seed_export
-
     from mem_retrieval.memory import Memory
     from mem_retrieval.text.onnx import EXPORT_VERSION, MANIFEST
 

@@ -265,20 +265,20 @@ def _versions() -> dict[str, str]:
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def export_version(folder: Path) -> str | None:
-    """The ``EXPORT_VERSION`` that made the export in ``folder`` (None: no readable manifest)."""
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The export manifest in ``folder`` (None: none, or not a JSON object)."""
     try:
-        return json.loads((folder / MANIFEST).read_text()).get("export")
-    except (OSError, ValueError, AttributeError):
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
         return None
+    return manifest if isinstance(manifest, dict) else None
 
 
 def manifest_problem(folder: Path) -> str | None:
     """Why ``folder`` is not a whole export (files missing or of another size), or None: a cheap
     check a query can afford (sizes, not hashes)."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+    manifest = read_manifest(folder)
+    if manifest is None:
         return f"{folder} holds no export manifest"
     for name, entry in manifest.get("files", {}).items():
         path = folder / name
