@@ -246,6 +246,8 @@ def open_index(location: Location, config: Config, full: bool,
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
     full = full or meta is None or any(t is None for t in tables.values()) or not model_same
+    if full and model_same and model.get("quantized") and _by_cpu(location, meta):
+        model_same = False  # --full: int8 vectors of an export before PORTABLE_SINCE are not reused
     ref = store.model_ref(location, {"model": model}, config)
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
     spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
@@ -277,17 +279,37 @@ def _spec(location: Location, ref: str, config: Config):
     return ModelSpec(ref, str(folder), config.model.quantize)
 
 
+def _export_before_portable(folder: Path) -> bool | None:
+    """Whether the export in ``folder`` has int8 weights from before their uint8 form
+    (``text.onnx.PORTABLE_SINCE``), which gave other vectors on other CPUs; None when no
+    manifest says."""
+    from mem_retrieval.text.onnx import PORTABLE_SINCE, read_manifest
+
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return None
+    number = str(manifest.get("export")).removeprefix("onnx-v")
+    return not (number.isdigit() and int(number) >= PORTABLE_SINCE)
+
+
+def _by_cpu(location: Location, meta: dict[str, Any]) -> bool:
+    """Whether the index's stored int8 vectors came from an export whose products depended on
+    the CPU (``_export_before_portable``; a remote index's as its local copy says, if any):
+    `--full` embeds every text again rather than keep them."""
+    path = (meta.get("export") or {}).get("path")
+    return bool(path) and bool(_export_before_portable(location.folder / path))
+
+
 def _outdated_export(spec) -> str | None:
-    """A note when the index embeds with int8 weights of an export older than this version's,
-    whose 8-bit weights give other vectors on other CPUs (``text.onnx._quantize``); it keeps
-    them, so that its vectors stay one model, until `mem index --full`."""
-    if not (spec.export and spec.quantized):
+    """A note when the index embeds with int8 weights of an export from before their uint8 form
+    (``text.onnx.PORTABLE_SINCE``), whose 8-bit weights give other vectors on other CPUs
+    (``text.onnx._unsigned_weights``); it keeps them, so that its vectors stay one model, until
+    `mem index --full`."""
+    if not (spec.export and spec.quantized) or _export_before_portable(Path(spec.export)) is False:
         return None
     from mem_retrieval.text.onnx import EXPORT_VERSION, read_manifest
 
     found = (read_manifest(Path(spec.export)) or {}).get("export")
-    if found == EXPORT_VERSION:
-        return None
     return (f"the index's int8 vectors come from an older ONNX export ({found or 'unknown'}), whose "
             f"8-bit weights give other vectors on CPUs without VNNI: `mem index --full` re-embeds "
             f"every text with {EXPORT_VERSION}, the same on every CPU")

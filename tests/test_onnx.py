@@ -161,15 +161,15 @@ def test_onnxruntime_multiplies_uint8_weights_around_128_exactly():
 def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path, onnx_export):
     """An index whose int8 vectors came from an export older than this version's (8-bit weights)
     keeps embedding with it, so its vectors stay one model, and `mem index` says so; --full moves
-    it to this version's export and drops the old one."""
+    it to this version's export, drops the old one and embeds every text again."""
     from mem_retrieval.memory import Memory
     from mem_retrieval.text.onnx import EXPORT_VERSION, MANIFEST
 
     ws = build_workspace(tmp_path / "ws")
     seed_export(ws.root / ".mem", onnx_export)
     notes: list[str] = []
-    Memory.open(ws.root).index(progress=False, on_message=notes.append)
-    assert notes == []
+    first = Memory.open(ws.root).index(progress=False, on_message=notes.append)
+    assert notes == [] and first.embedded > 1
     meta_path = ws.root / ".mem" / "meta.json"
     meta = json.loads(meta_path.read_text())
     current = ws.root / ".mem" / meta["export"]["path"]
@@ -188,9 +188,10 @@ def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path
     assert json.loads(meta_path.read_text())["export"]["path"] == "models/onnx-older"
 
     notes.clear()
-    Memory.open(ws.root).index(progress=False, full=True, on_message=notes.append)
+    rebuilt = Memory.open(ws.root).index(progress=False, full=True, on_message=notes.append)
     moved = json.loads(meta_path.read_text())["export"]["path"]
     assert notes == [] and moved == f"models/{onnx_export.name}" and not old.exists()
+    assert rebuilt.embedded == first.embedded  # every text again: none of the old vectors
     assert json.loads((ws.root / ".mem" / moved / MANIFEST).read_text())["export"] == EXPORT_VERSION
 
 

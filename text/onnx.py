@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 EXPORT_VERSION = "onnx-v3"  # bump whenever the exported graph changes (v3: weights as uint8)
+PORTABLE_SINCE = 3          # exports before v3 compute int8 products by the CPU (_unsigned_weights)
 WEIGHT_ZERO = 128  # the int8 weights w are stored as the uint8 w + 128, zero point 128 (_quantize)
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
