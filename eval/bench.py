@@ -235,7 +235,36 @@ def _embedding(made: synthetic.Synthetic, options: Options) -> dict[str, Any]:
     started = time.perf_counter()
     model.encode(texts, batch_size=16, normalize_embeddings=True, show_progress_bar=False)
     plain = len(texts) / (time.perf_counter() - started)
-    return {"embed_texts_per_s": ours, "plain_st_texts_per_s": plain, "embed_vs_plain": ours / plain}
+    return {"embed_texts_per_s": ours, "plain_st_texts_per_s": plain, "embed_vs_plain": ours / plain,
+            **_int8_files(spec, texts)}
+
+
+def _signed_exact() -> bool:
+    """Whether this CPU multiplies int8 weights exactly (``text.onnx.signed_products_exact``)."""
+    from mem_retrieval.text.onnx import signed_products_exact, write_probe
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_probe(Path(folder) / "probe.onnx")
+        return signed_products_exact(Path(folder) / "probe.onnx")
+
+
+def _int8_files(spec, texts: list[str]) -> dict[str, float | None]:
+    """Texts/s of each int8 file of the export on the same sample and workers as the index's path:
+    the uint8 model (exact on every CPU) and its signed copy (exact only where
+    ``signed_products_exact``: the index's path runs it there); None without int8 weights."""
+    from mem_retrieval.text.onnx import SIGNED, OnnxEmbedder
+
+    names = ("int8_uint8_texts_per_s", "int8_signed_texts_per_s", "int8_signed_vs_uint8")
+    if not (spec.export and spec.quantized and (Path(spec.export) / SIGNED).is_file()):
+        return dict.fromkeys(names)
+    rates = []
+    for signed in (False, True):
+        embedder = OnnxEmbedder(Path(spec.export), True, workers=os.cpu_count() or 1, signed=signed)
+        embedder.embed(texts[:8])
+        started = time.perf_counter()
+        embedder.embed(texts)
+        rates.append(len(texts) / (time.perf_counter() - started))
+    return dict(zip(names, (*rates, rates[1] / rates[0])))
 
 
 def _cold(made: synthetic.Synthetic, load: synthetic.Workload, options: Options,
@@ -364,7 +393,7 @@ def run(options: Options) -> dict[str, Any]:
     results: dict[str, Any] = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": len(os.sched_getaffinity(0)), "platform": platform.platform(),
-                    "python": platform.python_version()},
+                    "python": platform.python_version(), "int8_signed_exact": _signed_exact()},
         "options": {"quick": options.quick, "queries": options.queries, "warmup": options.warmup,
                     "cold_runs": options.cold_runs, "seed": options.seed,
                     "change_share": CHANGE_SHARE},

@@ -15,6 +15,11 @@ FIGURES: dict[str, tuple[str, str]] = {
     "embed_texts_per_s": ("embedding rate, the index's path (sample)", "texts/s"),
     "plain_st_texts_per_s": ("embedding rate, plain SentenceTransformer.encode (same sample)", "texts/s"),
     "embed_vs_plain": ("index path / plain sentence-transformers", "×"),
+    "int8_uint8_texts_per_s": ("embedding rate, int8 weights as uint8 (exact on every CPU; sample)",
+                               "texts/s"),
+    "int8_signed_texts_per_s": ("embedding rate, their signed copy (exact with VNNI or AMX; same sample)",
+                                "texts/s"),
+    "int8_signed_vs_uint8": ("signed copy / uint8 (the index's path runs the signed copy where exact)", "×"),
     "index_peak_mb": ("peak memory, `mem index --full`", "MB"),
     "incremental_changed": ("statements changed (1%)", "steps"),
     "incremental_embedded": ("texts re-embedded", "texts"),
@@ -126,6 +131,15 @@ def _verdict(target: dict[str, Any]) -> str:
     return word
 
 
+def _signed(machine: dict[str, Any]) -> str:
+    """Which int8 file the index's path ran (results from before the signed copy do not say)."""
+    exact = machine.get("int8_signed_exact")
+    if exact is None:
+        return ""
+    return ("; this CPU multiplies int8 weights exactly: the index's path ran their signed copy" if exact
+            else "; this CPU does not multiply int8 weights exactly: the index's path ran the uint8 model")
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The figures as one table (a column per size), then the targets."""
     sizes = results["sizes"]
@@ -133,7 +147,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [f"## Speed benchmark · {results['created']}", "",
              f"{machine['cpus']} CPUs, Python {machine['python']}; {results['options']['queries']} "
              f"warm queries a figure, {results['options']['cold_runs']} cold processes; load average "
-             + ", ".join(f"{s['load_average'][0]:.1f}" for s in sizes) + ".", "",
+             + ", ".join(f"{s['load_average'][0]:.1f}" for s in sizes) + _signed(machine) + ".", "",
              "| figure | unit | " + " | ".join(f"{s['steps']:,} steps" for s in sizes) + " |",
              "|---|---|" + "---:|" * len(sizes)]
     for name, (label, unit) in FIGURES.items():

@@ -304,7 +304,8 @@ def _outdated_export(spec) -> str | None:
     """A note when the index embeds with int8 weights of an export from before their uint8 form
     (``text.onnx.PORTABLE_SINCE``), whose 8-bit weights give other vectors on other CPUs
     (``text.onnx._unsigned_weights``); it keeps them, so that its vectors stay one model, until
-    `mem index --full`."""
+    `mem index --full`. An index on a later export than that keeps it without a note: the same
+    vectors on every CPU (one before ``EXPORT_VERSION`` lacks only the signed copy's speed)."""
     if not (spec.export and spec.quantized) or _export_before_portable(Path(spec.export)) is False:
         return None
     from mem_retrieval.text.onnx import EXPORT_VERSION, read_manifest

@@ -52,12 +52,13 @@ def pack_model(spec) -> dict[str, Any]:
     """What an actor needs to rebuild ``spec`` (``text.embed.ModelSpec``) on any machine: the
     files it reads (an ONNX export's graph and tokenizer; a tuned model's folder for torch), keyed
     by a hash of their bytes."""
-    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST
+    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST, PROBE, SIGNED
 
     pack: dict[str, Any] = {"model": spec.model, "quantized": spec.quantized,
                             "export": None, "model_files": None}
-    if spec.export is not None:
-        wanted = {INT8 if spec.quantized else FP32, "tokenizer.json", MANIFEST}
+    if spec.export is not None:  # int8: each actor's CPU chooses between the two (OnnxEmbedder)
+        wanted = {INT8, SIGNED, PROBE} if spec.quantized else {FP32}
+        wanted |= {"tokenizer.json", MANIFEST}
         pack["export"] = _files(Path(spec.export), wanted)
     elif Path(spec.model).is_dir():
         pack["model_files"] = _files(Path(spec.model))

@@ -76,6 +76,8 @@ def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
         assert result["value"] == figures[target["figure"]] and result["steps"] == 100
     table = (out / "bench.md").read_text()
     assert all(label in table for label, _ in FIGURES.values())
+    assert isinstance(results["machine"]["int8_signed_exact"], bool)  # which int8 file ran, said
+    assert "multiply int8 weights exactly" in table
     assert all(t.label in table for t in TARGETS)
 
 

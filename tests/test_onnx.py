@@ -28,6 +28,23 @@ def texts() -> list[str]:
     return [prepare(t, 2000) for t in found]
 
 
+def _product(weights: np.ndarray, zero: np.ndarray):
+    """A session of one MatMulInteger by constant ``weights`` (zero point ``zero``), as the model's."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    depth, width = weights.shape
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B", "a_zero", "b_zero"], ["Y"])], "product",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [None, depth]),
+         helper.make_tensor_value_info("a_zero", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [None, width])],
+        initializer=[numpy_helper.from_array(weights, "B"), numpy_helper.from_array(zero, "b_zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
 @pytest.fixture(scope="module")
 def export(example):
     (folder,) = (example.workspace.index_dir / "models").glob("onnx-*")
@@ -129,25 +146,13 @@ def test_onnxruntime_multiplies_uint8_weights_around_128_exactly():
     """The kernel against integer arithmetic, on whatever CPU runs the suite: the extreme products
     (255 · ±127, which a 16-bit pair sum could not hold) and random ones, activations with a zero
     point as DynamicQuantizeLinear gives them."""
-    import onnxruntime
-    from onnx import TensorProto, helper, numpy_helper
-
     from mem_retrieval.text.onnx import WEIGHT_ZERO
 
     rng = np.random.default_rng(7)
     depth = 384
     weights = rng.integers(1, 256, (depth, depth)).astype(np.uint8)
     weights[:, 0], weights[:, 1] = 255, 1  # +127 and -127
-    zero = np.full(depth, WEIGHT_ZERO, dtype=np.uint8)
-    graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["A", "B", "a_zero", "b_zero"], ["Y"])], "product",
-        [helper.make_tensor_value_info("A", TensorProto.UINT8, [None, depth]),
-         helper.make_tensor_value_info("a_zero", TensorProto.UINT8, [])],
-        [helper.make_tensor_value_info("Y", TensorProto.INT32, [None, depth])],
-        initializer=[numpy_helper.from_array(weights, "B"), numpy_helper.from_array(zero, "b_zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = _product(weights, np.full(depth, WEIGHT_ZERO, dtype=np.uint8))
     activations = rng.integers(0, 256, (64, depth)).astype(np.uint8)
     activations[0] = 255
     for a_zero in (0, 117):
@@ -158,12 +163,14 @@ def test_onnxruntime_multiplies_uint8_weights_around_128_exactly():
         assert np.array_equal(found, exact)
 
 
-def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path, onnx_export):
-    """An index whose int8 vectors came from an export older than this version's (8-bit weights)
-    keeps embedding with it, so its vectors stay one model, and `mem index` says so; --full moves
-    it to this version's export, drops the old one and embeds every text again."""
+@pytest.mark.parametrize("version", ["onnx-v2", "onnx-v3"])
+def test_an_index_on_an_older_int8_export_keeps_it_and_full_moves_it(tmp_path, onnx_export, version):
+    """An index on an older export keeps embedding with it, so its vectors stay one model; --full
+    moves it to this version's export and drops the old one. Before the uint8 weights (onnx-v2)
+    its vectors depended on the CPU: `mem index` says so, and --full embeds every text again. With
+    them but before their signed copy (onnx-v3): the same vectors, no note, none embedded again."""
     from mem_retrieval.memory import Memory
-    from mem_retrieval.text.onnx import EXPORT_VERSION, MANIFEST
+    from mem_retrieval.text.onnx import EXPORT_VERSION, INT8, MANIFEST, PROBE, SIGNED, OnnxEmbedder
 
     ws = build_workspace(tmp_path / "ws")
     seed_export(ws.root / ".mem", onnx_export)
@@ -174,9 +181,10 @@ def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path
     meta = json.loads(meta_path.read_text())
     current = ws.root / ".mem" / meta["export"]["path"]
     old = current.with_name("onnx-older")
-    shutil.copytree(current, old)  # copies: the seeded files are the session's export's
+    shutil.copytree(current, old, ignore=shutil.ignore_patterns(SIGNED, PROBE))  # as they were
     manifest = json.loads((old / MANIFEST).read_text())
-    (old / MANIFEST).write_text(json.dumps(manifest | {"export": "onnx-v2"}))
+    files = {name: entry for name, entry in manifest["files"].items() if name not in (SIGNED, PROBE)}
+    (old / MANIFEST).write_text(json.dumps(manifest | {"export": version, "files": files}))
     meta["export"]["path"] = f"models/{old.name}"
     meta_path.write_text(json.dumps(meta))
     shutil.rmtree(current)
@@ -184,15 +192,19 @@ def test_an_index_on_an_older_int8_export_keeps_it_and_says_how_to_move(tmp_path
 
     report = Memory.open(ws.root).index(progress=False, on_message=notes.append)
     assert report.embedded == 1 and not report.full
-    assert len(notes) == 1 and "onnx-v2" in notes[0] and "`mem index --full`" in notes[0]
     assert json.loads(meta_path.read_text())["export"]["path"] == "models/onnx-older"
+    assert OnnxEmbedder(old, quantized=True).model.name == INT8  # it has no signed copy
+    if version == "onnx-v2":
+        assert len(notes) == 1 and "onnx-v2" in notes[0] and "`mem index --full`" in notes[0]
+    else:
+        assert notes == []
 
     notes.clear()
     rebuilt = Memory.open(ws.root).index(progress=False, full=True, on_message=notes.append)
     moved = json.loads(meta_path.read_text())["export"]["path"]
     assert notes == [] and moved == f"models/{onnx_export.name}" and not old.exists()
-    assert rebuilt.embedded == first.embedded  # every text again: none of the old vectors
     assert json.loads((ws.root / ".mem" / moved / MANIFEST).read_text())["export"] == EXPORT_VERSION
+    assert rebuilt.embedded == (first.embedded if version == "onnx-v2" else 0)
 
 
 def test_unsigned_weights_by_hand(tmp_path):
@@ -225,3 +237,90 @@ def test_unsigned_weights_by_hand(tmp_path):
     with pytest.raises(ValueError, match="zero point"):
         _unsigned_weights(bare)
     assert bare.read_bytes() == before
+
+
+def test_the_signed_copy_holds_the_uint8_models_numbers(export):
+    """``model_int8_signed.onnx`` is the uint8 model with each product's weights w - 128 as int8 and
+    zero point 0, and nothing else changed; the export lists it and its probe."""
+    import onnx
+    from onnx import numpy_helper
+
+    from mem_retrieval.text.onnx import INT8, MANIFEST, PROBE, SIGNED, WEIGHT_ZERO
+
+    folder = Path(export)
+    assert {INT8, SIGNED, PROBE} <= set(json.loads((folder / MANIFEST).read_text())["files"])
+    portable, signed = (onnx.load(str(folder / name)) for name in (INT8, SIGNED))
+    assert [(n.op_type, list(n.input)) for n in portable.graph.node] == \
+        [(n.op_type, list(n.input)) for n in signed.graph.node]
+    changed = {n.input[i] for n in portable.graph.node if n.op_type == "MatMulInteger" for i in (1, 3)}
+    left = {i.name: numpy_helper.to_array(i) for i in portable.graph.initializer}
+    right = {i.name: numpy_helper.to_array(i) for i in signed.graph.initializer}
+    assert left.keys() == right.keys() and len(changed) == 72
+    for name, values in left.items():
+        if name in changed:
+            assert right[name].dtype == np.int8
+            assert np.array_equal(right[name].astype(np.int16), values.astype(np.int16) - WEIGHT_ZERO)
+        else:
+            assert np.array_equal(right[name], values)
+
+
+def test_the_probe_says_what_this_cpu_does_with_int8_weights(export):
+    """The export's probe against a product built here: int8 weights of ±127 times activations of
+    255, which a kernel adding pairs of products in 16 bits saturates (AVX2: the probe says no) and
+    an exact one does not (VNNI: yes); either way the two agree, on whatever CPU runs the suite."""
+    from mem_retrieval.text.onnx import PROBE, signed_products_exact
+
+    depth = 384
+    weights = np.tile(np.array([127, -127, 3], dtype=np.int8), (depth, 1))
+    session = _product(weights, np.zeros(3, dtype=np.int8))
+    activations = np.full((8, depth), 255, dtype=np.uint8)
+    found = session.run(None, {"A": activations, "a_zero": np.array(0, dtype=np.uint8)})[0]
+    exact_here = bool(np.array_equal(found, activations.astype(np.int64) @ weights.astype(np.int64)))
+    if not exact_here:
+        assert found[0, 0] < 255 * 127 * depth  # saturated: 16-bit pair sums, not 64,770 each
+    assert signed_products_exact(Path(export) / PROBE) is exact_here
+
+
+def test_the_embedder_runs_the_signed_copy_only_where_it_is_exact(export):
+    """int8: the signed copy where this CPU multiplies it exactly, else the uint8 model; its vectors
+    equal the uint8 model's (the same products: one model whatever the CPU chose)."""
+    from mem_retrieval.text.onnx import INT8, PROBE, SIGNED, OnnxEmbedder, signed_products_exact
+
+    folder = Path(export)
+    chosen = OnnxEmbedder(folder, quantized=True)
+    assert chosen.model.name == (SIGNED if signed_products_exact(folder / PROBE) else INT8)
+    assert OnnxEmbedder(folder, quantized=False).model.name == "model.onnx"
+    portable = OnnxEmbedder(folder, quantized=True, signed=False)
+    assert portable.model.name == INT8
+    sample = texts()[:12]
+    assert np.abs(chosen.embed(sample) - portable.embed(sample)).max() <= 1e-6
+
+
+def test_an_index_on_a_uint8_export_before_the_signed_copy_keeps_it_without_a_note(tmp_path):
+    """Only int8 weights from before their uint8 form (onnx-v3) give other vectors by CPU: an index
+    on an onnx-v3 export keeps it and hears nothing; one on onnx-v2 (or an unknown export) is told."""
+    from mem_retrieval.indexers.build import _outdated_export
+    from mem_retrieval.text.embed import ModelSpec
+    from mem_retrieval.text.onnx import EXPORT_VERSION, MANIFEST
+
+    notes = {}
+    for version in ("onnx-v2", "onnx-v3", EXPORT_VERSION, None):
+        folder = tmp_path / str(version)
+        folder.mkdir()
+        (folder / MANIFEST).write_text(json.dumps({"export": version} if version else {}))
+        notes[version] = _outdated_export(ModelSpec("m", str(folder), quantized=True))
+        assert _outdated_export(ModelSpec("m", str(folder), quantized=False)) is None
+    assert notes["onnx-v3"] is None and notes[EXPORT_VERSION] is None
+    assert "onnx-v2" in notes["onnx-v2"] and "unknown" in notes[None]
+
+
+def test_the_ray_actors_get_both_int8_files_and_the_probe(export):
+    """A Ray actor's CPU chooses between the two int8 files as a local embedder does, so both and
+    the probe travel to it (fp32: the fp32 graph alone)."""
+    from mem_retrieval.indexers.distributed import pack_model
+    from mem_retrieval.text.embed import ModelSpec
+    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST, PROBE, SIGNED
+
+    quantized = pack_model(ModelSpec("m", str(export), quantized=True))["export"]
+    assert set(quantized) == {INT8, SIGNED, PROBE, "tokenizer.json", MANIFEST}
+    assert set(pack_model(ModelSpec("m", str(export)))["export"]) == {FP32, "tokenizer.json", MANIFEST}

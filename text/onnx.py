@@ -4,8 +4,10 @@
 tuned copy) into ``model.onnx`` — the BERT encoder, mean pooling over the attention mask and L2
 normalisation in one graph, onnxruntime's BERT fusions applied — and, with ``quantize``,
 ``model_int8.onnx`` (dynamic int8 weights, per channel, stored as uint8 around 128 so that every
-CPU computes the same vectors: ``_quantize``). It runs locally and offline, imports torch (only
-here), and is byte-deterministic for given versions, so its files' hashes key a cache.
+CPU computes the same vectors: ``_quantize``) beside ``model_int8_signed.onnx``, the same numbers
+as int8, which a CPU whose int8 kernel is exact runs faster (``signed_products_exact``). It runs
+locally and offline, imports torch (only here), and is byte-deterministic for given versions, so
+its files' hashes key a cache.
 
 ``OnnxEmbedder(folder, quantized, threads)`` embeds with onnxruntime and the model's own
 ``tokenizer.json`` (the ``tokenizers`` package): no torch, transformers or sentence_transformers.
@@ -34,12 +36,13 @@ from mem_retrieval.records.files import replace_folder
 if TYPE_CHECKING:
     import numpy as np
 
-EXPORT_VERSION = "onnx-v3"  # bump whenever the exported graph changes (v3: weights as uint8)
-PORTABLE_SINCE = 3          # exports before v3 compute int8 products by the CPU (_unsigned_weights)
+EXPORT_VERSION = "onnx-v4"  # bump whenever the exported graph changes (v3: weights as uint8,
+PORTABLE_SINCE = 3          # v4: with their signed copy); exports before v3 compute by the CPU
 WEIGHT_ZERO = 128  # the int8 weights w are stored as the uint8 w + 128, zero point 128 (_quantize)
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
 FP32, INT8 = "model.onnx", "model_int8.onnx"
+SIGNED, PROBE = "model_int8_signed.onnx", "probe_int8_signed.onnx"  # INT8's signed copy; its test
 MANIFEST = "export.json"
 
 
@@ -147,7 +150,8 @@ def export(model_dir: Path, out: Path, quantize: bool = True) -> dict[str, Any]:
         started = time.perf_counter()
         dim = _trace(model_dir, scratch / FP32)
         if quantize:
-            _quantize(scratch / FP32, scratch / INT8)
+            _quantize(scratch / FP32, scratch / INT8, scratch / SIGNED)
+            write_probe(scratch / PROBE)
         shutil.copyfile(model_dir / "tokenizer.json", scratch / "tokenizer.json")
         manifest.update({
             "export": EXPORT_VERSION, "dim": dim, "max_seq_length": _max_seq_length(model_dir),
@@ -197,9 +201,10 @@ def _trace(model_dir: Path, path: Path) -> int:
     return int(bert.config.hidden_size)
 
 
-def _quantize(fp32: Path, int8: Path) -> None:
-    """Dynamic int8 weights, per channel (per tensor measured far worse: 1 − cos up to 0.17), then
-    stored as uint8 (``_unsigned_weights``) so that every CPU computes the same vectors."""
+def _quantize(fp32: Path, int8: Path, signed: Path) -> None:
+    """Dynamic int8 weights, per channel (per tensor measured far worse: 1 − cos up to 0.17):
+    as ONNX Runtime writes them into ``signed``, and stored as uint8 (``_unsigned_weights``) into
+    ``int8``, which every CPU computes exactly."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -208,9 +213,10 @@ def _quantize(fp32: Path, int8: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # it logs advice about pre-processing on the root logger
     try:
-        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(str(fp32), str(signed), weight_type=QuantType.QInt8, per_channel=True)
     finally:
         root.setLevel(level)
+    shutil.copyfile(signed, int8)
     _unsigned_weights(int8)
 
 
@@ -228,11 +234,13 @@ def _unsigned_weights(path: Path) -> None:
     multiplies and is exact everywhere, so the products are a CPU with VNNI's on every CPU (on AVX2
     the skill files' scores to the digit; the float operations between them may still round
     otherwise), at 1.35–1.41× fp32's texts/s on AVX2 against the saturating 1.49–1.53×. No CPU
-    runs that kernel on VNNI, so where int8 weights ran on VNNI they run slower now (not measured
-    here: no such CPU). 7-bit weights (``reduce_range``) are exact too and keep VNNI, but they move
-    the vectors further from those the fused score's weights were chosen with: measured on AVX2,
-    `mem eval fusion` then chose other tables for both kinds of query (cross-validated R@10 .584
-    against .662 for run queries), where with these it chooses the shipped ones again."""
+    runs that kernel on VNNI (ONNX Runtime's int8 kernels for VNNI and AMX take int8 weights), so
+    the export keeps the int8 weights too (``SIGNED``), which a CPU that multiplies them exactly
+    runs instead (``signed_products_exact``). 7-bit weights (``reduce_range``) are exact too and
+    keep VNNI, but they move the vectors further from those the fused score's weights were chosen
+    with: measured on AVX2, `mem eval fusion` then chose other tables for both kinds of query
+    (cross-validated R@10 .584 against .662 for run queries), where with these it chooses the
+    shipped ones again."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -254,6 +262,78 @@ def _unsigned_weights(path: Path) -> None:
         weights[name].CopyFrom(numpy_helper.from_array(
             (values.astype(np.int16) + WEIGHT_ZERO).astype(np.uint8), name))
     onnx.save(model, str(path))
+
+
+PROBE_DEPTH, PROBE_WIDTH = 384, 32  # the model's own inner dimension
+
+
+def _probe_weights() -> "np.ndarray":
+    """The probe's int8 weights: a column of 127s, one of -127s (255 · ±127 in every product: a
+    16-bit pair sum cannot hold two), and the rest spread over -127 … 127 by a fixed formula (no
+    random generator, whose stream could change between the export and the run)."""
+    import numpy as np
+
+    k, n = np.meshgrid(np.arange(PROBE_DEPTH), np.arange(PROBE_WIDTH), indexing="ij")
+    weights = (k * 37 + n * 11) % 255 - 127
+    weights[:, 0], weights[:, 1] = 127, -127
+    return weights.astype(np.int8)
+
+
+def write_probe(path: Path) -> None:
+    """A one-product graph as the model's: uint8 activations (any rows, a zero point as
+    ``DynamicQuantizeLinear`` gives) times the constant int8 ``_probe_weights``, zero point 0."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B", "a_zero", "b_zero"], ["Y"])], "probe",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [None, PROBE_DEPTH]),
+         helper.make_tensor_value_info("a_zero", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [None, PROBE_WIDTH])],
+        initializer=[numpy_helper.from_array(_probe_weights(), "B"),
+                     numpy_helper.from_array(np.zeros(PROBE_WIDTH, dtype=np.int8), "b_zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+_EXACT: dict[str, bool] = {}
+
+
+def signed_products_exact(probe: Path) -> bool:
+    """Whether ONNX Runtime on this CPU multiplies uint8 activations by int8 weights exactly: the
+    ``write_probe`` graph against integer arithmetic, on one row (its matrix-vector kernel) and
+    on 64 (its matrix kernel), activations at 255 and spread, zero points 0 and 117. Where it is,
+    the signed copy computes the uint8 model's very products, by the kernel ONNX Runtime keeps for
+    VNNI and AMX; where it is not (AVX2, AVX-512 without VNNI: pair sums saturate), only the
+    uint8 model is exact. Measured once per process (a few ms); any failure answers False."""
+    import numpy as np
+
+    if str(probe) in _EXACT:
+        return _EXACT[str(probe)]
+    exact = False
+    try:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(probe), sess_options=options,
+                                       providers=["CPUExecutionProvider"])
+        weights = _probe_weights().astype(np.int64)
+        rows = np.arange(64)[:, None] * 53 + np.arange(PROBE_DEPTH)[None, :] * 29
+        spread = (rows % 256).astype(np.uint8)
+        spread[0] = 255
+        exact = True
+        for activations in (spread[:1], spread):
+            for zero in (0, 117):
+                found = session.run(None, {"A": activations, "a_zero": np.array(zero, dtype=np.uint8)})[0]
+                exact &= bool(np.array_equal(found, (activations.astype(np.int64) - zero) @ weights))
+    except Exception:  # noqa: BLE001 - a probe that cannot run says: not known to be exact
+        exact = False
+    _EXACT[str(probe)] = exact
+    return exact
 
 
 def _versions() -> dict[str, str]:
@@ -295,12 +375,19 @@ class OnnxEmbedder:
     texts beside it (int8 weights quantise activations per call, so in a batch a text's vector
     moved by up to 0.025 with its neighbours; alone it equals the query path's, bit for bit). A
     bulk ``embed`` runs ``workers`` single-threaded sessions side by side (onnxruntime and the
-    tokenizer release the GIL): on 2 busy cores 2×1 measured about twice 1×2."""
+    tokenizer release the GIL): on 2 busy cores 2×1 measured about twice 1×2. With int8 weights it
+    runs the signed copy where this CPU multiplies it exactly (``signed_products_exact``), else the
+    uint8 model: the same products either way, so one model (``model`` says which file runs)."""
 
-    def __init__(self, folder: Path, quantized: bool, workers: int = 1):
+    def __init__(self, folder: Path, quantized: bool, workers: int = 1, signed: bool | None = None):
         manifest = json.loads((folder / MANIFEST).read_text())
         self.dim = int(manifest["dim"])
         self.model = folder / (INT8 if quantized else FP32)
+        if quantized and signed is None:  # True or False: that int8 file whatever the CPU (benchmarks)
+            signed = all((folder / name).is_file() for name in (SIGNED, PROBE)) \
+                and signed_products_exact(folder / PROBE)
+        if quantized and signed:
+            self.model = folder / SIGNED  # the same products, by the faster kernel (VNNI, AMX)
         self.max_seq_length = int(manifest["max_seq_length"])
         self.tokenizer_file = folder / "tokenizer.json"
         self.sessions = [self._session() for _ in range(max(1, workers))]
