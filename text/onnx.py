@@ -36,8 +36,8 @@ from mem_retrieval.records.files import replace_folder
 if TYPE_CHECKING:
     import numpy as np
 
-EXPORT_VERSION = "onnx-v4"  # bump whenever the exported graph changes (v3: weights as uint8,
-PORTABLE_SINCE = 3          # v4: with their signed copy); exports before v3 compute by the CPU
+EXPORT_VERSION = "onnx-v4"  # bump whenever the exported graph changes (v4: the signed copy)
+PORTABLE_SINCE = 3  # from onnx-v3 on, int8 weights are stored as uint8: the same vectors on every CPU
 WEIGHT_ZERO = 128  # the int8 weights w are stored as the uint8 w + 128, zero point 128 (_quantize)
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
@@ -307,7 +307,8 @@ def signed_products_exact(probe: Path) -> bool:
     on 64 (its matrix kernel), activations at 255 and spread, zero points 0 and 117. Where it is,
     the signed copy computes the uint8 model's very products, by the kernel ONNX Runtime keeps for
     VNNI and AMX; where it is not (AVX2, AVX-512 without VNNI: pair sums saturate), only the
-    uint8 model is exact. Measured once per process (a few ms); any failure answers False."""
+    uint8 model is exact. Measured once per probe file and process (a few ms); any failure answers
+    False."""
     import numpy as np
 
     if str(probe) in _EXACT:
