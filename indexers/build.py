@@ -279,13 +279,12 @@ def _spec(location: Location, ref: str, config: Config):
     return ModelSpec(ref, str(folder), config.model.quantize)
 
 
-def _export_before_portable(folder: Path) -> bool | None:
-    """Whether the export in ``folder`` has int8 weights from before their uint8 form
+def _export_before_portable(manifest: dict[str, Any] | None) -> bool | None:
+    """Whether the export this manifest describes has int8 weights from before their uint8 form
     (``text.onnx.PORTABLE_SINCE``), which gave other vectors on other CPUs; None when no
     manifest says."""
-    from mem_retrieval.text.onnx import PORTABLE_SINCE, read_manifest
+    from mem_retrieval.text.onnx import PORTABLE_SINCE
 
-    manifest = read_manifest(folder)
     if manifest is None:
         return None
     number = str(manifest.get("export")).removeprefix("onnx-v")
@@ -294,10 +293,15 @@ def _export_before_portable(folder: Path) -> bool | None:
 
 def _by_cpu(location: Location, meta: dict[str, Any]) -> bool:
     """Whether the index's stored int8 vectors came from an export whose products depended on
-    the CPU (``_export_before_portable``; a remote index's as its local copy says, if any):
-    `--full` embeds every text again rather than keep them."""
+    the CPU (``_export_before_portable``, as the recorded export's manifest says: the local copy,
+    or a remote index's manifest alone when this machine has none): `--full` embeds every text
+    again rather than keep them."""
+    from mem_retrieval.text.onnx import MANIFEST, parse_manifest
+
     path = (meta.get("export") or {}).get("path")
-    return bool(path) and bool(_export_before_portable(location.folder / path))
+    if not path:
+        return False
+    return bool(_export_before_portable(parse_manifest(location.read_bytes(f"{path}/{MANIFEST}"))))
 
 
 def _outdated_export(spec) -> str | None:
@@ -306,11 +310,14 @@ def _outdated_export(spec) -> str | None:
     (``text.onnx._unsigned_weights``); it keeps them, so that its vectors stay one model, until
     `mem index --full`. An index on a later export than that keeps it without a note: the same
     vectors on every CPU (one before ``EXPORT_VERSION`` lacks only the signed copy's speed)."""
-    if not (spec.export and spec.quantized) or _export_before_portable(Path(spec.export)) is False:
-        return None
     from mem_retrieval.text.onnx import EXPORT_VERSION, read_manifest
 
-    found = (read_manifest(Path(spec.export)) or {}).get("export")
+    if not (spec.export and spec.quantized):
+        return None
+    manifest = read_manifest(Path(spec.export))
+    if _export_before_portable(manifest) is False:
+        return None
+    found = (manifest or {}).get("export")
     return (f"the index's int8 vectors come from an older ONNX export ({found or 'unknown'}), whose "
             f"8-bit weights give other vectors on CPUs without VNNI: `mem index --full` re-embeds "
             f"every text with {EXPORT_VERSION}, the same on every CPU")

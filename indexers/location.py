@@ -147,14 +147,18 @@ class Location:
                 return None, None
             data = path.read_bytes()
             return data, hashlib.sha256(data).hexdigest()
+        return self._get(META) or (None, None)
+
+    def _get(self, key: str) -> tuple[bytes, str] | None:
+        """A remote index's object ``key`` (relative to the URI) and its ETag; None: absent."""
         import obstore
 
         try:
             with self._reaching(missing_ok=True):
-                found = obstore.get(self.store(), META)
+                found = obstore.get(self.store(), key)
                 return bytes(found.bytes()), found.meta["e_tag"]
         except FileNotFoundError:
-            return None, None
+            return None
 
     def meta_version(self) -> Any:
         """A cheap token that changes whenever meta.json is replaced (a warm server keys its
@@ -195,6 +199,16 @@ class Location:
         return True
 
     # ---- model files (named by their hash: written once, never changed)
+    def read_bytes(self, relative: str) -> bytes | None:
+        """The bytes of the index's model file ``relative`` (``models/onnx-…/export.json``): the
+        local copy when there is one, else a remote index's object, alone (its folder is not
+        fetched); None when neither holds it."""
+        local = self.folder / relative
+        if local.is_file():
+            return local.read_bytes()
+        found = self._get(relative) if self.remote else None
+        return found[0] if found is not None else None
+
     def fetch(self, relative: str, problem: Callable[[Path], str | None]) -> Path:
         """The local folder of the index's files under ``relative`` (``models/onnx-…``). A remote
         index's folder is downloaded when the cache lacks it or ``problem`` finds it incomplete

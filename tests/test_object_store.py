@@ -130,6 +130,40 @@ def test_index_search_reindex_and_as_of_on_s3_equal_the_local_index(s3, tmp_path
           f"{len(disk_answers)} result lists: local {disk_q:.2f} s, S3 {store_q:.2f} s")
 
 
+def test_full_on_a_machine_without_the_export_re_embeds_vectors_of_an_export_before_uint8(
+        s3, tmp_path, onnx_export):
+    """An index on the store whose int8 vectors came from an export before the uint8 weights
+    (onnx-v2: other vectors on other CPUs): `mem index --full` on a machine that holds no copy of
+    that export still embeds every text again. It reads that export's manifest from the store,
+    and only it: the old export is not downloaded."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.text.onnx import MANIFEST
+
+    config_file, uri, bucket = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    first = Memory.open(a.root, config_file).index(progress=False)
+    config = load_config(a.root, config_file)
+    location = Location.of(Memory.open(a.root, config).workspace, config)
+    data, token = location.read_meta_bytes()
+    meta = json.loads(data)
+    current = location.folder / meta["export"]["path"]
+    old = current.with_name("onnx-older")
+    shutil.copytree(current, old, copy_function=os.link, ignore=shutil.ignore_patterns(MANIFEST))
+    manifest = json.loads((current / MANIFEST).read_text())
+    (old / MANIFEST).write_text(json.dumps(manifest | {"export": "onnx-v2"}))
+    location.push("models/onnx-older", last=MANIFEST)
+    assert location.swap_meta(json.dumps(meta | {"export": meta["export"] | {"path": "models/onnx-older"}})
+                              .encode(), token)
+
+    b = tmp_path / "b"  # the workspace files and this version's export in its cache, nothing else
+    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
+    seed_export(b / ".mem", onnx_export)
+    rebuilt = Memory.open(b, config_file).index(progress=False, full=True)
+    assert rebuilt.embedded == first.embedded > 0
+    assert not (b / ".mem" / "models" / "onnx-older").exists()
+    assert json.loads(location.read_meta_bytes()[0])["export"]["path"] == meta["export"]["path"]
+
+
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | env
     return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", *argv], cwd=ROOT, env=clean,

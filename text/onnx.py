@@ -350,8 +350,16 @@ def _versions() -> dict[str, str]:
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The export manifest in ``folder`` (None: none, or not a JSON object)."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+        return parse_manifest((folder / MANIFEST).read_bytes())
+    except OSError:
+        return None
+
+
+def parse_manifest(data: bytes | None) -> dict[str, Any] | None:
+    """An export manifest from its bytes (None: no bytes, or not a JSON object)."""
+    try:
+        manifest = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return manifest if isinstance(manifest, dict) else None
 
