@@ -134,8 +134,8 @@ def test_full_on_a_machine_without_the_export_re_embeds_vectors_of_an_export_bef
         s3, tmp_path, onnx_export):
     """An index on the store whose int8 vectors came from an export before the uint8 weights
     (onnx-v2: other vectors on other CPUs): `mem index --full` on a machine that holds no copy of
-    that export still embeds every text again. It reads that export's manifest from the store,
-    and only it: the old export is not downloaded."""
+    that export still embeds every text again (on this version's export it embeds none). It reads
+    that export's manifest from the store, and only it: the old export is not downloaded."""
     from mem_retrieval.configs import load_config
     from mem_retrieval.text.onnx import MANIFEST
 
@@ -144,6 +144,10 @@ def test_full_on_a_machine_without_the_export_re_embeds_vectors_of_an_export_bef
     first = Memory.open(a.root, config_file).index(progress=False)
     config = load_config(a.root, config_file)
     location = Location.of(Memory.open(a.root, config).workspace, config)
+    b = tmp_path / "b"  # the workspace files and this version's export in its cache, nothing else
+    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
+    seed_export(b / ".mem", onnx_export)
+    assert Memory.open(b, config_file).index(progress=False, full=True).embedded == 0  # this export's
     data, token = location.read_meta_bytes()
     meta = json.loads(data)
     current = location.folder / meta["export"]["path"]
@@ -155,9 +159,6 @@ def test_full_on_a_machine_without_the_export_re_embeds_vectors_of_an_export_bef
     assert location.swap_meta(json.dumps(meta | {"export": meta["export"] | {"path": "models/onnx-older"}})
                               .encode(), token)
 
-    b = tmp_path / "b"  # the workspace files and this version's export in its cache, nothing else
-    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
-    seed_export(b / ".mem", onnx_export)
     rebuilt = Memory.open(b, config_file).index(progress=False, full=True)
     assert rebuilt.embedded == first.embedded > 0
     assert not (b / ".mem" / "models" / "onnx-older").exists()
