@@ -7,7 +7,6 @@ that nothing is embedded twice."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import unicodedata
@@ -143,12 +142,12 @@ def _onnx(spec: ModelSpec, workers: int):
 def _content(export: str, quantized: bool) -> tuple[str, str, bool]:
     """What an export folder computes with: the sha256 of its weights and tokenizer (its
     manifest), and whether int8; the folder itself when its manifest cannot say (nothing shared)."""
-    from mem_retrieval.text.onnx import FP32, INT8, MANIFEST
+    from mem_retrieval.text.onnx import FP32, INT8, read_manifest
 
     try:
-        files = json.loads((Path(export) / MANIFEST).read_text(encoding="utf-8"))["files"]
+        files = (read_manifest(Path(export)) or {})["files"]
         return files[INT8 if quantized else FP32]["sha256"], files["tokenizer.json"]["sha256"], quantized
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return export, "", quantized
 
 

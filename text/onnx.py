@@ -389,7 +389,9 @@ class OnnxEmbedder:
     uint8 model: the same products either way, so one model (``model`` says which file runs)."""
 
     def __init__(self, folder: Path, quantized: bool, workers: int = 1, signed: bool | None = None):
-        manifest = json.loads((folder / MANIFEST).read_text())
+        manifest = read_manifest(folder)
+        if manifest is None:
+            raise ValueError(f"{folder} holds no export manifest ({MANIFEST})")
         self.dim = int(manifest["dim"])
         self.model = folder / (INT8 if quantized else FP32)
         if quantized and signed is None:  # True or False: that int8 file whatever the CPU (benchmarks)
