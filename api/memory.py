@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config, load_config
+from mem_retrieval.records.errors import BadInput, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
@@ -111,7 +112,12 @@ class Memory:
         if dry_run:
             return plan
         done = admit(self.workspace, plan)
-        return replace(done, index=self.index([run], progress=progress, on_message=on_message))
+        try:
+            index = self.index([run], progress=progress, on_message=on_message)
+        except MemError as err:  # the library is written: say so, and that an index is owed
+            failed = BadInput if err.exit_status == BadInput.exit_status else Refused
+            raise failed(f"{done.summary()}, written to the library; indexing it failed: {err}") from err
+        return replace(done, index=index)
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

@@ -259,6 +259,11 @@ class _Checker:
         try:
             for event in iter_events(path, run, self.ws.run_dir(run), problems):
                 self.report.counts["events"] += 1
+                if event.path:  # the index reads a brief or return whole: it must be UTF-8
+                    try:
+                        read_text(self.ws.run_dir(run) / event.path)
+                    except InputError as error:
+                        self.add_problem(run, error.problem, INPUT)
                 for ref in event.ids:
                     if self.catalog.resolve(ref, run) is None and not self.catalog.unverifiable(ref, run):
                         self.add(run, str(path), event.seq, INTEGRITY,

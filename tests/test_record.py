@@ -70,6 +70,14 @@ def test_record_admits_them_in_one_write_indexes_and_a_second_run_admits_nothing
     assert mem("check")[0] == 0
 
 
+def _return_not_utf8(ws) -> None:
+    (ws.root / "alpha" / "returns").mkdir()
+    (ws.root / "alpha" / "returns" / "A1.md").write_bytes(b"five steps\n\xff\xfe\n")
+    ws.write_events("alpha", [*ws.events("alpha"), {
+        "time": "2026-10-17T04:00:00Z", "actor": "A1", "kind": "return", "ids": [],
+        "text": "returns/A1.md"}])
+
+
 @pytest.mark.parametrize("break_it, code, where", [
     # M1: W promotes a4 (open in tree.json) to proved
     (lambda ws: ws.write_core("alpha", "## phase       x\n## portfolio   x\n## open gaps   x\n"
@@ -84,6 +92,9 @@ def test_record_admits_them_in_one_write_indexes_and_a_second_run_admits_nothing
     # M4: W over 2,000 tokens
     (lambda ws: ws.write_core("alpha", "## phase       " + "word " * 2100 + "\n"),
      "M4", "alpha/memory/core.md:1: M4: W is"),
+    # unreadable input: a return the index would read whole is not UTF-8 (check passed it once,
+    # and the Record step wrote the library before its index step failed)
+    (lambda ws: _return_not_utf8(ws), "input", "alpha/returns/A1.md:2: input: not UTF-8 (byte 0xff"),
 ])
 def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, mem, break_it, code,
                                                                       where):
@@ -99,6 +110,21 @@ def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, me
     status, out, _ = mem("--json", "record", "alpha", "--dry-run")
     data = json.loads(out)
     assert status == 1 and data["error"] == lines[0].removeprefix("mem: ") and len(data["problems"]) == 2
+
+
+def test_an_index_step_that_fails_after_the_write_says_what_was_written(workspace, mem):
+    assert mem("index")[0] == 0
+    (workspace.root / ".mem" / "meta.json").write_text("garbage")  # the index needs --full now
+    status, out, err = mem("record", "alpha")
+    assert (status, out) == (2, "")
+    assert err.startswith("mem: record alpha: admitted 3 steps, left out 1, 1 already in the "
+                          "library, written to the library; indexing it failed: ")
+    assert err.rstrip().endswith("run `mem index --full`") and len(err.splitlines()) == 1
+    assert gids(workspace) == ["alpha/a1", *ALPHA_NEW]  # the write stands
+    assert mem("index", "--full")[0] == 0
+    hits = Memory.open(workspace.root).archive_hits("statement", run="alpha", library=True,
+                                                     strategy="bm25")
+    assert sorted(h.id for h in hits) == ["alpha/a1", *ALPHA_NEW]
 
 
 def test_the_api_raises_the_refusal_with_its_violations(workspace):
