@@ -2,7 +2,12 @@
 
 The tokenizer.json shipped offline with the model package is loaded by the light `tokenizers`
 library (no torch, no sentence-transformers), without truncation or padding, and counted without
-the special tokens [CLS]/[SEP]: an exact count of what the model would read, never an estimate."""
+the special tokens [CLS]/[SEP]: an exact count of what the model would read, never an estimate.
+
+One exception keeps the bound a bound: word pieces split words of at most 100 characters (the
+model's ``max_input_chars_per_word``) and read a longer one as a single [UNK], so a 100 KB run of
+letters would count 1. Such a word counts one per character instead, the most pieces any split of
+it could make: the count never falls below what the model would read without that limit."""
 
 from __future__ import annotations
 
@@ -33,9 +38,21 @@ def tokenizer(package: str) -> Any:
     return loaded
 
 
+def _pieces(encoding: Any, loaded: Any) -> int:
+    """Word pieces of one encoding, a word too long for the model counted by its characters."""
+    limit = getattr(loaded.model, "max_input_chars_per_word", None)
+    unknown = loaded.token_to_id(getattr(loaded.model, "unk_token", "[UNK]"))
+    if limit is None or unknown not in encoding.ids:
+        return len(encoding.ids)
+    return sum(end - start if token == unknown and end - start > limit else 1
+               for token, (start, end) in zip(encoding.ids, encoding.offsets))
+
+
 def count_tokens(text: str, package: str) -> int:
-    """Word pieces in ``text`` (no special tokens, no truncation)."""
-    return len(tokenizer(package).encode(text, add_special_tokens=False).ids)
+    """Word pieces in ``text`` (no special tokens, no truncation; a word over the model's word
+    limit counts its characters)."""
+    loaded = tokenizer(package)
+    return _pieces(loaded.encode(text, add_special_tokens=False), loaded)
 
 
 def count_line_tokens(lines: list[str], package: str) -> list[int]:
@@ -43,5 +60,5 @@ def count_line_tokens(lines: list[str], package: str) -> list[int]:
     text's lines add up to the count of the text."""
     if not lines:
         return []
-    encodings = tokenizer(package).encode_batch(lines, add_special_tokens=False)
-    return [len(encoding.ids) for encoding in encodings]
+    loaded = tokenizer(package)
+    return [_pieces(encoding, loaded) for encoding in loaded.encode_batch(lines, add_special_tokens=False)]

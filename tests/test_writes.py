@@ -112,6 +112,22 @@ def test_core_set_accepts_exactly_2000_tokens_and_refuses_2001(workspace, mem):
     assert after == before  # refused: no event, no change
 
 
+def test_a_word_too_long_for_the_tokenizer_counts_its_characters_so_w_stays_bounded(workspace, mem):
+    # word pieces read a word of over 100 characters as one [UNK]: a 100 KB run of letters would
+    # pass as 1 token. It counts one per character, the most pieces any split of it makes.
+    assert count_tokens("x" * 100, PACKAGE) == 50  # 100 characters: split, 'xx' '##xx' …
+    assert count_tokens("a " + "x" * 150 + " b", PACKAGE) == 1 + 150 + 1
+    assert count_tokens("\u00e9" * 120, PACKAGE) == 120
+    before = workspace.events_path("beta").read_bytes()
+    code, out, err = mem("core-set", "beta", "next", "x" * 100_000)
+    assert code == 1 and out == "" and "W would be 100,016 tokens" in err
+    assert not workspace.core_path("beta").exists()
+    assert workspace.events_path("beta").read_bytes() == before  # refused: no event
+    workspace.write_core("beta", render({"next": "x" * 5000}))  # written by hand: check flags it
+    code, out, _ = mem("check")
+    assert code == 1 and "beta/memory/core.md:4: M4: W is 5,016 tokens (limit 2,000)" in out
+
+
 def test_core_set_reads_text_from_stdin(workspace, monkeypatch, mem):
     import io
 
