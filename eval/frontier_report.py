@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.files import replace_atomic
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -121,7 +120,5 @@ def plot(front, score, path: Path) -> None:
     figure.tight_layout()
     try:
         replace_atomic(path, lambda tmp: figure.savefig(tmp, format=path.suffix.lstrip(".") or "png"))
-    except OSError as err:
-        raise BadInput(f"{str(path)!r}: cannot write it: {err.strerror}", param="plot") from None
     finally:
         plt.close(figure)

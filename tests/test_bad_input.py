@@ -176,3 +176,46 @@ def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     code, out, err = mem("--json", "index")
     assert code == 2 and err == ""
     assert "duplicate id 'a1'" in json.loads(out)["error"]
+
+
+@pytest.mark.parametrize("flag, value, argv", [
+    ("--trec-out", "afile/run.trec", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--trec-out", "afolder", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--report", "afile", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--report", "afile/report", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--report", "/proc/no/report", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--trec-out", "afile/x", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--write-queries", "afile/q", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--plot", "afile/f.png", ["eval", "frontier", "F"]),
+    ("--plot", "/proc/no/f.png", ["eval", "frontier", "F"]),
+])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
+        workspace, mem, tmp_path, monkeypatch, flag, value, argv):
+    # refused before the evaluation runs (no index is built, nothing is written), whether the path
+    # is checked first (a file where a folder must be) or its write fails (/proc as root)
+    monkeypatch.chdir(tmp_path)
+    Path("afile").write_text("x")
+    Path("afolder").mkdir()
+    Path("Q").write_text('{"qid": "q1", "query": "statement"}\n')
+    Path("R").write_text("q1 0 alpha/a1 1\n")
+    Path("F").write_text(json.dumps({"queries": [{"qid": "q1"}], "events": [{"id": "e1"}],
+                                     "spans": [{"events": ["e1"], "answers": ["q1"]}]}))
+    files = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = mem(*argv, flag, value)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"mem: {flag} {value!r}: "), err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == files  # nothing written
+    code, out, err = mem("--json", *argv, flag, value)
+    assert code == 2 and err == "" and json.loads(out)["error"].startswith(f"{flag} {value!r}: ")
+
+
+def test_a_write_that_fails_after_the_work_is_one_line_too(workspace, mem, tmp_path):
+    # the folder passes the check; its report.md, a folder, cannot be replaced by the file
+    (tmp_path / "Q").write_text('{"qid": "q1", "query": "statement"}\n')
+    (tmp_path / "R").write_text("q1 0 alpha/a1 1\n")
+    (tmp_path / "report" / "report.md").mkdir(parents=True)
+    assert mem("index")[0] == 0
+    code, out, err = mem("eval", "paging", "--queries", str(tmp_path / "Q"), "--qrels", str(tmp_path / "R"),
+                         "--strategy", "bm25", "--report", str(tmp_path / "report"))
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"mem: --report {str(tmp_path / 'report')!r}: cannot write it: "), err

@@ -51,10 +51,12 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     from mem_retrieval.eval.frontier import frontier, score_memory
     from mem_retrieval.eval.frontier_input import (memory_from, parse_memory, problem_from_workspace,
                                                    read_problem)
+    from mem_retrieval.cli.outputs import check_file, writing
     from mem_retrieval.eval.frontier_report import PLOT_SUFFIXES, as_json, as_table, plot
 
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
         raise BadInput(f"{args.plot} should end in {', '.join(PLOT_SUFFIXES)}", param="plot")
+    check_file(args.plot, "plot")
     if args.file and (args.queries or args.qrels):
         raise BadInput("give FILE or --queries and --qrels, not both")
     if args.file:
@@ -73,6 +75,7 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     front = frontier(problem, args.max_size, args.exact_limit, reach=len(memory or ()))
     score = score_memory(front, memory) if memory is not None else None
     if args.plot:
-        plot(front, score, Path(args.plot))
+        with writing(args.plot, "plot"):
+            plot(front, score, Path(args.plot))
     ctx.emit(as_json(front, score), as_table(front, score))
     return 0

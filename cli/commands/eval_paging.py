@@ -29,18 +29,18 @@ def register(subparsers, common) -> None:
 
 def _check_outputs(args) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
+    from mem_retrieval.cli.outputs import check_file, check_folder
     from mem_retrieval.records.errors import BadInput
 
     if args.max_pages < 1:
         raise BadInput(f"--max-pages must be at least 1, not {args.max_pages}")
-    if args.trec_out and Path(args.trec_out).is_dir():
-        raise BadInput(f"--trec-out {args.trec_out!r} is a folder, not a file")
-    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
-        raise BadInput(f"--report {args.report!r} exists and is not a folder")
+    check_file(args.trec_out, "trec_out")
+    check_folder(args.report, "report")
 
 
 def run_paging(args, ctx) -> int:
     from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
+    from mem_retrieval.cli.outputs import writing
     from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
 
     _check_outputs(args)
@@ -61,10 +61,13 @@ def run_paging(args, ctx) -> int:
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
         progress=True, qrels_file=args.qrels, default=config.search.strategy)
     if args.trec_out:
-        write_runs(evaluation, Path(args.trec_out))
+        with writing(args.trec_out, "trec_out"):
+            write_runs(evaluation, Path(args.trec_out))
         ctx.note(f"wrote {args.trec_out}")
     if args.report:
-        for path in write_report(evaluation, Path(args.report)):
+        with writing(args.report, "report"):
+            written = write_report(evaluation, Path(args.report))
+        for path in written:
             ctx.note(f"wrote {path}")
     ctx.emit(evaluation.to_json(), table_text(evaluation))
     return 0

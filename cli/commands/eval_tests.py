@@ -85,6 +85,7 @@ def reuse(args, ctx) -> int:
 def _per_step(args, ctx, memory, runs, pages):
     from pathlib import Path
 
+    from mem_retrieval.cli.outputs import check_file, check_folder, writing
     from mem_retrieval.eval.derived import derive, write
     from mem_retrieval.eval.paging_report import write_report, write_runs
     from mem_retrieval.eval.reuse import reuse_per_step
@@ -95,9 +96,14 @@ def _per_step(args, ctx, memory, runs, pages):
         from mem_retrieval.records.errors import BadInput
 
         raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
+    check_file(args.trec_out, "trec_out")
+    check_folder(args.report, "report")
+    check_folder(args.write_queries, "write_queries")
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
     if args.write_queries:
-        for path in write(derived, Path(args.write_queries)):
+        with writing(args.write_queries, "write_queries"):
+            written = write(derived, Path(args.write_queries))
+        for path in written:
             ctx.note(f"wrote {path}")
     cut = None
     if until is not None:
@@ -106,9 +112,12 @@ def _per_step(args, ctx, memory, runs, pages):
                             memory.config.search.strategy, pages, memory.config.reuse.step_recall,
                             args.max_pages, cut, progress=True)
     if result.evaluation is not None and args.trec_out:
-        write_runs(result.evaluation, Path(args.trec_out))
+        with writing(args.trec_out, "trec_out"):
+            write_runs(result.evaluation, Path(args.trec_out))
         ctx.note(f"wrote {args.trec_out}")
     if result.evaluation is not None and args.report:
-        for path in write_report(result.evaluation, Path(args.report)):
+        with writing(args.report, "report"):
+            written = write_report(result.evaluation, Path(args.report))
+        for path in written:
             ctx.note(f"wrote {path}")
     return result

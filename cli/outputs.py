@@ -1,0 +1,57 @@
+"""Files and folders a command writes where its flags say (``--trec-out``, ``--report``,
+``--plot``, ``--write-queries``): checked before the (long) work that fills them, so a path that
+can never be written is refused at once, and a write that fails anyway is one line (exit 2) naming
+the flag and the path, not a traceback after the work is done."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from mem_retrieval.records.errors import BadInput
+
+
+def _writable_folder(folder: Path, param: str, given: str) -> None:
+    """``folder`` can be written, or created under its nearest existing ancestor."""
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise BadInput(f"{given!r}: {str(ancestor)!r} is not a folder", param=param)
+            try:  # the one sure test, for root and read-only mounts alike: make a folder there
+                os.rmdir(tempfile.mkdtemp(prefix=".mem-probe-", dir=ancestor))
+            except OSError as err:
+                raise BadInput(f"{given!r}: cannot write in {str(ancestor)!r}: {err.strerror or err}",
+                               param=param) from None
+            return
+
+
+def check_file(path: str | None, param: str) -> None:
+    """A file to be written: not a folder, and its folder writable or creatable."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise BadInput(f"{path!r}: is a folder, not a file", param=param)
+    _writable_folder(target.absolute().parent, param, path)
+
+
+def check_folder(path: str | None, param: str) -> None:
+    """A folder to write files into: a folder, or creatable."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise BadInput(f"{path!r}: exists and is not a folder", param=param)
+    _writable_folder(target.absolute(), param, path)
+
+
+@contextmanager
+def writing(path: str, param: str) -> Iterator[None]:
+    """Writes to ``path`` (for ``param``): an OSError becomes the one-line BadInput."""
+    try:
+        yield
+    except OSError as err:
+        raise BadInput(f"{path!r}: cannot write it: {err.strerror or err}", param=param) from None
