@@ -47,10 +47,21 @@ def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
     arguments = {param.name: getattr(args, param.name) for param in function.params}
     for param in function.params:
         if param.dash_stdin and arguments[param.name] == "-":
-            arguments[param.name] = sys.stdin.read()
+            arguments[param.name] = _standard_input()
     answer = call(ctx.memory(), function.name, arguments, spell=functools.partial(flag, function=function),
                   progress=None)
     for note in answer.notes:
         ctx.note(f"mem: {note}")
     ctx.emit(answer.data, answer.text)
     return answer.status
+
+
+def _standard_input() -> str:
+    """Standard input as UTF-8 text: bytes that are not are one line naming where (as an argument's
+    are), not a string of lone surrogates that fails deeper down."""
+    from mem_retrieval.records.parse import decode_utf8
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream put there in-process (tests, an embedding program)
+        return sys.stdin.read()
+    return decode_utf8(stream.read(), "standard input")

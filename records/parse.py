@@ -32,7 +32,8 @@ TREE_FIELDS = {"run", "date", "fix", "sources", "steps"}
 PATH_PREFIXES = ("briefs/", "returns/", "sources/")
 
 
-def _decode(data: bytes, file: str, line_offset: int = 0) -> str:
+def decode_utf8(data: bytes, file: str, line_offset: int = 0) -> str:
+    """``data`` as UTF-8; a byte that is not is an InputError naming ``file``, its line and column."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -80,7 +81,7 @@ def read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as err:
         raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
-    return _decode(data, str(path))
+    return decode_utf8(data, str(path))
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
@@ -90,7 +91,7 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raw = Path(path).read_bytes()
     except OSError as err:
         raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
-    text = _decode(raw, file)
+    text = decode_utf8(raw, file)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
@@ -263,7 +264,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
     with handle:
         for number, raw in enumerate(handle, start=1):
-            line = _decode(raw, file, number - 1)
+            line = decode_utf8(raw, file, number - 1)
             if line.strip():
                 yield number, line
 

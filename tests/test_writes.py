@@ -136,6 +136,19 @@ def test_core_set_reads_text_from_stdin(workspace, monkeypatch, mem):
     assert parse_core(workspace.core_path("alpha"), "alpha").get("portfolio") == "line one\n  line two"
 
 
+def test_core_set_refuses_standard_input_that_is_not_utf8_in_one_line(workspace, monkeypatch, mem):
+    import io
+
+    before = workspace.core_path("alpha").read_bytes(), workspace.events_path("alpha").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"line one\na\xff\xfeb\n")))
+    assert mem("core-set", "alpha", "next", "-") == (
+        2, "", "mem: standard input:2: not UTF-8 (byte 0xff at column 2)\n")
+    assert (workspace.core_path("alpha").read_bytes(), workspace.events_path("alpha").read_bytes()) == before
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("caf\u00e9\n".encode())))
+    assert mem("core-set", "alpha", "next", "-")[0] == 0  # UTF-8 bytes are read as such
+    assert parse_core(workspace.core_path("alpha"), "alpha").get("next") == "caf\u00e9"
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.sampled_from(["phase", "portfolio", "open gaps", "next", "inputs"]),
                        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
