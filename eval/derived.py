@@ -59,7 +59,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
                 continue
             gold = [gid for gid in dict.fromkeys(parents) if gid in library
                     and library[gid].run != run  # a run cannot reuse itself
-                    and _inserted_before(library[gid].inserted, start, until)]
+                    and inserted_before(library[gid].inserted, start, until)]
             if not gold:
                 continue
             qid = f"q-{step.gid}"
@@ -69,7 +69,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
     return Derived(queries, qrels, steps, citing)
 
 
-def _inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:
+def inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:
     """Whether a library entry inserted at ``inserted`` counts: before the run's start and the
     cut, when they are given (an entry without a time counts only when neither is)."""
     if start is None and until is None:

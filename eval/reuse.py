@@ -14,15 +14,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mem_retrieval.eval.derived import inserted_before, run_start
 from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
 from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
 from mem_retrieval.retrieval.hint import Hint
-from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.query import ArchiveQuery, Until
 from mem_retrieval.retrieval.retriever import Retriever
 
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
@@ -40,6 +42,8 @@ class Reuse:
     unresolved: tuple[str, ...] = ()     # global ids in a brief that name no step
     pages: int = PAGES
     threshold: float = 1.0               # the share of cited steps that must come back
+    later: tuple[str, ...] = ()          # cited library steps inserted after the cut (not required)
+    cut: str = ""                        # what the library is taken as of ("" : as it stands)
 
     @property
     def recall(self) -> float | None:
@@ -63,11 +67,13 @@ class Reuse:
                 "recall": self.recall,
                 "queries": [p.as_dict() for p in self.probes],
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
-                "not_cited": list(self.not_cited), "unresolved": list(self.unresolved)}
+                "not_cited": list(self.not_cited), "unresolved": list(self.unresolved),
+                "later": list(self.later), "cut": self.cut or None}
 
     def text(self) -> str:
         lines = [f"reuse {self.run}: the library (its own steps left out) queried with its Fix, "
-                 f"setting {self.setting or '—'}, {self.pages} pages a query",
+                 f"setting {self.setting or '—'}, {self.pages} pages a query"
+                 + (f", as of {self.cut}" if self.cut else ""),
                  *[f"query: {probe}" for probe in self.probes],
                  f"library steps it cites: {len(self.cited)}"]
         for target in self.cited:
@@ -76,7 +82,10 @@ class Reuse:
             lines.append(f"named in a brief as not an input (not required): {', '.join(self.not_cited)}")
         if self.unresolved:
             lines.append(f"global ids in briefs naming no step (not required): {', '.join(self.unresolved)}")
-        recall = "n/a (it cites no library step)" if self.recall is None else f"{self.recall:.2f}"
+        if self.later:
+            lines.append(f"inserted in the library after that (not required): {', '.join(self.later)}")
+        recall = (f"n/a (it cites no library step{' inserted by then' if self.later else ''})"
+                  if self.recall is None else f"{self.recall:.2f}")
         found = len(self.cited) - len(self.missed)
         lines.append(f"reuse: {self.verdict}: recall {found}/{len(self.cited)} = {recall} within "
                      f"{self.pages} pages (threshold {self.threshold:.2f})"
@@ -137,10 +146,17 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
                 out.add(ref, f"{path.name}:{number} {label or 'named'}")
 
 
-def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.0) -> Reuse:
-    """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``."""
+def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.0, *,
+          runs_before: bool = False, until: datetime | None = None, cut: Until | None = None) -> Reuse:
+    """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``.
+
+    With ``runs_before``, only the library entries inserted before the run started are required
+    (``derived.inserted_before``, as the per-step test counts them); with ``until`` (and ``cut``,
+    the search's form of it), only those inserted by then, and the search answers as memory stood
+    then. Cited entries inserted later are listed, not required."""
     check_pages(pages)
     ws = memory.workspace
+    start = run_start(ws, run) if runs_before else None
     fix = ws.tree(run).fix
     setting = fix.setting or None
     probes = [Probe(ARCHIVE, text.strip(), f"Fix {origin}")
@@ -148,13 +164,16 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
               if text.strip()]
     size = memory.config.search.page_size
     results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True,
-                                                         exclude_run=run)))
+                                                         exclude_run=run, until=cut)))
                for probe in probes]
     library = {entry.gid: entry for entry in ws.library()}
     found = citations(memory, run)
-    targets = []
+    targets, later = [], []
     for gid, how in found.cited.items():
         entry = library.get(gid)
+        if entry is not None and not inserted_before(entry.inserted, start, until):
+            later.append(gid)
+            continue
         step = entry or step_of(memory, gid)
         match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
         why = ""
@@ -167,8 +186,10 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
                         for probe, hits in results])
         targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",
                               step.setting if step else "", tuple(how), finding, pages, why, match))
+    when = [f"the run's start ({start.isoformat()})"] if start else []
+    when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
-                 tuple(found.unresolved), pages, threshold)
+                 tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when))
 
 
 # ------------------------------------------------------------------------------------- per step

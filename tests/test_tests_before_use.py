@@ -218,6 +218,30 @@ def test_a_step_named_as_not_an_input_is_not_required(workspace):
     assert reuse(memory.retriever, "beta").passed
 
 
+def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_by_then(workspace):
+    # a1 entered the library at 2026-10-17T07:00Z, a2 at 2026-10-18T02:00Z; beta's first event is
+    # at 2026-10-18T01:00Z: as beta began, only a1 was there to reuse
+    memory = _beta_reusing(workspace, "Inputs: alpha/a1, and\n- alpha/a2 for the lift.\n")
+    workspace.write_library(workspace.library() + [library_line(
+        "alpha", make_step("a2", grade="minor", parents=("a1", "d1")), inserted="2026-10-18T02:00:00Z")])
+    memory.index(progress=False)
+    assert {t.id for t in reuse(memory.retriever, "beta").cited} == {"alpha/a1", "alpha/a2"}
+    began = reuse(memory.retriever, "beta", runs_before=True)
+    assert [t.id for t in began.cited] == ["alpha/a1"] and began.later == ("alpha/a2",) and began.passed
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--until", "2026-10-17T08:00:00Z")
+    data = json.loads(text)
+    assert code == 0 and [t["id"] for t in data["cited"]] == ["alpha/a1"] and data["later"] == ["alpha/a2"]
+    assert data["cut"] == "2026-10-17T08:00:00+00:00"
+    code, text = cli(workspace.root, "eval", "reuse", "beta", "--until", "2026-10-17T06:00:00Z")
+    assert code == 1 and text.splitlines()[-1].startswith(
+        "reuse: nothing to test: recall 0/0 = n/a (it cites no library step inserted by then)")
+    assert "inserted in the library after that (not required): alpha/a1, alpha/a2" in text
+    for argv, message in [(["--until", "soon"], "--until 'soon' is not an ISO time with a zone"),
+                          (["--strategy", "bm25"], "--strategy: only with --per-step")]:
+        code, text = cli(workspace.root, "eval", "reuse", "beta", *argv)
+        assert (code, text) == (2, f"mem: {message}\n")
+
+
 def test_reuse_reads_only_as_many_pages_as_asked(workspace):
     # six library steps say more about the Fix than a1 does, so a1 ranks on page 2
     strong = [make_step(f"h{i}", statement=f"Hensel lifting of simple roots of the quartic, p odd, "

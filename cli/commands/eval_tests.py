@@ -39,9 +39,10 @@ def register(subparsers, common) -> None:
     parser.add_argument("--pages", type=int, metavar="N",
                         help="pages read per query (default: the config's reuse.pages)")
     parser.add_argument("--until", metavar="TIME",
-                        help="memory as it stood then: library entries inserted and steps named by then")
+                        help="memory as it stood then: the search, the library entries required "
+                        "(inserted by then) and, --per-step, the steps asked (named by then)")
     parser.add_argument("--runs-before", action="store_true",
-                        help="only library entries inserted before the run started count as reusable")
+                        help="only library entries inserted before the run started are required")
     parser.add_argument("--strategy", action="append", metavar="S",
                         help="--per-step: strategies to compare beside the default (repeatable)")
     parser.add_argument("--max-pages", type=int, default=10, metavar="N",
@@ -64,15 +65,24 @@ def resume(args, ctx) -> int:
 def reuse(args, ctx) -> int:
     from mem_retrieval.eval.reuse import reuse as run_reuse
     from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.retrieval.query import parse_time_arg
 
-    memory = ctx.memory()
-    config = memory.config.reuse
     if args.all == bool(args.runs):
         raise BadInput("give RUN… or --all, not both" if args.all else "give RUN… or --all")
+    given = [f"--{name.replace('_', '-')}" for name in PER_STEP_ONLY if getattr(args, name)]
+    if given and not args.per_step:
+        raise BadInput(f"{', '.join(given)}: only with --per-step")
+    until = parse_time_arg(args.until) if args.until else None
+    if args.until and until is None:
+        raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
+    memory = ctx.memory()
+    config = memory.config.reuse
     runs = memory.workspace.check_runs(None if args.all else args.runs)
     pages = args.pages if args.pages is not None else config.pages
-    per_step = _per_step(args, ctx, memory, runs, pages) if args.per_step else None
-    fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall) for run in runs]
+    cut = memory.retriever.resolve_until(args.until, None) if until is not None else None
+    per_step = _per_step(args, ctx, memory, runs, pages, until, cut) if args.per_step else None
+    fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall, runs_before=args.runs_before,
+                       until=until, cut=cut) for run in runs]
     fixes = [f for f in fixes if f.recall is not None] or fixes[:1] if per_step else fixes
     text = "\n\n".join([f.text() for f in fixes] + ([per_step.text()] if per_step else []))
     data = ({"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()} if per_step
@@ -82,20 +92,17 @@ def reuse(args, ctx) -> int:
     return 0 if all(v == "PASS" for v in verdicts) else 1
 
 
-def _per_step(args, ctx, memory, runs, pages):
+PER_STEP_ONLY = ("strategy", "trec_out", "report", "write_queries")  # --max-pages has a default
+
+
+def _per_step(args, ctx, memory, runs, pages, until, cut):
     from pathlib import Path
 
     from mem_retrieval.cli.outputs import check_file, check_folder, writing
     from mem_retrieval.eval.derived import derive, write
     from mem_retrieval.eval.paging_report import write_report, write_runs
     from mem_retrieval.eval.reuse import reuse_per_step
-    from mem_retrieval.retrieval.query import parse_time_arg
 
-    until = parse_time_arg(args.until) if args.until else None
-    if args.until and until is None:
-        from mem_retrieval.records.errors import BadInput
-
-        raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
     check_file(args.trec_out, "trec_out")
     check_folder(args.report, "report")
     check_folder(args.write_queries, "write_queries")
@@ -105,9 +112,6 @@ def _per_step(args, ctx, memory, runs, pages):
             written = write(derived, Path(args.write_queries))
         for path in written:
             ctx.note(f"wrote {path}")
-    cut = None
-    if until is not None:
-        cut = memory.retriever.resolve_until(args.until, None)
     result = reuse_per_step(memory.retriever, derived, runs, args.strategy or [],
                             memory.config.search.strategy, pages, memory.config.reuse.step_recall,
                             args.max_pages, cut, progress=True)
