@@ -47,7 +47,7 @@ class Problem:
         """From ids: ``queries`` (qid, weight ≥ 0), ``events`` (id, true), ``spans`` (event ids,
         qids answered). Weights are normalised to sum 1; a ValueError names what is wrong."""
         raw = np.array([weight for _, weight in queries], dtype=float)
-        if raw.size == 0 or not np.all(np.isfinite(raw)) or np.any(raw < 0) or raw.sum() <= 0:
+        if raw.size == 0 or not np.all(np.isfinite(raw)) or np.any(raw < 0) or raw.max() <= 0:
             raise ValueError("queries need finite weights ≥ 0 with a positive sum")
         query_at = _positions([qid for qid, _ in queries], "query")
         event_at = _positions([eid for eid, _ in events], "event")
@@ -59,6 +59,7 @@ class Problem:
                                                                 else "no events"))
             built.append(Span(tuple(sorted({event_at[e] for e in members})),
                               tuple(sorted({query_at[q] for q in answered}))))
+        raw = raw / raw.max()  # first to at most 1: huge weights (1e308) then sum to a finite total
         return cls(tuple(qid for qid, _ in queries), raw / raw.sum(), tuple(e for e, _ in events),
                    tuple(bool(t) for _, t in events), tuple(built))
 

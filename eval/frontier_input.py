@@ -40,7 +40,7 @@ def read_problem(path: Path) -> Problem:
         queries.append((qid, float(weight)))
     if not queries:
         top.fail("queries", "is empty (nothing for a memory to answer)")
-    if sum(weight for _, weight in queries) <= 0:
+    if max(weight for _, weight in queries) <= 0:
         top.fail("queries", "every weight is 0 (they are normalised to sum 1)")
 
     events: list[tuple[str, bool]] = []

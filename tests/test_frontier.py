@@ -66,6 +66,15 @@ FIVE = build({f"q{i}": 1.0 for i in range(1, 9)},
               (["e3"], ["q3", "q4", "q6"]), (["e4"], ["q7"]), (["e5"], ["q8"])])
 
 
+def test_weights_are_shares_whatever_their_scale_even_near_the_float_limit():
+    # two queries of equal weight: one event answers half, whether the weights are 1 or 1e308
+    # (summed as given, 1e308 + 1e308 overflows to infinity and every share became 0)
+    for weight in (1.0, 1e-300, 1e308):
+        problem = build({"q1": weight, "q2": weight}, [(["e1"], ["q1"]), (["e2"], ["q2"])])
+        assert list(problem.weights) == [0.5, 0.5]
+        assert frontier(problem).coverage.value(1) == 0.5
+
+
 def test_five_event_frontier_matches_hand_values_and_brute_force():
     front = frontier(FIVE)
     exact = [front.coverage.value(s) for s in range(6)]
