@@ -256,7 +256,8 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
 # ------------------------------------------------------------------------------------- events.jsonl
 
 def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, decoded line) for every non-blank line, streamed."""
+    """(line number, decoded line without its line break) for every non-blank line, streamed (a
+    JSON error's column is then within the line: a line cut short is reported at its end)."""
     file = str(path)
     try:
         handle = path.open("rb")
@@ -266,7 +267,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
         for number, raw in enumerate(handle, start=1):
             line = decode_utf8(raw, file, number - 1)
             if line.strip():
-                yield number, line
+                yield number, line.rstrip("\r\n")
 
 
 def event_path(kind: str, text: str) -> bool:

@@ -125,7 +125,7 @@ CASES = [
     (brief_escapes, "alpha/memory/events.jsonl:3", "text: path '../../x' leaves the run folder"),
     (brief_symlink_outside, "alpha/memory/events.jsonl:3", "leaves the run folder"),
     (non_utf8_event, "alpha/memory/events.jsonl:3", "not UTF-8 (byte 0xff"),
-    (event_invalid_json, "alpha/memory/events.jsonl:3", "invalid JSON"),
+    (event_invalid_json, "alpha/memory/events.jsonl:3", "invalid JSON: Expecting value (column 43)"),  # its end
     (library_missing_run, "solve/library.jsonl:1", "run: missing"),
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
