@@ -103,7 +103,8 @@ class Memory:
         """The Record step of ``run`` (``records.record.Record``): check it (refused on M1, M4 or
         integrity violations), admit every M2-admissible step not yet in the library except those
         with an M3 problem, in one all-or-nothing write, then index incrementally. Idempotent, and
-        safe to rerun after a crash. ``dry_run``: the plan, nothing written."""
+        safe to rerun after a crash. ``dry_run``: the plan, nothing written. Should the index step
+        fail after the write, the error (of the index's kind) starts with what was written."""
         from dataclasses import replace
 
         from mem_retrieval.records.record import admit, plan_record

@@ -48,10 +48,10 @@ def _count(text: str) -> int:
 
 def run_frontier(args: argparse.Namespace, ctx) -> int:
     """Build the problem, compute the frontier, score the memory, then draw and print."""
+    from mem_retrieval.cli.outputs import check_file, writing
     from mem_retrieval.eval.frontier import frontier, score_memory
     from mem_retrieval.eval.frontier_input import (memory_from, parse_memory, problem_from_workspace,
                                                    read_problem)
-    from mem_retrieval.cli.outputs import check_file, writing
     from mem_retrieval.eval.frontier_report import PLOT_SUFFIXES, as_json, as_table, plot
 
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:

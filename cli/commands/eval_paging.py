@@ -39,8 +39,8 @@ def _check_outputs(args) -> None:
 
 
 def run_paging(args, ctx) -> int:
-    from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
     from mem_retrieval.cli.outputs import writing
+    from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
     from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
 
     _check_outputs(args)
