@@ -225,7 +225,8 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):
-        for entry in iter_library(path) if path.is_file() else ():
+        # read whole before any answer: a malformed line anywhere is bad input, not "already there"
+        for entry in list(iter_library(path)) if path.is_file() else ():
             if entry.gid == step.gid:
                 raise Refused(f"{step.gid} is already in the library ({path}:{entry.line})")
         record = library_record(step, utc_iso(datetime.now(UTC).replace(microsecond=0)))

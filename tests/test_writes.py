@@ -242,6 +242,16 @@ def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
     assert len(workspace.library()) == 1
 
 
+@pytest.mark.parametrize("step", ["alpha/a1", "alpha/a2"])  # already in the library, or not
+def test_archive_insert_into_a_library_with_a_malformed_line_is_bad_input_either_way(workspace, mem, step):
+    with workspace.library_path.open("a") as handle:
+        handle.write('{"run": "alpha", "id": \n')
+    before = workspace.library_path.read_bytes()
+    code, out, err = mem("archive-insert", step)
+    assert (code, out) == (2, "") and err.startswith(f"mem: {workspace.library_path}:2: invalid JSON"), err
+    assert workspace.library_path.read_bytes() == before
+
+
 @pytest.mark.parametrize("argv, status, message", [
     (["alpha/zz"], 1, "no step 'zz' in run 'alpha'"),
     (["gamma/a1"], 1, "no run 'gamma'"),
