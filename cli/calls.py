@@ -109,7 +109,7 @@ def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) 
 def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"])
     if not page.total:
-        return Answer(page.as_dict(), "no events", 1)
+        return Answer(page.as_dict(), "no events", 1, tuple(note.render(spell) for note in page.notes))
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
     for hit in page.hits:
         ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""

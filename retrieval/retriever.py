@@ -165,21 +165,28 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
+        notes += self.unknown_run("context_run", query.context_run)  # it shapes the ranking
         if total:
             return notes
-        if query.run is not None:
-            runs = sorted(set(self.workspace.runs()) | {e.run for e in self.workspace.library()})
-            if query.run not in runs:
-                near = difflib.get_close_matches(query.run, runs, n=3, cutoff=0.5)
-                notes.append(Note("run", f"{query.run!r} names no run of this workspace"
-                                  + (f"; nearest: {', '.join(near)}" if near
-                                     else f" (runs: {', '.join(runs[:10]) or 'none'})")))
+        notes += self.unknown_run("run", query.run)
         if query.setting and not query.any_setting:
             left_out = len(self.ranked(replace(query, any_setting=True)))
             if left_out:
                 notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
                                   "setting it does not imply (M3)", see="any_setting"))
         return notes
+
+    def unknown_run(self, param: str, run: str | None) -> list[Note]:
+        """A note when ``run`` (given for ``param``) names no run of the workspace or library,
+        with the nearest names (a typo is the usual cause)."""
+        if run is None:
+            return []
+        runs = sorted(set(self.workspace.runs()) | {e.run for e in self.workspace.library()})
+        if run in runs:
+            return []
+        near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
+        return [Note(param, f"{run!r} names no run of this workspace"
+                     + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
 
     @_reads_index
     def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
@@ -199,8 +206,9 @@ class Retriever:
         """Events with their briefs and returns: by id in log order, or by text, a page."""
         hits = self.recall_hits(query)
         shown = page_slice(hits, page, self.config.search.page_size)
-        return self._page(shown, len(hits), [h.score for h in hits], page,
-                          query.text if query.id is None else query.id, None)
+        found = self._page(shown, len(hits), [h.score for h in hits], page,
+                           query.text if query.id is None else query.id, None)
+        return replace(found, notes=tuple(self.unknown_run("run", query.run)) if not hits else ())
 
     @_reads_index
     def recall_hits(self, query: RecallQuery) -> list[EventHit]:

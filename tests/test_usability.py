@@ -48,6 +48,20 @@ def test_a_run_that_names_no_run_names_the_nearest_runs(indexed):
     assert [n.render() for n in page.notes] == ["run 'alpah' names no run of this workspace; nearest: alpha"]
 
 
+def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
+    code, out, err = cli(indexed.root, "recall-search", "steps", "--run", "alpah")
+    assert (code, out, err) == (1, "no events\n",
+                                "mem: --run 'alpah' names no run of this workspace; nearest: alpha\n")
+    page = Memory.open(indexed.root).recall_search("steps", run="alpah")
+    assert [n.render() for n in page.notes] == ["run 'alpah' names no run of this workspace; nearest: alpha"]
+    assert cli(indexed.root, "recall-search", "steps", "--run", "alpha")[2] == ""  # known: quiet
+    # the run a query is asked from shapes the ranking: a typo there is said even with hits
+    code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
+    assert code == 0 and out.startswith("page 1 of 2")
+    assert err == "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
+    assert cli(indexed.root, "archive-search", "statement", "--context-run", "beta")[2] == ""
+
+
 def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(indexed):
     code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "Fq((t)")
     assert code == 0 and out.startswith("page 1 of 2")  # unknown is not incompatible: all listed
