@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import BadInput, Refused, plural
+from mem_retrieval.records.errors import BadInput, InputError, Refused, plural
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -179,9 +179,13 @@ class Retriever:
     def unknown_run(self, param: str, run: str | None) -> list[Note]:
         """A note when ``run`` (given for ``param``) names no run of the workspace or library,
         with the nearest names (a typo is the usual cause)."""
-        if run is None:
+        folders = self.workspace.runs() if run is not None else []
+        if run is None or run in folders:  # the usual answer, from the folder names alone
             return []
-        runs = sorted(set(self.workspace.runs()) | {e.run for e in self.workspace.library()})
+        try:  # a run present only in the library; the note is advice: a bad library is check's
+            runs = sorted(set(folders) | {e.run for e in self.workspace.library()})
+        except InputError:
+            runs = folders
         if run in runs:
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)

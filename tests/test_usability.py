@@ -60,6 +60,14 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     assert code == 0 and out.startswith("page 1 of 2")
     assert err == "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
     assert cli(indexed.root, "archive-search", "statement", "--context-run", "beta")[2] == ""
+    # the note is advice: a library that became malformed since the index does not fail the search
+    before = indexed.library_path.read_bytes()
+    try:
+        indexed.library_path.write_bytes(before + b"{not json\n")
+        code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
+        assert code == 0 and err == "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
+    finally:
+        indexed.library_path.write_bytes(before)
 
 
 def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(indexed):
