@@ -91,6 +91,16 @@ class Context:
                       f"hold ({shown}): leave-one-out hides nothing else for those queries, so a "
                       "misspelt id leaves the step it meant visible")
 
+    def warn_if_unknown_runs(self, memory, runs: list[str], source: str) -> None:
+        """Say so when queries of ``source`` name a ``run`` the workspace does not hold: a query
+        leaves out its own run's steps (a run cannot reuse itself), so a misspelt run leaves
+        them in."""
+        unknown = [run for run in dict.fromkeys(runs) if memory.retriever.unknown_run("run", run)]
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (", …" if len(unknown) > 3 else "")
+            self.note(f"mem: warning: {source} names {plural(len(unknown), 'run')} the workspace does "
+                      f"not hold ({shown}): those queries leave out no run's own steps")
+
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""
         if self.json:

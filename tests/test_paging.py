@@ -533,6 +533,25 @@ def test_a_step_the_index_does_not_hold_is_named_in_a_warning(tmp_path):
     assert ranked == {"q2", "q3", "q4"}  # the misspelt ones find the step; q1's own step is hidden
 
 
+def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
+    """A query leaves out its own run's steps; a misspelt ``run`` leaves them in: named once."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement", "run": run}) + "\n"
+                               for qid, run in [("q1", "beta"), ("q2", "bta"), ("q3", "bta")]))
+    (tmp_path / "r.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(1, 4)))
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    err = io.StringIO()
+    status = mem(["--workspace", str(ws.root), "eval", "paging", "--queries", str(queries), "--qrels",
+                  str(tmp_path / "r.qrels"), "--strategy", "bm25"], out=io.StringIO(), err=err)
+    assert status == 0
+    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
+        f"mem: warning: {queries} names 1 run the workspace does not hold (bta): those queries leave "
+        "out no run's own steps"]
+
+
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
     from mem_retrieval.eval.judgments import read_queries
 
