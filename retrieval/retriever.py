@@ -276,24 +276,29 @@ class Retriever:
         ref_run, step_id = split_gid(ref)
         owner = ref_run or run
         library: dict[str, LibraryEntry] | None = None
+        found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
         for name in [owner] if owner else self.workspace.runs():
-            if self.workspace.tree_path(name).is_file():
-                tree = self.workspace.tree(name)
-                step = tree.step(step_id)
-                if step is not None:
-                    library = self._library()
-                    entry = library.get(step.gid)
-                    return StepView(step, entry is not None, entry.inserted if entry else "")
-                for source in tree.sources:
-                    if source.id == step_id:
-                        return SourceView(source)
+            if not self.workspace.tree_path(name).is_file():
+                continue
+            tree = self.workspace.tree(name)
+            step = tree.step(step_id)
+            if step is not None:
+                library = library if library is not None else self._library()
+                entry = library.get(step.gid)
+                found[step.gid] = StepView(step, entry is not None, entry.inserted if entry else "")
+                continue
+            source = next((s for s in tree.sources if s.id == step_id), None)
+            if source is not None:
+                found[source.gid] = SourceView(source)
         library = library if library is not None else self._library()
-        matches = [e for e in library.values() if e.id == step_id and (e.run == owner or not owner)]
-        if len(matches) == 1 or (matches and owner):
-            return StepView(library_as_step(matches[0]), True, matches[0].inserted)
-        if len(matches) > 1:
-            raise Refused(f"{ref!r} names steps of several runs: "
-                          + ", ".join(sorted(e.gid for e in matches)))
+        for entry in library.values():
+            if entry.id == step_id and (entry.run == owner or not owner) and entry.gid not in found:
+                found[entry.gid] = StepView(library_as_step(entry), True, entry.inserted)
+        if len(found) == 1 or (found and owner):
+            return next(iter(found.values()))
+        if found:
+            raise Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(found))}; "
+                          f"name one (run/{step_id})")
         raise Refused(f"no step {ref!r}" + self._suggest(ref, library))
 
     def _library(self) -> dict[str, LibraryEntry]:

@@ -132,6 +132,21 @@ def test_archive_get_gives_the_whole_step(example):
         example.archive_get("satake-two-levels/A5-77")
 
 
+def test_a_bare_id_that_several_runs_use_is_refused_not_answered_by_the_first_run(example):
+    # both example runs have an A2-4 (different statements, different parents) and a source d1
+    for ref, kind in (("A2-4", "parents"), ("d1", "origin")):
+        with pytest.raises(Refused, match=f"'{ref}' is an id in several runs: "
+                           f"iwahori-two-levels/{ref}, satake-two-levels/{ref}; name one"):
+            example.archive_get(ref)
+        views = {run: example.archive_get(ref, run=run).as_dict()
+                 for run in ("iwahori-two-levels", "satake-two-levels")}
+        assert views["iwahori-two-levels"] != views["satake-two-levels"]
+        assert all(kind in view for view in views.values())
+    assert example.archive_get("A2-4", run="satake-two-levels").as_dict()["parents"] == ["A2-2", "A2-3"]
+    # an id that one run alone uses is still found without its run
+    assert example.archive_get("A5-7").as_dict()["id"] == "satake-two-levels/A5-7"
+
+
 def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
     page = example.recall_search(id="A5-8", run="satake-two-levels")
     events = [json.loads(line) for line in (EXAMPLE / "satake-two-levels" / "memory" / "events.jsonl")
