@@ -272,7 +272,9 @@ def parse_time_arg(value: str) -> datetime | None:
     """An ISO time with a zone, or None when ``value`` is not a time."""
     try:
         stamp = datetime.fromisoformat(value)
-    except ValueError:
+    except ValueError as err:
+        if re.match(r"\d{4}-\d\d-\d\d", value):  # written as a date: not an event's id
+            raise BadInput(f"{value!r} is not a valid time ({err})", param="until") from None
         return None
     if stamp.tzinfo is None:
         raise BadInput(f"{value!r} is a time without a zone (write Z or +hh:mm)", param="until")

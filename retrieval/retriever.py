@@ -248,7 +248,10 @@ class Retriever:
         gives), or an ISO time. An event's id is an id in its ``ids`` (bare or global) or the first
         word of its text (``R-1: …``, ``R-4 (verdict draft): …``); the first such event counts."""
         value = value.strip()
-        stamp = parse_time_arg(value) if not value.isdigit() else None
+        # a sequence number (ASCII digits: int() would read '³' too); past 18 digits, past any log
+        number = (int(value) if len(value.lstrip("0")) <= 18 else 10 ** 18) \
+            if value.isascii() and value.isdigit() else None
+        stamp = parse_time_arg(value) if number is None else None
         if stamp is not None:
             return Until(micros=int(stamp.timestamp() * 1_000_000))
         ref_run, local = split_gid(value)
@@ -260,11 +263,11 @@ class Retriever:
         for event in self.workspace.events(run):
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") == value)
-            if (value.isdigit() and event.seq == int(value)) or (not value.isdigit() and named):
+            if event.seq == number or (number is None and named):
                 return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
             last = event
-        if value.isdigit() and last is not None and int(value) > last.seq:
-            return Until(micros=int(last.timestamp.timestamp() * 1_000_000), run=run, seq=int(value))
+        if number is not None and last is not None and number > last.seq:  # as of the log's end
+            return Until(micros=int(last.timestamp.timestamp() * 1_000_000), run=run, seq=last.seq)
         raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
 
     # ---- archive_get

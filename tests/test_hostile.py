@@ -152,6 +152,30 @@ def test_a_hostile_until_is_refused_or_names_no_event(ws, value):
     assert err.startswith("mem: --until ")
 
 
+@pytest.mark.parametrize("value", ["³", "10²", "①"])
+def test_digits_that_are_not_ascii_are_no_sequence_number(ws, value):
+    code, out, err = mem(ws, "archive-search", "statement", "--run", "alpha", "--until", value)
+    assert (code, out, err) == (1, "", f"mem: --until {value!r}: no such event in run 'alpha'\n")
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "9" * 5_000])
+def test_a_sequence_number_past_any_log_is_memory_as_the_log_ends(ws, value):
+    """The same hits as as of the log's last event (an int past 2^63 once reached the filter,
+    and 5,000 digits int() itself, as tracebacks)."""
+    last = str(len(ws.events_path("alpha").read_text().splitlines()))
+    at_end = hits(ws, "archive-search", "statement", "--run", "alpha", "--until", last)
+    assert at_end and hits(ws, "archive-search", "statement", "--run", "alpha", "--until", value) == at_end
+    assert mem(ws, "recall-search", "--id", "a1", "--run", "alpha", "--until", value) \
+        == mem(ws, "recall-search", "--id", "a1", "--run", "alpha", "--until", last)
+
+
+@pytest.mark.parametrize("value", ["2026-13-45T00:00:00Z", "2026-10-17T99:00:00Z", "2026-10-17T03:00:00+25:00"])
+def test_a_time_that_is_no_time_is_said_to_be_so(ws, value):
+    code, out, err = mem(ws, "archive-search", "statement", "--until", value)
+    assert code == 2 and err.startswith(f"mem: --until {value!r} is not a valid time (")
+    assert err.count("\n") == 1
+
+
 def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
     assert code == 2 and "invalid int value" in err
