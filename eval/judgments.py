@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import ref_problem
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
+from mem_retrieval.retrieval.query import check_text
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -47,6 +48,10 @@ def read_queries(path: Path) -> list[Query]:
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
         qid, text = f.str("qid", required=True, nonempty=True), f.str("query", required=True, nonempty=True)
         setting, run, step = f.opt_str("setting"), f.opt_str("run"), f.opt_str("step")
+        try:
+            check_text(text)  # what a search would refuse, refused here at its line
+        except BadInput as err:
+            f.fail("query", err.message)
         if step and (ref_problem(step) or "/" not in step):
             f.fail("step", f"{step!r} is not a global id (run/step)")
         if qid in seen:

@@ -58,11 +58,18 @@ def exact_lookup(query: str) -> bool:
     return bool(words) and all(ref_problem(w) is None and _id_like(w) for w in words)
 
 
+MAX_QUERY_CHARS = 16_384
+
+
 def check_text(text: str, param: str = "query") -> None:
     """A query must be non-empty Unicode text (an unpaired surrogate means bytes that were not
-    UTF-8)."""
+    UTF-8) of at most ``MAX_QUERY_CHARS`` characters: a long statement is about 1,400, and the
+    full-text search holds about 16 KB per query word (3 million words asked for 49 GB)."""
     if not text or not text.strip():
         raise BadInput("is empty", param=param)
+    if len(text) > MAX_QUERY_CHARS:
+        raise BadInput(f"is {len(text):,} characters long; at most {MAX_QUERY_CHARS:,} are searched "
+                       "(ask with the statement's key sentences)", param=param)
     if any("\ud800" <= c <= "\udfff" for c in text):
         raise BadInput("is not valid Unicode text (it holds an unpaired surrogate)", param=param)
 

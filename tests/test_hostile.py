@@ -176,6 +176,22 @@ def test_a_time_that_is_no_time_is_said_to_be_so(ws, value):
     assert err.count("\n") == 1
 
 
+def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
+    """The full-text search holds ~16 KB per query word: 3 million words asked for 49 GB and
+    aborted the process (killing an MCP server with it). The limit is checked before any search."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.retrieval.query import MAX_QUERY_CHARS
+
+    memory = Memory.open(ws.root)
+    assert memory.archive_search("statement " * (MAX_QUERY_CHARS // 10)).total > 0  # at the limit
+    for search in (memory.archive_search, memory.recall_search):
+        with pytest.raises(BadInput, match=r"^query is 30,000,000 characters long; at most 16,384"):
+            search("statement " * 3_000_000)
+    code, out, err = mem(ws, "archive-search", "x" * (MAX_QUERY_CHARS + 1))
+    assert (code, out) == (2, "") and err.startswith("mem: QUERY is 16,385 characters long")
+
+
 def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
     assert code == 2 and "invalid int value" in err

@@ -559,3 +559,14 @@ def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
     path.write_text(json.dumps({"qid": "q", "query": "x", "step": "a6"}) + "\n")
     with pytest.raises(InputError, match=r"q.jsonl:1: step: 'a6' is not a global id"):
         read_queries(path)
+
+
+def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(tmp_path):
+    """Refused as the file is read, not by the search half-way through an evaluation."""
+    from mem_retrieval.eval.judgments import read_queries
+
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"qid": f"q{i}", "query": text}) + "\n"
+                            for i, text in enumerate(["x", "y " * 10_000])))
+    with pytest.raises(InputError, match=r"q.jsonl:2: query: is 20,000 characters long; at most 16,384"):
+        read_queries(path)
