@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.types import KINDS, STATUSES
+from mem_retrieval.records.validate import type_name
+
+VALUE_TYPES = {"string": (str, "a string"), "integer": (int, "a whole number"),
+               "boolean": (bool, "true or false"), "strings": (list, "a list of strings")}
 
 @dataclass(frozen=True)
 class Param:
@@ -38,6 +43,19 @@ class Param:
     def flag(self) -> str:
         """How the command line spells it: ``--any-setting``, or the metavar of an argument."""
         return (self.metavar or self.name.upper()) if self.positional else "--" + self.name.replace("_", "-")
+
+    def type_problem(self, value: Any) -> str | None:
+        """Why ``value`` is not of this parameter's type (a bool is no number; a list of strings
+        may be a tuple in Python), or None."""
+        kind, said = VALUE_TYPES[self.type]
+        if self.type == "strings":
+            if not isinstance(value, (list, tuple)):
+                return f"must be {said}, not {type_name(value)}"
+            wrong = [item for item in value if not isinstance(item, str)]
+            return f"must be {said}, not a list holding {type_name(wrong[0])}" if wrong else None
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return f"must be {said}, not {type_name(value)}"
+        return None
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of its value."""
@@ -76,6 +94,19 @@ class Function:
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
+
+    def check_types(self, values: dict[str, Any]) -> None:
+        """BadInput naming the first of ``values`` (by parameter name) that is not of its
+        parameter's type; None is "not given", refused for a required parameter."""
+        for name, value in values.items():
+            param = self.param(name)
+            if value is None:
+                if param.required:
+                    raise BadInput("is missing", param=name)
+                continue
+            problem = param.type_problem(value)
+            if problem:
+                raise BadInput(problem, param=name)
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON Schema of a tool call's arguments: every parameter, no other."""

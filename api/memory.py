@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config, load_config
+from mem_retrieval.functions import BY_NAME
 from mem_retrieval.records.errors import BadInput, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
@@ -52,6 +53,7 @@ class Memory:
         config's ``index.engine`` and ``ray.workers``)."""
         from mem_retrieval.indexers.build import build_index
 
+        _typed("check", runs=runs)  # the same list of run names
         self.retriever.reopen()
         return build_index(self.workspace, self.config, runs, full, progress, on_message,
                            engine=engine, workers=workers)
@@ -62,7 +64,8 @@ class Memory:
         """Steps of the runs and the library, a page at a time (SPEC §9). ``options`` are the
         fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library,
         context_run, exclude_run, hide)."""
-        return self.retriever.archive_search(self._archive_query(query, setting, options), page)
+        return self.retriever.archive_search(self._archive_query(query, setting, options),
+                                             _page("archive_search", page))
 
     def archive_hits(self, query: str | ArchiveQuery, setting: str | None = None,
                      **options: Any) -> list[Hit]:
@@ -74,15 +77,17 @@ class Memory:
                       page: int = 1) -> Page[EventHit]:
         """Events with their briefs and returns: every event naming ``id`` in log order, or the
         events matching ``query``, a page at a time."""
-        return self.retriever.recall_search(RecallQuery(query, id, run, until), page)
+        return self.retriever.recall_search(self._recall_query(query, id, run, until),
+                                            _page("recall_search", page))
 
     def recall_hits(self, query: str | None = None, *, id: str | None = None,
                     run: str | None = None, until: str | Until | None = None) -> list[EventHit]:
         """The whole result list of ``recall_search``, before paging."""
-        return self.retriever.recall_hits(RecallQuery(query, id, run, until))
+        return self.retriever.recall_hits(self._recall_query(query, id, run, until))
 
     def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
         """One full step (or source), read from the files: no index, no model."""
+        _typed("archive_get", id=ref, run=run)
         return self.retriever.archive_get(ref, run)
 
     # ---- the write functions and the check
@@ -90,12 +95,14 @@ class Memory:
         """Rewrite one field of ``run``'s W (``records.writes.CoreSet``); refused past 2,000 tokens."""
         from mem_retrieval.records.writes import core_set
 
+        _typed("core_set", run=run, field=field, text=text)
         return core_set(self.workspace, run, field, text, self.config.model.package)
 
     def archive_insert(self, ref: str, run: str | None = None) -> LibraryEntry:
         """Append one audited step to the library; refused when M2 fails or it is already there."""
         from mem_retrieval.records.writes import archive_insert
 
+        _typed("archive_insert", id=ref, run=run)
         return archive_insert(self.workspace, ref, run)
 
     def record(self, run: str, dry_run: bool = False, *, progress: bool | None = False,
@@ -109,6 +116,7 @@ class Memory:
 
         from mem_retrieval.records.record import admit, plan_record
 
+        _typed("record", run=run, dry_run=dry_run)
         plan = plan_record(self.workspace, run, self.config.model.package)
         if dry_run:
             return plan
@@ -124,6 +132,7 @@ class Memory:
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""
         from mem_retrieval.records.invariants import check
 
+        _typed("check", runs=runs)
         return check(self.workspace, runs, self.config.model.package)
 
     @staticmethod
@@ -133,4 +142,26 @@ class Memory:
             if setting is not None or options:
                 raise TypeError("give an ArchiveQuery alone, or a query text with options")
             return query
+        params = {p.name for p in BY_NAME["archive_search"].params}
+        _typed("archive_search", query=query, setting=setting,
+               **{name: value for name, value in options.items() if name in params})
         return ArchiveQuery(query, setting, **options)
+
+    @staticmethod
+    def _recall_query(query: str | None, id: str | None, run: str | None,
+                      until: str | Until | None) -> RecallQuery:
+        _typed("recall_search", query=query, id=id, run=run, until=until)
+        return RecallQuery(query, id, run, until)
+
+
+def _page(function: str, page: int | None) -> int:
+    """``page`` checked; None (not given, as a tool's null) is page 1."""
+    _typed(function, page=page)
+    return 1 if page is None else page
+
+
+def _typed(function: str, **values: Any) -> None:
+    """BadInput when a value is not of the type the function's parameter has (``functions``: the
+    same check, and message, as a tool call's); an ``Until`` stands for its ``until`` string."""
+    BY_NAME[function].check_types({name: value for name, value in values.items()
+                                   if not isinstance(value, Until)})

@@ -36,8 +36,6 @@ INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/me
                 "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
                 "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
                 "is the Record step. Searches return 5 hits a page.")
-KINDS = {"string": (str, "a string"), "integer": (int, "a whole number"), "boolean": (bool, "true or false"),
-         "strings": (list, "a list of strings")}
 
 
 class Tools:
@@ -87,20 +85,11 @@ def checked_arguments(function: Function, arguments: Any) -> dict[str, Any]:
     given = {}
     for param in function.params:
         value = arguments.get(param.name)
-        if value is None:
-            if param.required:
-                raise BadInput("is missing", param=param.name)
-            continue
-        kind, said = KINDS[param.type]
-        if kind is int and isinstance(value, float) and value.is_integer():
+        if param.type == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)  # 2.0: JSON has one number type, and some clients write it so
-        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-        if param.type == "strings" and not wrong:
-            wrong = not all(isinstance(item, str) for item in value)
-        if wrong:
-            raise BadInput(f"must be {said}, not {type_name(value)}", param=param.name)
         given[param.name] = value
-    return given
+    function.check_types(given)
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def error_text(error: MemError) -> str:

@@ -192,6 +192,48 @@ def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
     assert (code, out) == (2, "") and err.startswith("mem: QUERY is 16,385 characters long")
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.archive_search(5), "query must be a string, not a number"),
+    (lambda m: m.archive_search(None), "query is missing"),
+    (lambda m: m.archive_search("statement", page="2"), "page must be a whole number, not a string"),
+    (lambda m: m.archive_search("statement", page=True), "page must be a whole number, not a boolean"),
+    (lambda m: m.archive_search("statement", setting=["F"]), "setting must be a string, not a list"),
+    (lambda m: m.archive_search("statement", run=3), "run must be a string, not a number"),
+    (lambda m: m.archive_search("statement", any_setting="no"), "any_setting must be true or false, not a string"),
+    (lambda m: m.archive_hits("statement", until=1), "until must be a string, not a number"),
+    (lambda m: m.recall_search(b"statement"), "query must be a string, not bytes"),
+    (lambda m: m.recall_search("statement", page=1.0), "page must be a whole number, not a number"),
+    (lambda m: m.archive_get("a1", run=5), "run must be a string, not a number"),
+    (lambda m: m.core_set("alpha", "next", None), "text is missing"),
+    (lambda m: m.core_set("alpha", "next", b"x"), "text must be a string, not bytes"),
+    (lambda m: m.archive_insert(None), "id is missing"),
+    (lambda m: m.check("alpha"), "runs must be a list of strings, not a string"),
+    (lambda m: m.check([1]), "runs must be a list of strings, not a list holding a number"),
+    (lambda m: m.index("alpha"), "runs must be a list of strings, not a string"),
+    (lambda m: m.record("alpha", dry_run="no"), "dry_run must be true or false, not a string"),
+])
+def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, call, message):
+    """The API checks types as the MCP tools do (one rule, ``functions.Param``): a wrong type is
+    one line naming the parameter, not an AttributeError from deep inside, nor a string read as
+    a list of runs or as true."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records.errors import BadInput
+
+    before = (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes()
+    with pytest.raises(BadInput) as raised:
+        call(Memory.open(ws.root))
+    assert str(raised.value) == message
+    assert (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes() == before
+
+
+def test_a_page_of_none_is_the_first_page_as_a_tools_null_is(ws):
+    from mem_retrieval.memory import Memory
+
+    memory = Memory.open(ws.root)
+    assert memory.archive_search("statement", page=None) == memory.archive_search("statement")
+    assert memory.recall_search("statement", page=None) == memory.recall_search("statement")
+
+
 def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
     assert code == 2 and "invalid int value" in err

@@ -93,7 +93,7 @@ BAD_ARGUMENTS = [
      "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "
      "library, context_run, until, page, strategy)"),
     ("check", {"runs": "satake-two-levels"}, "runs must be a list of strings, not a string"),
-    ("check", {"runs": [1]}, "runs must be a list of strings, not a list"),
+    ("check", {"runs": [1]}, "runs must be a list of strings, not a list holding a number"),
     ("archive_get", {"id": None}, "id is missing"),
     ("no_such_tool", {}, "unknown tool 'no_such_tool' (tools: archive_search, archive_get, recall_search, "
                          "core_set, archive_insert, check, record)"),
