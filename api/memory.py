@@ -54,9 +54,15 @@ class Memory:
         from mem_retrieval.indexers.build import build_index
 
         _typed("check", runs=runs)  # the same list of run names
-        self.retriever.reopen()
+        self.reopen()
         return build_index(self.workspace, self.config, runs, full, progress, on_message,
                            engine=engine, workers=workers)
+
+    def reopen(self) -> None:
+        """Read the index as it is now from the next search on. A ``Memory`` is a session: its
+        searches read the table versions it opened on its first search (one consistent view, even
+        while another process reindexes), until its own ``index`` or this."""
+        self.retriever.reopen()
 
     # ---- the read functions
     def archive_search(self, query: str | ArchiveQuery, setting: str | None = None, *, page: int = 1,

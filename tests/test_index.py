@@ -68,6 +68,21 @@ def test_a_status_change_rewrites_the_row_but_reuses_its_vector(memory, workspac
     assert row["status"] == "stale" and row["vector"] == old
 
 
+def test_a_memory_reads_its_version_until_it_reopens_or_indexes(memory, workspace):
+    """A Memory is a session: an index written by another Memory (or process) shows only after
+    ``reopen()``; its own ``index()`` reopens it."""
+    assert memory.archive_search("zebra", strategy="bm25").total == 0
+    workspace.edit_step("alpha", "a2", statement="a zebra statement")
+    Memory.open(workspace.root).index(progress=False)
+    assert memory.archive_search("zebra", strategy="bm25").total == 0  # still its version
+    assert memory.archive_get("alpha/a2").as_dict()["statement"] == "a zebra statement"  # the files
+    memory.reopen()
+    assert [h.id for h in memory.archive_search("zebra", strategy="bm25").hits] == ["alpha/a2"]
+    workspace.edit_step("alpha", "a3", statement="a zebra dead end")
+    memory.index(progress=False)
+    assert {h.id for h in memory.archive_search("zebra", strategy="bm25").hits} == {"alpha/a2", "alpha/a3"}
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
