@@ -32,6 +32,7 @@ from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line
 from mem_retrieval.records.validate import type_name
 
 SERVER_NAME = "mem"
+SHUTDOWN_WAIT_S = 60  # at most this long, each: the model's load and the calls running, once the client has gone
 INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/memory/core.md "
                 "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
                 "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
@@ -45,6 +46,8 @@ class Tools:
         self.workspace = workspace
         self.config_file = config_file
         self.memories = WarmMemories()
+        self._running = 0
+        self._idle = threading.Condition()
 
     @staticmethod
     def definitions() -> list[dict[str, Any]]:
@@ -59,7 +62,19 @@ class Tools:
             raise BadInput(f"unknown tool {name!r} (tools: {', '.join(BY_NAME)})")
         given = checked_arguments(function, arguments)
         memories = self.memories.fresh if function.writes else self.memories.get
-        return call(memories(self.workspace, self.config_file), name, given)
+        with self._idle:
+            self._running += 1
+        try:
+            return call(memories(self.workspace, self.config_file), name, given)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call is running (at most ``timeout`` seconds); whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout=timeout)
 
     def warm(self) -> None:
         """Open the index and load the embedding model it is searched with (a first search would)."""
@@ -147,14 +162,45 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
+    _stop_on_interrupt(tools)
+    warming = threading.Thread(target=tools.warm, name="mem-mcp-warm", daemon=True)
     if not lazy:
-        threading.Thread(target=tools.warm, name="mem-mcp-warm", daemon=True).start()
+        warming.start()
 
     async def main() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        # The client has gone. Let the model load and the calls still running (their threads are
+        # abandoned, not stopped) end before the interpreter does: a thread inside the ONNX or
+        # torch runtime at finalization aborted the process ("terminate called without an active
+        # exception"), and a write is better finished than cut.
+        if warming.is_alive():
+            warming.join(timeout=SHUTDOWN_WAIT_S)
+        tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+
+
+def _stop_on_interrupt(tools: Tools) -> None:
+    """SIGINT (Ctrl-C) stops the server once the calls running have ended, exit status 130. The
+    event loop's own handler only cancelled its task, which then waited for a read of standard
+    input that no cancel ends: the server ran on until the client closed it. The exit skips
+    interpreter finalization, so no thread still loading the model can abort it."""
+    import os
+    import signal
+
+    def interrupted(signum, frame) -> None:
+        tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, RuntimeError, ValueError):  # closed, or being written by a call
+                pass
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
@@ -165,6 +211,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
     import uvicorn
 
     server = build_server(tools)
+    _stop_on_interrupt(tools)  # until uvicorn, serving, takes SIGINT and SIGTERM over
     if not lazy:
         tools.warm()
     app = server.streamable_http_app(host="127.0.0.1")

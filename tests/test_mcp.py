@@ -439,3 +439,32 @@ def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr == "mem: mem mcp needs the MCP SDK: pip install 'mem-retrieval[mcp]' (mcp>=2.3,<3)\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [[], ["--lazy"]], ids=["warming", "lazy"])
+def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy):
+    """SIGINT stops the stdio server (exit 130) though its client keeps standard input open: the
+    event loop's own handler cancelled a task that then waited on a read no cancel ends, and the
+    server ran on until the client left."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", *lazy],
+                            cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}).encode() + b"\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready and json.loads(proc.stdout.readline())["id"] == 0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
