@@ -184,7 +184,8 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
 
 def _stop_on_interrupt(tools: Tools) -> None:
-    """SIGINT (Ctrl-C) stops the server once the calls running have ended, exit status 130. The
+    """SIGINT (Ctrl-C) or SIGTERM stops the server once the calls running have ended (exit status
+    130 or 143). The
     event loop's own handler only cancelled its task, which then waited for a read of standard
     input that no cancel ends: the server ran on until the client closed it. The exit skips
     interpreter finalization, so no thread still loading the model can abort it."""
@@ -200,7 +201,8 @@ def _stop_on_interrupt(tools: Tools) -> None:
                 pass
         os._exit(128 + signum)
 
-    signal.signal(signal.SIGINT, interrupted)
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, interrupted)
 
 
 def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
@@ -211,7 +213,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
     import uvicorn
 
     server = build_server(tools)
-    _stop_on_interrupt(tools)  # until uvicorn, serving, takes SIGINT and SIGTERM over
+    _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
     if not lazy:
         tools.warm()
     app = server.streamable_http_app(host="127.0.0.1")

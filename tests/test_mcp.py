@@ -442,8 +442,9 @@ def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lazy", [[], ["--lazy"]], ids=["warming", "lazy"])
-def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy):
+@pytest.mark.parametrize("lazy, signame", [([], "SIGINT"), (["--lazy"], "SIGINT"), ([], "SIGTERM")],
+                         ids=["warming", "lazy", "sigterm"])
+def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy, signame):
     """SIGINT stops the stdio server (exit 130) though its client keeps standard input open: the
     event loop's own handler cancelled a task that then waited on a read no cancel ends, and the
     server ran on until the client left."""
@@ -459,8 +460,8 @@ def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy):
         proc.stdin.flush()
         ready, _, _ = select.select([proc.stdout], [], [], 120)
         assert ready and json.loads(proc.stdout.readline())["id"] == 0
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 130
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(30) == 128 + getattr(signal, signame)
         assert b"Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:
