@@ -25,6 +25,7 @@ from mem_retrieval.indexers import store
 from mem_retrieval.indexers.location import Location
 from mem_retrieval.indexers.rows import Rows, build_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.workspace import Workspace
 
 
@@ -176,14 +177,17 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
     rows = build_rows(workspace, config, scope_runs)
     present = set(workspace.runs())
     location = Location.of(workspace, config)
-    location.folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(location.lock_path))
     try:
-        lock.acquire(timeout=0.2)
-    except Timeout:
-        if on_message:
-            on_message("another `mem index` is running; waiting for it to finish")
-        lock.acquire()
+        location.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0.2)
+        except Timeout:
+            if on_message:
+                on_message("another `mem index` is running; waiting for it to finish")
+            lock.acquire()
+    except OSError as error:  # a read-only file system or folder, a file in the way
+        raise BadInput(f"cannot write the index in {location.folder}: {error.strerror or error}") from None
     index = None
     try:
         with store.guard(location):

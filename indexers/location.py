@@ -65,14 +65,19 @@ class Location:
     @classmethod
     def of(cls, workspace, config: Config) -> "Location":
         """The configured location of ``workspace``'s index: ``index.uri`` ("" = ``.mem``; a
-        relative folder is taken from the workspace root). An evaluation's scratch index
+        relative folder is taken from the workspace root, ``~`` is the home folder; a file is
+        refused). An evaluation's scratch index
         (``workspace.index_root``) is always that folder."""
         local = workspace.root / ".mem"
         uri = config.index.uri.strip()
         if workspace.index_root is not None or not uri:
             return cls(str(workspace.index_dir), workspace.index_dir)
         if "://" not in uri:
-            return cls(str((workspace.root / uri).resolve()), local)
+            folder = (workspace.root / Path(uri).expanduser()).resolve()
+            if folder.exists() and not folder.is_dir():
+                raise InputError(config.origin("index.uri"), None, "index.uri",
+                                 f"{uri!r} names a file ({folder}), not a folder")
+            return cls(str(folder), local)
         scheme, _, rest = uri.partition("://")
         if scheme.lower() not in SCHEMES or not rest.split("/")[0]:
             raise InputError(config.origin("index.uri"), None, "index.uri",

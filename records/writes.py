@@ -40,6 +40,8 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         lock.acquire()
     except Timeout:
         raise Refused(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
+    except OSError as error:  # a read-only file system or folder: nothing can be written there
+        raise BadInput(f"cannot write in {lock_path.parent}: {error.strerror or error}") from None
     try:
         yield
     finally:

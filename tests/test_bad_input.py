@@ -219,3 +219,33 @@ def test_a_write_that_fails_after_the_work_is_one_line_too(workspace, mem, tmp_p
                          "--strategy", "bm25", "--report", str(tmp_path / "report"))
     assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
     assert err.startswith(f"mem: --report {str(tmp_path / 'report')!r}: cannot write it: "), err
+
+
+def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, tmp_path, monkeypatch):
+    """A location the index or a write cannot use (a file where a folder goes stands in here for a
+    read-only file system, which an unprivileged test cannot mount): one line, exit 2, nothing
+    written, where each was an OSError traceback."""
+    (workspace.root / ".mem").write_text("not a folder")
+    code, out, err = mem("index", "--no-progress")
+    assert (code, out) == (2, "") and err == f"mem: cannot write the index in {workspace.root / '.mem'}: File exists\n"
+    (workspace.root / ".mem").unlink()
+    (workspace.root / "afile").write_text("hi")
+    (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "afile"\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, "") and err == (f"mem: {workspace.root / 'solve' / 'mem.toml'}: index.uri: "
+                                                  f"'afile' names a file ({workspace.root / 'afile'}), not a folder\n")
+    events = workspace.events_path("alpha").read_bytes()
+    (workspace.root / "alpha" / "memory" / ".core.md.lock").mkdir()
+    code, out, err = mem("core-set", "alpha", "next", "audit a2")
+    assert (code, out) == (2, "") and err.startswith(f"mem: cannot write in {workspace.root / 'alpha' / 'memory'}: ")
+    assert workspace.events_path("alpha").read_bytes() == events
+
+
+def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, monkeypatch):
+    """``~`` is the home folder, as in a shell; it was a folder named ``~`` in the workspace."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "~/indexes/alpha"\n')
+    assert mem("index", "--no-progress")[0] == 0
+    assert (tmp_path / "home" / "indexes" / "alpha" / "meta.json").is_file()
+    assert not (workspace.root / "~").exists() and not (workspace.root / ".mem" / "meta.json").exists()
