@@ -86,10 +86,20 @@ class Context:
         id, or the wrong workspace): leave-one-out then hides that id alone, not the step meant."""
         unknown = memory.retriever.unknown_steps(list(dict.fromkeys(steps)))  # each named once
         if unknown:
-            shown = ", ".join(unknown[:3]) + (", …" if len(unknown) > 3 else "")
             self.note(f"mem: warning: {source} names {plural(len(unknown), 'step')} the index does not "
-                      f"hold ({shown}): leave-one-out hides nothing else for those queries, so a "
-                      "misspelt id leaves the step it meant visible")
+                      f"hold ({_first_three(unknown)}): leave-one-out hides nothing else for those "
+                      "queries, so a misspelt id leaves the step it meant visible")
+
+    def warn_if_unknown_judged(self, memory, qrels, queries, source: str) -> None:
+        """Say so when ``source`` judges relevant, for one of ``queries``, an id the index does not
+        hold (a bare step id, a misspelt run, the wrong workspace): no search can find it, so it
+        costs recall silently."""
+        judged = [doc for query in queries for doc, grade in qrels.get(query.qid, {}).items() if grade > 0]
+        unknown = memory.retriever.unknown_steps(list(dict.fromkeys(judged)))
+        if unknown:
+            self.note(f"mem: warning: {source} judges relevant {plural(len(unknown), 'id')} the index "
+                      f"does not hold ({_first_three(unknown)}): no search finds them, and they count "
+                      "as missed (judgments name steps by global id, run/step)")
 
     def warn_if_unknown_runs(self, memory, runs: list[str], source: str) -> None:
         """Say so when queries of ``source`` name a ``run`` the workspace does not hold: a query
@@ -97,9 +107,8 @@ class Context:
         them in."""
         unknown = [run for run in dict.fromkeys(runs) if memory.retriever.unknown_run("run", run)]
         if unknown:
-            shown = ", ".join(unknown[:3]) + (", …" if len(unknown) > 3 else "")
             self.note(f"mem: warning: {source} names {plural(len(unknown), 'run')} the workspace does "
-                      f"not hold ({shown}): those queries leave out no run's own steps")
+                      f"not hold ({_first_three(unknown)}): those queries leave out no run's own steps")
 
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form."""
@@ -181,6 +190,10 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
         return _fail(ctx, "interrupted", 130)
     except BrokenPipeError:
         return EXIT_OK
+
+
+def _first_three(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
 
 
 POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN"}

@@ -552,6 +552,28 @@ def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
         "out no run's own steps"]
 
 
+@pytest.mark.parametrize("command", ["paging", "fusion"])
+def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, command):
+    """A bare step id, or a misspelt run, in a qrels file scores 0 for its query: named once;
+    grade 0 is no judgment of relevance."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement"}) + "\n" for qid in ("q1", "q2")))
+    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 a2 1\nq2 0 nosuch/z1 2\nq2 0 a2 1\n"
+                                      "q2 0 alpha/zz 0\n")
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    err = io.StringIO()
+    extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
+    mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
+         str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
+    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
+        f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
+        "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
+        "id, run/step)"]
+
+
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
     from mem_retrieval.eval.judgments import read_queries
 
