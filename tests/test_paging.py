@@ -592,3 +592,15 @@ def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(tmp_path):
                             for i, text in enumerate(["x", "y " * 10_000])))
     with pytest.raises(InputError, match=r"q.jsonl:2: query: is 20,000 characters long; at most 16,384"):
         read_queries(path)
+
+
+@pytest.mark.parametrize("argv", [["eval", "paging", "--queries", "Q", "--qrels", "R"],
+                                  ["eval", "reuse", "--all", "--per-step"], ["eval", "reuse", "--all"]])
+@pytest.mark.parametrize("pages", ["0", "-3", "101", "100000"])
+def test_a_number_of_pages_outside_1_to_100_is_refused_before_any_work(tmp_path, argv, pages):
+    """``--max-pages 100000`` ran for hours (the bound's cost grows with the square of the pages);
+    ``eval reuse`` read 0 or -3 as the default."""
+    err = io.StringIO()
+    status = mem(["--workspace", str(tmp_path), *argv, "--max-pages", pages], out=io.StringIO(), err=err)
+    assert status == 2
+    assert err.getvalue() == f"mem: --max-pages {pages} is not a number of pages from 1 to 100\n"

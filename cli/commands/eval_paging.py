@@ -30,10 +30,9 @@ def register(subparsers, common) -> None:
 def _check_outputs(args) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
     from mem_retrieval.cli.outputs import check_file, check_folder
-    from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.eval.paging import check_max_pages
 
-    if args.max_pages < 1:
-        raise BadInput(f"--max-pages must be at least 1, not {args.max_pages}")
+    check_max_pages(args.max_pages)
     check_file(args.trec_out, "trec_out")
     check_folder(args.report, "report")
 
