@@ -154,8 +154,8 @@ class RayEngine:
             address = config.ray.address or None
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                        "logging_level": "ERROR"}
-            if address is None:
-                options["num_cpus"] = wanted or os.cpu_count() or 1
+            if address is None:  # a local instance has this machine's CPUs, however many are wanted
+                options["num_cpus"] = min(wanted or os.cpu_count() or 1, os.cpu_count() or 1)
             try:
                 with warnings.catch_warnings():  # Ray forks its processes; they never touch lancedb
                     warnings.filterwarnings("ignore", message="lancedb fork")
@@ -198,7 +198,8 @@ class RayEngine:
         self.sent += len(texts)
         dataset = ray.data.from_arrow(blocks).map_batches(
             Embedder, fn_constructor_kwargs={"pack": [self.model], "batch_size": self.batch_size},
-            compute=ray.data.ActorPoolStrategy(size=self.workers), num_cpus=1, batch_size=size,
+            compute=ray.data.ActorPoolStrategy(size=min(self.workers, len(blocks))), num_cpus=1,
+            batch_size=size,
             batch_format="pyarrow")
         positions: list[int] = []
         parts: list[Any] = []

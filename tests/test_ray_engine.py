@@ -128,10 +128,12 @@ def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path,
     seed_export(ws.root / ".mem", onnx_export)
     temp = Path("/tmp") / f"mem-rt-{os.getpid()}"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(temp)}
+    cpus, wanted = os.cpu_count(), os.cpu_count() + 30  # more actors than CPUs: one a CPU starts
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "--json",
-                           "index", "--engine", "ray", "--workers", "2", "--no-progress"],
+                           "index", "--engine", "ray", "--workers", str(wanted), "--no-progress"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    assert f"Ray has {cpus} CPUs: {cpus} embedding actors, not {wanted}" in done.stderr
     assert '"embedded": ' in done.stdout and "Traceback" not in done.stderr
     assert temp.is_dir()  # the run's Ray session lived there
     deadline = time.monotonic() + 30
