@@ -33,9 +33,12 @@ PATH_PREFIXES = ("briefs/", "returns/", "sources/")
 
 
 def decode_utf8(data: bytes, file: str, line_offset: int = 0) -> str:
-    """``data`` as UTF-8; a byte that is not is an InputError naming ``file``, its line and column."""
+    """``data`` as UTF-8; a byte that is not is an InputError naming ``file``, its line and column.
+    A byte order mark opening the file (``line_offset`` 0: its first line), which editors on
+    Windows write, is not text and is left out."""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
+        return text[1:] if line_offset == 0 and text.startswith("\ufeff") else text
     except UnicodeDecodeError as err:
         line = line_offset + data.count(b"\n", 0, err.start) + 1
         column = err.start - data.rfind(b"\n", 0, err.start)

@@ -249,3 +249,22 @@ def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, m
     assert mem("index", "--no-progress")[0] == 0
     assert (tmp_path / "home" / "indexes" / "alpha" / "meta.json").is_file()
     assert not (workspace.root / "~").exists() and not (workspace.root / ".mem" / "meta.json").exists()
+
+
+def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):
+    """Editors on Windows open UTF-8 files with U+FEFF: tree.json, the JSONL files, qrels and the
+    config read as without it (it was invalid JSON, a qid '\\ufeffq1', invalid TOML)."""
+    assert mem("index", "--no-progress")[0] == 0
+    _, before, _ = mem("--json", "archive-search", "statement", "--strategy", "bm25")
+    bom = "\ufeff".encode()
+    for path in (workspace.root / "alpha" / "tree.json", workspace.events_path("alpha"), workspace.library_path):
+        path.write_bytes(bom + path.read_bytes())
+    (workspace.root / "solve" / "mem.toml").write_bytes(bom + b"[search]\npage_size = 5\n")
+    assert mem("check")[0] == 0
+    assert mem("index", "--no-progress")[0] == 0
+    assert mem("--json", "archive-search", "statement", "--strategy", "bm25")[1] == before
+    (tmp_path / "q.jsonl").write_bytes(bom + b'{"qid": "q1", "query": "statement"}\n')
+    (tmp_path / "r.qrels").write_bytes(bom + b"q1 0 alpha/a1 1\n")
+    code, out, err = mem("eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels",
+                         str(tmp_path / "r.qrels"), "--strategy", "bm25")
+    assert code == 0 and "warning" not in err, err
