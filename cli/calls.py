@@ -72,7 +72,7 @@ def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
         return Answer(page.as_dict(), "no hits", 1, notes)
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'hit')}"
              + (f" · setting {page.setting}" if page.setting else "")
-             + (" · BM25 order: vectors still being computed" if page.pending else "")]
+             + (" · BM25 order: vectors not computed yet" if page.pending else "")]
     for rank, hit in enumerate(page.hits, start=page.first_rank):
         grade = hit.grade or "not audited"
         match = f" ({hit.setting_match})" if hit.setting_match else ""

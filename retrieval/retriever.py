@@ -155,8 +155,9 @@ class Retriever:
         if degraded:
             asked, answered = degraded
             notes.append(Note("strategy", f"{asked!r} answered as {answered!r}: the vectors of "
-                              f"{plural(self.searcher.pending, 'text')} are still being computed by "
-                              "`mem index` (BM25 order until then)"))
+                              f"{plural(self.searcher.pending, 'text')} are not computed yet (BM25 "
+                              "order until then): `mem index` computes them, the one running or, if "
+                              "it was stopped, the next"))
         ontology = self.workspace.ontology
         if query.setting:
             unknown = [c for c in clauses(query.setting) if ontology.entry(c) is None]

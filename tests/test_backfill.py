@@ -61,8 +61,11 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
     assert meta["pending"] == len(waiting(small_batches.root))
     out, err = io.StringIO(), io.StringIO()
     code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"], out=out, err=err)
-    assert code == 0 and "BM25 order: vectors still being computed" in out.getvalue().splitlines()[0]
+    assert code == 0 and "BM25 order: vectors not computed yet" in out.getvalue().splitlines()[0]
     assert "'rerank-graph' answered as 'graph'" in err.getvalue()
+    # no index is running now: the note does not say one is, and says what finishes them
+    assert "not computed yet (BM25 order until then): `mem index` computes them, the one running or, " \
+           "if it was stopped, the next" in err.getvalue()
     monkeypatch.setattr(build, "embed_texts", real)
     before = embed.EMBEDDED["texts"]
     report = Memory.open(small_batches.root).index(progress=False)
@@ -114,7 +117,7 @@ def test_indexing_some_runs_never_hides_another_runs_unfinished_vectors(small_ba
     out = io.StringIO()
     assert run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
                    out=out, err=io.StringIO()) == 0
-    assert "BM25 order: vectors still being computed" in out.getvalue().splitlines()[0]
+    assert "BM25 order: vectors not computed yet" in out.getvalue().splitlines()[0]
     Memory.open(small_batches.root).index(progress=False)
     assert waiting(small_batches.root) == set()
     assert json.loads((small_batches.root / ".mem" / "meta.json").read_text())["pending"] == 0
