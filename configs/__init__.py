@@ -7,7 +7,7 @@ its value. A bad or unknown key is an InputError naming the file that holds it."
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ class SearchConfig:
     pool: int = rule(minimum=1)
     rerank_k: int = rule(minimum=0)
     fusion_weight: float = rule(minimum=0.0, maximum=1.0)
-    hint_window: int = rule(minimum=0)
+    hint_window: int = rule(minimum=1)
     hint_depth: int = rule(minimum=1)
 
 
@@ -244,4 +244,11 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
     if config.model.quantize and config.model.backend != "onnx":
         raise InputError(config.origin("model.quantize"), None, "model.quantize",
                          "int8 weights need backend = \"onnx\"")
+    for table in (f.name for f in fields(FusionConfig)):
+        weights = vars(getattr(config.fusion, table))
+        if not any(weights.values()):  # every score 0: the lists in id order
+            keys = [f"fusion.{table}.{name}" for name in weights]
+            blamed = next((config.origins[k] for k in keys if k in config.origins), str(DEFAULT))
+            raise InputError(blamed, None, f"fusion.{table}", "every weight is 0: no feature would "
+                             "rank the hits")
     return config

@@ -141,6 +141,21 @@ def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
                    "(a settings file holds [[setting]] entries only)\n")
 
 
+@pytest.mark.parametrize("text, key, message", [
+    ("[search]\nhint_window = 0\n", "search.hint_window", "must be at least 1, not 0"),
+    ("[fusion.graph_in_run]\n" + "".join(f"{w} = 0\n" for w in
+                                        ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")),
+     "fusion.graph_in_run", "every weight is 0: no feature would rank the hits"),
+])
+def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text, key, message):
+    """A hint window of 0 pages says no relevant hit remains, ever; a weight table all 0 scores
+    every hit 0 (the list in id order): each refused, blamed on the file that set it."""
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve" / "mem.toml").write_text(text)
+    code, _, err = cli(ws.root, "archive-search", "statement")
+    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n")
+
+
 def test_a_bad_value_in_the_workspace_config_is_blamed_on_that_file(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text("[search]\npage_size = 0\n")
