@@ -122,8 +122,18 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
     folder = memory.retriever.location.folder  # the index folder, or a remote index's local cache
     provenance, seconds, loss = _fit(memory, mined, folder, training, progress)
     memory.retriever.reopen()
-    report = build_index(memory.workspace, memory.config, full=True, progress=progress,
-                         on_message=on_message, tuned=provenance)
+    try:
+        report = build_index(memory.workspace, memory.config, full=True, progress=progress,
+                             on_message=on_message, tuned=provenance)
+    except BaseException:  # stopped or failed re-embedding: the index keeps its model, and only it
+        from mem_retrieval.indexers.build import drop_exports
+        from mem_retrieval.indexers.store import read_meta, tuned_of
+
+        meta = read_meta(memory.retriever.location) or {}
+        installed = tuned_of(meta)
+        _drop_unused(folder, installed["path"] if installed else None)
+        drop_exports(folder, (meta.get("export") or {}).get("path"))
+        raise
     _drop_unused(folder, provenance["path"])
     return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report)
 

@@ -541,7 +541,7 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
                             "pending": _waiting(index, versions)}
 
     meta = store.publish_meta(index.location, make)
-    _drop_exports(index.folder, export)
+    drop_exports(index.folder, export)
     return meta["versions"]
 
 
@@ -568,7 +568,7 @@ def _waiting(index: Index, versions: dict[str, int]) -> int:
     return len(hashes)
 
 
-def _drop_exports(folder: Path, keep: str | None) -> None:
+def drop_exports(folder: Path, keep: str | None) -> None:
     """Delete ONNX exports the index no longer uses (a tuned model replaced, a reset); of an
     index on an object store, only the local cache's copies (a reader of an older meta.json may
     still need the store's)."""

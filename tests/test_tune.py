@@ -72,6 +72,33 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
 
 
+def test_a_tune_stopped_while_re_embedding_leaves_the_index_its_model_and_no_other(tmp_path, monkeypatch):
+    """Ctrl-C during the re-embedding: meta.json keeps the model it had, searches answer, and
+    the new model's folder (88 MB for MiniLM) and its ONNX export (131 MB) are not left behind
+    for nothing to use."""
+    from mem_retrieval.tune import tune
+    from mem_retrieval.indexers import build
+
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    model = json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]
+    files = sorted(p.name for p in (ws.root / ".mem" / "models").iterdir())
+    real = build.embed_texts
+
+    def interrupted(index, rows, hashes, *args):  # the first index run has nothing to embed
+        if hashes:
+            raise KeyboardInterrupt
+        return real(index, rows, hashes, *args)
+
+    monkeypatch.setattr(build, "embed_texts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tune(Memory.open(ws.root))
+    assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"] == model
+    assert sorted(p.name for p in (ws.root / ".mem" / "models").iterdir()) == files
+    monkeypatch.undo()
+    assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
+
+
 def test_tune_eval_holds_out_a_run_scores_it_before_and_after_and_installs_nothing(tmp_path):
     # beta/b1 cites the library's alpha/a1 and gamma/g1 the library's beta/b1: two runs to hold out
     ws = build_workspace(tmp_path / "ws")
