@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.memory import Memory
-from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.errors import Refused, plural
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.pairs import Mined, mine_pairs
 from mem_retrieval.retrieval.retriever import Retriever
@@ -56,7 +56,7 @@ class TuneReport:
 
     def text(self) -> str:
         epochs = self.model["training"]["epochs"]
-        lines = [f"tuned on {self.pairs} pairs from {self.steps} steps"
+        lines = [f"tuned on {plural(self.pairs, 'pair')} from {plural(self.steps, 'step')}"
                  + (f", {epochs} epochs," if epochs > 1 else "")
                  + f" in {self.seconds:.0f} s ({self.pairs_per_second:.1f} pairs/s); "
                    f"last batch loss {self.loss:.3f}",
@@ -119,6 +119,9 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
     memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
     mined = mine_pairs(memory.retriever, exclude_keys=kept_out(memory.retriever, holdout_steps),
                        max_pairs=max_pairs, seed=training.seed)
+    if not mined.pairs and holdout_steps and mine_pairs(memory.retriever, max_pairs=1).pairs:
+        raise Refused(f"the {plural(len(set(holdout_steps)), 'held-out step')} and the work written after "
+                      "them hold every citation: nothing left to tune on")
     folder = memory.retriever.location.folder  # the index folder, or a remote index's local cache
     provenance, seconds, loss = _fit(memory, mined, folder, training, progress)
     memory.retriever.reopen()

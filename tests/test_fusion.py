@@ -285,8 +285,8 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     assert "cross-validated" not in text and "folds by run," not in text
     assert data["tied"] > 1 and f"{data['tied']} of 28 weight vectors do equally well on these queries: " \
         "the nearest to the configured weights is chosen" in text
-    assert "no cross-validation: the queries are all of one run (their run, else their step's), and folds " \
-        "by run need two" in text
+    assert "no cross-validation: the queries are all of one run (their run, else their step's; queries " \
+        "with neither are one group), and folds by run need two" in text
     out = io.StringIO()  # the query has no setting: all are of one
     assert run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.5", "--folds-by", "setting"],

@@ -187,3 +187,26 @@ def test_a_step_not_found_reads_the_library_once(indexed, monkeypatch):
     code, _, err = cli(indexed.root, "archive-get", "alpha/a9")
     assert code == 1 and err == "mem: no step 'alpha/a9'; nearest: alpha/a5, alpha/a4, alpha/a3, alpha/a2, alpha/a1\n"
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--reset", "--max-pairs", "5"], "--reset trains nothing: --max-pairs would be ignored"),
+    (["--reset", "--epochs", "2", "--precision", "fp32"], "--reset trains nothing: --epochs, --precision would be ignored"),
+    (["--eval", "--holdout-queries", "q.jsonl"], "--eval holds out whole runs itself: --holdout-queries would be ignored"),
+])
+def test_tune_refuses_flags_its_mode_would_ignore(tmp_path, argv, message):
+    code, out, err = cli(tmp_path, "tune", *argv)
+    assert (code, out, err) == (2, "", f"mem: {message}\n")
+
+
+def test_tune_says_when_the_held_out_steps_hold_every_citation(tmp_path):
+    """Not "no step cites another step": they do, and all are held out."""
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"qid": s, "query": "x", "step": s}) + "\n"
+                               for s in ("alpha/a2", "alpha/a4", "beta/b1")))
+    code, out, err = cli(ws.root, "tune", "--holdout-queries", str(queries))
+    assert (code, out) == (1, "")
+    assert err == ("mem: the 3 held-out steps and the work written after them hold every citation: "
+                   "nothing left to tune on\n")

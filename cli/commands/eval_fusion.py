@@ -82,7 +82,8 @@ def run_fusion(args, ctx) -> int:
 
 def _one_group(by: str) -> str:
     if by == "run":
-        return "the queries are all of one run (their run, else their step's), and folds by run need two"
+        return ("the queries are all of one run (their run, else their step's; queries with neither "
+                "are one group), and folds by run need two")
     return "the queries are all of one setting, and folds by setting need two"
 
 

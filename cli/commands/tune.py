@@ -50,6 +50,14 @@ def run_tune(args, ctx) -> int:
             raise BadInput(f"{value} is not a positive number", param=name)
     if args.precision not in PRECISIONS:
         raise BadInput(f"{args.precision!r} is not one of {', '.join(PRECISIONS)}", param="precision")
+    trains = [flag for flag, given in (("--max-pairs", args.max_pairs is not None), ("--epochs", args.epochs != 1),
+                                       ("--batch-size", args.batch_size != 16),
+                                       ("--precision", args.precision != "auto"),
+                                       ("--holdout-queries", args.holdout_queries is not None)) if given]
+    if args.reset and trains:
+        raise BadInput(f"--reset trains nothing: {', '.join(trains)} would be ignored")
+    if args.eval and args.holdout_queries:
+        raise BadInput("--eval holds out whole runs itself: --holdout-queries would be ignored")
     memory = ctx.memory()
     training = Training(epochs=args.epochs, batch_size=args.batch_size, precision=args.precision)
     if args.reset:
