@@ -62,9 +62,10 @@ def read_queries(path: Path) -> list[Query]:
 
 
 def read_qrels(path: Path) -> Qrels:
-    """TREC qrels: ``qid 0 doc_id grade`` a line."""
+    """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document."""
     file = str(path)
     qrels: Qrels = {}
+    at: dict[tuple[str, str], int] = {}
     for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):
         parts = line.split()
         if not parts:
@@ -76,7 +77,12 @@ def read_qrels(path: Path) -> Qrels:
             value = int(grade)
         except ValueError:
             raise InputError(file, number, "grade", f"{grade!r} is not an integer") from None
-        qrels.setdefault(qid, {})[doc] = value
+        judged = qrels.setdefault(qid, {})
+        if judged.get(doc, value) != value:  # the same judgment twice is harmless; two are not
+            raise InputError(file, number, "grade", f"{doc} is judged {judged[doc]} for {qid} at line "
+                             f"{at[qid, doc]} and {value} here")
+        judged[doc] = value
+        at.setdefault((qid, doc), number)
     return qrels
 
 

@@ -604,3 +604,15 @@ def test_a_number_of_pages_outside_1_to_100_is_refused_before_any_work(tmp_path,
     status = mem(["--workspace", str(tmp_path), *argv, "--max-pages", pages], out=io.StringIO(), err=err)
     assert status == 2
     assert err.getvalue() == f"mem: --max-pages {pages} is not a number of pages from 1 to 100\n"
+
+
+def test_a_document_judged_twice_with_two_grades_is_bad_input_at_the_second(tmp_path):
+    """The later grade silently won; the same judgment twice is harmless and read once."""
+    from mem_retrieval.eval.judgments import read_qrels
+
+    path = tmp_path / "r.qrels"
+    path.write_text("q1 0 alpha/a1 2\nq1 0 alpha/a2 1\nq1 0 alpha/a2 1\nq2 0 alpha/a1 1\n")
+    assert read_qrels(path) == {"q1": {"alpha/a1": 2, "alpha/a2": 1}, "q2": {"alpha/a1": 1}}
+    path.write_text("q1 0 alpha/a1 2\nq2 0 alpha/a1 1\nq1 0 alpha/a1 1\n")
+    with pytest.raises(InputError, match=r"r.qrels:3: grade: alpha/a1 is judged 2 for q1 at line 1 and 1 here"):
+        read_qrels(path)
