@@ -147,7 +147,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     None: now)."""
     check_pages(pages)
     memory.workspace.tree(run)  # Refused for an unknown run
-    cut = memory.resolve_until(until, run) if until else None
+    cut = memory.resolve(until, run)
     events = [e for e in memory.workspace.events(run) if kept(e, cut)]
     w, source, notes = w_as_of(memory, run, events)
     probes = probes_from(memory, run, w)

@@ -242,7 +242,9 @@ class Retriever:
         """An ``until`` value as an ``Until`` (None and an ``Until`` pass through)."""
         if value is None or isinstance(value, Until):
             return value
-        return self.resolve_until(value, run) if value else None
+        if not value.strip():  # an unset variable in a script: not "now", which no value means
+            raise BadInput("is empty (leave it out for memory as it is now)", param="until")
+        return self.resolve_until(value, run)
 
     def resolve_until(self, value: str, run: str | None) -> Until:
         """``until``: a sequence number or an event's id (needs the run, which a global id

@@ -256,3 +256,11 @@ def test_bytes_that_are_not_utf8_in_arguments_are_refused(ws):
         assert done.stderr.endswith(b"is not valid UTF-8\n") and done.stderr.count(b"\n") == 1
         assert b"\\x" in done.stderr
     assert (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [["archive-search", "statement"], ["recall-search", "statement"],
+                                  ["eval", "resume", "alpha"]])
+def test_an_empty_until_is_refused_not_read_as_now(ws, argv):
+    """``--until "$CUT"`` with CUT unset: memory as it is now would answer a question about then."""
+    code, out, err = mem(ws, *argv, "--until", "")
+    assert (code, out, err) == (2, "", "mem: --until is empty (leave it out for memory as it is now)\n")
