@@ -305,6 +305,8 @@ class Retriever:
         if found:
             raise Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(found))}; "
                           f"name one (run/{step_id})")
+        for note in self.unknown_run("run", owner) if owner else []:  # the run is wrong, not the step
+            raise Refused(f"{ref!r}: run {note.message}") if ref_run else Refused(note.message, param="run")
         raise Refused(f"no step {ref!r}" + self._suggest(ref, library))
 
     def _library(self) -> dict[str, LibraryEntry]:

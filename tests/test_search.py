@@ -147,6 +147,15 @@ def test_a_bare_id_that_several_runs_use_is_refused_not_answered_by_the_first_ru
     assert example.archive_get("A5-7").as_dict()["id"] == "satake-two-levels/A5-7"
 
 
+def test_archive_get_with_a_run_that_names_none_says_so_not_no_step(example):
+    with pytest.raises(Refused, match=r"^run 'nope' names no run of this workspace \(runs: "
+                                      r"iwahori-two-levels, satake-two-levels\)$"):
+        example.archive_get("A5-7", run="nope")
+    with pytest.raises(Refused, match=r"^'satake-two-level/A5-7': run 'satake-two-level' names no run of "
+                                      r"this workspace; nearest: satake-two-levels"):
+        example.archive_get("satake-two-level/A5-7")
+
+
 def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
     page = example.recall_search(id="A5-8", run="satake-two-levels")
     events = [json.loads(line) for line in (EXAMPLE / "satake-two-levels" / "memory" / "events.jsonl")
