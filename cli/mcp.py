@@ -100,7 +100,7 @@ def checked_arguments(function: Function, arguments: Any) -> dict[str, Any]:
     given = {}
     for param in function.params:
         value = arguments.get(param.name)
-        if param.type == "integer" and isinstance(value, float) and value.is_integer():
+        if param.type == "integer" and isinstance(value, float) and value.is_integer() and abs(value) <= 2 ** 53:
             value = int(value)  # 2.0: JSON has one number type, and some clients write it so
         given[param.name] = value
     function.check_types(given)

@@ -162,6 +162,8 @@ def test_skill_install_writes_both_layouts_and_refuses_to_overwrite_an_edit(tmp_
 def test_skill_install_needs_a_folder(tmp_path, mem):
     code, _, err = mem("skill", "install", str(tmp_path / "nope"))
     assert code == 2 and "is not a folder" in err
+    code, out, err = mem("skill", "install", "")  # an unset variable: not the current folder
+    assert (code, out, err) == (2, "", "mem: DIR is empty (give . for the current folder)\n")
 
 
 def test_the_skill_front_matter_names_it():

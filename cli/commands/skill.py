@@ -28,6 +28,8 @@ def run_install(args, ctx) -> int:
     from mem_retrieval.skill import install
 
     folder = Path(args.folder)
+    if not args.folder.strip():  # Path("") is the current folder: an unset variable, not a choice
+        raise BadInput("DIR is empty (give . for the current folder)")
     if not folder.is_dir():
         raise BadInput(f"DIR {args.folder!r} is not a folder")
     done = install(folder, force=args.force)
