@@ -32,7 +32,7 @@ from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line
 from mem_retrieval.records.validate import type_name
 
 SERVER_NAME = "mem"
-SHUTDOWN_WAIT_S = 60  # at most this long, each: the model's load and the calls running, once the client has gone
+SHUTDOWN_WAIT_S = 60  # the longest wait, each, for the model's load and the calls running at exit
 INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/memory/core.md "
                 "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
                 "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
@@ -100,7 +100,8 @@ def checked_arguments(function: Function, arguments: Any) -> dict[str, Any]:
     given = {}
     for param in function.params:
         value = arguments.get(param.name)
-        if param.type == "integer" and isinstance(value, float) and value.is_integer() and abs(value) <= 2 ** 53:
+        whole = isinstance(value, float) and value.is_integer() and abs(value) <= 2 ** 53
+        if param.type == "integer" and whole:
             value = int(value)  # 2.0: JSON has one number type, and some clients write it so
         given[param.name] = value
     function.check_types(given)

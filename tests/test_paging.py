@@ -569,9 +569,9 @@ def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, com
     mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
          str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
     assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
-        f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
-        "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
-        "id, run/step)"]
+        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
+         "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
+         "id, run/step)")]
 
 
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):

@@ -76,8 +76,8 @@ def test_a_tune_stopped_while_re_embedding_leaves_the_index_its_model_and_no_oth
     """Ctrl-C during the re-embedding: meta.json keeps the model it had, searches answer, and
     the new model's folder (88 MB for MiniLM) and its ONNX export (131 MB) are not left behind
     for nothing to use."""
-    from mem_retrieval.tune import tune
     from mem_retrieval.indexers import build
+    from mem_retrieval.tune import tune
 
     ws = build_workspace(tmp_path / "ws")
     assert cli(ws.root, "index")[0] == 0

@@ -50,8 +50,8 @@ def run_tune(args, ctx) -> int:
             raise BadInput(f"{value} is not a positive number", param=name)
     if args.precision not in PRECISIONS:
         raise BadInput(f"{args.precision!r} is not one of {', '.join(PRECISIONS)}", param="precision")
-    trains = [flag for flag, given in (("--max-pairs", args.max_pairs is not None), ("--epochs", args.epochs != 1),
-                                       ("--batch-size", args.batch_size != 16),
+    trains = [flag for flag, given in (("--max-pairs", args.max_pairs is not None),
+                                       ("--epochs", args.epochs != 1), ("--batch-size", args.batch_size != 16),
                                        ("--precision", args.precision != "auto"),
                                        ("--holdout-queries", args.holdout_queries is not None)) if given]
     if args.reset and trains:
