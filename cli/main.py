@@ -289,6 +289,33 @@ def _run_one_shot(argv: list[str] | None, words: list[str]) -> int:
         sys.meta_path.remove(finder)
 
 
+def _as_json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+    """The characters a stream cannot encode as ``\\uXXXX`` (a surrogate pair past U+FFFF): valid
+    escapes inside the JSON strings that hold them, and readable in text."""
+    out = []
+    for char in error.object[error.start:error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+def _escape_what_cannot_be_encoded() -> None:
+    """Standard output and error in an encoding that lacks some characters (``PYTHONIOENCODING=
+    ascii``, a C locale) escape those characters instead of failing with a traceback mid-write."""
+    import codecs
+
+    codecs.register_error("mem-json-escape", _as_json_escapes)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="mem-json-escape")
+        except (AttributeError, ValueError):  # not a text file, or already closed
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
     (cli/forward.py, checked before any parser is built), else runs here and then starts one in the
@@ -296,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     from mem_retrieval.cli.forward import forward
 
     words = sys.argv[1:] if argv is None else argv
+    _escape_what_cannot_be_encoded()
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every relative path, the workspace's included, would fail later
+        return _fail(Context(None, "--json" in words, None), "the current folder no longer exists: "
+                     "change to one that does", 2)
     try:
         code = forward(words)
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -264,3 +265,32 @@ def test_an_empty_until_is_refused_not_read_as_now(ws, argv):
     """``--until "$CUT"`` with CUT unset: memory as it is now would answer a question about then."""
     code, out, err = mem(ws, *argv, "--until", "")
     assert (code, out, err) == (2, "", "mem: --until is empty (leave it out for memory as it is now)\n")
+
+
+def test_a_stream_that_cannot_encode_a_character_gets_an_escape_not_a_traceback():
+    """``PYTHONIOENCODING=ascii`` (or a C locale): text shows ``\\u2265``; JSON stays valid JSON
+    holding the very characters (the escapes sit inside its strings)."""
+    from conftest import EXAMPLE
+
+    env = os.environ | {"PYTHONIOENCODING": "ascii", "MEM_NO_SERVER": "1"}
+    statement = json.loads((EXAMPLE / "satake-two-levels" / "tree.json").read_text(encoding="utf-8"))
+    statement = next(s["statement"] for s in statement["steps"] if s["id"] == "A5-7")
+    assert "≥" in statement
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(EXAMPLE)]
+    text = subprocess.run([*argv, "archive-get", "satake-two-levels/A5-7"], cwd=ROOT, env=env,
+                          capture_output=True, timeout=120)
+    assert text.returncode == 0 and text.stderr == b"", text.stderr
+    assert "every m \\u2265 1".encode() in text.stdout
+    data = subprocess.run([*argv, "--json", "archive-get", "satake-two-levels/A5-7"], cwd=ROOT, env=env,
+                          capture_output=True, timeout=120)
+    assert data.returncode == 0 and json.loads(data.stdout)["statement"] == statement
+
+
+def test_a_current_folder_that_no_longer_exists_is_one_line(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m mem_retrieval.cli '
+                           '-w ../ws archive-get a1', sys.executable],
+                          env=os.environ | {"MEM_NO_SERVER": "1"}, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "mem: the current folder no longer exists: change to one that does\n"
