@@ -148,9 +148,8 @@ class Memory:
             if setting is not None or options:
                 raise TypeError("give an ArchiveQuery alone, or a query text with options")
             return query
-        params = {p.name for p in BY_NAME["archive_search"].params}
         _typed("archive_search", query=query, setting=setting,
-               **{name: value for name, value in options.items() if name in params})
+               **{name: value for name, value in options.items() if name in _SEARCH_PARAMS})
         return ArchiveQuery(query, setting, **options)
 
     @staticmethod
@@ -158,6 +157,9 @@ class Memory:
                       until: str | Until | None) -> RecallQuery:
         _typed("recall_search", query=query, id=id, run=run, until=until)
         return RecallQuery(query, id, run, until)
+
+
+_SEARCH_PARAMS = frozenset(p.name for p in BY_NAME["archive_search"].params)  # the rest: ArchiveQuery's own
 
 
 def _page(function: str, page: int | None) -> int:

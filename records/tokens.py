@@ -38,10 +38,14 @@ def tokenizer(package: str) -> Any:
     return loaded
 
 
-def _pieces(encoding: Any, loaded: Any) -> int:
+def _word_limit(loaded: Any) -> tuple[int | None, int | None]:
+    """The model's longest word in characters, and the id it reads a longer one as ([UNK])."""
+    return (getattr(loaded.model, "max_input_chars_per_word", None),
+            loaded.token_to_id(getattr(loaded.model, "unk_token", "[UNK]")))
+
+
+def _pieces(encoding: Any, limit: int | None, unknown: int | None) -> int:
     """Word pieces of one encoding, a word too long for the model counted by its characters."""
-    limit = getattr(loaded.model, "max_input_chars_per_word", None)
-    unknown = loaded.token_to_id(getattr(loaded.model, "unk_token", "[UNK]"))
     if limit is None or unknown not in encoding.ids:
         return len(encoding.ids)
     return sum(end - start if token == unknown and end - start > limit else 1
@@ -52,7 +56,7 @@ def count_tokens(text: str, package: str) -> int:
     """Word pieces in ``text`` (no special tokens, no truncation; a word over the model's word
     limit counts its characters)."""
     loaded = tokenizer(package)
-    return _pieces(loaded.encode(text, add_special_tokens=False), loaded)
+    return _pieces(loaded.encode(text, add_special_tokens=False), *_word_limit(loaded))
 
 
 def count_line_tokens(lines: list[str], package: str) -> list[int]:
@@ -61,4 +65,5 @@ def count_line_tokens(lines: list[str], package: str) -> list[int]:
     if not lines:
         return []
     loaded = tokenizer(package)
-    return [_pieces(encoding, loaded) for encoding in loaded.encode_batch(lines, add_special_tokens=False)]
+    limit = _word_limit(loaded)  # looked up once, not per line
+    return [_pieces(encoding, *limit) for encoding in loaded.encode_batch(lines, add_special_tokens=False)]

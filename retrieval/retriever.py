@@ -305,8 +305,10 @@ class Retriever:
         if found:
             raise Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(found))}; "
                           f"name one (run/{step_id})")
-        for note in self.unknown_run("run", owner) if owner else []:  # the run is wrong, not the step
-            raise Refused(f"{ref!r}: run {note.message}") if ref_run else Refused(note.message, param="run")
+        wrong_run = self.unknown_run("run", owner) if owner else []  # the run is wrong, not the step
+        if wrong_run:
+            message = wrong_run[0].message
+            raise Refused(f"{ref!r}: run {message}") if ref_run else Refused(message, param="run")
         raise Refused(f"no step {ref!r}" + self._suggest(ref, library))
 
     def _library(self) -> dict[str, LibraryEntry]:
