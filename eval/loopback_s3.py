@@ -1,7 +1,12 @@
-"""A real S3 API on loopback: moto's server mode (``python -m moto.server``, from the ``test``
-extra: moto[server], boto3) on 127.0.0.1 and a free port. The test suite starts one per session
-(the ``s3`` fixture in tests/conftest.py) and each test takes a fresh bucket; the scale benchmark
-(``bench --scale --uri loopback``) measures an index on it beside one on local disk."""
+"""A real S3 API on loopback: moto's server mode (``moto.server``, from the ``test`` extra:
+moto[server], boto3) on 127.0.0.1 and a free port. The test suite starts one per session (the
+``s3`` fixture in tests/conftest.py) and each test takes a fresh bucket; the scale benchmark
+(``bench --scale --uri loopback``) measures an index on it beside one on local disk.
+
+One change to moto: requests that write are answered one at a time. S3 applies a conditional
+write (``If-Match``, ``If-None-Match``: how two indexers decide which commits) atomically; moto
+checks the condition and then writes, in a thread per request, so two writes at once could both
+pass the check and both succeed, which no real store allows."""
 
 from __future__ import annotations
 
@@ -15,6 +20,23 @@ import urllib.request
 from pathlib import Path
 
 KEY, SECRET, REGION = "testing", "testing", "us-east-1"
+
+SERVER = r'''
+import sys, threading
+import moto.server
+
+class WritesOneAtATime(moto.server.DomainDispatcherApplication):
+    writing = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ.get("REQUEST_METHOD") in ("GET", "HEAD", "OPTIONS"):
+            return super().__call__(environ, start_response)
+        with self.writing:
+            return list(super().__call__(environ, start_response))
+
+moto.server.DomainDispatcherApplication = WritesOneAtATime
+moto.server.main(sys.argv[1:])
+'''
 
 
 def free_port() -> int:
@@ -33,7 +55,7 @@ class LoopbackS3:
         self._names = itertools.count()
         self._log = open(log, "wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, "-H", "127.0.0.1", "-p",
                                       str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env)
         deadline = time.monotonic() + 60
