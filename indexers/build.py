@@ -194,7 +194,14 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             index = open_index(location, config, full, tuned)
             if on_message and (note := _outdated_export(index.spec)):
                 on_message(note)
-            plan = plan_changes(index, rows, scope_runs if runs and not full else None, present)
+            narrowed = bool(runs) and not full
+            if narrowed and index.full:  # RUN… narrows a rescan; a table built whole holds every run
+                if on_message:
+                    on_message(f"{'no index yet' if index.meta_token is None else 'the index is built whole'}"
+                               f" (not only {', '.join(scope_runs)}): indexing every run")
+                scope_runs, narrowed = workspace.check_runs(None), False
+                rows = build_rows(workspace, config, scope_runs)
+            plan = plan_changes(index, rows, scope_runs if narrowed else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
             pending = sorted(plan.texts_wanted() - set(known), key=lambda h: (-len(rows.embed_text[h]), h))
             if pending and (engine or config.index.engine) == "ray":

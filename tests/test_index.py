@@ -99,6 +99,18 @@ def test_indexing_one_run_leaves_the_others_alone(memory, workspace):
     assert rows(memory, "steps")["beta/b1"]["statement"] == "statement of b1"
 
 
+def test_indexing_one_run_into_no_index_yet_indexes_every_run(workspace):
+    """`mem index RUN` (and the index a Record runs) narrows a rescan of an index; with none yet,
+    an index of RUN alone would answer every other run with "no hits", silently."""
+    memory = Memory.open(workspace.root)
+    messages: list[str] = []
+    report = memory.index(["alpha"], progress=False, on_message=messages.append)
+    assert report.full and "beta/b1" in rows(memory, "steps")
+    assert any("no index yet" in m and "every run" in m for m in messages), messages
+    assert [hit.id for hit in memory.archive_hits("statement of b1", run="beta")] == ["beta/b1"]
+    assert memory.index(progress=False).total("added") == 0  # nothing was missing
+
+
 def test_a_library_entry_and_its_step_are_one_record(memory):
     steps = rows(memory, "steps")
     assert [g for g in steps if g == "alpha/a1"] == ["alpha/a1"]
