@@ -193,6 +193,12 @@ class _Checker:
                 unreadable.add(run)
                 problems.extend(error.problems)
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
+        for run in self.ws.runs_without_tree():
+            unreadable.add(run)
+            path = self.ws.tree_path(run)
+            what = "is not a file" if path.exists() else "is missing"
+            self.found[run] = [(Problem(str(path), None, None, f"{what}: the run folder holds memory/ "
+                                        "but not its record"), INPUT)]
         path = self.ws.library_path
         if path.is_file():
             problems = []
@@ -217,8 +223,9 @@ class _Checker:
             if problem:
                 self.add(entry.run, file, entry.line, "M2", f"{entry.gid}: {problem}")
             tree = self.catalog.trees.get(entry.run)
-            if tree is None:
-                continue  # a library shipped without its run (or an unreadable run)
+            if tree is None:  # a library shipped without its run, or a run that cannot be read
+                self.report.counts["unchecked"] += entry.run in self.catalog.unreadable
+                continue
             step = tree.step(entry.id)
             if step is None:
                 self.add(entry.run, file, entry.line, INTEGRITY,
@@ -329,16 +336,20 @@ def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:
     """M1–M4 and integrity over the runs (all when none given) and their library entries."""
     checker = _Checker(ws, runs, package)
     checker.library()
-    for run in sorted(checker.selected or ws.runs()):
+    for run in sorted(checker.selected or {*ws.runs(), *ws.runs_without_tree()}):
         checker.run(run)
     checker.report.violations.sort(key=lambda v: (v.file, v.line or 0))
     return checker.report
 
 
 def check_library(ws: Workspace) -> Report:
-    """M1–M2 on the library alone (``mem eval status``)."""
+    """M1–M2 on the library alone (``mem eval status``), with why a run its entries name cannot be
+    read (its entries are then unchecked: ``counts["unchecked"]``)."""
     checker = _Checker(ws, None, None)
     checker.library()
+    for run in sorted(checker.catalog.unreadable & {entry.run for entry in checker.entries}):
+        for problem, code in checker.found[run]:
+            checker.add_problem(run, problem, code)
     checker.report.violations.sort(key=lambda v: v.line or 0)
     return checker.report
 

@@ -80,17 +80,22 @@ def _admitted_dict(item: LibraryEntry | Step) -> dict[str, Any]:
 
 
 class RecordRefused(Refused):
-    """The run breaks M1, M4 or the record's integrity: nothing is admitted. ``problems``: the
-    headline, then each violation (one line each, as `mem check` prints them)."""
+    """The run breaks M1, M4 or the record's integrity, or a file it needs cannot be read (then
+    bad input: exit status 2): nothing is admitted. ``problems``: the headline, then each violation
+    (one line each, as `mem check` prints them)."""
 
     def __init__(self, run: str, violations: list[Violation]):
         counts: dict[str, int] = {}
         for violation in violations:
             counts[violation.code] = counts.get(violation.code, 0) + 1
         codes = ", ".join(f"{code}: {n}" for code, n in counts.items())
+        why = ("a file it needs cannot be read, so it cannot be checked" if INPUT in counts
+               else "a status W or L promotes must never enter the library")
         headline = (f"record {run} refused: {plural(len(violations), 'violation')} ({codes}); "
-                    "nothing was admitted (a status W or L promotes must never enter the library)")
+                    f"nothing was admitted ({why})")
         super().__init__(headline)
+        if INPUT in counts:
+            self.exit_status = BadInput.exit_status
         self.run = run
         self.violations = tuple(violations)
         self.problems = (headline, *(str(v) for v in violations))

@@ -70,6 +70,15 @@ class Workspace:
             if entry.is_dir() and is_run_slug(entry.name) and (Path(entry.path) / "tree.json").is_file()
         )
 
+    def runs_without_tree(self) -> list[str]:
+        """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
+        whose record was lost, which ``runs`` cannot list."""
+        return sorted(
+            entry.name for entry in os.scandir(self.root)
+            if entry.is_dir() and is_run_slug(entry.name) and (Path(entry.path) / "memory").is_dir()
+            and not (Path(entry.path) / "tree.json").is_file()
+        )
+
     def check_runs(self, runs: list[str] | None) -> list[str]:
         known = self.runs()
         if not runs:

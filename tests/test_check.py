@@ -4,6 +4,7 @@ workspace and must appear as one `file:line: code: message` line with the right 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,40 @@ def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, 
     assert code == 1
     assert out.splitlines()[0].startswith("solve/library.jsonl:2: M2: alpha/a3: audit grade 'error'")
     assert out.splitlines()[-1].endswith("0 promoted statuses (M1), 1 not admissible (M2)")
+
+
+def test_eval_status_never_passes_over_a_run_it_cannot_read(workspace, mem):
+    """One malformed field makes a run unreadable; its library entries are then unchecked, and
+    the M1 they would show (a1 open in its tree, proved in the library) must not read as a pass."""
+    workspace.edit_step("alpha", "a1", status="open")
+    workspace.edit_step("alpha", "a3", kind="foo")
+    code, out, _ = mem("eval", "status")
+    assert code == 2
+    assert out.splitlines() == [
+        f"alpha/tree.json:{step_line(workspace, 'alpha', 'a3')}: input: steps[2].kind: 'foo' is not "
+        "one of lemma, dead_end, error",
+        "status: FAIL: 1 library entries; 0 promoted statuses (M1), 0 not admissible (M2); 1 unchecked "
+        "(their run's tree.json cannot be read)"]
+    workspace.edit_step("alpha", "a3", kind="dead_end")  # mended: the M1 shows
+    assert mem("eval", "status")[0] == 1
+
+
+def test_a_run_folder_that_lost_its_tree_json_is_reported_not_skipped(workspace, mem):
+    (workspace.root / "alpha" / "tree.json").unlink()
+    code, out, _ = mem("check")
+    assert code == 2
+    assert out.splitlines()[0] == ("alpha/tree.json: input: is missing: the run folder holds memory/ "
+                                   "but not its record")
+    code, out, _ = mem("eval", "status")
+    assert code == 2 and out.splitlines()[-1].endswith("; 1 unchecked (their run's tree.json cannot be read)")
+    (workspace.root / "alpha" / "tree.json").mkdir()
+    assert mem("check")[2] == "" and "alpha/tree.json: input: is not a file" in mem("check")[1]
+    shutil.rmtree(workspace.root / "alpha" / "memory")  # a library shipped without its run: fine
+    (workspace.root / "alpha" / "tree.json").rmdir()
+    assert mem("check")[0] == 0 and mem("eval", "status")[0] == 0
+
+
+def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
+    workspace.library_path.write_text("{not json\n")
+    code, out, _ = mem("eval", "status")
+    assert code == 2 and out.startswith("solve/library.jsonl:1: input: invalid JSON")

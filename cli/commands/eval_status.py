@@ -10,7 +10,8 @@ def register(subparsers, common) -> None:
     parser = subparsers.add_parser(
         "status", parents=[common], help="M1–M2 on the library: pass means 0 promoted statuses",
         description="Check every library entry against its run's tree.json (M1) and the admission "
-                    "rule (M2). Exit 1 when any entry fails, naming it.")
+                    "rule (M2). Exit 1 when any entry fails, naming it; exit 2 when the library or "
+                    "a run its entries come from cannot be read (their entries are unchecked).")
     parser.set_defaults(handler=status)
 
 
@@ -22,10 +23,12 @@ def status(args, ctx) -> int:
     entries = report.counts["entries"]
     m1 = sum(v.code == "M1" for v in report.errors)
     m2 = sum(v.code == "M2" for v in report.errors)
+    unchecked = report.counts["unchecked"]
     verdict = "FAIL" if failing else "PASS"
     text = [str(v) for v in report.violations]
     text.append(f"status: {verdict}: {entries} library entries; {m1} promoted statuses (M1), "
-                f"{m2} not admissible (M2)")
-    ctx.emit({"pass": not failing, "entries": entries, "m1": m1, "m2": m2,
+                f"{m2} not admissible (M2)"
+                + (f"; {unchecked} unchecked (their run's tree.json cannot be read)" if unchecked else ""))
+    ctx.emit({"pass": not failing, "entries": entries, "m1": m1, "m2": m2, "unchecked": unchecked,
               "violations": [str(v) for v in report.violations]}, "\n".join(text))
-    return 1 if failing else 0
+    return 2 if report.unreadable else 1 if failing else 0
