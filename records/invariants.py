@@ -234,6 +234,21 @@ class _Checker:
                 self.add(entry.run, file, entry.line, "M1",
                          f"{entry.gid}: the library says {entry.status}, "
                          f"{self.at(tree.path, step.line)} says {step.status}")
+            else:
+                self.agrees(file, entry, tree, step, problem)
+
+    def agrees(self, file: str, entry: LibraryEntry, tree: Tree, step: Step, problem: str | None) -> None:
+        """The library entry and its step are one record: the step's own audit must admit it (an
+        audit redone after admission may not), and both must be the same kind of step."""
+        where = self.at(tree.path, step.line)
+        own = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
+        if own and not problem:
+            self.add(entry.run, file, entry.line, "M2",
+                     f"{entry.gid}: {where} says {own.replace('not audited (no audit grade)', 'not audited')}"
+                     f" (the library says grade {entry.grade!r})")
+        if step.kind != entry.kind:
+            self.add(entry.run, file, entry.line, INTEGRITY,
+                     f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
 
     # ---- one run: parents and M3, events, core.md (M1, M4)
     def run(self, run: str) -> None:
@@ -257,6 +272,40 @@ class _Checker:
                              "source of its run, and no library entry)")
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology):
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
+
+    def cycles(self) -> None:
+        """Integrity: a step whose parents lead back to it is a circular proof. Each cycle is
+        reported once, at the step the search entered it by, with the path (iteratively: a
+        chain of parents may be long)."""
+        state: dict[str, int] = {}  # global id -> 1 on the path, 2 done
+        for tree in self.catalog.trees.values():
+            for root in tree.steps:
+                if root.gid in state:
+                    continue
+                path, stack = [root], [iter(self._parent_steps(root))]
+                state[root.gid] = 1
+                while stack:
+                    step = next(stack[-1], None)
+                    if step is None:
+                        state[path.pop().gid] = 2
+                        stack.pop()
+                    elif state.get(step.gid) == 1:
+                        loop = path[[s.gid for s in path].index(step.gid):]
+                        first = loop[0]
+                        names = [s.id if s.run == first.run else s.gid for s in [*loop, first]]
+                        if len(names) > 9:  # a long loop: its ends, and how many between
+                            names = [*names[:4], f"… {len(names) - 7:,} more …", *names[-3:]]
+                        shown = " → ".join(names)
+                        self.add(first.run, self.catalog.trees[first.run].path, first.line, INTEGRITY,
+                                 f"step {first.id}: its parents lead back to it ({shown}): a circular proof")
+                    elif step.gid not in state:
+                        state[step.gid] = 1
+                        path.append(step)
+                        stack.append(iter(self._parent_steps(step)))
+
+    def _parent_steps(self, step: Step) -> list[Step]:
+        found = (self.catalog.resolve(parent, step.run) for parent in step.parents)
+        return [target for target in found if isinstance(target, Step)]
 
     def events(self, run: str) -> None:
         path = self.ws.events_path(run)
@@ -338,6 +387,7 @@ def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:
     checker.library()
     for run in sorted(checker.selected or {*ws.runs(), *ws.runs_without_tree()}):
         checker.run(run)
+    checker.cycles()
     checker.report.violations.sort(key=lambda v: (v.file, v.line or 0))
     return checker.report
 

@@ -326,3 +326,55 @@ def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
     workspace.library_path.write_text("{not json\n")
     code, out, _ = mem("eval", "status")
     assert code == 2 and out.startswith("solve/library.jsonl:1: input: invalid JSON")
+
+
+def test_a_library_entry_whose_step_was_audited_again_and_failed_breaks_m2(workspace, mem):
+    """The entry and its step are one record: the step's own audit must still admit it."""
+    workspace.edit_step("alpha", "a1", audit={"grade": "major", "by": "A9", "note": "gap in (2)",
+                                              "repaired": False})
+    line = step_line(workspace, "alpha", "a1")
+    code, out, _ = mem("eval", "status")
+    assert code == 1
+    assert out.splitlines()[0] == (
+        f"solve/library.jsonl:1: M2: alpha/a1: alpha/tree.json:{line} says audit grade 'major' did not "
+        "pass (pass or minor) and it was not repaired (the library says grade 'pass')")
+    workspace.edit_step("alpha", "a1", audit=None)
+    assert f"alpha/tree.json:{line} says not audited and not repaired" in mem("check")[1]
+    workspace.edit_step("alpha", "a1", audit={"grade": "major", "by": "A9", "note": "", "repaired": True})
+    assert mem("check")[0] == 0 and mem("eval", "status")[0] == 0  # repaired: admissible
+
+
+def test_a_library_entry_of_another_kind_than_its_step_is_an_integrity_violation(workspace, mem):
+    workspace.edit_step("alpha", "a1", kind="dead_end", missing="a bound on (2)")
+    code, out, _ = mem("check")
+    assert code == 1
+    assert (f"solve/library.jsonl:1: integrity: alpha/a1: the library says kind lemma, "
+            f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says dead_end") in out.splitlines()
+
+
+def test_parents_that_lead_back_to_their_step_are_a_circular_proof_reported_once(workspace, mem):
+    workspace.edit_step("alpha", "a4", parents=["a2"])           # a2 → a4 → a2 (a2 cites a4)
+    workspace.edit_step("alpha", "a2", parents=["a1", "a4", "d1"])
+    workspace.edit_step("alpha", "a3", parents=["a3"])           # its own parent
+    workspace.edit_step("alpha", "a1", parents=["beta/b1"])      # across runs: a1 → beta/b1 → a1
+    code, out, _ = mem("check")
+    assert code == 1
+    line = {s: step_line(workspace, "alpha", s) for s in ("a1", "a2", "a3")}
+    assert [v for v in out.splitlines() if "circular" in v] == [
+        f"alpha/tree.json:{line['a1']}: integrity: step a1: its parents lead back to it "
+        "(a1 → beta/b1 → a1): a circular proof",
+        f"alpha/tree.json:{line['a2']}: integrity: step a2: its parents lead back to it "
+        "(a2 → a4 → a2): a circular proof",
+        f"alpha/tree.json:{line['a3']}: integrity: step a3: its parents lead back to it "
+        "(a3 → a3): a circular proof"]
+    assert "3 violations (integrity: 3)" in out.splitlines()[-1]
+
+
+def test_a_long_chain_of_parents_is_no_cycle_and_no_recursion_limit(workspace, mem):
+    chain = [make_step(f"c{n}", parents=(f"c{n - 1}",) if n else ()) for n in range(5000)]
+    workspace.add_run("gamma", chain)
+    assert mem("check", "gamma")[0] == 0
+    workspace.edit_step("gamma", "c0", parents=["c4999"])
+    code, out, _ = mem("check", "gamma")
+    assert code == 1 and out.count("circular") == 1
+    assert "(c0 → c4999 → c4998 → c4997 → … 4,994 more … → c2 → c1 → c0): a circular proof" in out
