@@ -1,6 +1,7 @@
 """The design's Record step for one run, as one operation: check the run, then admit to the library
 every step that satisfies M2 and is not there yet, except steps with an M3 problem (they cite a
-library step the run's setting does not imply), all in one locked write.
+library step the run's setting does not imply) and those citing them through the run's own steps,
+all in one locked write.
 
 Refused, listing them, when the run has M1, M4, integrity or unreadable-input violations: a status
 that W or L promotes must never be copied into the library. The write is all or nothing: the
@@ -118,6 +119,7 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
     for problem in problems:
         if problem.severity == ERROR:
             excluded.setdefault(problem.step.id, problem.message)
+    _rests_on_excluded(tree.steps, run, excluded)
     admit, left_out, already = [], [], []
     for step in tree.steps:
         if step.gid in library:
@@ -135,6 +137,24 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
     warnings = tuple(Violation(tree_file, p.step.line, "M3", p.message, p.severity)
                      for p in problems if p.severity != ERROR and p.step.id in chosen)
     return Record(run, True, tuple(admit), tuple(left_out), tuple(already), warnings)
+
+
+def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
+    """Add to ``excluded`` (step id -> reason) every step citing, through its own run's steps, one
+    left out under M3: its proof rests on a reuse the run's setting does not allow."""
+    cited_by: dict[str, list[Step]] = {}
+    for step in steps:
+        for parent in step.parents:
+            local = parent.removeprefix(f"{run}/")
+            if "/" not in local:
+                cited_by.setdefault(local, []).append(step)
+    todo = list(excluded)
+    while todo:
+        left = todo.pop()
+        for step in cited_by.get(left, ()):
+            if step.id not in excluded:
+                excluded[step.id] = f"step {step.id} cites {left}, left out under M3"
+                todo.append(step.id)
 
 
 def admit(ws: Workspace, plan: Record) -> Record:

@@ -152,6 +152,26 @@ def test_a_step_citing_a_library_step_its_setting_does_not_imply_is_left_out(wor
                                  "run's setting 'Qp' does not imply"}]
 
 
+def test_a_step_resting_on_one_left_out_under_m3_is_left_out_too(workspace, mem):
+    # b2 cites gamma/g1, which Qp does not imply (M3); b4 cites b3 cites beta/b2 (a global id of
+    # its own run), b4 written first; b5 cites b1 alone
+    workspace.write_library(workspace.library() + [library_line(
+        "gamma", make_step("g1", setting="Fq((t))"))])
+    workspace.add_step("beta", make_step("b4", parents=("b3",)))
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    workspace.add_step("beta", make_step("b3", parents=("b1", "beta/b2")))
+    workspace.add_step("beta", make_step("b5", parents=("b1",)))
+    code, out, err = mem("--json", "record", "beta", "--dry-run")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [a["id"] for a in data["admitted"]] == ["beta/b1", "beta/b5"]
+    assert [(item["id"], item["code"], item["reason"]) for item in data["left_out"]] == [  # step order
+        ("beta/b4", "M3", "step b4 cites b3, left out under M3"),
+        ("beta/b2", "M3", "step b2 cites library step gamma/g1 (setting 'Fq((t))'), which this run's "
+                          "setting 'Qp' does not imply"),
+        ("beta/b3", "M3", "step b3 cites b2, left out under M3")]
+
+
 def test_a_setting_the_ontology_cannot_judge_is_admitted_with_a_warning(workspace, mem):
     workspace.write_library(workspace.library() + [library_line(
         "gamma", make_step("g1", setting="some unknown world"))])
