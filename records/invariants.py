@@ -14,7 +14,8 @@ from pathlib import Path
 from mem_retrieval.records.core import claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import split_gid
-from mem_retrieval.records.parse import iter_events, iter_library, parse_core_text, parse_tree, read_text
+from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, read_text,
+                                         source_file)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
@@ -263,6 +264,11 @@ class _Checker:
 
     def steps(self, tree: Tree) -> None:
         run = tree.run
+        for source in tree.sources:
+            if source.path and source_file(self.ws.run_dir(run), source) is None:
+                self.add(run, tree.path, source.line, INTEGRITY,
+                         f"source {source.id}: its snapshot {source.path!r} is not a file in the run "
+                         "folder (nothing of it is searched)", WARNING)
         for step in tree.steps:
             self.report.counts["steps"] += 1
             for parent in step.parents:

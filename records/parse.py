@@ -216,14 +216,19 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     raw_sources = [] if raw_sources is None else raw_sources
     if not isinstance(raw_sources, list):
         f.fail("sources", f"must be a list, not {type_name(raw_sources)}")
+    source_lines, source_ids = _element_lines(text, _SOURCES_KEY, len(raw_sources)), set()
     for i, raw in enumerate(raw_sources):
         s = Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
         source_id = s.str("id", required=True)
         problem = step_id_problem(source_id)
         if problem:
             s.fail("id", problem)
+        if source_id in source_ids:
+            s.fail("id", f"duplicate id {source_id!r} (already a source of this run)")
+        source_ids.add(source_id)
         sources.append(Source(run=name, id=source_id, origin=s.str("origin"),
-                              retrieved=s.str("retrieved"), hash=s.str("hash"), path=s.str("path")))
+                              retrieved=s.str("retrieved"), hash=s.str("hash"), path=s.str("path"),
+                              line=source_lines[i]))
     raw_steps = obj.get("steps")
     if not isinstance(raw_steps, list):
         f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")

@@ -45,6 +45,7 @@ class Source:
     retrieved: str = ""
     hash: str = ""
     path: str = ""
+    line: int | None = None
 
     @property
     def gid(self) -> str:

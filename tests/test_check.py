@@ -378,3 +378,22 @@ def test_a_long_chain_of_parents_is_no_cycle_and_no_recursion_limit(workspace, m
     code, out, _ = mem("check", "gamma")
     assert code == 1 and out.count("circular") == 1
     assert "(c0 → c4999 → c4998 → c4997 → … 4,994 more … → c2 → c1 → c0): a circular proof" in out
+
+
+def test_a_source_id_used_twice_is_input_and_a_missing_snapshot_a_warning(workspace, mem):
+    tree = workspace.tree("alpha")
+    tree["sources"].append(dict(tree["sources"][0], origin="another paper"))
+    workspace.save_tree("alpha", tree)
+    code, out, _ = mem("check", "alpha")
+    assert code == 2
+    assert "alpha/tree.json:" in out and "input: sources[1].id: duplicate id 'd1' (already a source" in out
+    tree["sources"] = [dict(tree["sources"][0], path="sources/gone.md")]
+    workspace.save_tree("alpha", tree)
+    code, out, _ = mem("check", "alpha")
+    assert code == 0  # a warning: the source is still a valid parent, its text is not searched
+    lines = (workspace.root / "alpha" / "tree.json").read_text(encoding="utf-8").splitlines()
+    line = lines.index(' "sources": [') + 2  # the source's own line: the `{` opening it
+    assert lines[line - 1].strip() == "{"
+    assert out.splitlines()[0] == (
+        f"alpha/tree.json:{line}: integrity: warning: source d1: its snapshot 'sources/gone.md' is not "
+        "a file in the run folder (nothing of it is searched)")
