@@ -223,6 +223,11 @@ class Retriever:
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
         if query.id is not None:
             found = self.searcher.events_naming(query.id, filters)
+            if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
+                named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
+                         if ref == query.id or ref.endswith("/" + query.id)}
+                if len(named) > 1:
+                    raise _several_runs(query.id, named)
         else:
             found = self.searcher.rank_events(query.text, filters)
         return [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
@@ -303,8 +308,7 @@ class Retriever:
         if len(found) == 1 or (found and owner):
             return next(iter(found.values()))
         if found:
-            raise Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(found))}; "
-                          f"name one (run/{step_id})")
+            raise _several_runs(ref, found)
         wrong_run = self.unknown_run("run", owner) if owner else []  # the run is wrong, not the step
         if wrong_run:
             message = wrong_run[0].message
@@ -330,3 +334,9 @@ class Retriever:
             near = difflib.get_close_matches(ref, list(by_sid), n=5, cutoff=0.5)
             close = [gid for sid in near for gid in by_sid[sid]][:5]
         return f"; nearest: {', '.join(close)}" if close else ""
+
+
+def _several_runs(ref: str, gids) -> Refused:
+    """A bare id that names a step (or source) in several runs, answered with none of them."""
+    return Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(gids))}; name one "
+                   f"(run/{ref}) or give its run")

@@ -166,6 +166,25 @@ def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
     assert seqs == expected and len(expected) >= 2
 
 
+def test_recall_by_a_bare_id_several_runs_use_is_refused_not_merged(example):
+    """The oracle: each run's own events naming A2-2, read from its events.jsonl."""
+    def naming(run: str) -> list[int]:
+        lines = (EXAMPLE / run / "memory" / "events.jsonl").read_text().splitlines()
+        return [n for n, line in enumerate(lines, start=1)
+                if line.strip() and {"A2-2", f"{run}/A2-2"} & set(json.loads(line)["ids"])]
+
+    with pytest.raises(Refused, match=r"^'A2-2' is an id in several runs: iwahori-two-levels/A2-2, "
+                                      r"satake-two-levels/A2-2; name one \(run/A2-2\) or give its run$"):
+        example.recall_hits(id="A2-2")
+    for run in ("iwahori-two-levels", "satake-two-levels"):
+        expected = naming(run)
+        assert expected
+        assert [h.seq for h in example.recall_hits(id="A2-2", run=run)] == expected
+        assert [(h.run, h.seq) for h in example.recall_hits(id=f"{run}/A2-2")] == [
+            (run, seq) for seq in expected]
+    assert {h.run for h in example.recall_hits(id="A5-8")} == {"satake-two-levels"}
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
