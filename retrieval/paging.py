@@ -21,6 +21,8 @@ def page_slice(items: Sequence[T], page: int, page_size: int) -> tuple[T, ...]:
         raise BadInput(f"{page} is not a page number (pages start at 1)", param="page")
     pages = page_count(len(items), page_size)
     if page > max(pages, 1):
+        if not pages:
+            raise Refused(f"page {page}: no hits, so no page past the first (an empty page 1)")
         raise Refused(f"page {page} of {pages}: there {'is' if pages == 1 else 'are'} only "
                       f"{plural(pages, 'page')} ({plural(len(items), 'hit')})")
     start = (page - 1) * page_size
