@@ -318,8 +318,9 @@ class _Checker:
         if not path.is_file():
             return
         problems: list[Problem] = []
+        malformed: list[Problem] = []
         try:
-            for event in iter_events(path, run, self.ws.run_dir(run), problems):
+            for event in iter_events(path, run, self.ws.run_dir(run), problems, malformed):
                 self.report.counts["events"] += 1
                 if event.path:  # the index reads a brief or return whole: it must be UTF-8
                     try:
@@ -331,7 +332,9 @@ class _Checker:
                         self.add(run, str(path), event.seq, INTEGRITY,
                                  f"event names unknown id {ref!r}")
         except InputError as error:
-            self.add_problem(run, error.problem, INPUT)
+            malformed.append(error.problem)
+        for problem in malformed:
+            self.add_problem(run, problem, INPUT)
         for problem in problems:
             self.add_problem(run, problem, INTEGRITY)
 

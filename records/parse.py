@@ -303,33 +303,46 @@ def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:
 
 
 def iter_events(path: Path, run: str, run_dir: Path | None = None,
-                problems: list[Problem] | None = None) -> Iterator[Event]:
+                problems: list[Problem] | None = None,
+                malformed: list[Problem] | None = None) -> Iterator[Event]:
     """Stream a run's events; times must never decrease; paths must stay in the run folder.
 
     With ``problems``, a time earlier than the event before it is recorded there (and the event
-    kept) instead of raised; malformed input still raises."""
+    kept) instead of raised. With ``malformed``, a malformed line is recorded there and skipped, up
+    to ``InputError.MAX_PROBLEMS`` of them (then raised), so that `mem check` lists them all;
+    without, it raises."""
     file = str(path)
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
     for number, line in _iter_lines(path):
-        obj = parse_json(line, file, number)
-        f = Fields(obj, file, number, "", EVENT_FIELDS)
-        time = f.str("time", required=True)
-        stamp = parse_time(time, file, number, "time")
-        if last is not None and stamp < last:
-            _record(problems, InputError(file, number, "time", f"{time} is earlier than the event "
-                                                               f"before it ({last.isoformat()})"))
-        last = stamp
-        kind = f.enum("kind", EVENT_KINDS)
-        ids = f.str_list("ids")
-        for i, ref in enumerate(ids):
-            problem = ref_problem(ref)
-            if problem:
-                f.fail(f"ids[{i}]", problem)
-        text = f.str("text")
-        rel = check_event_path(text, run_dir, file, number) if event_path(kind, text) else None
-        yield Event(run=run, seq=number, time=time, timestamp=stamp, actor=f.str("actor"),
-                    kind=kind, ids=ids, text=text, path=rel)
+        try:
+            event = _parse_event(line, file, number, run, run_dir)
+        except InputError as error:
+            if malformed is None or len(malformed) + 1 >= InputError.MAX_PROBLEMS:
+                raise
+            malformed.append(error.problem)
+            continue
+        if last is not None and event.timestamp < last:
+            _record(problems, InputError(file, number, "time", f"{event.time} is earlier than the "
+                                                               f"event before it ({last.isoformat()})"))
+        last = event.timestamp
+        yield event
+
+
+def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path) -> Event:
+    f = Fields(parse_json(line, file, number), file, number, "", EVENT_FIELDS)
+    time = f.str("time", required=True)
+    stamp = parse_time(time, file, number, "time")
+    kind = f.enum("kind", EVENT_KINDS)
+    ids = f.str_list("ids")
+    for i, ref in enumerate(ids):
+        problem = ref_problem(ref)
+        if problem:
+            f.fail(f"ids[{i}]", problem)
+    text = f.str("text")
+    rel = check_event_path(text, run_dir, file, number) if event_path(kind, text) else None
+    return Event(run=run, seq=number, time=time, timestamp=stamp, actor=f.str("actor"),
+                 kind=kind, ids=ids, text=text, path=rel)
 
 
 # ------------------------------------------------------------------------------------ library.jsonl

@@ -397,3 +397,18 @@ def test_a_source_id_used_twice_is_input_and_a_missing_snapshot_a_warning(worksp
     assert out.splitlines()[0] == (
         f"alpha/tree.json:{line}: integrity: warning: source d1: its snapshot 'sources/gone.md' is not "
         "a file in the run folder (nothing of it is searched)")
+
+
+def test_check_lists_every_malformed_event_line_not_only_the_first(workspace, mem):
+    good = {"time": "2026-10-18T01:00:00Z", "actor": "B1", "kind": "return", "ids": ["b1"], "text": "x"}
+    events = [good, dict(good, kind="chat"), good, dict(good, ids="b1"), dict(good, ids=["zz9"])]
+    workspace.write_events("beta", events)
+    code, out, _ = mem("check", "beta")
+    assert code == 2
+    assert [line.split(": ", 2)[:2] for line in out.splitlines()[:-1]] == [
+        ["beta/memory/events.jsonl:2", "input"], ["beta/memory/events.jsonl:4", "input"],
+        ["beta/memory/events.jsonl:5", "integrity"]]
+    assert ", 3 events," in out.splitlines()[-1]  # the lines that could be read
+    workspace.write_events("beta", [dict(good, kind="chat")] * 25)
+    code, out, _ = mem("check", "beta")
+    assert code == 2 and out.count(": input: kind: 'chat'") == InputError.MAX_PROBLEMS
