@@ -245,8 +245,7 @@ class _Checker:
         own = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
         if own and not problem:
             self.add(entry.run, file, entry.line, "M2",
-                     f"{entry.gid}: {where} says {own.replace('not audited (no audit grade)', 'not audited')}"
-                     f" (the library says grade {entry.grade!r})")
+                     f"{entry.gid}: {where} says {own} (the library says grade {entry.grade!r})")
         if step.kind != entry.kind:
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
@@ -285,6 +284,8 @@ class _Checker:
         chain of parents may be long)."""
         state: dict[str, int] = {}  # global id -> 1 on the path, 2 done
         for tree in self.catalog.trees.values():
+            if not self.wants(tree.run):  # `check RUN`: the cycles through RUN's steps, entered there
+                continue
             for root in tree.steps:
                 if root.gid in state:
                     continue

@@ -339,7 +339,7 @@ def test_a_library_entry_whose_step_was_audited_again_and_failed_breaks_m2(works
         f"solve/library.jsonl:1: M2: alpha/a1: alpha/tree.json:{line} says audit grade 'major' did not "
         "pass (pass or minor) and it was not repaired (the library says grade 'pass')")
     workspace.edit_step("alpha", "a1", audit=None)
-    assert f"alpha/tree.json:{line} says not audited and not repaired" in mem("check")[1]
+    assert f"alpha/tree.json:{line} says not audited (no audit grade) and not repaired" in mem("check")[1]
     workspace.edit_step("alpha", "a1", audit={"grade": "major", "by": "A9", "note": "", "repaired": True})
     assert mem("check")[0] == 0 and mem("eval", "status")[0] == 0  # repaired: admissible
 
@@ -368,6 +368,10 @@ def test_parents_that_lead_back_to_their_step_are_a_circular_proof_reported_once
         f"alpha/tree.json:{line['a3']}: integrity: step a3: its parents lead back to it "
         "(a3 → a3): a circular proof"]
     assert "3 violations (integrity: 3)" in out.splitlines()[-1]
+    code, out, _ = mem("check", "beta")  # the cycle through beta, entered at beta's step
+    assert [v for v in out.splitlines() if "circular" in v] == [
+        f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: integrity: step b1: its parents lead "
+        "back to it (b1 → alpha/a1 → b1): a circular proof"]
 
 
 def test_a_long_chain_of_parents_is_no_cycle_and_no_recursion_limit(workspace, mem):
