@@ -6,9 +6,10 @@ and times going backwards in a ``problems`` list, and a file that cannot be read
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from mem_retrieval.records.core import claims, id_candidates
@@ -279,36 +280,34 @@ class _Checker:
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 
     def cycles(self) -> None:
-        """Integrity: a step whose parents lead back to it is a circular proof. Each cycle is
-        reported once, at the step the search entered it by, with the path (iteratively: a
-        chain of parents may be long)."""
-        state: dict[str, int] = {}  # global id -> 1 on the path, 2 done
-        for tree in self.catalog.trees.values():
-            if not self.wants(tree.run):  # `check RUN`: the cycles through RUN's steps, entered there
+        """Integrity: steps whose parents lead back to them are a circular proof. Each set of steps
+        that cite each other in circles (a strongly connected component) is reported once, at its
+        first step of a run being checked, with the shortest circle through it: linear in steps
+        and parents, however many circles the set holds."""
+        steps = {step.gid: step for tree in self.catalog.trees.values() for step in tree.steps}
+        parents = {gid: list(dict.fromkeys(p.gid for p in self._parent_steps(step)))
+                   for gid, step in steps.items()}
+        for component in _strongly_connected(list(steps), parents):
+            if len(component) == 1 and component[0] not in parents[component[0]]:
+                continue  # a step alone, not its own parent
+            first = min((steps[gid] for gid in component if self.wants(steps[gid].run)),
+                        key=lambda step: self._position[step.gid], default=None)
+            if first is None:
                 continue
-            for root in tree.steps:
-                if root.gid in state:
-                    continue
-                path, stack = [root], [iter(self._parent_steps(root))]
-                state[root.gid] = 1
-                while stack:
-                    step = next(stack[-1], None)
-                    if step is None:
-                        state[path.pop().gid] = 2
-                        stack.pop()
-                    elif state.get(step.gid) == 1:
-                        loop = path[[s.gid for s in path].index(step.gid):]
-                        first = loop[0]
-                        names = [s.id if s.run == first.run else s.gid for s in [*loop, first]]
-                        if len(names) > 9:  # a long loop: its ends, and how many between
-                            names = [*names[:4], f"… {len(names) - 7:,} more …", *names[-3:]]
-                        shown = " → ".join(names)
-                        self.add(first.run, self.catalog.trees[first.run].path, first.line, INTEGRITY,
-                                 f"step {first.id}: its parents lead back to it ({shown}): a circular proof")
-                    elif step.gid not in state:
-                        state[step.gid] = 1
-                        path.append(step)
-                        stack.append(iter(self._parent_steps(step)))
+            circle = _shortest_circle(first.gid, set(component), parents)
+            names = [s.id if s.run == first.run else s.gid for s in (steps[gid] for gid in circle)]
+            if len(names) > 9:  # a long circle: its ends, and how many between
+                names = [*names[:4], f"… {len(names) - 7:,} more …", *names[-3:]]
+            among = (f", one of {len(component):,} steps citing each other in circles"
+                     if len(circle) - 1 < len(component) else "")
+            self.add(first.run, self.catalog.trees[first.run].path, first.line, INTEGRITY,
+                     f"step {first.id}: its parents lead back to it ({' → '.join(names)}): a circular "
+                     f"proof{among}")
+
+    @cached_property
+    def _position(self) -> dict[str, int]:
+        """Each step's place: runs in order, steps in file order."""
+        return {step.gid: n for n, step in enumerate(s for t in self.catalog.trees.values() for s in t.steps)}
 
     def _parent_steps(self, step: Step) -> list[Step]:
         found = (self.catalog.resolve(parent, step.run) for parent in step.parents)
@@ -389,6 +388,67 @@ class _Checker:
         if any(self.catalog.names_known_run(form) for form in id_candidates(word)):
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word!r}, which names no step")
+
+
+def _strongly_connected(nodes: list[str], edges: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of the graph ``edges``, iteratively (a chain of
+    parents may be far deeper than Python's recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(edges[root]))]
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
+
+
+def _shortest_circle(start: str, members: set[str], edges: dict[str, list[str]]) -> list[str]:
+    """The shortest path from ``start`` back to itself inside ``members`` (breadth first), with
+    ``start`` at both ends."""
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for child in edges[node]:
+            if child == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if child in members and child not in came_from:
+                came_from[child] = node
+                queue.append(child)
+    raise AssertionError(f"{start} is on no circle of its component")
 
 
 def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:

@@ -128,11 +128,14 @@ def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | No
     if not match:
         return [None] * count
     decoder, pos, lines = json.JSONDecoder(), match.end(), []
+    line, counted = text.count("\n", 0, pos) + 1, pos  # counted up to ``counted``: linear, not steps × size
     try:
         for _ in range(count):
             while text[pos] in " \t\r\n,":
                 pos += 1
-            lines.append(text.count("\n", 0, pos) + 1)
+            line += text.count("\n", counted, pos)
+            counted = pos
+            lines.append(line)
             _, pos = decoder.raw_decode(text, pos)
     except (ValueError, IndexError):
         return [None] * count

@@ -381,7 +381,25 @@ def test_a_long_chain_of_parents_is_no_cycle_and_no_recursion_limit(workspace, m
     workspace.edit_step("gamma", "c0", parents=["c4999"])
     code, out, _ = mem("check", "gamma")
     assert code == 1 and out.count("circular") == 1
-    assert "(c0 → c4999 → c4998 → c4997 → … 4,994 more … → c2 → c1 → c0): a circular proof" in out
+    assert out.splitlines()[0].endswith(
+        ": integrity: step c0: its parents lead back to it (c0 → c4999 → c4998 → c4997 → … 4,994 more … "
+        "→ c2 → c1 → c0): a circular proof")
+
+
+def test_a_set_of_steps_citing_each_other_in_many_circles_is_reported_once(workspace, mem):
+    """Each c_i cites c_{i+1} and c0: 2,000 circles through c0, one set of 2,000 steps, reported
+    once. The shortest circle through c0 (the set's first step) is c0 citing itself."""
+    n = 2000
+    workspace.add_run("gamma", [make_step(f"c{i}", parents=(f"c{(i + 1) % n}", "c0")) for i in range(n)])
+    workspace.add_step("alpha", make_step("a6", parents=("a7",)))   # and a plain 3-circle, alone
+    workspace.add_step("alpha", make_step("a7", parents=("a8",)))
+    workspace.add_step("alpha", make_step("a8", parents=("a6", "a7")))
+    code, out, _ = mem("check")
+    assert code == 1
+    assert [line.split(": ", 2)[2] for line in out.splitlines() if "circular" in line] == [
+        "step a6: its parents lead back to it (a6 → a7 → a8 → a6): a circular proof",
+        "step c0: its parents lead back to it (c0 → c0): a circular proof, one of 2,000 steps citing "
+        "each other in circles"]
 
 
 def test_a_source_id_used_twice_is_input_and_a_missing_snapshot_a_warning(workspace, mem):
@@ -416,3 +434,15 @@ def test_check_lists_every_malformed_event_line_not_only_the_first(workspace, me
     workspace.write_events("beta", [dict(good, kind="chat")] * 25)
     code, out, _ = mem("check", "beta")
     assert code == 2 and out.count(": input: kind: 'chat'") == InputError.MAX_PROBLEMS
+
+
+def test_every_step_and_source_line_of_a_large_tree_is_found(workspace):
+    """The lines `check` names, against a brute-force oracle (the line before each "id"), for
+    3,000 steps of different heights (1 to 4 parents); found in one pass over the file."""
+    workspace.add_run("gamma", [make_step(f"c{i}", parents=tuple(f"c{j}" for j in range(i % 4 + 1)))
+                                for i in range(3000)])
+    tree = parse_tree(workspace.root / "gamma" / "tree.json", "gamma")
+    lines = (workspace.root / "gamma" / "tree.json").read_text().splitlines()
+    ids = [n for n, line in enumerate(lines) if line.startswith('   "id": ')]  # 0-based "id" = line of "{"
+    assert [step.line for step in tree.steps] == ids[1:] and len(ids) == 3001
+    assert [source.line for source in tree.sources] == ids[:1]
