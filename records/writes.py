@@ -20,7 +20,8 @@ from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import write_atomic
 from mem_retrieval.records.invariants import Catalog, admission_problem
 from mem_retrieval.records.ids import is_run_slug, split_gid
-from mem_retrieval.records.parse import iter_library, parse_core_text, parse_library_entry, parse_time, read_text
+from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
+                                         parse_time, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
@@ -101,20 +102,46 @@ def _lock_of(path: Path) -> Path:
 # ------------------------------------------------------------------------------------------- events
 
 def _last_time(path: Path) -> datetime | None:
-    """The time of the last event in events.jsonl (None when there is none)."""
+    """The time of the last event in events.jsonl (None when there is none), read from the file's
+    end: a long log is not read whole for one append."""
     if not path.is_file():
         return None
-    lines = read_text(path).splitlines()
-    for number in range(len(lines), 0, -1):
-        if lines[number - 1].strip():
-            try:
-                obj = json.loads(lines[number - 1])
-            except json.JSONDecodeError as err:
-                raise InputError(str(path), number, None, f"invalid JSON: {err.msg}") from None
-            time = obj.get("time") if isinstance(obj, dict) else None
-            if not isinstance(time, str):
-                raise InputError(str(path), number, "time", "missing")
-            return parse_time(time, str(path), number, "time")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        found = _last_line(fd, os.fstat(fd).st_size)
+        if found is None:
+            return None
+        start, raw = found
+        number = _count_lines(fd, start) + 1
+    finally:
+        os.close(fd)
+    file = str(path)
+    line = decode_utf8(raw, file, number - 1)
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(file, number, None, f"invalid JSON: {err.msg}") from None
+    time = obj.get("time") if isinstance(obj, dict) else None
+    if not isinstance(time, str):
+        raise InputError(file, number, "time", "missing")
+    return parse_time(time, file, number, "time")
+
+
+def _last_line(fd: int, size: int, block: int = 1 << 16) -> tuple[int, bytes] | None:
+    """(offset, bytes) of the last line holding more than white space, read backwards a block at a
+    time; None when there is none."""
+    tail, offset = b"", size
+    while offset > 0:
+        step = min(block, offset)
+        offset -= step
+        tail = os.pread(fd, step, offset) + tail
+        kept = tail.rstrip()
+        if not kept:
+            tail = b""
+            continue
+        cut = kept.rfind(b"\n")
+        if cut >= 0 or offset == 0:
+            return offset + cut + 1, kept[cut + 1:]
     return None
 
 

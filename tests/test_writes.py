@@ -72,6 +72,39 @@ def test_checkpoint_time_never_goes_before_the_last_event(workspace, mem):
     assert mem("check", "alpha")[0] == 0
 
 
+LINE = st.sampled_from(["", " ", "\t", "\r", '{"time": "2026-10-17T03:42:00Z"}', '{"time": "é"}', "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(LINE, max_size=8), ending=st.sampled_from(["", "\n", "\r\n", "\n\n  "]),
+       block=st.integers(1, 7))
+def test_the_last_line_read_backwards_equals_the_last_non_blank_line(tmp_path_factory, lines, ending, block):
+    """Brute-force oracle: the file split into lines, the last that holds more than white space,
+    and its 0-based offset; read backwards in blocks of 1 to 7 bytes (boundaries everywhere)."""
+    from mem_retrieval.records.writes import _last_line
+
+    data = ("\n".join(lines) + ending).encode("utf-8")
+    path = tmp_path_factory.mktemp("tail") / "events.jsonl"
+    path.write_bytes(data)
+    starts = [0] + [n + 1 for n, byte in enumerate(data) if byte == ord("\n")]
+    pieces = [(start, data[start:data.find(b"\n", start) if b"\n" in data[start:] else len(data)])
+              for start in starts]
+    expected = next(((start, piece.rstrip()) for start, piece in reversed(pieces) if piece.strip()), None)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _last_line(fd, len(data), block) == expected
+    finally:
+        os.close(fd)
+
+
+def test_the_checkpoint_of_a_log_with_a_malformed_last_line_names_its_line(workspace, mem):
+    path = workspace.events_path("alpha")
+    path.write_bytes(path.read_bytes() + b'{"time": 5}\n\n')
+    code, _, err = mem("core-set", "alpha", "next", "audit a4")
+    assert code == 2 and err == f"mem: {path}:3: time: missing\n"
+    assert workspace.events_path("alpha").read_bytes().endswith(b'{"time": 5}\n\n')  # nothing appended
+
+
 def test_core_set_creates_core_md_with_the_five_fields(workspace, mem):
     assert not workspace.core_path("beta").exists()
     assert mem("core-set", "beta", "inputs", "alpha/a1 proved")[0] == 0
