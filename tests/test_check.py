@@ -446,3 +446,12 @@ def test_every_step_and_source_line_of_a_large_tree_is_found(workspace):
     ids = [n for n, line in enumerate(lines) if line.startswith('   "id": ')]  # 0-based "id" = line of "{"
     assert [step.line for step in tree.steps] == ids[1:] and len(ids) == 3001
     assert [source.line for source in tree.sources] == ids[:1]
+
+
+def test_eval_status_fails_on_an_entry_that_names_no_step_of_its_run(workspace, mem):
+    workspace.write_library([library_line("alpha", make_step("a1")), library_line("alpha", make_step("a9"))])
+    code, out, _ = mem("eval", "status")
+    assert code == 1
+    assert out.splitlines() == [
+        "solve/library.jsonl:2: integrity: alpha/a9 is not a step of alpha/tree.json",
+        "status: FAIL: 2 library entries; 0 promoted statuses (M1), 0 not admissible (M2)"]
