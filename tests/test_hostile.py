@@ -243,7 +243,8 @@ def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "99999999999999999999")
     assert code == 1 and "there are only 2 pages (6 hits)" in err
     code, out, err = mem(ws, "archive-search", "zzzqx", "--page", "3")  # no hits: page 1 is empty
-    assert (code, out) == (1, "") and err == "mem: page 3: no hits, so no page past the first (an empty page 1)\n"
+    assert (code, out) == (1, "")
+    assert err == "mem: page 3: no hits, so no page past the first (an empty page 1)\n"
     assert mem(ws, "archive-search", "zzzqx")[0] == 1  # page 1: "no hits", as any empty search
 
 

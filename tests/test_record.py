@@ -111,7 +111,8 @@ def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, me
     assert not (workspace.root / ".mem").exists()
     status, out, _ = mem("--json", "record", "alpha", "--dry-run")
     data = json.loads(out)
-    assert status == expected and data["error"] == lines[0].removeprefix("mem: ") and len(data["problems"]) == 2
+    assert status == expected and data["error"] == lines[0].removeprefix("mem: ")
+    assert len(data["problems"]) == 2
 
 
 def test_an_index_step_that_fails_after_the_write_says_what_was_written(workspace, mem):
