@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from mem_retrieval.records.core import claims, id_candidates
@@ -243,7 +242,7 @@ class _Checker:
         """The library entry and its step are one record: the step's own audit must admit it (an
         audit redone after admission may not), and both must be the same kind of step."""
         where = self.at(tree.path, step.line)
-        own = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
+        own = admission_problem(step.status, step.grade, step.repaired)
         if own and not problem:
             self.add(entry.run, file, entry.line, "M2",
                      f"{entry.gid}: {where} says {own} (the library says grade {entry.grade!r})")
@@ -285,13 +284,14 @@ class _Checker:
         first step of a run being checked, with the shortest circle through it: linear in steps
         and parents, however many circles the set holds."""
         steps = {step.gid: step for tree in self.catalog.trees.values() for step in tree.steps}
+        position = {gid: n for n, gid in enumerate(steps)}  # runs in order, steps in file order
         parents = {gid: list(dict.fromkeys(p.gid for p in self._parent_steps(step)))
                    for gid, step in steps.items()}
         for component in _strongly_connected(list(steps), parents):
             if len(component) == 1 and component[0] not in parents[component[0]]:
                 continue  # a step alone, not its own parent
             first = min((steps[gid] for gid in component if self.wants(steps[gid].run)),
-                        key=lambda step: self._position[step.gid], default=None)
+                        key=lambda step: position[step.gid], default=None)
             if first is None:
                 continue
             circle = _shortest_circle(first.gid, set(component), parents)
@@ -303,11 +303,6 @@ class _Checker:
             self.add(first.run, self.catalog.trees[first.run].path, first.line, INTEGRITY,
                      f"step {first.id}: its parents lead back to it ({' → '.join(names)}): a circular "
                      f"proof{among}")
-
-    @cached_property
-    def _position(self) -> dict[str, int]:
-        """Each step's place: runs in order, steps in file order."""
-        return {step.gid: n for n, step in enumerate(s for t in self.catalog.trees.values() for s in t.steps)}
 
     def _parent_steps(self, step: Step) -> list[Step]:
         found = (self.catalog.resolve(parent, step.run) for parent in step.parents)

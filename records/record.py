@@ -125,7 +125,7 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
         if step.gid in library:
             already.append(step.gid)
             continue
-        problem = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
+        problem = admission_problem(step.status, step.grade, step.repaired)
         if problem:
             left_out.append(LeftOut(step.gid, "M2", problem))
         elif step.id in excluded:

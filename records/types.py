@@ -80,6 +80,10 @@ class Step:
         return self.audit.grade if self.audit else None
 
     @property
+    def repaired(self) -> bool:
+        return bool(self.audit and self.audit.repaired)
+
+    @property
     def admissible(self) -> bool:
         """M2: final status, and passed the audit or was repaired."""
         return self.status in FINAL_STATUSES and self.audit is not None and (

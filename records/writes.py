@@ -248,7 +248,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     step = ws.tree(run).step(step_id)
     if step is None:
         raise Refused(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")
-    problem = admission_problem(step.status, step.grade, bool(step.audit and step.audit.repaired))
+    problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     path = ws.library_path
