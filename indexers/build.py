@@ -23,7 +23,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
 from mem_retrieval.indexers.location import Location
-from mem_retrieval.indexers.rows import Rows, build_rows
+from mem_retrieval.indexers.rows import Rows, build_rows, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.workspace import Workspace
@@ -335,8 +335,9 @@ def _outdated_export(spec) -> str | None:
 
 
 def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[str]) -> Plan:
-    """Per table: the rows added or changed (by content hash) and the gids removed. Rows of
-    ``runs`` (None: every run) and of runs no longer present are in scope for removal."""
+    """Per table: the rows added or changed (by content hash), tokenised for BM25, and the gids
+    removed. Rows of ``runs`` (None: every run) and of runs no longer present are in scope for
+    removal."""
     new_rows = {"steps": rows.steps, "events": rows.events, "sources": rows.sources}
     tables: dict[str, TablePlan] = {}
     stored: dict[str, str] = {}
@@ -357,8 +358,9 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
         removed = sorted(in_scope - set(incoming))
         report = TableReport(added=len(added), updated=len(updated), removed=len(removed),
                              unchanged=len(incoming) - len(added) - len(updated))
-        tables[name] = TablePlan(name, list(incoming.values()) if index.full else added + updated + unfinished,
-                                 removed, report)
+        changed = list(incoming.values()) if index.full else added + updated + unfinished
+        tokenize_rows(changed)
+        tables[name] = TablePlan(name, changed, removed, report)
     return Plan(index.full, tables, stored)
 
 

@@ -57,8 +57,11 @@ class Rows:
     embed_text: dict[str, str] = field(default_factory=dict)  # text_hash -> text
 
 
-def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -> dict[str, Any]:
-    """Add content and text hashes; register the embedding text."""
+def _finish(row: dict[str, Any], rows: Rows, text: str | None, search: str, config: Config) -> dict[str, Any]:
+    """Add content and text hashes; register the embedding text; keep ``search``, the text BM25
+    sees, for ``tokenize_rows``. The content hash covers the row's fields, which ``search`` is
+    made of, and not the tokens: the tokeniser's output is fixed by its version, which the index
+    records (a new one means `mem index --full`), so an unchanged row is never tokenised again."""
     if text is not None:
         text = prepare(text, config.model.max_chars)
         row["text_hash"] = digest([config.model.name, text])
@@ -66,7 +69,16 @@ def _finish(row: dict[str, Any], rows: Rows, text: str | None, config: Config) -
     else:
         row["text_hash"] = ""
     row["content_hash"] = digest(row)
+    row["search"] = search
     return row
+
+
+def tokenize_rows(changed: list[dict[str, Any]]) -> None:
+    """Give the rows about to be written their BM25 tokens (a third of reading a workspace's
+    records went to tokenising every row, changed or not)."""
+    for row in changed:
+        if "tokens" not in row:
+            row["tokens"] = token_string(row["search"])
 
 
 def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None,
@@ -84,7 +96,6 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
         "in_library": entry is not None, "inserted": entry.inserted if entry else "",
         "named_seq": named[0] if named else NEVER, "named_ts": named[1] if named else NEVER,
     }
-    row["tokens"] = token_string(step_search_text(row))
     return row
 
 
@@ -100,8 +111,12 @@ def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
         "sid_keys": sorted({key(split_gid(r)[1]) for r in event.ids}), "text": event.text,
         "path": event.path or "", "body": body,
     }
-    row["tokens"] = token_string(" ".join([event.actor, event.kind, " ".join(event.ids), event.text, body]))
     return row
+
+
+def event_search_text(row: dict[str, Any]) -> str:
+    """What BM25 sees of an event: its actor, kind, ids, text and the brief or return's text."""
+    return " ".join([row["actor"], row["kind"], " ".join(row["ids"]), row["text"], row["body"]])
 
 
 def build_rows(workspace: Workspace, config: Config, runs: list[str],
@@ -121,19 +136,19 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             row = step_row(step, library.get(step.gid), named.get(step.id), sources)
-            rows.steps.append(_finish(row, rows, step_embed_text(row), config))
+            rows.steps.append(_finish(row, rows, step_embed_text(row), step_search_text(row), config))
         for event in events:
             row = event_row(event, run_dir, config)
             text = " ".join(part for part in (event.text, row["body"]) if part)
-            rows.events.append(_finish(row, rows, text, config))
+            rows.events.append(_finish(row, rows, text, event_search_text(row), config))
         for source in tree.sources:
             path = source_file(run_dir, source)
             text = path.read_bytes()[: config.index.source_chars * 4].decode("utf-8", "replace") if path else ""
             row = {"gid": source.gid, "key": key(source.gid), "run": run, "run_key": key(run),
                    "sid": source.id, "origin": source.origin, "retrieved": source.retrieved,
                    "hash": source.hash, "path": source.path, "text": text[: config.index.source_chars]}
-            row["tokens"] = token_string(" ".join([source.id, source.origin, row["text"]]))
-            rows.sources.append(_finish(row, rows, None, config))
+            rows.sources.append(_finish(row, rows, None, " ".join([source.id, source.origin, row["text"]]),
+                                        config))
         if on_run:
             on_run(run)
     from_trees = {row["gid"] for row in rows.steps}
@@ -144,5 +159,5 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
         if entry.inserted:
             stamp = (NEVER, micros(datetime.fromisoformat(entry.inserted)))
         row = step_row(library_as_step(entry), entry, stamp)
-        rows.steps.append(_finish(row, rows, step_embed_text(row), config))
+        rows.steps.append(_finish(row, rows, step_embed_text(row), step_search_text(row), config))
     return rows

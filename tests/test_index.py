@@ -58,6 +58,20 @@ def test_editing_one_statement_reembeds_exactly_one(memory, workspace):
     assert rows(memory, "steps")["alpha/a2"]["statement"] == "a new statement about GL2m/Sp2m"
 
 
+def test_reindexing_tokenises_only_the_rows_it_writes(memory, workspace, monkeypatch):
+    from mem_retrieval.indexers import rows as rows_module
+
+    seen: list[str] = []
+    real = rows_module.token_string
+    monkeypatch.setattr(rows_module, "token_string", lambda text: seen.append(text) or real(text))
+    assert memory.index(progress=False).total("updated") == 0 and seen == []
+    workspace.edit_step("alpha", "a2", statement="a new statement about Plünnecke")
+    memory.index(progress=False)
+    assert len(seen) == 1 and "Plünnecke" in seen[0]
+    assert rows(memory, "steps")["alpha/a2"]["tokens"] == real(seen[0])
+    assert [hit.id for hit in memory.archive_search("Plunnecke").hits][:1] == ["alpha/a2"]
+
+
 def test_a_status_change_rewrites_the_row_but_reuses_its_vector(memory, workspace):
     old = rows(memory, "steps")["alpha/a4"]["vector"]
     workspace.edit_step("alpha", "a4", status="stale")
