@@ -1,7 +1,8 @@
 """Math-aware tokenisation for BM25, shared by indexing and querying.
 
 Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); Greek letters to their names (φ, \\varphi -> phi);
-LaTeX commands unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other
+accents folded, in Unicode and in LaTeX (Plünnecke, Pl\\"{u}nnecke and Plunnecke are one word, as
+are Čech, \\v{C}ech and Cech: a name is the same name however it is typed); LaTeX commands unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other
 commands kept as words: \\log -> log); sub/superscript markers and braces removed inside a word
 (F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or
 F_q((t)) is indexed whole (its parts joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m;
@@ -27,7 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-VERSION = "math-v5"
+VERSION = "math-v6"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -58,6 +59,13 @@ STOPWORDS = frozenset(
 )
 
 _COMMAND = re.compile(r"\\([A-Za-z]+)|\\(.)")
+# A LaTeX accent over a letter is the letter: \\"{u} \\"u \\'e \\^o \\~n, and the lettered accents with
+# their braces (\\H{o} \\v{C} \\c{c}; \\d x stays two words: \\d is also a differential's macro).
+# The dotless \\i under an accent is i.
+_ACCENT = re.compile(r"""\\(?:["'`^~=.]\s*|[Hvuckr](?=\{))(?:\{\s*(\\[ij]|[A-Za-z])\s*\}|(\\[ij]|[A-Za-z]))""")
+# Latin letters that are no letter plus an accent, so NFKD leaves them whole.
+_PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ": "t", "æ": "ae", "œ": "oe", "þ": "th"}
+_FOLD = str.maketrans(_PLAIN | {k.upper(): v.upper() for k, v in _PLAIN.items()} | {"ı": "i"})
 _WORD = re.compile(r"[0-9a-z_()\[\]{}/.'’^\-]+")
 _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
@@ -95,11 +103,25 @@ def _command(match: re.Match[str]) -> str:
     return f" {name} "
 
 
+def _accented(match: re.Match[str]) -> str:
+    return (match.group(1) or match.group(2)).lstrip("\\")
+
+
+def fold_accents(text: str) -> str:
+    """``text`` without accents: each letter's combining marks (category M) dropped (ü -> u, ő -> o, Č -> C),
+    and the few Latin letters NFKD keeps whole spelt plainly (ø -> o, Ł -> L, æ -> ae). Greek
+    keeps its letters (ά -> α). Before case folding, which turns some marks into letters."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.category(c).startswith("M")).translate(_FOLD)
+
+
 def normalize(text: str) -> str:
-    """NFKC, LaTeX commands unwrapped, Greek letters named, case folded."""
+    """NFKC, LaTeX accents and commands unwrapped, Greek letters named, case and accents folded."""
     text = unicodedata.normalize("NFKC", text)
-    text = _COMMAND.sub(_command, text)
-    text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in text.casefold())
+    text = _COMMAND.sub(_command, _ACCENT.sub(_accented, text))
+    text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
     return unicodedata.normalize("NFKC", text)
 
 
@@ -107,7 +129,7 @@ def signatures(text: str) -> list[str]:
     """The formula-shape tokens of ``text``: for each operator applied, its name and the separators
     at the top level of its arguments (, c  ; s  : m  | g; a run of one kept as two, so X,Y,Z and
     X,Y,Z,W read alike), when it has any: \\bbI[X:Y|Z] -> i_sig_mg."""
-    text = unicodedata.normalize("NFKC", text)
+    text = fold_accents(unicodedata.normalize("NFKC", text))
     tokens: list[str] = []
     for applied in _APPLIED.finditer(text):
         depth, separators = 0, []
