@@ -39,6 +39,7 @@ CASES = [
     ("recall-search", ["recall-search", "--id", "A5-7"], "example"),
     ("check", ["check"], "example"),
     ("check", ["check", "alpha"], "broken"),                                           # violations
+    ("check", ["check"], "unreadable"),                     # a run that cannot be read: "unchecked"
     ("eval-status", ["eval", "status"], "example"),
     ("eval-resume", ["eval", "resume", "satake-two-levels", "--until", "R-1"], "example"),
     ("eval-reuse", ["eval", "reuse", "iwahori-two-levels"], "example"),
@@ -111,6 +112,12 @@ def places(example, workspace, tmp_path):
         (folder / "alpha" / "memory" / "core.md").write_text("## inputs      a4 proved\n## next  a2 refuted\n")
         return folder
 
+    def unreadable():
+        folder = tmp_path / "unreadable"
+        copy_workspace(workspace.root, folder)
+        (folder / "alpha" / "tree.json").write_text('{"run": broken')  # its library entry: unchecked
+        return folder
+
     def queries():
         path = tmp_path / "queries.jsonl"
         path.write_text("".join(line + "\n" for line in
@@ -148,7 +155,7 @@ def places(example, workspace, tmp_path):
         return ws.root
 
     return Places({"example": lambda: example.workspace.root, "own": lambda: workspace.root,
-                   "broken": broken, "fusion-ws": fusion,
+                   "broken": broken, "unreadable": unreadable, "fusion-ws": fusion,
                    "{fusion_queries}": lambda: str(tmp_path / "fq.jsonl"),
                    "{fusion_qrels}": lambda: str(tmp_path / "fr.qrels"),
                    "{queries}": queries, "{qrels}": qrels, "{problem}": problem, "{folder}": folder})
