@@ -55,8 +55,11 @@ class Memory:
 
         _typed("check", runs=runs)  # the same list of run names
         self.reopen()
-        return build_index(self.workspace, self.config, runs, full, progress, on_message,
-                           engine=engine, workers=workers)
+        try:
+            return build_index(self.workspace, self.config, runs, full, progress, on_message,
+                               engine=engine, workers=workers)
+        finally:  # a search meanwhile (another thread's) opened the version before the commit
+            self.reopen()
 
     def reopen(self) -> None:
         """Read the index as it is now from the next search on. A ``Memory`` is a session: its

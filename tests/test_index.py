@@ -97,6 +97,23 @@ def test_a_memory_reads_its_version_until_it_reopens_or_indexes(memory, workspac
     assert {h.id for h in memory.archive_search("zebra", strategy="bm25").hits} == {"alpha/a2", "alpha/a3"}
 
 
+def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):
+    """Another thread's search during ``index()`` opens the version before the commit; the next
+    search after ``index()`` returns still reads the new one."""
+    from mem_retrieval.indexers import build
+
+    real = build.commit
+
+    def commit_after_a_search(*args, **kwargs):
+        memory.archive_search("zebra", strategy="bm25")  # as a thread sharing the Memory would
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build, "commit", commit_after_a_search)
+    workspace.edit_step("alpha", "a2", statement="a zebra statement")
+    memory.index(progress=False)
+    assert [h.id for h in memory.archive_search("zebra", strategy="bm25").hits] == ["alpha/a2"]
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
