@@ -44,13 +44,17 @@ class Installed:
 
 def install(folder: Path, force: bool = False) -> Installed:
     """Write the skill into ``folder`` in both layouts. A file already there with other text (an
-    edited copy) is refused, naming it, unless ``force``; nothing is written then."""
+    edited copy) is refused, naming it, unless ``force``; so is a path where a file stands for a
+    folder or a folder for a file. Nothing is written then."""
     folder = Path(folder)
     plan = [(folder / layout / SKILL / name, text) for layout in LAYOUTS for name, text in skill_files().items()]
+    for path, _ in plan:
+        if blocked := _in_the_way(folder, path):
+            raise Refused(f"cannot write {path}: {blocked}")
     differ = [path for path, text in plan if path.exists() and _text(path) != text]
     if differ and not force:
         raise Refused(f"{differ[0]} exists with other text ({len(differ)} such file"
-                      f"{'s' if len(differ) > 1 else ''}); force=True (`mem skill install --force`) "
+                      f"{'s' if len(differ) > 1 else ''}); `mem skill install --force` (force=True) "
                       "overwrites")
     written, unchanged = [], []
     for path, text in plan:
@@ -63,6 +67,17 @@ def install(folder: Path, force: bool = False) -> Installed:
             raise Refused(f"cannot write {path}: {error.strerror or error}") from None
         written.append(path)
     return Installed(tuple(written), tuple(unchanged))
+
+
+def _in_the_way(folder: Path, path: Path) -> str | None:
+    """Why ``path`` cannot be written, as far as what stands there says (a file where a folder
+    must be, a folder where the file goes), or None."""
+    if path.is_dir():
+        return f"{path} is a folder"
+    for parent in reversed(path.relative_to(folder).parents[:-1]):  # the folders below ``folder``
+        if (folder / parent).exists() and not (folder / parent).is_dir():
+            return f"{folder / parent} is a file, not a folder"
+    return None
 
 
 def _text(path: Path) -> str | None:

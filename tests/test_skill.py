@@ -159,6 +159,21 @@ def test_skill_install_writes_both_layouts_and_refuses_to_overwrite_an_edit(tmp_
     assert edited.read_text() == files["SKILL.md"]
 
 
+@pytest.mark.parametrize("in_the_way", ["file for a folder", "folder for a file"])
+def test_skill_install_writes_both_layouts_or_neither(tmp_path, mem, in_the_way):
+    if in_the_way == "file for a folder":
+        (tmp_path / ".agents").write_text("")
+        blocked = f"{tmp_path / '.agents'} is a file, not a folder"
+    else:
+        (tmp_path / ".agents" / "skills" / SKILL / "SKILL.md").mkdir(parents=True)
+        blocked = f"{tmp_path / '.agents' / 'skills' / SKILL / 'SKILL.md'} is a folder"
+    before = sorted(p for p in tmp_path.rglob("*"))
+    for extra in ((), ("--force",)):
+        code, out, err = mem("skill", "install", str(tmp_path), *extra)
+        assert (code, out) == (1, "") and err.count("\n") == 1 and blocked in err
+        assert sorted(p for p in tmp_path.rglob("*")) == before  # the .claude layout neither
+
+
 def test_skill_install_needs_a_folder(tmp_path, mem):
     code, _, err = mem("skill", "install", str(tmp_path / "nope"))
     assert code == 2 and "is not a folder" in err
