@@ -74,11 +74,14 @@ class Server:
     def bind(cls, root: Path, idle_timeout: float | None = None) -> "Server":
         """Listen on ``root/.mem/serve.sock``; a stale socket is replaced, a live one refused."""
         path = socket_path(root)
-        path.parent.mkdir(exist_ok=True)
-        if path.exists() or path.is_symlink():
-            if answers(str(path)):
-                raise Refused(f"a server already answers on {path} (stop it first)")
-            path.unlink(missing_ok=True)  # stale: its server died without cleaning up
+        try:
+            path.parent.mkdir(exist_ok=True)
+            if path.exists() or path.is_symlink():
+                if answers(str(path)):
+                    raise Refused(f"a server already answers on {path} (stop it first)")
+                path.unlink(missing_ok=True)  # stale: its server died without cleaning up
+        except OSError as error:  # .mem a file, the socket's name a folder
+            raise Refused(f"cannot listen on {path}: {error.strerror or error}") from None
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         mask = os.umask(0o177)  # only this user may connect: the socket runs commands as us
         try:

@@ -283,3 +283,17 @@ def test_an_idle_server_stops_by_itself(spare, servers):
     assert proc.wait(30) == 0 and time.monotonic() - started < 10
     assert not Path(sock(spare)).exists()
     assert "idle for 1 s" in servers.log(proc)
+
+
+@pytest.mark.parametrize("in_the_way", [".mem/serve.sock", ".mem"])
+def test_a_socket_path_that_cannot_be_a_socket_is_one_line(spare, in_the_way):
+    """A folder where the socket goes (or a file where .mem goes): one line, no traceback."""
+    if in_the_way == ".mem":
+        shutil.rmtree(spare / ".mem")
+        (spare / ".mem").write_text("")
+    else:
+        (spare / in_the_way).mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["-w", str(spare), "serve", "--lazy"], out=out, err=err)
+    assert code == 1 and out.getvalue() == "" and err.getvalue().count("\n") == 1
+    assert err.getvalue().startswith(f"mem: cannot listen on {sock(spare)}: ")
