@@ -19,7 +19,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.types import KINDS, STATUSES
-from mem_retrieval.records.validate import type_name
+from mem_retrieval.records.validate import surrogate_problem, type_name
 
 VALUE_TYPES = {"string": (str, "a string"), "integer": (int, "a whole number"),
                "boolean": (bool, "true or false"), "strings": (list, "a list of strings")}
@@ -46,16 +46,18 @@ class Param:
 
     def type_problem(self, value: Any) -> str | None:
         """Why ``value`` is not of this parameter's type (a bool is no number; a list of strings
-        may be a tuple in Python), or None."""
+        may be a tuple in Python; a string must be Unicode text), or None."""
         kind, said = VALUE_TYPES[self.type]
         if self.type == "strings":
             if not isinstance(value, (list, tuple)):
                 return f"must be {said}, not {type_name(value)}"
             wrong = [item for item in value if not isinstance(item, str)]
-            return f"must be {said}, not a list holding {type_name(wrong[0])}" if wrong else None
+            if wrong:
+                return f"must be {said}, not a list holding {type_name(wrong[0])}"
+            return next(filter(None, map(surrogate_problem, value)), None)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"must be {said}, not {type_name(value)}"
-        return None
+        return surrogate_problem(value) if isinstance(value, str) else None
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of its value."""

@@ -28,6 +28,12 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def surrogate_problem(value: str) -> str | None:
+    """An unpaired surrogate (bytes that were not UTF-8, decoded with surrogateescape, or a lone
+    ``\\ud800`` escape) makes a string no Unicode text: nothing can encode, store or search it."""
+    return "is not valid Unicode text (it holds an unpaired surrogate)" if _SURROGATE.search(value) else None
+
+
 def type_name(value: Any) -> str:
     """How a decoded value's type is named in a message: ``an object``, ``a list``, ``null``…"""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",

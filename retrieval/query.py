@@ -17,6 +17,7 @@ from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import KINDS, STATUSES
+from mem_retrieval.records.validate import surrogate_problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,8 +71,8 @@ def check_text(text: str, param: str = "query") -> None:
     if len(text) > MAX_QUERY_CHARS:
         raise BadInput(f"is {len(text):,} characters long; at most {MAX_QUERY_CHARS:,} are searched "
                        "(ask with the statement's key sentences)", param=param)
-    if any("\ud800" <= c <= "\udfff" for c in text):
-        raise BadInput("is not valid Unicode text (it holds an unpaired surrogate)", param=param)
+    if problem := surrogate_problem(text):
+        raise BadInput(problem, param=param)
 
 
 @dataclass(frozen=True)

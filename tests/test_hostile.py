@@ -193,6 +193,9 @@ def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
     assert (code, out) == (2, "") and err.startswith("mem: QUERY is 16,385 characters long")
 
 
+NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda m: m.archive_search(5), "query must be a string, not a number"),
     (lambda m: m.archive_search(None), "query is missing"),
@@ -212,6 +215,11 @@ def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
     (lambda m: m.check([1]), "runs must be a list of strings, not a list holding a number"),
     (lambda m: m.index("alpha"), "runs must be a list of strings, not a string"),
     (lambda m: m.record("alpha", dry_run="no"), "dry_run must be true or false, not a string"),
+    (lambda m: m.archive_search("statement", run="\ud800"), f"run {NOT_TEXT}"),
+    (lambda m: m.archive_search("statement", context_run="\udfff"), f"context_run {NOT_TEXT}"),
+    (lambda m: m.recall_search("statement", id="a\udce9"), f"id {NOT_TEXT}"),
+    (lambda m: m.core_set("alpha", "next", "\ud800"), f"text {NOT_TEXT}"),
+    (lambda m: m.check(["alpha", "\ud800"]), f"runs {NOT_TEXT}"),
 ])
 def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, call, message):
     """The API checks types as the MCP tools do (one rule, ``functions.Param``): a wrong type is
@@ -225,6 +233,20 @@ def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, 
         call(Memory.open(ws.root))
     assert str(raised.value) == message
     assert (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes() == before
+
+
+def test_every_text_parameter_of_every_function_refuses_a_lone_surrogate():
+    # the oracle: each parameter taking text, alone, as a tool call or the API would pass it
+    from mem_retrieval.functions import FUNCTIONS
+    from mem_retrieval.records.errors import BadInput
+
+    texts = [(f, p) for f in FUNCTIONS for p in f.params if p.type in ("string", "strings")]
+    assert len(texts) >= 10
+    for function, param in texts:
+        value = ["\ud800"] if param.type == "strings" else "x\ud800"
+        with pytest.raises(BadInput) as raised:
+            function.check_types({param.name: value})
+        assert str(raised.value) == f"{param.name} {NOT_TEXT}", (function.name, param.name)
 
 
 def test_a_page_of_none_is_the_first_page_as_a_tools_null_is(ws):
