@@ -29,13 +29,41 @@ def _writable_folder(folder: Path, param: str, given: str) -> None:
 
 
 def check_file(path: str | None, param: str) -> None:
-    """A file to be written: not a folder, and its folder writable or creatable."""
+    """A file to be written: not a folder nor a device, pipe or socket (the file replaces what
+    stands there, and as root that could be /dev/null), and its folder writable or creatable."""
     if path is None:
         return
     target = Path(path)
     if target.is_dir():
         raise BadInput(f"{path!r}: is a folder, not a file", param=param)
+    if target.exists() and not target.is_file():
+        raise BadInput(f"{path!r}: is not a regular file (a device, a pipe or a socket)", param=param)
     _writable_folder(target.absolute().parent, param, path)
+
+
+def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str | None]) -> None:
+    """Refuse, before the work, an output that would replace what the command reads or what
+    another output writes. ``writes``: each output's parameter, its value as given, and the files
+    it will write (a folder's files under it); ``reads``: each input's parameter and its file.
+    Paths are compared as they resolve (links, ``..``)."""
+    from mem_retrieval.cli.main import flag
+
+    written: dict[str, tuple[str, str]] = {}  # resolved path -> (the parameter writing it, as given)
+    for param, (given, files) in writes.items():
+        if given is None:
+            continue
+        for file in map(str, files):
+            real = os.path.realpath(file)
+            for read, path in reads.items():
+                if path is not None and os.path.realpath(path) == real:
+                    where = "it" if file == given else repr(file)
+                    raise BadInput(f"{given!r}: would replace {where}, the {flag(read)} file this reads",
+                                   param=param)
+            for other, (by, by_given) in written.items():
+                if by != param and (real == other or other.startswith(real + os.sep)
+                                    or real.startswith(other + os.sep)):
+                    raise BadInput(f"{given!r}: {flag(by)} {by_given!r} writes there too", param=param)
+            written[real] = (param, given)
 
 
 def check_folder(path: str | None, param: str) -> None:

@@ -88,6 +88,13 @@ def _named_by(workspace: Workspace, run: str, until: datetime) -> set[str]:
             if event.timestamp <= until}
 
 
+def written_files(folder, name: str = "reuse") -> list:
+    """The two files ``write`` writes in ``folder``."""
+    from pathlib import Path
+
+    return [Path(folder) / f"{name}.queries.jsonl", Path(folder) / f"{name}.qrels"]
+
+
 def write(derived: Derived, folder, name: str = "reuse") -> list:
     """``FOLDER/NAME.queries.jsonl`` and ``FOLDER/NAME.qrels``: ordinary SPEC §10 files."""
     import json
@@ -97,8 +104,7 @@ def write(derived: Derived, folder, name: str = "reuse") -> list:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    queries = folder / f"{name}.queries.jsonl"
-    qrels = folder / f"{name}.qrels"
+    queries, qrels = written_files(folder, name)
     write_atomic(queries, "".join(json.dumps({k: v for k, v in (("qid", q.qid), ("query", q.query),
                                                                  ("setting", q.setting), ("run", q.run),
                                                                  ("step", q.step)) if v is not None},

@@ -127,13 +127,18 @@ def plot(evaluation: PagingEvaluation, path: Path) -> None:
         plt.close(figure)
 
 
+def report_files(directory) -> list[Path]:
+    """The files ``write_report`` writes in ``directory``."""
+    return [Path(directory) / REPORT, Path(directory) / PLOT]
+
+
 def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
     """``DIR/report.md`` and ``DIR/recall_by_page.png``; returns their paths."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     plot(evaluation, directory / PLOT)
     write_atomic(directory / REPORT, report_markdown(evaluation))
-    return [directory / REPORT, directory / PLOT]
+    return report_files(directory)
 
 
 def write_runs(evaluation: PagingEvaluation, path: Path) -> None:

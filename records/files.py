@@ -14,8 +14,9 @@ from pathlib import Path
 
 
 def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Replace ``path`` by what ``write(temporary_path)`` writes."""
-    path = Path(path)
+    """Replace ``path`` by what ``write(temporary_path)`` writes; a symbolic link's target is
+    replaced, and the link stays."""
+    path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")

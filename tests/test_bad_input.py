@@ -188,6 +188,12 @@ def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     ("--write-queries", "afile/q", ["eval", "reuse", "alpha", "--per-step"]),
     ("--plot", "afile/f.png", ["eval", "frontier", "F"]),
     ("--plot", "/proc/no/f.png", ["eval", "frontier", "F"]),
+    ("--plot", "F.png", ["eval", "frontier", "F.png"]),                             # its input
+    ("--trec-out", "Q", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),      # its input
+    ("--trec-out", "alink", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # a link to it
+    ("--trec-out", "fifo", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),   # no regular file
+    ("--report", "same", ["eval", "paging", "--queries", "Q", "--qrels", "R", "--trec-out", "same"]),
+    ("--report", "afolder", ["eval", "reuse", "alpha", "--per-step", "--trec-out", "afolder/report.md"]),
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
         workspace, mem, tmp_path, monkeypatch, flag, value, argv):
@@ -198,8 +204,11 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
     Path("afolder").mkdir()
     Path("Q").write_text('{"qid": "q1", "query": "statement"}\n')
     Path("R").write_text("q1 0 alpha/a1 1\n")
+    Path("alink").symlink_to("R")
+    os.mkfifo("fifo")
     Path("F").write_text(json.dumps({"queries": [{"qid": "q1"}], "events": [{"id": "e1"}],
                                      "spans": [{"events": ["e1"], "answers": ["q1"]}]}))
+    Path("F.png").write_text(Path("F").read_text())  # a problem file may have any name
     files = sorted(str(p) for p in tmp_path.rglob("*"))
     code, out, err = mem(*argv, flag, value)
     assert (code, out) == (2, "") and len(err.splitlines()) == 1, err

@@ -422,3 +422,17 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
     assert replace_folder(target, fill("two")) is True and (target / "model.onnx").read_text() == "two"
     assert replace_folder(tmp_path / "empty", lambda scratch: None) is False
     assert not (tmp_path / "empty").exists()
+
+
+def test_a_whole_file_write_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path):
+    from mem_retrieval.records.files import write_atomic
+
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "library.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "library.jsonl"
+    link.symlink_to(target)
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["library.jsonl", "real"]  # no temporary left
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["library.jsonl"]

@@ -48,7 +48,7 @@ def _count(text: str) -> int:
 
 def run_frontier(args: argparse.Namespace, ctx) -> int:
     """Build the problem, compute the frontier, score the memory, then draw and print."""
-    from mem_retrieval.cli.outputs import check_file, writing
+    from mem_retrieval.cli.outputs import check_apart, check_file, writing
     from mem_retrieval.eval.frontier import frontier, score_memory
     from mem_retrieval.eval.frontier_input import (memory_from, parse_memory, problem_from_workspace,
                                                    read_problem)
@@ -57,6 +57,8 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
         raise BadInput(f"{args.plot} should end in {', '.join(PLOT_SUFFIXES)}", param="plot")
     check_file(args.plot, "plot")
+    check_apart({"plot": (args.plot, [args.plot])},
+                {"file": args.file, "queries": args.queries, "qrels": args.qrels})
     if args.file and (args.queries or args.qrels):
         raise BadInput("give FILE or --queries and --qrels, not both")
     if args.file:

@@ -100,14 +100,17 @@ PER_STEP_ONLY = ("strategy", "trec_out", "report", "write_queries")  # --max-pag
 def _per_step(args, ctx, memory, runs, pages, until, cut):
     from pathlib import Path
 
-    from mem_retrieval.cli.outputs import check_file, check_folder, writing
-    from mem_retrieval.eval.derived import derive, write
-    from mem_retrieval.eval.paging_report import write_report, write_runs
+    from mem_retrieval.cli.outputs import check_apart, check_file, check_folder, writing
+    from mem_retrieval.eval.derived import derive, write, written_files
+    from mem_retrieval.eval.paging_report import report_files, write_report, write_runs
     from mem_retrieval.eval.reuse import reuse_per_step
 
     check_file(args.trec_out, "trec_out")
     check_folder(args.report, "report")
     check_folder(args.write_queries, "write_queries")
+    check_apart({"trec_out": (args.trec_out, [args.trec_out]),
+                 "report": (args.report, report_files(args.report or ".")),
+                 "write_queries": (args.write_queries, written_files(args.write_queries or "."))}, {})
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
     if args.write_queries:
         with writing(args.write_queries, "write_queries"):
