@@ -5,6 +5,7 @@ ir_measures take them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def read_queries(path: Path) -> list[Query]:
     return queries
 
 
+_GRADE = re.compile(r"-?[0-9]+")
+GRADES = (-(2**31), 2**31 - 1)
+
+
 def read_qrels(path: Path) -> Qrels:
     """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document."""
     file = str(path)
@@ -73,10 +78,11 @@ def read_qrels(path: Path) -> Qrels:
         if len(parts) != 4:
             raise InputError(file, number, None, f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
         qid, _, doc, grade = parts
-        try:
-            value = int(grade)
-        except ValueError:
-            raise InputError(file, number, "grade", f"{grade!r} is not an integer") from None
+        if not _GRADE.fullmatch(grade):  # int() takes '1_0' and other scripts' digits too
+            raise InputError(file, number, "grade", f"{grade!r} is not an integer")
+        value = int(grade)
+        if not GRADES[0] <= value <= GRADES[1]:  # trec_eval's grades are C ints: others wrap
+            raise InputError(file, number, "grade", f"{grade} is out of range ({GRADES[0]:,} to {GRADES[1]:,})")
         judged = qrels.setdefault(qid, {})
         if judged.get(doc, value) != value:  # the same judgment twice is harmless; two are not
             raise InputError(file, number, "grade", f"{doc} is judged {judged[doc]} for {qid} at line "

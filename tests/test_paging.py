@@ -436,6 +436,24 @@ def test_cli_bad_qrels_exits_2_naming_file_line_and_field(tmp_path):
         "error": f"{tmp_path / 'r.qrels'}: no query of the queries file has a relevant judgment"}
 
 
+@pytest.mark.parametrize("grade, problem", [
+    ("4294967298", "4294967298 is out of range (-2,147,483,648 to 2,147,483,647)"),  # wrapped to 2
+    ("3000000000", "3000000000 is out of range (-2,147,483,648 to 2,147,483,647)"),
+    ("99999999999999999999", "99999999999999999999 is out of range (-2,147,483,648 to 2,147,483,647)"),
+    ("1_0", "'1_0' is not an integer"),
+    ("١", "'١' is not an integer"),                                                  # an Arabic-Indic 1
+])
+def test_a_grade_trec_eval_cannot_hold_is_bad_input_not_a_wrong_figure(tmp_path, grade, problem):
+    from mem_retrieval.eval.judgments import read_qrels
+
+    (tmp_path / "r.qrels").write_text(f"q1 0 a/b 1\nq1 0 a/c {grade}\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        read_qrels(tmp_path / "r.qrels")
+    assert str(raised.value) == f"{tmp_path / 'r.qrels'}:2: grade: {problem}"
+    (tmp_path / "r.qrels").write_text("q1 0 a/b 2147483647\nq1 0 a/c -2147483648\n")
+    assert read_qrels(tmp_path / "r.qrels") == {"q1": {"a/b": 2147483647, "a/c": -2147483648}}
+
+
 def small_blueprint_workspace(root: Path) -> tuple[Path, Path, Path]:
     """Three PFR chapters of the blueprint development set, with their cross-chapter queries."""
     runs = {"pfr-jensen", "pfr-entropy", "pfr-distance"}
