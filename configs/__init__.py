@@ -26,9 +26,14 @@ def rule(*, minimum: float | None = None, maximum: float | None = None,
     return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices, "empty": empty})
 
 
+# The ranking strategies by name, as retrieval.strategies.STRATEGIES implements them (a test holds the
+# two together): a config names one before any search runs.
+STRATEGY_NAMES = ("bm25", "rerank", "vector", "hybrid-rrf", "graph", "rerank-graph")
+
+
 @dataclass(frozen=True)
 class SearchConfig:
-    strategy: str = rule()
+    strategy: str = rule(choices=STRATEGY_NAMES)
     page_size: int = rule(minimum=1)
     pool: int = rule(minimum=1)
     rerank_k: int = rule(minimum=0)
@@ -63,17 +68,20 @@ class GraphConfig:
     voted: int = rule(minimum=0)
 
 
+MAX_WEIGHT = 1000.0  # the features are in [0, 1] and only the weights' ratios rank; 1e308 overflowed
+
+
 @dataclass(frozen=True)
 class Weights:
     """The fused score of a graph strategy: a weight per normalised feature."""
 
-    bm25: float = rule(minimum=0.0)
-    cosine: float = rule(minimum=0.0)
-    vote: float = rule(minimum=0.0)
-    expanded: float = rule(minimum=0.0)
-    prior: float = rule(minimum=0.0)
-    context: float = rule(minimum=0.0)
-    affinity: float = rule(minimum=0.0)
+    bm25: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    cosine: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    vote: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    expanded: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    prior: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    context: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
+    affinity: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
-from mem_retrieval.records.errors import BadInput, InputError
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
@@ -148,13 +148,9 @@ class Searcher:
         return (chosen, strategy.without_vectors) if self.pending and strategy.without_vectors else None
 
     def _chosen(self, name: str | None) -> str:
-        chosen = name or self.config.search.strategy
+        chosen = name or self.config.search.strategy  # the config's is checked as it is read
         if chosen not in STRATEGIES:
-            known = ", ".join(STRATEGIES)
-            if name is None:
-                raise InputError(self.config.origin("search.strategy"), None, "search.strategy",
-                                 f"{chosen!r} is not one of {known}")
-            raise BadInput(f"{chosen!r} is not one of {known}", param="strategy")
+            raise BadInput(f"{chosen!r} is not one of {', '.join(STRATEGIES)}", param="strategy")
         return chosen
 
     # ---- the steps table held in memory (retrieval/resident.py)

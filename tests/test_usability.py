@@ -143,17 +143,33 @@ def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("text, key, message", [
     ("[search]\nhint_window = 0\n", "search.hint_window", "must be at least 1, not 0"),
+    ("[search]\nstrategy = \"bogus\"\n", "search.strategy",
+     "'bogus' is not one of bm25, rerank, vector, hybrid-rrf, graph, rerank-graph"),
+    ("[fusion.rerank_graph]\nbm25 = 1e308\n", "fusion.rerank_graph.bm25", "must be between 0 and 1000, not 1e+308"),
     ("[fusion.graph_in_run]\n" + "".join(f"{w} = 0\n" for w in
                                         ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")),
      "fusion.graph_in_run", "every weight is 0: no feature would rank the hits"),
 ])
 def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text, key, message):
     """A hint window of 0 pages says no relevant hit remains, ever; a weight table all 0 scores
-    every hit 0 (the list in id order): each refused, blamed on the file that set it."""
+    every hit 0 (the list in id order); an unknown default strategy has no ranking (the evaluations
+    crashed on it, or named it the default); a weight of 1e308 scores infinity: each refused, by
+    every command, blamed on the file that set it."""
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text(text)
-    code, _, err = cli(ws.root, "archive-search", "statement")
-    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n")
+    (tmp_path / "q.jsonl").write_text('{"qid": "q1", "query": "statement"}\n')
+    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\n")
+    for argv in (["archive-search", "statement"], ["eval", "reuse", "alpha", "--per-step"],
+                 ["eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels")]):
+        code, _, err = cli(ws.root, *argv)
+        assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n"), argv
+
+
+def test_the_strategies_a_config_may_name_are_those_there_are():
+    from mem_retrieval.configs import STRATEGY_NAMES
+    from mem_retrieval.retrieval.strategies import STRATEGIES
+
+    assert STRATEGY_NAMES == tuple(STRATEGIES)
 
 
 def test_a_bad_value_in_the_workspace_config_is_blamed_on_that_file(tmp_path):
