@@ -24,6 +24,7 @@ rankings, and the tests hold ``grid_metrics`` to ir_measures on every point of r
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -157,6 +158,14 @@ def _relevant_positions(f: QueryFeatures, grades: Mapping[str, int], grid: Seque
         gains += [grades[f.gids[rest[k]]] for k in relevant]
     positions[positions >= cut] = np.inf
     return positions, np.array(gains, dtype=np.float64)
+
+
+MAX_GRID = 250_000  # weight vectors: step 0.05 over 7 features (230,230) takes about 6 minutes
+
+
+def grid_size(strategy: str, step: float) -> int:
+    """How many weight vectors ``simplex`` makes for ``strategy``'s features at ``step``."""
+    return math.comb(round(1 / step) + len(FEATURES[strategy]) - 1, len(FEATURES[strategy]) - 1)
 
 
 def simplex(names: Sequence[str], step: float) -> list[dict[str, float]]:

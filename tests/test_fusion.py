@@ -24,6 +24,11 @@ def test_the_grid_is_the_simplex():
     assert {tuple(w.values()) for w in grid} == {(1, 0, 0), (0, 1, 0), (0, 0, 1), (0.5, 0.5, 0),
                                                  (0.5, 0, 0.5), (0, 0.5, 0.5)}
     assert len(simplex(["bm25", "cosine", "vote", "prior"], 0.1)) == 286  # C(13, 3)
+    from mem_retrieval.eval.fusion import FEATURES as BY_STRATEGY, grid_size
+
+    for strategy, step in (("graph", 0.25), ("rerank-graph", 0.2), ("graph", 0.1)):
+        assert grid_size(strategy, step) == len(simplex(BY_STRATEGY[strategy], step))
+    assert grid_size("rerank-graph", 0.05) == 230_230  # C(26, 6): the README's figure
 
 
 def test_runs_go_whole_to_the_lightest_fold():
@@ -297,6 +302,11 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)
     assert code == 2 and err.getvalue() == "mem: --step 0.3 does not divide 1 into at least 2 steps\n"
+    err = io.StringIO()  # C(106, 6) = 1,705,904,746 weight vectors: refused before any work
+    code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--step", "0.01"], out=io.StringIO(), err=err)
+    assert code == 2 and err.getvalue() == ("mem: --step 0.01 makes a grid of 1,705,904,746 weight vectors "
+                                            "for rerank-graph; at most 250,000 (0.05: 230,230)\n")
     err = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--folds-by", "project"], out=io.StringIO(), err=err)

@@ -45,7 +45,7 @@ def run_fusion(args, ctx) -> int:
     from dataclasses import asdict
 
     from mem_retrieval.eval.folds import FOLDS_BY
-    from mem_retrieval.eval.fusion import TEXT_BASE, choose_weights, collect
+    from mem_retrieval.eval.fusion import MAX_GRID, TEXT_BASE, choose_weights, collect, grid_size
     from mem_retrieval.eval.paging_eval import read_judged
     from mem_retrieval.records.errors import BadInput
 
@@ -55,6 +55,9 @@ def run_fusion(args, ctx) -> int:
         raise BadInput(f"{args.folds} is not a number of folds (at least 1)", param="folds")
     if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
         raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
+    if (size := grid_size(args.strategy, args.step)) > MAX_GRID:
+        raise BadInput(f"{args.step} makes a grid of {size:,} weight vectors for {args.strategy}; at most "
+                       f"{MAX_GRID:,} (0.05: {grid_size(args.strategy, 0.05):,})", param="step")
     queries, qrels, _ = read_judged(args.queries, args.qrels)
     in_run = _asked(args, queries)
     queries = [q for q in queries if q.in_run == in_run]
