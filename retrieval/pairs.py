@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass
 
 from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.records.types import Step
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.text.train import Pair
 
@@ -24,7 +25,8 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
                seed: int = 0) -> Mined:
     """The citation pairs of every step outside ``exclude_runs`` and ``exclude_keys`` (steps by
     key, ``indexers.store.key`` of the global id), each with a BM25 hard negative; ``max_pairs``
-    keeps a seeded sample."""
+    keeps a seeded sample, and ``anchors`` are then the steps whose links it kept (the hard
+    negatives are looked up for those alone)."""
     from mem_retrieval.indexers.store import key
     from mem_retrieval.text.embed import prepare
 
@@ -33,8 +35,8 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
     trees = {run: workspace.tree(run) for run in workspace.runs()}
     for tree in trees.values():
         statements.update({step.gid: step.statement for step in tree.steps})
-    pairs: list[Pair] = []
-    anchors: list[str] = []
+    links: list[tuple[Step, str]] = []      # (the citing step, a step it cites)
+    cites: dict[str, set[str]] = {}         # each citing step's cited steps
     for run, tree in trees.items():
         if run in exclude_runs:
             continue
@@ -43,13 +45,18 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
             cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
             if key(step.gid) in exclude_keys or not cited:
                 continue
-            anchors.append(step.gid)
-            negative = _hard_negative(retriever, step.statement, step.gid, set(cited))
-            pairs += [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
-                           prepare(negative, max_chars) if negative else None) for gid in cited]
-    if max_pairs is not None and len(pairs) > max_pairs:
-        pairs = random.Random(seed).sample(pairs, max_pairs)
-    return Mined(pairs, anchors)
+            cites[step.gid] = set(cited)
+            links += [(step, gid) for gid in cited]
+    if max_pairs is not None and len(links) > max_pairs:
+        links = random.Random(seed).sample(links, max_pairs)
+    negatives: dict[str, str | None] = {}
+    for step, _ in links:
+        if step.gid not in negatives:
+            negatives[step.gid] = _hard_negative(retriever, step.statement, step.gid, cites[step.gid])
+    pairs = [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
+                  prepare(negatives[step.gid], max_chars) if negatives[step.gid] else None)
+             for step, gid in links]
+    return Mined(pairs, [gid for gid in cites if gid in negatives])
 
 
 def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str]) -> str | None:

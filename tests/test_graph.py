@@ -337,6 +337,24 @@ def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d
 
 
+def test_a_sample_of_the_pairs_names_the_steps_it_kept_as_trained_on(later_work):
+    """`mem tune --max-pairs` records (trained.json, meta.json) the steps whose links it trained
+    on: those of the sampled pairs, not every step with a link, or `eval paging` warns of them."""
+    from mem_retrieval.retrieval.pairs import mine_pairs
+    from mem_retrieval.text.embed import prepare
+
+    retriever = later_work.retriever
+    every = mine_pairs(retriever)
+    chars = retriever.config.model.max_chars
+    statements = {gid: prepare(retriever.workspace.step(gid).statement, chars) for gid in every.anchors}
+    assert len(every.pairs) > len(every.anchors) > 2
+    for seed in range(5):
+        sample = mine_pairs(retriever, max_pairs=2, seed=seed)
+        assert len(sample.pairs) == 2 and set(sample.pairs) <= set(every.pairs)
+        assert {statements[gid] for gid in sample.anchors} == {pair.anchor for pair in sample.pairs}
+        assert set(sample.anchors) < set(every.anchors)
+
+
 def test_unknown_steps_are_those_the_index_holds_no_row_for(later_work):
     """What `mem eval paging`, `mem eval fusion` and `mem tune --holdout-queries` warn about: a
     query step the index does not hold hides itself alone (``Hidden.only``)."""
