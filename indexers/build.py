@@ -285,8 +285,9 @@ def _spec(location: Location, ref: str, config: Config):
         return manifest_problem(folder)
 
     folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem)
-    if problem(folder) is not None:
-        place_export(model_dir(ref), folder, config.model.quantize, problem)
+    if problem(folder) is not None:  # a tuned copy's export is the index's own, not the cache's
+        place_export(model_dir(ref), folder, config.model.quantize, problem,
+                     shared=ref == config.model.package)
     return ModelSpec(ref, str(folder), config.model.quantize)
 
 

@@ -45,6 +45,8 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert cli(ws.root, "index")[0] == 0
     code, out, err = cli(ws.root, "--json", "tune")
     assert code == 0, err
+    export = ws.root / ".mem" / json.loads((ws.root / ".mem" / "meta.json").read_text())["export"]["path"]
+    assert all(f.stat().st_nlink == 1 for f in export.iterdir())  # the index's alone: not in the cache
     report = json.loads(out)
     assert report["pairs"] == 3 and report["steps"] == 3 and report["pairs_per_second"] > 0
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())

@@ -93,13 +93,14 @@ def _versions_key() -> str:
 
 
 def place_export(model_dir: Path, out: Path, quantize: bool,
-                 problem: Callable[[Path], str | None]) -> str:
+                 problem: Callable[[Path], str | None], shared: bool = True) -> str:
     """Make ``out`` a whole export of ``model_dir`` (``problem(out)`` is None afterwards): linked
     from the per-user cache when it holds one, else exported (seconds of torch) and then shared
     through the cache. Files are hard-linked (copied across file systems): an export is never
-    written in place, only replaced whole, so sharing its files is safe. Returns "cache" or
-    "exported"."""
-    root = cache_dir()
+    written in place, only replaced whole, so sharing its files is safe. Not ``shared`` (a tuned
+    copy's export, which serves its own index alone), the cache is neither read nor written: each
+    `mem tune` left 131 MB there for good. Returns "cache" or "exported"."""
+    root = cache_dir() if shared else None
     cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
     if cached is not None and cached.is_dir() and problem(cached) is None:
         try:
