@@ -80,13 +80,15 @@ class Workspace:
         )
 
     def check_runs(self, runs: list[str] | None) -> list[str]:
+        """``runs`` (None or empty: every run), each once, in the order given; Refused naming
+        the first that is no run here."""
         known = self.runs()
         if not runs:
             return known
         for run in runs:
             if run not in known:
                 raise Refused(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
-        return list(runs)
+        return list(dict.fromkeys(runs))
 
     @cached_property
     def ontology(self) -> Ontology:

@@ -191,6 +191,14 @@ def test_summary_line_counts(workspace, mem):
     assert data["unchanged"] == 11 and data["embedded"] == 0
 
 
+def test_workers_without_the_ray_engine_are_refused_not_ignored(workspace, mem):
+    code, out, err = mem("index", "--workers", "4")
+    assert (code, out) == (2, "") and err == ("mem: --workers 4: only Ray actors are counted, and this index "
+                                              "embeds in this process (--engine ray, or index.engine = \"ray\")\n")
+    assert mem("index", "--engine", "local", "--workers", "2")[0] == 2
+    assert not (workspace.root / ".mem" / "meta.json").exists()  # refused before any work
+
+
 def test_embedding_in_length_order_returns_each_vector_in_place():
     """Texts go to the model longest first in small batches; the caller still gets row i for text
     i, equal to that text embedded alone (the oracle), and progress counts every text and char."""

@@ -95,6 +95,11 @@ def test_resume_on_the_example_at_each_registry(example):
     assert {r.id for r in report.routes} == {f"{SATAKE}/A5-9", f"{SATAKE}/A5-8", f"{IWAHORI}/A3-3"}
 
 
+def test_a_run_named_twice_is_evaluated_once(example):
+    once = cli(example.workspace.root, "--json", "eval", "reuse", IWAHORI)
+    assert cli(example.workspace.root, "--json", "eval", "reuse", IWAHORI, IWAHORI) == once
+
+
 def test_pages_must_be_positive(example):
     with pytest.raises(BadInput):
         reuse(example.retriever, IWAHORI, pages=0)

@@ -33,7 +33,12 @@ def _positive(text: str) -> int:
 
 
 def run(args, ctx) -> int:
+    from mem_retrieval.records.errors import BadInput
+
     memory = ctx.memory()
+    if args.workers is not None and (args.engine or memory.config.index.engine) != "ray":
+        raise BadInput(f"{args.workers}: only Ray actors are counted, and this index embeds in this "
+                       "process (--engine ray, or index.engine = \"ray\")", param="workers")
     ctx.warn_if_no_runs(memory.workspace)
     report = memory.index(args.runs or None, full=args.full, progress=args.progress,
                           on_message=ctx.note, engine=args.engine, workers=args.workers)
