@@ -277,3 +277,13 @@ def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):
     code, out, err = mem("eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels",
                          str(tmp_path / "r.qrels"), "--strategy", "bm25")
     assert code == 0 and "bm25" in out and "warning" not in err, err
+
+
+@pytest.mark.parametrize("argv, flag", [(["index", "--workers", "²"], "--workers"),
+                                        (["mcp", "--http", "²"], "--http"),
+                                        (["mcp", "--http", "٣"], "--http")])
+def test_a_number_in_other_digits_is_refused_naming_the_flag(workspace, mem, argv, flag):
+    # "²".isdigit() is true but int("²") fails: argparse said "invalid _port value"
+    code, out, err = mem(*argv)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith(f"mem: argument {flag}: ")
+    assert repr(argv[-1]) in err and "_port" not in err and "_positive" not in err

@@ -27,7 +27,7 @@ def register(subparsers, common) -> None:
 def _positive(text: str) -> int:
     import argparse
 
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:  # int() fails on "²"
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return int(text)
 

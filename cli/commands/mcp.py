@@ -24,7 +24,7 @@ def register(subparsers, common) -> None:
 def _port(text: str) -> int:
     import argparse
 
-    if not text.isdigit() or int(text) > 65535:
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:  # int() fails on "²"
         raise argparse.ArgumentTypeError(f"not a port number (0–65535): {text!r}")
     return int(text)
 
