@@ -60,6 +60,7 @@ def exact_lookup(query: str) -> bool:
 
 
 MAX_QUERY_CHARS = 16_384
+MAX_SETTING_CHARS = 1_000  # a setting names a field or a class of them: F_q((t)), every p-adic field
 
 
 def check_text(text: str, param: str = "query") -> None:
@@ -141,6 +142,9 @@ class ArchiveQuery:
             raise BadInput(f"{self.hide!r} is not a global id (run/step)", param="hide")
         if self.setting is not None and not self.setting.strip():
             object.__setattr__(self, "setting", None)
+        if self.setting is not None and len(self.setting) > MAX_SETTING_CHARS:  # a page repeats it
+            raise BadInput(f"is {len(self.setting):,} characters long; a setting is at most "
+                           f"{MAX_SETTING_CHARS:,}", param="setting")
         if self.context_run is not None and not self.context_run.strip():
             object.__setattr__(self, "context_run", None)
 

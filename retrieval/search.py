@@ -148,7 +148,7 @@ class Searcher:
         return (chosen, strategy.without_vectors) if self.pending and strategy.without_vectors else None
 
     def _chosen(self, name: str | None) -> str:
-        chosen = name or self.config.search.strategy  # the config's is checked as it is read
+        chosen = self.config.search.strategy if name is None else name  # the config's is checked as read
         if chosen not in STRATEGIES:
             raise BadInput(f"{chosen!r} is not one of {', '.join(STRATEGIES)}", param="strategy")
         return chosen

@@ -220,6 +220,10 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     (lambda m: m.recall_search("statement", id="a\udce9"), f"id {NOT_TEXT}"),
     (lambda m: m.core_set("alpha", "next", "\ud800"), f"text {NOT_TEXT}"),
     (lambda m: m.check(["alpha", "\ud800"]), f"runs {NOT_TEXT}"),
+    (lambda m: m.archive_search("statement", strategy=""),
+     "strategy '' is not one of bm25, rerank, vector, hybrid-rrf, graph, rerank-graph"),
+    (lambda m: m.archive_search("statement", setting="F" * 1_001),
+     "setting is 1,001 characters long; a setting is at most 1,000"),
 ])
 def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, call, message):
     """The API checks types as the MCP tools do (one rule, ``functions.Param``): a wrong type is
