@@ -33,6 +33,7 @@ from mem_retrieval.records.validate import type_name
 
 SERVER_NAME = "mem"
 SHUTDOWN_WAIT_S = 60  # the longest wait, each, for the model's load and the calls running at exit
+ANSWER_GRACE_S = 0.5  # after a signal, for the event loop to write the answers of the calls just ended
 INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/memory/core.md "
                 "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
                 "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
@@ -46,6 +47,7 @@ class Tools:
         self.workspace = workspace
         self.config_file = config_file
         self.memories = WarmMemories()
+        self.stopping = False  # after SIGINT/SIGTERM: the calls running end, no other starts
         self._running = 0
         self._idle = threading.Condition()
 
@@ -63,6 +65,8 @@ class Tools:
         given = checked_arguments(function, arguments)
         memories = self.memories.fresh if function.writes else self.memories.get
         with self._idle:
+            if self.stopping:
+                raise Refused("the server is stopping (SIGINT or SIGTERM): call again once it is restarted")
             self._running += 1
         try:
             return call(memories(self.workspace, self.config_file), name, given)
@@ -185,22 +189,33 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
 
 def _stop_on_interrupt(tools: Tools) -> None:
-    """SIGINT (Ctrl-C) or SIGTERM stops the server once the calls running have ended (exit status
-    130 or 143). The
-    event loop's own handler only cancelled its task, which then waited for a read of standard
-    input that no cancel ends: the server ran on until the client closed it. The exit skips
-    interpreter finalization, so no thread still loading the model can abort it."""
+    """SIGINT (Ctrl-C) or SIGTERM stops the server once the calls running have ended and their
+    answers are written (exit status 130 or 143); a call arriving meanwhile is refused, and a
+    second signal exits at once. The event loop's own handler only cancelled its task, which then
+    waited for a read of standard input that no cancel ends: the server ran on until the client
+    closed it. The wait runs on a thread of its own: waiting in the handler held the event loop, so
+    the answers it was waiting for were never written. The exit skips interpreter finalization, so
+    no thread still loading the model can abort it."""
     import os
     import signal
+    import time
 
-    def interrupted(signum, frame) -> None:
+    def finish(signum: int) -> None:
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+        time.sleep(ANSWER_GRACE_S)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, RuntimeError, ValueError):  # closed, or being written by a call
                 pass
         os._exit(128 + signum)
+
+    def interrupted(signum, frame) -> None:
+        with tools._idle:
+            again, tools.stopping = tools.stopping, True
+        if again:
+            os._exit(128 + signum)
+        threading.Thread(target=finish, args=(signum,), name="mem-mcp-stop", daemon=True).start()
 
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, interrupted)

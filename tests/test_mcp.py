@@ -16,6 +16,7 @@ import os
 import random
 import re
 import select
+import time
 import shutil
 import subprocess
 import sys
@@ -463,6 +464,48 @@ def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy, si
         assert ready and json.loads(proc.stdout.readline())["id"] == 0
         proc.send_signal(getattr(signal, signame))
         assert proc.wait(30) == 128 + getattr(signal, signame)
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_call_sends_its_answer_before_the_exit(served, signame):
+    """The call running when the signal comes (a search loading the model) is answered, and a
+    call sent after it is refused in one line; then the exit (128 + the signal). The handler
+    waited holding the event loop, so the answers were never written."""
+    import signal
+
+    def send(message: dict) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        proc.stdin.flush()
+
+    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", "--lazy"],
+                            cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        send({"id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready and json.loads(proc.stdout.readline())["id"] == 0
+        send({"method": "notifications/initialized"})
+        send({"id": 1, "method": "tools/call", "params": {"name": "archive_search", "arguments": {
+            "query": "GL2m/Sp2m generation", "strategy": "rerank-graph"}}})  # loads the model: seconds
+        time.sleep(0.3)
+        proc.send_signal(getattr(signal, signame))
+        time.sleep(0.1)
+        send({"id": 2, "method": "tools/call", "params": {"name": "archive_get", "arguments": {
+            "id": "satake-two-levels/A5-7"}}})
+        assert proc.wait(60) == 128 + getattr(signal, signame)
+        answers = {m["id"]: m["result"] for m in map(json.loads, proc.stdout.read().splitlines()) if "id" in m}
+        assert not answers[1]["isError"] and "satake-two-levels/A5-7" in answers[1]["content"][0]["text"]
+        assert answers[2]["isError"] and answers[2]["content"][0]["text"] == (
+            "the server is stopping (SIGINT or SIGTERM): call again once it is restarted")
         assert b"Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:
