@@ -40,7 +40,7 @@ def read_call(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     command, workspace, config, i = None, None, None, 0
     while i < len(argv):
         token = argv[i]
-        if token in ("-h", "--help"):
+        if token == "-h" or (len(token) > 2 and "--help".startswith(token)):  # --he: argparse's abbreviation
             return None
         if token in _GLOBAL_WITH_VALUE:
             if i + 1 >= len(argv):

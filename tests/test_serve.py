@@ -207,6 +207,7 @@ def test_only_read_commands_are_forwarded():
     assert read_command(["recall-search", "--id", "A1-1", "--workspace=w"]) == ("recall-search", "w")
     for argv in (["index"], ["-w", "ws", "core-set", "r", "phase", "x"], ["archive-insert", "r/A1-1"],
                  ["check"], ["serve"], ["eval", "paging"], ["archive-search", "q", "--help"],
+                 ["archive-search", "q", "--he"], ["archive-get", "A1-1", "--h"],  # argparse's abbreviations
                  ["--conf", "c.toml", "archive-get", "A1-1"], ["--config", "archive-get"], []):
         assert read_command(argv) is None, argv
 
