@@ -443,6 +443,34 @@ def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
     assert done.stderr == "mem: mem mcp needs the MCP SDK: pip install 'mem-retrieval[mcp]' (mcp>=2.3,<3)\n"
 
 
+class RawStdio:
+    """``mem mcp`` over stdio spoken to as raw JSON-RPC lines (a client the SDK cannot be: one
+    that signals the server), initialized; killed at the end if still running."""
+
+    def __init__(self, root: Path, *flags: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "mcp", *flags],
+                                     cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def __enter__(self) -> "RawStdio":
+        self.send({"id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        assert ready and json.loads(self.proc.stdout.readline())["id"] == 0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            stream.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lazy, signame", [([], "SIGINT"), (["--lazy"], "SIGINT"), ([], "SIGTERM")],
                          ids=["warming", "lazy", "sigterm"])
@@ -452,25 +480,10 @@ def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy, si
     server ran on until the client left."""
     import signal
 
-    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", *lazy],
-                            cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    try:
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}}).encode() + b"\n")
-        proc.stdin.flush()
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        assert ready and json.loads(proc.stdout.readline())["id"] == 0
-        proc.send_signal(getattr(signal, signame))
-        assert proc.wait(30) == 128 + getattr(signal, signame)
-        assert b"Traceback" not in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+    with RawStdio(served, *lazy) as server:
+        server.proc.send_signal(getattr(signal, signame))
+        assert server.proc.wait(30) == 128 + getattr(signal, signame)
+        assert b"Traceback" not in server.proc.stderr.read()
 
 
 @pytest.mark.slow
@@ -481,35 +494,19 @@ def test_a_signal_during_a_call_sends_its_answer_before_the_exit(served, signame
     waited holding the event loop, so the answers were never written."""
     import signal
 
-    def send(message: dict) -> None:
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        proc.stdin.flush()
-
-    proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", "--lazy"],
-                            cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    try:
-        send({"id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        assert ready and json.loads(proc.stdout.readline())["id"] == 0
-        send({"method": "notifications/initialized"})
-        send({"id": 1, "method": "tools/call", "params": {"name": "archive_search", "arguments": {
+    with RawStdio(served, "--lazy") as server:
+        server.send({"method": "notifications/initialized"})
+        server.send({"id": 1, "method": "tools/call", "params": {"name": "archive_search", "arguments": {
             "query": "GL2m/Sp2m generation", "strategy": "rerank-graph"}}})  # loads the model: seconds
         time.sleep(0.3)
-        proc.send_signal(getattr(signal, signame))
+        server.proc.send_signal(getattr(signal, signame))
         time.sleep(0.1)
-        send({"id": 2, "method": "tools/call", "params": {"name": "archive_get", "arguments": {
+        server.send({"id": 2, "method": "tools/call", "params": {"name": "archive_get", "arguments": {
             "id": "satake-two-levels/A5-7"}}})
-        assert proc.wait(60) == 128 + getattr(signal, signame)
-        answers = {m["id"]: m["result"] for m in map(json.loads, proc.stdout.read().splitlines()) if "id" in m}
+        assert server.proc.wait(60) == 128 + getattr(signal, signame)
+        answers = {m["id"]: m["result"] for m in map(json.loads, server.proc.stdout.read().splitlines())
+                   if "id" in m}
         assert not answers[1]["isError"] and "satake-two-levels/A5-7" in answers[1]["content"][0]["text"]
         assert answers[2]["isError"] and answers[2]["content"][0]["text"] == (
             "the server is stopping (SIGINT or SIGTERM): call again once it is restarted")
-        assert b"Traceback" not in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+        assert b"Traceback" not in server.proc.stderr.read()
