@@ -196,7 +196,8 @@ def _first_three(names: list[str]) -> str:
     return ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
 
 
-POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN", "file": "FILE"}
+POSITIONAL = {"query": "QUERY", "id": "ID", "text": "TEXT", "field": "FIELD", "run_name": "RUN",
+              "file": "FILE"}
 
 
 def flag(param: str, function=None) -> str:

@@ -82,7 +82,8 @@ def read_qrels(path: Path) -> Qrels:
             raise InputError(file, number, "grade", f"{grade!r} is not an integer")
         value = int(grade)
         if not GRADES[0] <= value <= GRADES[1]:  # trec_eval's grades are C ints: others wrap
-            raise InputError(file, number, "grade", f"{grade} is out of range ({GRADES[0]:,} to {GRADES[1]:,})")
+            raise InputError(file, number, "grade",
+                             f"{grade} is out of range ({GRADES[0]:,} to {GRADES[1]:,})")
         judged = qrels.setdefault(qid, {})
         if judged.get(doc, value) != value:  # the same judgment twice is harmless; two are not
             raise InputError(file, number, "grade", f"{doc} is judged {judged[doc]} for {qid} at line "

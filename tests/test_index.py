@@ -193,8 +193,9 @@ def test_summary_line_counts(workspace, mem):
 
 def test_workers_without_the_ray_engine_are_refused_not_ignored(workspace, mem):
     code, out, err = mem("index", "--workers", "4")
-    assert (code, out) == (2, "") and err == ("mem: --workers 4: only Ray actors are counted, and this index "
-                                              "embeds in this process (--engine ray, or index.engine = \"ray\")\n")
+    assert (code, out) == (2, "") and err == (
+        "mem: --workers 4: only Ray actors are counted, and this index embeds in this process "
+        "(--engine ray, or index.engine = \"ray\")\n")
     assert mem("index", "--engine", "local", "--workers", "2")[0] == 2
     assert not (workspace.root / ".mem" / "meta.json").exists()  # refused before any work
 

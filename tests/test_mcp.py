@@ -448,9 +448,9 @@ class RawStdio:
     that signals the server), initialized; killed at the end if still running."""
 
     def __init__(self, root: Path, *flags: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "mcp", *flags],
-                                     cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+        argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "mcp", *flags]
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=server_env(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def send(self, message: dict) -> None:
         self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
@@ -458,7 +458,8 @@ class RawStdio:
 
     def __enter__(self) -> "RawStdio":
         self.send({"id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
         ready, _, _ = select.select([self.proc.stdout], [], [], 120)
         assert ready and json.loads(self.proc.stdout.readline())["id"] == 0
         return self

@@ -145,7 +145,8 @@ def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
     ("[search]\nhint_window = 0\n", "search.hint_window", "must be at least 1, not 0"),
     ("[search]\nstrategy = \"bogus\"\n", "search.strategy",
      "'bogus' is not one of bm25, rerank, vector, hybrid-rrf, graph, rerank-graph"),
-    ("[fusion.rerank_graph]\nbm25 = 1e308\n", "fusion.rerank_graph.bm25", "must be between 0 and 1000, not 1e+308"),
+    ("[fusion.rerank_graph]\nbm25 = 1e308\n", "fusion.rerank_graph.bm25",
+     "must be between 0 and 1000, not 1e+308"),
     ("[fusion.graph_in_run]\n" + "".join(f"{w} = 0\n" for w in
                                         ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")),
      "fusion.graph_in_run", "every weight is 0: no feature would rank the hits"),
@@ -159,8 +160,8 @@ def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text
     (ws.root / "solve" / "mem.toml").write_text(text)
     (tmp_path / "q.jsonl").write_text('{"qid": "q1", "query": "statement"}\n')
     (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\n")
-    for argv in (["archive-search", "statement"], ["eval", "reuse", "alpha", "--per-step"],
-                 ["eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels")]):
+    paging = ["eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels")]
+    for argv in (["archive-search", "statement"], ["eval", "reuse", "alpha", "--per-step"], paging):
         code, _, err = cli(ws.root, *argv)
         assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n"), argv
 

@@ -2,9 +2,10 @@
 
 Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); Greek letters to their names (φ, \\varphi -> phi);
 accents folded, in Unicode and in LaTeX (Plünnecke, Pl\\"{u}nnecke and Plunnecke are one word, as
-are Čech, \\v{C}ech and Cech: a name is the same name however it is typed); LaTeX commands unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other
-commands kept as words: \\log -> log); sub/superscript markers and braces removed inside a word
-(F_q -> Fq, while mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or
+are Čech, \\v{C}ech and Cech: a name is the same name however it is typed); LaTeX commands
+unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other commands kept as
+words: \\log -> log); sub/superscript markers and braces removed inside a word (F_q -> Fq, while
+mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or
 F_q((t)) is indexed whole (its parts joined by ``_``: gl2m_sp2m, fq_t) and in parts (gl2m, sp2m;
 fq, t). Tokens are [a-z0-9_] only, so no query can carry full-text-search syntax into the index. A
 few English function words are dropped.
@@ -62,9 +63,11 @@ _COMMAND = re.compile(r"\\([A-Za-z]+)|\\(.)")
 # A LaTeX accent over a letter is the letter: \\"{u} \\"u \\'e \\^o \\~n, and the lettered accents with
 # their braces (\\H{o} \\v{C} \\c{c}; \\d x stays two words: \\d is also a differential's macro).
 # The dotless \\i under an accent is i.
-_ACCENT = re.compile(r"""\\(?:["'`^~=.]\s*|[Hvuckr](?=\{))(?:\{\s*(\\[ij]|[A-Za-z])\s*\}|(\\[ij]|[A-Za-z]))""")
+_ACCENT = re.compile(r"""\\(?:["'`^~=.]\s*|[Hvuckr](?=\{))"""
+                     r"""(?:\{\s*(\\[ij]|[A-Za-z])\s*\}|(\\[ij]|[A-Za-z]))""")
 # Latin letters that are no letter plus an accent, so NFKD leaves them whole.
-_PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ": "t", "æ": "ae", "œ": "oe", "þ": "th"}
+_PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ": "t",
+          "æ": "ae", "œ": "oe", "þ": "th"}
 _FOLD = str.maketrans(_PLAIN | {k.upper(): v.upper() for k, v in _PLAIN.items()} | {"ı": "i"})
 _WORD = re.compile(r"[0-9a-z_()\[\]{}/.'’^\-]+")
 _PART = re.compile(r"[0-9a-z]+")
@@ -108,9 +111,10 @@ def _accented(match: re.Match[str]) -> str:
 
 
 def fold_accents(text: str) -> str:
-    """``text`` without accents: each letter's combining marks (category M) dropped (ü -> u, ő -> o, Č -> C),
-    and the few Latin letters NFKD keeps whole spelt plainly (ø -> o, Ł -> L, æ -> ae). Greek
-    keeps its letters (ά -> α). Before case folding, which turns some marks into letters."""
+    """``text`` without accents: each letter's combining marks (category M) dropped (ü -> u,
+    ő -> o, Č -> C), and the few Latin letters NFKD keeps whole spelt plainly (ø -> o, Ł -> L,
+    æ -> ae). Greek keeps its letters (ά -> α). Before case folding, which turns some marks into
+    letters."""
     if text.isascii():
         return text
     return "".join(c for c in unicodedata.normalize("NFKD", text)
