@@ -345,8 +345,9 @@ class _Checker:
             return
         try:
             parse_core_text(text, run, str(path))
-        except InputError as error:  # a malformed heading; its tokens and claims are still checked
-            self.add_problem(run, error.problem, INPUT)
+        except InputError as error:  # malformed headings; the tokens and claims are still checked
+            for problem in error.problems:
+                self.add_problem(run, problem, INPUT)
         self.bound(run, path, text)
         for claim in claims(text):
             self.claim(run, path, claim.line, claim.word, claim.status)

@@ -410,22 +410,31 @@ def split_core_heading(rest: str) -> tuple[str, str] | None:
 
 
 def parse_core_text(text: str, run: str, file: str) -> CoreMemory:
+    """W's fields; InputError listing every bad heading and stray line, so all are mended at once
+    (a bad heading's text is read as no field's)."""
     fields: list[tuple[str, list[str]]] = []
+    bad: list[Problem] = []
+    current: list[str] | None = None  # the lines of the field being read (None: before any, or a bad one)
     for number, line in enumerate(text.splitlines(), start=1):
         match = _HEADING.match(line)
         if match:
             split = split_core_heading(match.group(1))
+            current = None
             if split is None:
-                raise InputError(file, number, "heading",
-                                 f"unknown field {match.group(1)!r} (fields: {', '.join(CORE_FIELDS)})")
-            name, first = split
-            if any(name == seen for seen, _ in fields):
-                raise InputError(file, number, name, "field appears twice")
-            fields.append((name, [first] if first else []))
+                bad.append(Problem(file, number, "heading",
+                                   f"unknown field {match.group(1)!r} (fields: {', '.join(CORE_FIELDS)})"))
+            elif any(split[0] == seen for seen, _ in fields):
+                bad.append(Problem(file, number, split[0], "field appears twice"))
+            else:
+                current = [split[1]] if split[1] else []
+                fields.append((split[0], current))
         elif line.strip():
-            if not fields:
-                raise InputError(file, number, None, "text before the first '## field' heading")
-            fields[-1][1].append(line.rstrip())
+            if not fields and not bad:
+                bad.append(Problem(file, number, None, "text before the first '## field' heading"))
+            elif current is not None:
+                current.append(line.rstrip())
+    if bad:
+        raise InputError.many(bad)
     return CoreMemory(run=run, path=file,
                       fields=tuple((name, "\n".join(lines)) for name, lines in fields))
 

@@ -47,6 +47,20 @@ def test_m1_core_md_promoting_a_status(workspace, mem):
     assert out.splitlines()[-1].startswith("1 violation (M1: 1) in 2 runs")
 
 
+def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
+    core = workspace.core_path("alpha")
+    core.write_text("stray words\n## phase   Fix\n## mood   fine\nits text\n## phase   again\n"
+                    "## inputs   a4 proved\n")
+    code, out, _ = mem("check", "alpha")
+    assert code == 2 and out.splitlines()[:3] == [
+        "alpha/memory/core.md:1: input: text before the first '## field' heading",
+        "alpha/memory/core.md:3: input: heading: unknown field 'mood   fine' "
+        "(fields: phase, portfolio, open gaps, next, inputs)",
+        "alpha/memory/core.md:5: input: phase: field appears twice"]
+    code, _, err = mem("core-set", "alpha", "next", "audit a2")  # refused whole, each problem named
+    assert code == 2 and len(err.splitlines()) == 3 and core.read_text().startswith("stray words")
+
+
 def test_m1_core_md_global_ids_and_unknown_steps(workspace, mem):
     workspace.write_core("beta", render({"inputs": "alpha/a5 proved · alpha/zz proved · none open",
                                          "next": "beta/b1 stale"}))
