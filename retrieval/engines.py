@@ -25,15 +25,24 @@ def _best_first(candidates: list[Candidate], score: str) -> list[Candidate]:
 
 def lance_candidates(table, table_name: str, tokens: str, where: str | None, limit: int,
                      vectors: bool = True) -> list[Candidate]:
+    """The ``limit`` best BM25 matches by LanceDB's full-text index, ties broken by gid. The index
+    cuts a tie at its limit as it happens to hold the rows, so one row more is asked for; while it
+    ties with the last, twice as many, until the tie ends (a warm searcher's resident index cut
+    by gid, so the two answered a query differently)."""
     from lancedb.query import MatchQuery
 
-    if not tokens:
+    if not tokens or limit < 1:
         return []
-    query = table.search(MatchQuery(tokens, "tokens"), query_type="fts")
-    if where:
-        query = query.where(where, prefilter=True)
-    data = query.select(_columns(table_name, vectors) + ["_score"]).limit(limit).to_arrow()
-    return _best_first(from_arrow(data, table_name, "_score"), "bm25")
+    fetch = limit + 1
+    while True:
+        query = table.search(MatchQuery(tokens, "tokens"), query_type="fts")
+        if where:
+            query = query.where(where, prefilter=True)
+        data = query.select(_columns(table_name, vectors) + ["_score"]).limit(fetch).to_arrow()
+        found = _best_first(from_arrow(data, table_name, "_score"), "bm25")
+        if len(found) < fetch or found[limit].bm25 < found[limit - 1].bm25:
+            return found[:limit]
+        fetch *= 2
 
 
 _MEMORIES: dict[tuple, tuple] = {}
@@ -123,8 +132,9 @@ def rank_bm25_candidates(table, table_name: str, tokens: str, where: str | None,
         return []
     scores = model.get_scores(tokens.split())
     hits = np.flatnonzero(scores > 0)
-    if hits.size > limit:
-        hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
+    if hits.size > limit:  # every hit scoring at least the limit-th best, then ties by gid
+        floor = -np.partition(-scores[hits], limit - 1)[limit - 1]
+        hits = sorted(hits[scores[hits] >= floor], key=lambda i: (-scores[i], gids[i]))[:limit]
     chosen = {gids[i]: float(scores[i]) for i in hits}
     if not chosen:
         return []

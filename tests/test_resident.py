@@ -294,3 +294,26 @@ def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_
     memory = Memory.open(ws.root)
     memory.index(progress=False)
     assert_bm25_exact(memory, ("frobenius", "frobenius curve word", "number"))
+
+
+def test_a_tie_across_the_pool_cut_is_broken_by_gid_on_every_path(tmp_path, monkeypatch):
+    """Twelve steps score alike and the pool holds 5: the index's full-text search, the warm
+    searcher's resident index and the rank-bm25 engine all keep the 5 first by global id (the
+    index kept the 5 its own storage order gave, so a one-shot call and a warm server differed)."""
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(tmp_path / "ws")
+    tied = [f"zeta/z{i:02d}" for i in range(1, 13)]
+    ws.add_run("zeta", [make_step(gid.split("/")[1], statement="zircon lemma") for gid in reversed(tied)])
+    (ws.root / "solve" / "mem.toml").write_text("[search]\npool = 5\n")
+    Memory.open(ws.root).index(progress=False)
+    (tmp_path / "rank.toml").write_text('[bm25]\nengine = "rank-bm25"\n')
+    monkeypatch.setattr(search_module, "RESIDENT_AFTER", 10**9)
+    cold, warm = Memory.open(ws.root), Memory.open(ws.root)
+    warm.retriever.searcher.warm()
+    assert warm.retriever.searcher.resident() is not None
+    rank = Memory.open(ws.root, tmp_path / "rank.toml")
+    for memory in (cold, warm, rank):
+        hits = memory.retriever.ranked(ArchiveQuery("zircon", strategy="bm25"))
+        assert [c.gid for c in hits] == tied[:5]
+        assert len({c.bm25 for c in hits}) == 1
