@@ -270,7 +270,7 @@ class Retriever:
         last = None
         for event in self.workspace.events(run):
             words = event.text.split(maxsplit=1)
-            named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") == value)
+            named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
                 return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
             last = event

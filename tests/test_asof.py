@@ -77,6 +77,11 @@ def test_recall_returns_no_event_after_the_cut(example):
         assert {h.id for h in cut} == {h.id for h in whole if h.seq <= r1}, query
     later = example.recall_hits("A7 audit every candidate proof", run=SATAKE)
     assert any(h.seq > r1 for h in later)  # the cut does remove something
+    # the event's global id, its text's first word with its run, names the same event
+    assert example.retriever.resolve_until(f"{SATAKE}/R-1", None) == \
+        example.retriever.resolve_until("R-1", SATAKE)
+    assert example.recall_hits("audit", run=SATAKE, until=f"{SATAKE}/R-1") == \
+        example.recall_hits("audit", run=SATAKE, until="R-1")
 
 
 def test_recall_by_id_as_of_an_event(example):
