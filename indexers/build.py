@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from datetime import datetime, timedelta
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -140,6 +141,8 @@ class Index:
     unpublished: frozenset[str] = frozenset()  # tables holding commits meta.json does not pin: a
                                 # run stopped between its commit and its publish (its full-text
                                 # index may not have been built again), or another writer's
+    pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
+                                # when this run began: readers use it until this run publishes
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -266,7 +269,8 @@ def open_index(location: Location, config: Config, full: bool,
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
-    return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished)
+    return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
+                 pinned=dict(pinned))
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -684,6 +688,23 @@ def _read_fts(table) -> None:
         table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
 
 
+PRUNE_AFTER = timedelta(days=7)  # lancedb's own: optimize deletes versions older than this
+
+
+def _prunable(index: Index, table) -> timedelta:
+    """How old a version must be for ``optimize`` to delete it: ``PRUNE_AFTER``, but never as young
+    as the version meta.json pins (the one every reader opens until this run publishes, and a
+    crash before that leaves readable). Pruned by age alone, a week-old index lost its pinned
+    version to the reindex's first optimize: searches during the reindex, and after a crash
+    before its publish, failed as "damaged"."""
+    pinned = index.pinned.get(table.name)
+    for version in table.list_versions() if pinned is not None else ():
+        if version["version"] == pinned:
+            stamp = version["timestamp"]
+            return max(PRUNE_AFTER, datetime.now(stamp.tzinfo) - stamp + timedelta(hours=1))
+    return PRUNE_AFTER
+
+
 def _refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     """Create the full-text index once the table has rows (an FTS index built on an empty table
     misses later rows, lance #4780). Afterwards, when rows were added, rewritten or removed
@@ -708,7 +729,7 @@ def _refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     if not fresh and "tokens_idx" in names:
         if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
             return table
-        table = _retrying(index, table, lambda t: t.optimize())
+        table = _retrying(index, table, lambda t: t.optimize(cleanup_older_than=_prunable(index, t)))
         return _retrying(index, table, full_text)
 
     def build(t) -> None:

@@ -233,3 +233,25 @@ def test_a_query_vector_equals_the_same_text_embedded_in_a_batch():
         assert np.abs(query - stored).max() < 1e-5
         assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
     assert torch.get_num_threads() == threads
+
+
+def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memory, workspace, monkeypatch):
+    """optimize prunes versions by age (a week, lancedb's default), so a week-old index lost the
+    version meta.json pins to the reindex's first optimize: searches during it, and after a crash
+    before its publish, failed as damaged. Here every old version is due (PRUNE_AFTER = 0) and the
+    run stops before its publish: the pinned version still answers."""
+    from datetime import timedelta
+
+    from mem_retrieval.indexers import build
+
+    before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
+    monkeypatch.setattr(build, "PRUNE_AFTER", timedelta(0))
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # stopped between the commit and the publish
+
+    monkeypatch.setattr(build, "_publish", crash)
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    assert [h.id for h in Memory.open(workspace.root).archive_search("statement", strategy="bm25").hits] == before
