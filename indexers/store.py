@@ -10,6 +10,7 @@ never from user text."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -201,11 +202,35 @@ class IndexDamaged(InputError):
 
 
 _DAMAGE_WORDS = ("LanceError(IO)", "Not found", "no longer exists", "corrupt", "does not exist")
+# The machine refusing, not the index damaged: nothing to delete (a full disk read as damage made
+# `mem index --full` delete the intact tables, then fail to write them again).
+_REFUSALS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
+             errno.EROFS: "Read-only file system", errno.EACCES: "Permission denied",
+             errno.EMFILE: "Too many open files", errno.ENFILE: "Too many open files in system"}
+
+
+class IndexUnwritable(InputError):
+    """The machine refused a write or read of the index (a full disk, a read-only or forbidden
+    folder): the index is as it was."""
+
+    def __init__(self, where: Location | Path | str, why: str):
+        super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,
+                         f"{why}: the index is kept as it was (mend that, then run it again)")
+
+
+def refusal(error: BaseException) -> str | None:
+    """The machine's refusal ``error`` reports (by its errno, or in lance's message), or None."""
+    if isinstance(error, OSError) and error.errno in _REFUSALS:
+        return _REFUSALS[error.errno]
+    return next((why for why in _REFUSALS.values() if why in str(error)), None)
 
 
 def is_damage(error: BaseException) -> bool:
     """Whether ``error`` was raised inside lancedb/lance/pyarrow because a file of the index is
-    missing, truncated or garbled (rather than by a bug: those are not hidden)."""
+    missing, truncated or garbled (rather than by a bug: those are not hidden; nor by the machine
+    refusing, ``refusal``)."""
+    if refusal(error):
+        return False
     frames, tb = [], error.__traceback__
     while tb is not None:
         frames.append(tb.tb_frame.f_globals.get("__name__", ""))
@@ -226,7 +251,11 @@ def guard(where: Location | Path) -> Iterator[None]:
     try:
         yield
     except BaseException as error:  # lance reports a Rust panic as a BaseException
-        if isinstance(error, (InputError, Refused)) or not is_damage(error):
+        if isinstance(error, (InputError, Refused)):
+            raise
+        if isinstance(error, Exception) and (why := refusal(error)):
+            raise IndexUnwritable(location, why) from None
+        if not is_damage(error):
             raise
         detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path
         if location.remote:

@@ -255,3 +255,26 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     with pytest.raises(KeyboardInterrupt):
         Memory.open(workspace.root).index(progress=False)
     assert [h.id for h in Memory.open(workspace.root).archive_search("statement", strategy="bm25").hits] == before
+
+
+def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, mem, monkeypatch):
+    """A full disk is no damage: `mem index --full` deleted the intact tables to build them afresh
+    (and failed again), so every search failed after it."""
+    import errno
+
+    import lancedb.table
+
+    before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
+    lance = workspace.root / ".mem" / "lance"
+    files = sorted(p for p in lance.rglob("*") if p.is_file())
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "LanceError(IO): Generic LocalFileSystem error: No space left on device")
+
+    monkeypatch.setattr(lancedb.table.LanceTable, "create", full)
+    code, out, err = mem("index", "--full")
+    assert (code, out) == (2, "") and err == (f"mem: {lance.parent}: No space left on device: the index is "
+                                              "kept as it was (mend that, then run it again)\n")
+    assert all(p.is_file() for p in files)
+    monkeypatch.undo()
+    assert [h.id for h in Memory.open(workspace.root).archive_search("statement", strategy="bm25").hits] == before
