@@ -181,6 +181,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
     present = set(workspace.runs())
     location = Location.of(workspace, config)
     lock = FileLock(str(location.lock_path))
+    waited = False
     try:
         location.folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -189,10 +190,14 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             if on_message:
                 on_message("another `mem index` is running; waiting for it to finish")
             lock.acquire()
+            waited = True
     except OSError as error:  # a read-only file system or folder, a file in the way
         raise BadInput(f"cannot write the index in {location.folder}: {error.strerror or error}") from None
     index = None
     try:
+        if waited:  # read again: rows read before the wait may be older than those the run
+            # holding the lock indexed, and would undo its change
+            rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)
             if on_message and (note := _outdated_export(index.spec)):

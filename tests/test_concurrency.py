@@ -137,6 +137,30 @@ def test_searches_in_other_processes_during_a_reindex_each_see_one_version(index
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_a_run_that_waited_for_the_lock_indexes_the_files_as_they_are_when_it_gets_it(
+        indexed, forker, tmp_path):
+    """A run read the files, then waited while another held the lock; what changed meanwhile
+    (what that other run indexed, say) was undone by the rows it had read before."""
+    from filelock import FileLock
+
+    from conftest import Workspace
+    from mem_retrieval.memory import Memory
+
+    root = tmp_path / "ws"
+    copy_workspace(indexed, root)
+    lock = FileLock(str(root / ".mem" / "index.lock"))
+    lock.acquire()
+    try:
+        pid, log = forker.start(["--workspace", str(root), "--json", "index", "--no-progress"])
+        wait_for(lambda: log.exists() and "waiting" in log.read_text(), "the run to wait for the lock")
+        marked = change_corpus(Workspace(root))  # while it waits
+    finally:
+        lock.release()
+    assert forker.wait(pid)["code"] == 0, log.read_text()
+    assert look(Memory.open(root))["steps"] == sorted(marked)
+
+
 def test_two_index_runs_at_once_are_serialised_by_the_lock(indexed, forker, tmp_path):
     """The test holds .mem/index.lock, starts two `mem index` processes, sees both say they wait,
     releases it: one run then does all the work and the other, planning only after the first has
