@@ -324,3 +324,35 @@ def test_the_ray_actors_get_both_int8_files_and_the_probe(export):
     quantized = pack_model(ModelSpec("m", str(export), quantized=True))["export"]
     assert set(quantized) == {INT8, SIGNED, PROBE, "tokenizer.json", MANIFEST}
     assert set(pack_model(ModelSpec("m", str(export)))["export"]) == {FP32, "tokenizer.json", MANIFEST}
+
+
+def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fails(onnx_export):
+    """Ctrl-C (a SIGINT while the caller waits for the workers) or a worker's error stops every worker after the
+    text it is on, and the error reaches the caller: the workers ran on through every text left,
+    and a worker's own error was lost, its texts' rows left unwritten."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from mem_retrieval.text.onnx import OnnxEmbedder
+
+    embedder = OnnxEmbedder(onnx_export, quantized=True, workers=2)
+    corpus = [f"statement {i}: the Satake transform of GL2m/Sp2m over F_q((t)) " * 12 for i in range(3000)]
+    done: list[int] = []
+
+    def failing(texts: int, chars: int) -> None:
+        done.append(texts)
+        if len(done) == 10:
+            raise RuntimeError("a worker's error")
+
+    with pytest.raises(RuntimeError, match="a worker's error"):
+        embedder.embed(corpus, failing)
+    assert len(done) <= 12  # the other worker's current text at most
+    done.clear()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        embedder.embed(corpus, lambda texts, chars: done.append(texts))
+    stopped = len(done)
+    time.sleep(1.0)
+    assert len(done) == stopped < len(corpus) // 2  # no worker embeds on after the call returned

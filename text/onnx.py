@@ -435,7 +435,9 @@ class OnnxEmbedder:
 
     def embed(self, texts: list[str], progress=None) -> "np.ndarray":
         """One unit row per text, in the order given, longest first across the workers;
-        ``progress(texts, chars)`` after each text."""
+        ``progress(texts, chars)`` after each text. Interrupted (Ctrl-C), or a worker failing, the
+        workers stop after the text each is on, and the error is raised here: they ran on through
+        every text left (minutes), and a worker's error was lost, its rows left unwritten."""
         import threading
 
         import numpy as np
@@ -443,26 +445,43 @@ class OnnxEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         order = iter(sorted(range(len(texts)), key=lambda i: -len(texts[i])))
         lock = threading.Lock()
+        stop = threading.Event()
+        failed: list[BaseException] = []
 
-        def work(session, tokenizer) -> None:
-            while True:
-                with lock:
-                    i = next(order, None)
-                if i is None:
-                    return
-                out[i] = self._run(texts[i], session, tokenizer)
-                if progress is not None:
+        def work(session, tokenizer, finished=None) -> None:
+            try:
+                while not stop.is_set():
                     with lock:
-                        progress(1, len(texts[i]))
+                        i = next(order, None)
+                    if i is None:
+                        return
+                    out[i] = self._run(texts[i], session, tokenizer)
+                    if progress is not None:
+                        with lock:
+                            progress(1, len(texts[i]))
+            except BaseException as error:
+                failed.append(error)
+                stop.set()
+            finally:
+                if finished is not None:
+                    finished.set()
 
         if len(self.sessions) == 1 or len(texts) < 2:
             work(self.sessions[0], self.tokenizers[0])
         else:
-            threads = [threading.Thread(target=work, args=pair) for pair in zip(self.sessions, self.tokenizers)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            finished = [threading.Event() for _ in self.sessions]  # not join(): interrupted, it
+            for args in zip(self.sessions, self.tokenizers, finished):  # may say a thread ended early
+                threading.Thread(target=work, args=args, daemon=True).start()
+            try:
+                for done in finished:
+                    done.wait()
+            except BaseException:  # Ctrl-C in this thread: the workers end their current text
+                stop.set()
+                for done in finished:
+                    done.wait()
+                raise
+        if failed:
+            raise failed[0]
         return out
 
     def embed_query(self, text: str) -> "np.ndarray":
