@@ -254,7 +254,8 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
     with pytest.raises(KeyboardInterrupt):
         Memory.open(workspace.root).index(progress=False)
-    assert [h.id for h in Memory.open(workspace.root).archive_search("statement", strategy="bm25").hits] == before
+    after = Memory.open(workspace.root).archive_search("statement", strategy="bm25")
+    assert [h.id for h in after.hits] == before
 
 
 def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, mem, monkeypatch):
@@ -277,4 +278,5 @@ def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, 
                                               "kept as it was (mend that, then run it again)\n")
     assert all(p.is_file() for p in files)
     monkeypatch.undo()
-    assert [h.id for h in Memory.open(workspace.root).archive_search("statement", strategy="bm25").hits] == before
+    after = Memory.open(workspace.root).archive_search("statement", strategy="bm25")
+    assert [h.id for h in after.hits] == before

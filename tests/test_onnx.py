@@ -327,9 +327,9 @@ def test_the_ray_actors_get_both_int8_files_and_the_probe(export):
 
 
 def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fails(onnx_export):
-    """Ctrl-C (a SIGINT while the caller waits for the workers) or a worker's error stops every worker after the
-    text it is on, and the error reaches the caller: the workers ran on through every text left,
-    and a worker's own error was lost, its texts' rows left unwritten."""
+    """Ctrl-C (a SIGINT while the caller waits for the workers) or a worker's error stops every
+    worker after the text it is on, and the error reaches the caller: the workers ran on through
+    every text left, and a worker's own error was lost, its texts' rows left unwritten."""
     import os
     import signal
     import threading
