@@ -75,6 +75,12 @@ class Tools:
                 self._running -= 1
                 self._idle.notify_all()
 
+    def begin_stop(self) -> bool:
+        """Refuse every call from now on (the running ones end); whether this was asked before."""
+        with self._idle:
+            again, self.stopping = self.stopping, True
+        return again
+
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no call is running (at most ``timeout`` seconds); whether none is."""
         with self._idle:
@@ -211,9 +217,7 @@ def _stop_on_interrupt(tools: Tools) -> None:
         os._exit(128 + signum)
 
     def interrupted(signum, frame) -> None:
-        with tools._idle:
-            again, tools.stopping = tools.stopping, True
-        if again:
+        if tools.begin_stop():
             os._exit(128 + signum)
         threading.Thread(target=finish, args=(signum,), name="mem-mcp-stop", daemon=True).start()
 

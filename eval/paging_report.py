@@ -134,11 +134,11 @@ def report_files(directory) -> list[Path]:
 
 def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
     """``DIR/report.md`` and ``DIR/recall_by_page.png``; returns their paths."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    plot(evaluation, directory / PLOT)
-    write_atomic(directory / REPORT, report_markdown(evaluation))
-    return report_files(directory)
+    report, figure = report_files(directory)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    plot(evaluation, figure)
+    write_atomic(report, report_markdown(evaluation))
+    return [report, figure]
 
 
 def write_runs(evaluation: PagingEvaluation, path: Path) -> None:

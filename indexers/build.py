@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from datetime import datetime, timedelta
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 

@@ -451,7 +451,7 @@ def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:
     """M1–M4 and integrity over the runs (all when none given) and their library entries."""
     checker = _Checker(ws, runs, package)
     checker.library()
-    for run in sorted(checker.selected or {*ws.runs(), *ws.runs_without_tree()}):
+    for run in sorted(checker.selected or {*checker.catalog.trees, *checker.catalog.unreadable}):
         checker.run(run)
     checker.cycles()
     checker.report.violations.sort(key=lambda v: (v.file, v.line or 0))

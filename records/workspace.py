@@ -65,19 +65,17 @@ class Workspace:
     # ---- what is there
     def runs(self) -> list[str]:
         """Every run folder (a slug holding a tree.json), sorted."""
-        return sorted(
-            entry.name for entry in os.scandir(self.root)
-            if entry.is_dir() and is_run_slug(entry.name) and (Path(entry.path) / "tree.json").is_file()
-        )
+        return sorted(name for name, folder in self._slug_folders() if (folder / "tree.json").is_file())
 
     def runs_without_tree(self) -> list[str]:
         """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
         whose record was lost, which ``runs`` cannot list."""
-        return sorted(
-            entry.name for entry in os.scandir(self.root)
-            if entry.is_dir() and is_run_slug(entry.name) and (Path(entry.path) / "memory").is_dir()
-            and not (Path(entry.path) / "tree.json").is_file()
-        )
+        return sorted(name for name, folder in self._slug_folders()
+                      if (folder / "memory").is_dir() and not (folder / "tree.json").is_file())
+
+    def _slug_folders(self) -> list[tuple[str, Path]]:
+        return [(entry.name, Path(entry.path)) for entry in os.scandir(self.root)
+                if entry.is_dir() and is_run_slug(entry.name)]
 
     def check_runs(self, runs: list[str] | None) -> list[str]:
         """``runs`` (None or empty: every run), each once, in the order given; Refused naming

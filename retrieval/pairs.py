@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.records.types import Step
+from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.text.train import Pair
 

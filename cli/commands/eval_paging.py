@@ -37,7 +37,7 @@ def _check_outputs(args) -> None:
     check_file(args.trec_out, "trec_out")
     check_folder(args.report, "report")
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),
-                 "report": (args.report, report_files(args.report or "."))},
+                 "report": (args.report, report_files(args.report) if args.report else [])},
                 {"queries": args.queries, "qrels": args.qrels})
 
 

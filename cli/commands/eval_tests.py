@@ -109,8 +109,9 @@ def _per_step(args, ctx, memory, runs, pages, until, cut):
     check_folder(args.report, "report")
     check_folder(args.write_queries, "write_queries")
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),
-                 "report": (args.report, report_files(args.report or ".")),
-                 "write_queries": (args.write_queries, written_files(args.write_queries or "."))}, {})
+                 "report": (args.report, report_files(args.report) if args.report else []),
+                 "write_queries": (args.write_queries,
+                                   written_files(args.write_queries) if args.write_queries else [])}, {})
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
     if args.write_queries:
         with writing(args.write_queries, "write_queries"):
