@@ -41,11 +41,13 @@ def check_file(path: str | None, param: str) -> None:
     _writable_folder(target.absolute().parent, param, path)
 
 
-def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str | None]) -> None:
-    """Refuse, before the work, an output that would replace what the command reads or what
-    another output writes. ``writes``: each output's parameter, its value as given, and the files
-    it will write (a folder's files under it); ``reads``: each input's parameter and its file.
-    Paths are compared as they resolve (links, ``..``)."""
+def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str | None],
+                workspace=None) -> None:
+    """Refuse, before the work, an output that would replace what the command reads, what
+    another output writes, or one of ``workspace``'s records (``Workspace.record_at``: the library,
+    a run's tree.json or log, the index). ``writes``: each output's parameter, its value as given,
+    and the files it will write (a folder's files under it); ``reads``: each input's parameter and
+    its file. Paths are compared as they resolve (links, ``..``)."""
     from mem_retrieval.cli.main import flag
 
     written: dict[str, tuple[str, str]] = {}  # resolved path -> (the parameter writing it, as given)
@@ -54,6 +56,11 @@ def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str
             continue
         for file in map(str, files):
             real = os.path.realpath(file)
+            record = workspace.record_at(file) if workspace is not None else None
+            if record is not None:
+                where = "it" if file == given else repr(file)
+                raise BadInput(f"{given!r}: would write {where} into {record}, the workspace's records",
+                               param=param)
             for read, path in reads.items():
                 if path is not None and os.path.realpath(path) == real:
                     where = "it" if file == given else repr(file)

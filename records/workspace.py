@@ -16,6 +16,7 @@ from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, 
 
 LIBRARY = Path("solve") / "library.jsonl"
 INDEX_DIR = ".mem"
+RUN_RECORDS = ("tree.json", "memory", "briefs", "returns", "sources")  # what a run folder holds (SPEC §1)
 
 
 def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = None,
@@ -61,6 +62,24 @@ class Workspace:
 
     def core_path(self, run: str) -> Path:
         return self.root / run / "memory" / "core.md"
+
+    def record_at(self, path: str | os.PathLike[str]) -> str | None:
+        """Which of the workspace's records ``path`` is or lies in, as it resolves (links,
+        ``..``): the library's folder ``solve/``, the index, or a run's tree.json, memory/,
+        briefs/, returns/ or sources/; None when it is none of them (an output may go there)."""
+        real = Path(os.path.realpath(path))
+        for folder, what in ((self.root / LIBRARY.parent, "the library's folder"),
+                             (self.index_dir, "the index")):
+            held = Path(os.path.realpath(folder))
+            if real == held or held in real.parents:
+                return f"{what} {str(folder)!r}"
+        try:
+            parts = real.relative_to(Path(os.path.realpath(self.root))).parts
+        except ValueError:
+            return None
+        if len(parts) >= 2 and is_run_slug(parts[0]) and parts[1] in RUN_RECORDS:
+            return f"run {parts[0]}'s {parts[1]}"
+        return None
 
     # ---- what is there
     def runs(self) -> list[str]:

@@ -218,6 +218,45 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
     assert code == 2 and err == "" and json.loads(out)["error"].startswith(f"{flag} {value!r}: ")
 
 
+@pytest.mark.parametrize("flag, value, argv", [
+    ("--trec-out", "solve/library.jsonl", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--trec-out", "alpha/tree.json", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--trec-out", "alpha/memory/events.jsonl", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--trec-out", "alpha/memory/new.trec", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--trec-out", "to-library", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # a link there
+    ("--report", "alpha/briefs", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--report", "solve", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--write-queries", "beta/returns/q", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--plot", ".mem/f.png", ["eval", "frontier", "--queries", "Q", "--qrels", "R"]),
+])
+def test_an_output_into_the_workspace_records_is_refused_and_nothing_is_touched(
+        workspace, mem, monkeypatch, flag, value, argv):
+    """``--trec-out solve/library.jsonl`` replaced the library with TREC lines (and a run's
+    tree.json alike): an output may go anywhere but into the records the workspace holds."""
+    root = workspace.root
+    monkeypatch.chdir(root)
+    Path("Q").write_text('{"qid": "q1", "query": "statement"}\n')
+    Path("R").write_text("q1 0 alpha/a1 1\n")
+    Path("to-library").symlink_to(root / "solve" / "library.jsonl")
+    before = {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    code, out, err = mem(*argv, flag, value)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"mem: {flag} {value!r}: would write ") and "the workspace's records" in err, err
+    assert {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_an_output_beside_the_records_is_written(workspace, mem, monkeypatch):
+    monkeypatch.chdir(workspace.root)
+    Path("Q").write_text('{"qid": "q1", "query": "statement"}\n')
+    Path("R").write_text("q1 0 alpha/a1 1\n")
+    assert mem("index")[0] == 0
+    code, _, err = mem("eval", "paging", "--queries", "Q", "--qrels", "R", "--strategy", "bm25",
+                       "--trec-out", "alpha/run.trec", "--report", "eval-report")
+    assert code == 0, err
+    assert Path("alpha/run.trec").read_text().startswith("q1 Q0 ")
+    assert Path("eval-report/report.md").is_file()
+
+
 def test_a_write_that_fails_after_the_work_is_one_line_too(workspace, mem, tmp_path):
     # the folder passes the check; its report.md, a folder, cannot be replaced by the file
     (tmp_path / "Q").write_text('{"qid": "q1", "query": "statement"}\n')

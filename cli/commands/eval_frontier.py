@@ -58,7 +58,8 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
         raise BadInput(f"{args.plot} should end in {', '.join(PLOT_SUFFIXES)}", param="plot")
     check_file(args.plot, "plot")
     check_apart({"plot": (args.plot, [args.plot])},
-                {"file": args.file, "queries": args.queries, "qrels": args.qrels})
+                {"file": args.file, "queries": args.queries, "qrels": args.qrels},
+                ctx.workspace() if args.queries else None)
     if args.file and (args.queries or args.qrels):
         raise BadInput("give FILE or --queries and --qrels, not both")
     if args.file:

@@ -27,7 +27,7 @@ def register(subparsers, common) -> None:
     parser.set_defaults(handler=run_paging)
 
 
-def _check_outputs(args) -> None:
+def _check_outputs(args, workspace) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
     from mem_retrieval.cli.outputs import check_apart, check_file, check_folder
     from mem_retrieval.eval.paging import check_max_pages
@@ -38,7 +38,7 @@ def _check_outputs(args) -> None:
     check_folder(args.report, "report")
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),
                  "report": (args.report, report_files(args.report) if args.report else [])},
-                {"queries": args.queries, "qrels": args.qrels})
+                {"queries": args.queries, "qrels": args.qrels}, workspace)
 
 
 def run_paging(args, ctx) -> int:
@@ -46,7 +46,7 @@ def run_paging(args, ctx) -> int:
     from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
     from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
 
-    _check_outputs(args)
+    _check_outputs(args, ctx.workspace())
     chosen, qrels, unjudged = read_judged(args.queries, args.qrels)
     if unjudged:
         ctx.note(f"{unjudged} of {len(chosen) + unjudged} queries have no relevant judgment: not scored")

@@ -111,7 +111,8 @@ def _per_step(args, ctx, memory, runs, pages, until, cut):
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),
                  "report": (args.report, report_files(args.report) if args.report else []),
                  "write_queries": (args.write_queries,
-                                   written_files(args.write_queries) if args.write_queries else [])}, {})
+                                   written_files(args.write_queries) if args.write_queries else [])}, {},
+                memory.workspace)
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
     if args.write_queries:
         with writing(args.write_queries, "write_queries"):
