@@ -16,7 +16,7 @@ from typing import Any
 
 from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, check_pages, locate,
                                    short, step_of)
-from mem_retrieval.records.core import render
+from mem_retrieval.records.core import id_candidates, render
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
@@ -126,8 +126,12 @@ def blocked_routes(memory: Retriever, run: str, events: list[Event]) -> dict[str
 
 
 def _names(hit, gid: str) -> bool:
-    """Whether an event hit names the step ``gid``."""
-    return gid in {ref if "/" in ref else f"{hit.run}/{ref}" for ref in hit.ids} or gid in hit.text.split()
+    """Whether an event hit names the step ``gid``: in its ids, or in its text as ``named_ids``
+    reads a text (a word, punctuation around it removed: ``run/A5-8;``; a bare id is of its run)."""
+    def forms(ref: str) -> str:
+        return ref if "/" in ref else f"{hit.run}/{ref}"
+    return (gid in {forms(ref) for ref in hit.ids}
+            or any(forms(form) == gid for word in hit.text.split() for form in id_candidates(word)))
 
 
 def probes_from(memory: Retriever, run: str, w: dict[str, str]) -> list[Probe]:

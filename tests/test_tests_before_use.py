@@ -93,6 +93,10 @@ def test_resume_on_the_example_at_each_registry(example):
     report = resume(example.retriever, IWAHORI, "R-1")
     assert report.passed
     assert {r.id for r in report.routes} == {f"{SATAKE}/A5-9", f"{SATAKE}/A5-8", f"{IWAHORI}/A3-3"}
+    # at R-2 the event that first named A5-8 ("error satake-two-levels/A5-8;") comes back on page 1
+    # for W's inputs line: the id with a semicolon after it names the route, as it did to find it
+    report = resume(example.retriever, IWAHORI, "R-2")
+    assert report.passed, [(r.id, r.best) for r in report.routes]
 
 
 def test_a_run_named_twice_is_evaluated_once(example):
