@@ -112,7 +112,7 @@ class ServeConfig:
 
 @dataclass(frozen=True)
 class ReuseConfig:
-    pages: int = rule(minimum=1)
+    pages: int = rule(minimum=1, maximum=100)  # eval.paging.PAGES_LIMIT
     fix_recall: float = rule(minimum=0.0, maximum=1.0)
     step_recall: float = rule(minimum=0.0, maximum=1.0)
 

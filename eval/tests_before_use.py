@@ -109,8 +109,12 @@ def best(findings: list[Finding | None]) -> Finding | None:
 
 
 def check_pages(pages: int) -> None:
-    if pages < 1:
-        raise BadInput(f"{pages} is not a number of pages (at least 1)", param="pages")
+    """BadInput unless 1 ≤ ``pages`` ≤ ``PAGES_LIMIT``: --per-step reads its lists that deep, and
+    the bound's cost grows with the square (a million pages ran for hours)."""
+    from mem_retrieval.eval.paging import PAGES_LIMIT
+
+    if not 1 <= pages <= PAGES_LIMIT:
+        raise BadInput(f"{pages} is not a number of pages from 1 to {PAGES_LIMIT}", param="pages")
 
 
 def step_of(memory: Retriever, gid: str) -> Step | LibraryEntry | None:

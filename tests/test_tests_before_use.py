@@ -109,6 +109,19 @@ def test_pages_must_be_positive(example):
         reuse(example.retriever, IWAHORI, pages=0)
     code, text = cli(example.workspace.root, "eval", "resume", SATAKE, "--pages", "0")
     assert code == 2 and "--pages 0" in text
+    # nor past the evaluator's 100: --per-step read its lists that deep (a million pages ran for hours)
+    for argv in (["resume", SATAKE], ["reuse", IWAHORI], ["reuse", IWAHORI, "--per-step"]):
+        code, text = cli(example.workspace.root, "eval", *argv, "--pages", "101")
+        assert (code, text) == (2, "mem: --pages 101 is not a number of pages from 1 to 100\n"), argv
+        assert cli(example.workspace.root, "eval", *argv, "--pages", "100")[0] in (0, 1), argv
+
+
+def test_an_unknown_strategy_is_one_line_before_the_work(example, tmp_path):
+    # it was a traceback after --write-queries had written its files
+    code, text = cli(example.workspace.root, "eval", "reuse", IWAHORI, "--per-step", "--strategy", "nope",
+                     "--write-queries", str(tmp_path / "q"))
+    assert code == 2 and len(text.splitlines()) == 1 and "invalid choice: 'nope'" in text, text
+    assert not (tmp_path / "q").exists()
 
 
 # ---------------------------------------------------------------------------------- resume, built

@@ -7,6 +7,8 @@ ORDER = 60
 
 
 def register(subparsers, common) -> None:
+    from mem_retrieval.configs import STRATEGY_NAMES
+
     parser = subparsers.add_parser(
         "resume", parents=[common],
         help="as of an event of RUN, every blocked route known then is found from the W of then",
@@ -43,8 +45,9 @@ def register(subparsers, common) -> None:
                         "(inserted by then) and, --per-step, the steps asked (named by then)")
     parser.add_argument("--runs-before", action="store_true",
                         help="only library entries inserted before the run started are required")
-    parser.add_argument("--strategy", action="append", metavar="S",
-                        help="--per-step: strategies to compare beside the default (repeatable)")
+    parser.add_argument("--strategy", action="append", choices=STRATEGY_NAMES, metavar="S",
+                        help="--per-step: strategies to compare beside the default (repeatable; "
+                        f"{', '.join(STRATEGY_NAMES)})")
     parser.add_argument("--max-pages", type=int, default=10, metavar="N",
                         help="--per-step: recall by page up to N pages (default 10)")
     parser.add_argument("--trec-out", metavar="FILE", help="--per-step: every ranking as a TREC run")
