@@ -177,9 +177,10 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
 
     started = time.perf_counter()
     scope_runs = workspace.check_runs(None if full else runs)
+    location = Location.of(workspace, config)
+    read_against = location.meta_version()  # the index as it stood when the files were read
     rows = build_rows(workspace, config, scope_runs)
     present = set(workspace.runs())
-    location = Location.of(workspace, config)
     lock = FileLock(str(location.lock_path))
     waited = False
     try:
@@ -195,8 +196,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         raise BadInput(f"cannot write the index in {location.folder}: {error.strerror or error}") from None
     index = None
     try:
-        if waited:  # read again: rows read before the wait may be older than those the run
-            # holding the lock indexed, and would undo its change
+        if waited or location.meta_version() != read_against:  # another run held the lock, or
+            # published while these files were read: its rows may be newer than these, which would
+            # undo its change; read the files again
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)

@@ -114,6 +114,29 @@ def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory,
     assert [h.id for h in memory.archive_search("zebra", strategy="bm25").hits] == ["alpha/a2"]
 
 
+def test_an_index_whose_files_another_run_indexed_meanwhile_does_not_undo_it(memory, workspace, monkeypatch):
+    """A run read the files; meanwhile another changed one, indexed it and published, all before
+    the first took the lock, so the first never waited: it committed the rows it had read, and
+    the change was gone from the index until the next run (a `mem record` undone, on a large
+    workspace whose reading takes seconds)."""
+    from mem_retrieval.indexers import build
+
+    real = build.build_rows
+    others = []
+
+    def read_while_another_indexes(*args, **kwargs):
+        rows = real(*args, **kwargs)
+        if not others:  # the first read: another run indexes a change before this one locks
+            others.append(1)
+            workspace.edit_step("alpha", "a2", statement="a platypus statement")
+            assert Memory.open(workspace.root).index(progress=False).total("updated") == 1
+        return rows
+
+    monkeypatch.setattr(build, "build_rows", read_while_another_indexes)
+    memory.index(progress=False)
+    assert [h.id for h in memory.archive_search("platypus", strategy="bm25").hits] == ["alpha/a2"]
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
