@@ -137,6 +137,26 @@ def test_an_index_whose_files_another_run_indexed_meanwhile_does_not_undo_it(mem
     assert [h.id for h in memory.archive_search("platypus", strategy="bm25").hits] == ["alpha/a2"]
 
 
+def test_indexing_one_run_brings_the_library_flags_of_every_run_up_to_date(memory, workspace):
+    """`mem index beta` rescans beta and the library: an entry inserted for alpha's a2, and a1's
+    removed, were left as they were (a2 found by no --library search) until a plain `mem index`."""
+    from conftest import library_line
+
+    tree = {s["id"]: s for s in workspace.tree("alpha")["steps"]}
+    workspace.write_library([library_line("alpha", tree["a2"], inserted="2026-10-18T01:00:00Z")])
+    messages = []
+    report = memory.index(["beta"], progress=False, on_message=messages.append)
+    assert messages == ["the library changed for alpha too: indexing it as well"]
+    assert report.tables["steps"].updated == 2  # a1 leaves the library, a2 joins it
+    held = rows(memory, "steps")
+    assert (held["alpha/a1"]["in_library"], held["alpha/a2"]["in_library"]) == (False, True)
+    assert held["alpha/a2"]["inserted"] == "2026-10-18T01:00:00Z"
+    assert [h.id for h in memory.archive_search("statement", library=True, strategy="bm25").hits] == ["alpha/a2"]
+    messages.clear()  # nothing changed since: beta alone, and nothing to do
+    assert memory.index(["beta"], progress=False, on_message=messages.append).total("updated") == 0
+    assert messages == []
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
