@@ -21,6 +21,7 @@ from typing import Any
 from mem_retrieval.eval.derived import inserted_before, run_start
 from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
 from mem_retrieval.records.core import id_candidates, mentions
+from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
 from mem_retrieval.retrieval.hint import Hint
@@ -112,9 +113,10 @@ def citations(memory: Retriever, run: str) -> Citations:
     ``:``, keeps the label before it."""
     ws = memory.workspace
     out = Citations()
+    runs = set(ws.runs())
     for step in ws.tree(run).steps:
         for parent in step.parents:
-            if "/" in parent and split_gid(parent)[0] != run:
+            if "/" in parent and split_gid(parent)[0] != run and not _names_source(ws, runs, parent):
                 out.add(parent, f"parent of {step.id}")
     known = (set(ws.runs()) | {entry.run for entry in ws.library()}) - {run}
     folder = ws.run_dir(run) / "briefs"
@@ -123,6 +125,18 @@ def citations(memory: Retriever, run: str) -> Citations:
             _read_brief(memory, path, known, out)
     out.not_cited = [gid for gid in out.not_cited if gid not in out.cited]
     return out
+
+
+def _names_source(ws, runs: set[str], gid: str) -> bool:
+    """Whether ``gid`` names a source of its run (a paper or a page: never a library step, so
+    never a miss of the reuse test), as `mem check` reads a parent."""
+    other, local = split_gid(gid)
+    if other not in runs:
+        return False
+    try:
+        return any(source.id == local for source in ws.tree(other).sources)
+    except InputError:  # an unreadable run: `mem check` says why; its steps are misses as before
+        return False
 
 
 def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) -> None:

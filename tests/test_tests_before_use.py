@@ -240,6 +240,16 @@ def test_a_step_named_as_not_an_input_is_not_required(workspace):
     assert reuse(memory.retriever, "beta").passed
 
 
+def test_a_parent_naming_another_runs_source_is_no_library_citation(workspace):
+    # beta's b1 cites alpha's source d1 besides alpha/a1: a paper is never in the library, and the
+    # Fix test failed on it for good (while --per-step, reading only library steps, dropped it)
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n")
+    workspace.edit_step("beta", "b1", parents=["alpha/a1", "alpha/d1"])
+    assert set(citations(memory.retriever, "beta").cited) == {"alpha/a1"}
+    memory.index(progress=False)
+    assert reuse(memory.retriever, "beta").passed
+
+
 def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_by_then(workspace):
     # a1 entered the library at 2026-10-17T07:00Z, a2 at 2026-10-18T02:00Z; beta's first event is
     # at 2026-10-18T01:00Z: as beta began, only a1 was there to reuse
