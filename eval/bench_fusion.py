@@ -27,7 +27,8 @@ import numpy as np
 
 from mem_retrieval.configs import load_config
 from mem_retrieval.eval.fusion import FEATURES, OBJECTIVE, collect, grid_metrics, rank, simplex
-from mem_retrieval.eval.metrics import judged, per_query
+from mem_retrieval.eval.judgments import judged
+from mem_retrieval.eval.metrics import per_query
 from mem_retrieval.eval.paging_eval import read_judged
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.retriever import Retriever

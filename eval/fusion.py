@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from mem_retrieval.configs import table_of
 from mem_retrieval.eval.folds import FOLDS_BY, group_folds
 from mem_retrieval.eval.judgments import Qrels, Query
-from mem_retrieval.eval.metrics import judged, per_query
+from mem_retrieval.eval.judgments import judged
+from mem_retrieval.eval.metrics import per_query
 from mem_retrieval.eval.ranker import archive_query
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.retrieval.strategies import FEATURES as STRATEGY_FEATURES

@@ -6,6 +6,7 @@ ir_measures take them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,13 +85,40 @@ def read_qrels(path: Path) -> Qrels:
         if not GRADES[0] <= value <= GRADES[1]:  # trec_eval's grades are C ints: others wrap
             raise InputError(file, number, "grade",
                              f"{grade} is out of range ({GRADES[0]:,} to {GRADES[1]:,})")
-        judged = qrels.setdefault(qid, {})
-        if judged.get(doc, value) != value:  # the same judgment twice is harmless; two are not
-            raise InputError(file, number, "grade", f"{doc} is judged {judged[doc]} for {qid} at line "
+        docs = qrels.setdefault(qid, {})
+        if docs.get(doc, value) != value:  # the same judgment twice is harmless; two are not
+            raise InputError(file, number, "grade", f"{doc} is judged {docs[doc]} for {qid} at line "
                              f"{at[qid, doc]} and {value} here")
-        judged[doc] = value
+        docs[doc] = value
         at.setdefault((qid, doc), number)
     return qrels
+
+
+def judged(qrels: Qrels) -> Qrels:
+    """The qrels of the judged queries only (at least one grade > 0)."""
+    return {qid: dict(docs) for qid, docs in qrels.items() if any(grade > 0 for grade in docs.values())}
+
+
+def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:
+    """The queries that have relevance judgments, in file order. InputError when the qrels judge a
+    query the queries file lacks."""
+    known = {query.qid for query in queries}
+    gold = judged(qrels)
+    for qid in gold:
+        if qid not in known:
+            raise InputError(str(qrels_file), _line_of(qrels_file, qid), "qid",
+                             f"{qid!r} is judged but not in the queries file")
+    return [query for query in queries if query.qid in gold]
+
+
+def _line_of(path: str | Path, qid: str) -> int | None:
+    try:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            if line.split()[:1] == [qid]:
+                return number
+    except OSError:
+        return None
+    return None
 
 
 def write_trec_run(path: Path, runs: dict[str, Run]) -> None:

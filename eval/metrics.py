@@ -9,16 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from mem_retrieval.eval.judgments import Qrels, Query, Run
+from mem_retrieval.eval.judgments import Qrels, Query, Run, judged
 from mem_retrieval.eval.ranker import RankedHit, Ranker
 
 METRICS = ("R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP")
 _RESOLUTION = 1_000_000  # scores in runs are kept to 6 decimals, as write_trec_run writes them
-
-
-def judged(qrels: Qrels) -> Qrels:
-    """The qrels of the judged queries only (at least one grade > 0)."""
-    return {qid: dict(docs) for qid, docs in qrels.items() if any(grade > 0 for grade in docs.values())}
 
 
 def run_scores(hits: Sequence[RankedHit]) -> dict[str, float]:

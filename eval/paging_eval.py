@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.eval.judgments import Qrels, Query, Run, read_qrels, read_queries
-from mem_retrieval.eval.metrics import judged, mean_metrics, run_scores
+from mem_retrieval.eval.judgments import Qrels, Query, Run, judged, judged_queries, read_qrels, read_queries
+from mem_retrieval.eval.metrics import mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
 from mem_retrieval.eval.ranker import Ranker
@@ -63,18 +63,6 @@ def _summary(summary: PagerSummary) -> dict[str, float]:
     return {"pages": _round(summary.pages), "recall": _round(summary.recall), "loss": _round(summary.loss)}
 
 
-def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:
-    """The queries that have relevance judgments, in file order. InputError when the qrels judge a
-    query the queries file lacks."""
-    known = {query.qid for query in queries}
-    gold = judged(qrels)
-    for qid in gold:
-        if qid not in known:
-            raise InputError(str(qrels_file), _line_of(qrels_file, qid), "qid",
-                             f"{qid!r} is judged but not in the queries file")
-    return [query for query in queries if query.qid in gold]
-
-
 def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Qrels, int]:
     """The judged queries of a queries file and its qrels (SPEC §10), the qrels, and how many
     queries had no relevant judgment; InputError when none has one."""
@@ -84,16 +72,6 @@ def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[
     if not chosen:
         raise InputError(str(qrels_file), None, None, "no query of the queries file has a relevant judgment")
     return chosen, qrels, len(queries) - len(chosen)
-
-
-def _line_of(path: str | Path, qid: str) -> int | None:
-    try:
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-            if line.split()[:1] == [qid]:
-                return number
-    except OSError:
-        return None
-    return None
 
 
 def search_depth(pool: int, max_pages: int, page_size: int) -> int:

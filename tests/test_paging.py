@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from mem_retrieval.retrieval.hint import Hint, relevance_weights
-from mem_retrieval.eval.judgments import Query, write_trec_run
-from mem_retrieval.eval.metrics import (METRICS, judged, mean_metrics, per_query, run_scores,
-                                        strategy_metrics)
+from mem_retrieval.eval.judgments import Query, judged, write_trec_run
+from mem_retrieval.eval.metrics import METRICS, mean_metrics, per_query, run_scores, strategy_metrics
 from mem_retrieval.eval.paging import (RankedPages, fewest_pages, fixed, first_page, hint, patience, read, recall_at,
                          recall_by_page, score_drop, standard_pagers, summarize)
 from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
