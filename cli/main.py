@@ -101,6 +101,14 @@ class Context:
                       f"does not hold ({_first_three(unknown)}): no search finds them, and they count "
                       "as missed (judgments name steps by global id, run/step)")
 
+    def warn_if_outside_library(self, outside: list[str], source: str) -> None:
+        """Say so when ``source`` judges relevant ids that no library entry has (`eval frontier`:
+        its events are the library's entries), which answer no memory: its figures leave them out."""
+        if outside:
+            self.note(f"mem: warning: {source} judges relevant {plural(len(outside), 'id')} no library "
+                      f"entry has ({_first_three(outside)}): no memory answers with them (judgments "
+                      "name library steps by global id, run/step)")
+
     def warn_if_unknown_runs(self, memory, runs: list[str], source: str) -> None:
         """Say so when queries of ``source`` name a ``run`` the workspace does not hold: a query
         leaves out its own run's steps (a run cannot reuse itself), so a misspelt run leaves

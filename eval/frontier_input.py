@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from mem_retrieval.eval.frontier import Problem
-from mem_retrieval.eval.judgments import read_qrels, read_queries
+from mem_retrieval.eval.judgments import judged_queries, read_qrels, read_queries
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
@@ -117,9 +117,13 @@ def _known(f: Fields, name: str, known: set[str], what: str) -> tuple[str, ...]:
     return values
 
 
-def problem_from_workspace(workspace: Workspace, queries_path: Path, qrels_path: Path) -> Problem:
+def problem_from_workspace(workspace: Workspace, queries_path: Path,
+                           qrels_path: Path) -> tuple[Problem, list[str]]:
     """Each library step is an event, true when admissible (final status; passed the audit or was
-    repaired); each step judged relevant (grade > 0) to a query answers it, alone. Weights uniform."""
+    repaired); each step judged relevant (grade > 0) to a query answers it, alone. Weights uniform.
+    Also the ids judged relevant that are no library entry (a bare step id, a step never admitted):
+    they answer no memory, so the caller says so. InputError when the qrels judge a query the
+    queries file lacks, as for `eval paging`."""
     library = workspace.library()
     if not library:
         raise InputError(str(workspace.library_path), None, None,
@@ -128,16 +132,15 @@ def problem_from_workspace(workspace: Workspace, queries_path: Path, qrels_path:
     if not queries:
         raise InputError(str(queries_path), None, None, "no queries")
     qrels = read_qrels(qrels_path)
-    known = {query.qid for query in queries}
     answers: dict[str, list[str]] = {}
-    for qid, judged in qrels.items():
-        if qid in known:
-            for doc, grade in judged.items():
-                if grade > 0:
-                    answers.setdefault(doc, []).append(qid)
+    for query in judged_queries(queries, qrels, qrels_path):
+        for doc, grade in qrels[query.qid].items():
+            if grade > 0:
+                answers.setdefault(doc, []).append(query.qid)
     events = [(entry.gid, entry.admissible) for entry in library]
     spans = [((entry.gid,), tuple(answers[entry.gid])) for entry in library if entry.gid in answers]
-    return Problem.build([(query.qid, 1.0) for query in queries], events, spans)
+    outside = sorted(set(answers) - {entry.gid for entry in library})
+    return Problem.build([(query.qid, 1.0) for query in queries], events, spans), outside
 
 
 def parse_memory(text: str, problem: Problem) -> list[int]:

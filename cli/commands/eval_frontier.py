@@ -65,7 +65,8 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     if args.file:
         problem = read_problem(Path(args.file))
     elif args.queries and args.qrels:
-        problem = problem_from_workspace(ctx.workspace(), Path(args.queries), Path(args.qrels))
+        problem, outside = problem_from_workspace(ctx.workspace(), Path(args.queries), Path(args.qrels))
+        ctx.warn_if_outside_library(outside, args.qrels)
     else:
         raise BadInput("give FILE, or --queries Q and --qrels R (with --workspace W)")
     memory = None
