@@ -94,6 +94,7 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
         "audit_note": audit.note if audit else "", "repaired": bool(audit and audit.repaired),
         "missing": step.missing, "failed_input": step.failed_input, "agent": step.agent,
         "in_library": entry is not None, "inserted": entry.inserted if entry else "",
+        "inserted_ts": micros(datetime.fromisoformat(entry.inserted)) if entry and entry.inserted else NEVER,
         "named_seq": named[0] if named else NEVER, "named_ts": named[1] if named else NEVER,
     }
     return row

@@ -18,7 +18,8 @@ def steps_schema(dim: int):
         ("status", pa.string()), ("grade", pa.string()), ("audit_by", pa.string()),
         ("audit_note", pa.string()), ("repaired", pa.bool_()), ("missing", pa.string()),
         ("failed_input", pa.string()), ("agent", pa.string()), ("in_library", pa.bool_()),
-        ("inserted", pa.string()), ("named_seq", pa.int64()), ("named_ts", pa.int64()),
+        ("inserted", pa.string()), ("inserted_ts", pa.int64()), ("named_seq", pa.int64()),
+        ("named_ts", pa.int64()),
         ("tokens", pa.string()), ("text_hash", pa.string()), ("content_hash", pa.string()),
         ("embedded", pa.bool_()), ("vector", pa.list_(pa.float32(), dim)),
     ])

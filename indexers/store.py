@@ -22,7 +22,8 @@ from mem_retrieval.indexers.location import Location, StoreUnreachable
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 3  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded
+FORMAT = 4  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
+# 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until)
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 SWAP_TRIES = 8  # meta.json replaced by another writer this often in a row: give up, one line
 

@@ -188,7 +188,7 @@ class Filters:
     exclude_run: str | None = None
     hide: Hidden | None = None
     until: Until | None = None
-    library: bool = False       # only steps in solve/library.jsonl (the boolean column in_library)
+    library: bool = False       # only steps in solve/library.jsonl (in_library; with until, inserted by then)
 
     def memory(self) -> "Filters":
         """What the search may know of: only the filters that cut memory as it stood (``hide``,
@@ -212,13 +212,15 @@ class Filters:
                 parts.append(f"status = '{STATUSES[STATUSES.index(self.status)]}'")
             if self.library:
                 parts.append("in_library = true")
+                if self.until is not None:  # in the library by then
+                    parts.append(f"inserted_ts >= 0 AND inserted_ts <= {int(self.until.micros)}")
         if self.until is not None:
             parts.append(self._as_of(table))
         return " AND ".join(f"({p})" for p in parts) if parts else None
 
     def mask(self, columns: "Mapping[str, np.ndarray]") -> "np.ndarray | None":
         """The same prefilter over a steps table held in memory (``columns`` by their index names:
-        key, run_key, kind, status, in_library, named_ts, named_seq; each needed only when a
+        key, run_key, kind, status, in_library, inserted_ts, named_ts, named_seq; each needed only when a
         filter reads it): True where ``where("steps")`` keeps the row, None when it keeps every
         row. The two are checked against each other on LanceDB (tests/test_resident.py)."""
         import numpy as np
@@ -240,6 +242,8 @@ class Filters:
             parts.append(columns["status"] == self.status)
         if self.library:
             parts.append(np.asarray(columns["in_library"], dtype=bool))
+            if self.until is not None:
+                parts.append((columns["inserted_ts"] >= 0) & (columns["inserted_ts"] <= int(self.until.micros)))
         if self.until is not None:
             until = self.until
             named = (columns["named_ts"] >= 0) & (columns["named_ts"] <= int(until.micros))

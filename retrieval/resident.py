@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
     from mem_retrieval.retrieval.strategies import Request
 
-FILTER_COLUMNS = ("key", "run_key", "setting_key", "kind", "status", "in_library", "named_ts", "named_seq")
+FILTER_COLUMNS = ("key", "run_key", "setting_key", "kind", "status", "in_library", "inserted_ts", "named_ts",
+                  "named_seq")
 
 
 def best(scores: "np.ndarray", keep: "np.ndarray | None", limit: int, tiebreak: "np.ndarray") -> "np.ndarray":

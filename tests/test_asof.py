@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -149,24 +149,37 @@ def test_a_time_without_a_zone_is_refused(example):
 # ------------------------------------------------------------------- the library across runs
 
 def test_library_entries_of_other_runs_follow_their_own_time(example):
-    # as of satake's R-1 (2026-10-17 02:56): satake's steps by its log position, iwahori's (all
-    # named on 2026-10-18) not at all, although many are in the library now
-    until = example.retriever.resolve_until("R-1", SATAKE)
+    # as of iwahori's R-1 (2026-10-18 02:40): every satake library step, by satake's own time (all
+    # named on 2026-10-17, inserted at 07:00 that day); none of iwahori's, inserted at 05:40 after it
+    until = example.retriever.resolve_until("R-1", IWAHORI)
     query = every_step_query(example, [SATAKE, IWAHORI])
     found = {h.id for h in example.archive_hits(query, until=until, library=True)}
-    named = first_named(example, SATAKE)
     library = {e.gid for e in example.workspace.library()}
-    assert found == {g for g in library if g.startswith(SATAKE)
-                     and g.split("/")[1] in named and named[g.split("/")[1]][0] <= 24}
-    assert f"{SATAKE}/A2-4" in found and f"{SATAKE}/A5-7" not in found
-    # as of iwahori's R-1 (2026-10-18 02:40): every satake library step, by satake's own time
-    until = example.retriever.resolve_until("R-1", IWAHORI)
-    found = {h.id for h in example.archive_hits(query, until=until, library=True)}
-    iwahori_named = first_named(example, IWAHORI)
-    cut = datetime.fromisoformat("2026-10-18T02:40:00+00:00")
-    assert found == {g for g in library if g.startswith(SATAKE)} | {
-        g for g in library if g.startswith(IWAHORI) and iwahori_named[g.split("/")[1]][0] <= until.seq}
-    assert all(named[g.split("/")[1]][1] <= cut for g in found if g.startswith(SATAKE))
+    assert found == {g for g in library if g.startswith(SATAKE)}
+    # as of satake's R-1 (02:56 on the 17th) its steps named by then are there, but not in the library yet
+    until = example.retriever.resolve_until("R-1", SATAKE)
+    assert f"{SATAKE}/A2-4" in {h.id for h in example.archive_hits(query, until=until)}
+    assert not example.archive_hits(query, until=until, library=True)
+
+
+def test_the_library_as_of_each_event_holds_the_entries_inserted_by_then(example):
+    """Oracle from the files: an entry is a library hit as of a cut when its step is in memory then
+    (its run's log named it by the cut) and it was inserted by the cut's time. Library membership
+    was today's: `--library --until` (and `eval reuse --until`) listed entries inserted later."""
+    query = every_step_query(example, [SATAKE, IWAHORI])
+    named = {run: first_named(example, run) for run in (SATAKE, IWAHORI)}
+    entries = example.workspace.library()
+    for run in (SATAKE, IWAHORI):
+        for event in example.workspace.events(run):
+            until = example.retriever.resolve_until(str(event.seq), run)
+            cut = datetime.fromtimestamp(until.micros / 1e6, tz=timezone.utc)
+            expected = set()
+            for entry in entries:
+                first = named[entry.run].get(entry.id)
+                in_memory = first is not None and (first[0] <= event.seq if entry.run == run else first[1] <= cut)
+                if in_memory and datetime.fromisoformat(entry.inserted) <= cut:
+                    expected.add(entry.gid)
+            assert {h.id for h in example.archive_hits(query, until=until, library=True)} == expected, (run, event.seq)
 
 
 def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
