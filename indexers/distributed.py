@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import warnings
 import shutil
 import tempfile
@@ -76,7 +77,8 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
     temporary folder) in a folder named by their hash (actors on one machine share it)."""
     from mem_retrieval.text.embed import ModelSpec
 
-    base = (root or Path(tempfile.gettempdir()) / "mem-ray-models") / pack["key"]
+    base = (root or Path(tempfile.gettempdir()) / f"mem-ray-models-{os.getuid()}") / pack["key"]  # a user's
+    # own: on a shared node another user's folder there cannot be written
     _forget_old(base)
 
     def place(name: str, files: dict[str, bytes] | None) -> str | None:
@@ -140,10 +142,29 @@ class Embedder:
         return pa.table({"i": batch["i"], "vector": vectors, "busy": pa.array([busy] * len(matrix))})
 
 
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _one_line_errors(batches: Iterator[Any]) -> Iterator[Any]:
+    """``batches``, an actor's error (which Ray wraps in screens of tracebacks: the model's folder
+    not writable, say) raised as one line naming the error at its root."""
+    import ray
+
+    try:
+        yield from batches
+    except ray.exceptions.RayError as error:
+        lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
+        root = [line for line in lines if _ERROR_LINE.match(line)]
+        cause = (root or lines or [type(error).__name__])[-1]
+        raise Refused(f"an embedding actor of Ray failed: {cause[:300]}") from None
+
+
 class RayEngine:
     """A pool of Ray actors embedding texts for one index run. Uses the Ray the caller already
-    initialised; else starts a local instance (``ray.address`` "") or joins a cluster
-    (``ray.address``: "auto", ``ray://HOST:10001``), and leaves it again in ``close``."""
+    initialised; else starts a local instance (``ray.address`` "": a new one, even where
+    ``RAY_ADDRESS`` or ``ray start`` names a cluster) or joins a cluster (``ray.address``: "auto",
+    which reads ``RAY_ADDRESS``, or ``ray://HOST:10001``), and leaves it again in ``close``."""
 
     def __init__(self, spec, config: Config, workers: int | None = None,
                  on_message: Callable[[str], None] | None = None):
@@ -151,24 +172,33 @@ class RayEngine:
         self.started = False
         wanted = workers or config.ray.workers or None
         if not ray.is_initialized():
-            address = config.ray.address or None
+            address = config.ray.address or "local"  # "local": a new instance, whatever cluster
+            # RAY_ADDRESS or a `ray start` on this machine names (joining one refuses num_cpus)
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                        "logging_level": "ERROR"}
-            if address is None:  # a local instance has this machine's CPUs, however many are wanted
+            if address == "local":  # a local instance has this machine's CPUs, however many are wanted
                 options["num_cpus"] = min(wanted or os.cpu_count() or 1, os.cpu_count() or 1)
             try:
                 with warnings.catch_warnings():  # Ray forks its processes; they never touch lancedb
                     warnings.filterwarnings("ignore", message="lancedb fork")
                     ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
-                raise Refused(f"cannot start or reach Ray at {address or 'a local instance'}: "
+                where = "a local instance" if address == "local" else address
+                raise Refused(f"cannot start or reach Ray at {where}: "
                               f"{str(error).splitlines()[0][:200]}") from None
             self.started = True
+            # Ray prints every error a worker raises (a retried task, an actor that died) to this
+            # process's stdout, from a thread of its own, tracebacks and all: a `--json` caller read
+            # 200 lines of them before its JSON. The driver's logs are Ray's; errors reach the
+            # caller from ``stream``, in one line. (No public switch: this is the flag
+            # ``print_worker_logs`` reads; tests/test_ray_engine.py checks stdout stays clean.)
+            ray._private.worker._worker_logs_enabled = False
         import logging
 
         import ray.data  # configures its logger on import: quieted after
 
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its log file keeps the details
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # its log file keeps the details; an
+        # actor's error reaches the caller as one line (``stream``)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -203,7 +233,7 @@ class RayEngine:
             batch_format="pyarrow")
         positions: list[int] = []
         parts: list[Any] = []
-        for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+        for batch in _one_line_errors(dataset.iter_batches(batch_format="pyarrow", batch_size=None)):
             self.busy += float(pa.compute.sum(batch["busy"]).as_py() or 0.0)
             index = batch["i"].to_pylist()
             column = batch["vector"]

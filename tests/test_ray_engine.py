@@ -5,6 +5,7 @@ texts the change plan names are sent to the actors; and no Ray process outlives 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,7 +128,9 @@ def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path,
     ws = build_corpus(tmp_path / "ws")
     seed_export(ws.root / ".mem", onnx_export)
     temp = Path("/tmp") / f"mem-rt-{os.getpid()}"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(temp)}
+    # a RAY_ADDRESS (here of no cluster) is not joined: ray.address "" is a local instance (joining
+    # refused the CPUs it asks for, whether RAY_ADDRESS or a `ray start` named the cluster)
+    env = os.environ | {"RAY_ADDRESS": "127.0.0.1:9", "RAY_TMPDIR": str(temp)}
     cpus, wanted = os.cpu_count(), os.cpu_count() + 30  # more actors than CPUs: one a CPU starts
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "--json",
                            "index", "--engine", "ray", "--workers", str(wanted), "--no-progress"],
@@ -146,3 +149,21 @@ def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path,
                           "--engine", "ray", "--workers", "0"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers" in bad.stderr
+
+
+def test_an_actors_error_is_one_line_and_stdout_holds_only_the_json(tmp_path, onnx_export):
+    """The actors cannot place the model (a file stands where their folder goes, as another user's
+    would on a shared node): Ray printed some 200 lines of tracebacks, on stdout before the JSON."""
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    (scratch / f"mem-ray-models-{os.getuid()}").write_text("not a folder")
+    env = os.environ | {"TMPDIR": str(scratch), "RAY_TMPDIR": str(Path("/tmp") / f"mem-re-{os.getpid()}")}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "--json",
+                           "index", "--engine", "ray", "--workers", "2", "--no-progress"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and len(done.stdout.splitlines()) == 1, done.stdout[-2000:]
+    error = json.loads(done.stdout)["error"]
+    assert error.startswith("an embedding actor of Ray failed: NotADirectoryError: ") and "mem-ray-models-" in error
+    assert "Traceback" not in done.stderr
