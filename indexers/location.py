@@ -52,6 +52,9 @@ def _first_line(text: str) -> str:
     return line[:240]
 
 
+URL_SPECIAL = "#?%"  # what a URL reads otherwise than a key: an object store prefix holds none
+
+
 @dataclass(frozen=True)
 class Location:
     """The index of one workspace: ``uri`` (a folder path or ``s3://bucket/prefix``), its storage
@@ -82,6 +85,11 @@ class Location:
         if scheme.lower() not in SCHEMES or not rest.split("/")[0]:
             raise InputError(config.origin("index.uri"), None, "index.uri",
                              f"{uri!r} is not a folder or an s3://bucket/prefix URI")
+        if odd := sorted(set(rest) & set(URL_SPECIAL)):  # LanceDB reads the URI as a URL: `#x` a
+            # fragment, `?x` a query, `%41` an escape; its tables and meta.json then parted ways
+            raise InputError(config.origin("index.uri"), None, "index.uri",
+                             f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is read as a URL's "
+                             "fragment, query or escape by LanceDB: choose a prefix without")
         storage = config.index.storage
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))

@@ -290,6 +290,20 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     assert workspace.events_path("alpha").read_bytes() == events
 
 
+@pytest.mark.parametrize("uri", ["s3://bucket/h#1", "s3://bucket/q?x=1", "s3://bucket/p%41"])
+def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem, uri):
+    """LanceDB reads the index URI as a URL: with `#1` all three tables went into one dataset at
+    `h/` (never buildable, a traceback even with --full); `?x=1` put meta.json where s3://bucket/q
+    keeps its own; `%41` became `A`."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "{uri}"\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with "), err
+        assert len(err.splitlines()) == 1 and "read as a URL's fragment, query or escape" in err
+    assert not (workspace.root / ".mem").exists()
+
+
 def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, monkeypatch):
     """``~`` is the home folder, as in a shell; it was a folder named ``~`` in the workspace."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
