@@ -666,7 +666,7 @@ def _create(db, location: Location, name: str, data, schema):
     try:
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
     except BaseException as error:
-        if not store.is_damage(error) or _conflict(error):
+        if not store.is_damage(error) or store.is_conflict(error):
             raise
         location.probe()
         location.drop_table_files(name)
@@ -676,11 +676,6 @@ def _create(db, location: Location, name: str, data, schema):
 CONFLICT_TRIES = 8
 
 
-def _conflict(error: BaseException) -> bool:
-    """Whether a Lance commit lost a race with another writer's (retry it on the latest version)."""
-    return "commit conflict" in str(error).lower() or type(error).__name__ == "CommitConflictError"
-
-
 @contextlib.contextmanager
 def _following(index: Index, name: str):
     """A commit that cannot follow another writer's (Lance refuses an upsert planned before a
@@ -688,7 +683,7 @@ def _following(index: Index, name: str):
     try:
         yield
     except (RuntimeError, OSError, ValueError) as error:
-        if not (_conflict(error) or "incompatible transaction" in str(error).lower()):
+        if not store.is_conflict(error):
             raise
         detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
         raise store.MetaConflict(f"another writer changed the {name} table of {index.location.uri} "
@@ -703,7 +698,7 @@ def _retrying(index: Index, table, step: Callable[[Any], None]):
             step(table)
             return table
         except (RuntimeError, OSError, ValueError) as error:
-            if not _conflict(error) or attempt == CONFLICT_TRIES - 1:
+            if not store.is_conflict(error) or attempt == CONFLICT_TRIES - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
             table = index.db.open_table(table.name)

@@ -226,6 +226,15 @@ def refusal(error: BaseException) -> str | None:
     return next((why for why in _REFUSALS.values() if why in str(error)), None)
 
 
+def is_conflict(error: BaseException) -> bool:
+    """Whether a Lance commit lost a race with another writer's: a retryable conflict, or a
+    transaction (an upsert, an index build) planned on a version another writer's overwrite or
+    rebuild has since replaced. Never damage: the other writer's commit is whole."""
+    text = str(error).lower()
+    return (type(error).__name__ == "CommitConflictError"
+            or any(words in text for words in ("commit conflict", "incompatible transaction")))
+
+
 def is_damage(error: BaseException) -> bool:
     """Whether ``error`` was raised inside lancedb/lance/pyarrow because a file of the index is
     missing, truncated or garbled (rather than by a bug: those are not hidden; nor by the machine
@@ -256,6 +265,10 @@ def guard(where: Location | Path) -> Iterator[None]:
             raise
         if isinstance(error, Exception) and (why := refusal(error)):
             raise IndexUnwritable(location, why) from None
+        if isinstance(error, Exception) and is_conflict(error):  # two `--full` at once on one store
+            detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+            raise MetaConflict(f"another writer changed the index in {location.uri} while this run "
+                               f"indexed ({detail}): run `mem index` again") from None
         if not is_damage(error):
             raise
         detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path

@@ -157,6 +157,23 @@ def test_indexing_one_run_brings_the_library_flags_of_every_run_up_to_date(memor
     assert messages == []
 
 
+@pytest.mark.parametrize("message", [  # as two `mem index --full` at once on one S3 index raised them
+    "lance error: Incompatible transaction: This CreateIndex transaction is incompatible with concurrent "
+    "transaction Overwrite at version 7., /root/.cargo/registry/src/lance-table/src/io/commit.rs:1",
+    "lance error: Retryable commit conflict for version 7: This Overwrite transaction was preempted by "
+    "concurrent transaction Overwrite at version 7. Please retry.",
+])
+def test_a_commit_lost_to_another_writer_is_no_damage(workspace, message):
+    """The loser was told the index was damaged, and to run `mem index --full`; the index was whole."""
+    with pytest.raises(store.MetaConflict) as caught:
+        with store.guard(workspace.root / ".mem"):
+            raise RuntimeError(message)
+    text = str(caught.value)
+    assert text.startswith(f"another writer changed the index in {workspace.root / '.mem'} while this run "
+                           "indexed (") and text.endswith("): run `mem index` again")
+    assert "--full" not in text and "cargo" not in text
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]
