@@ -685,7 +685,7 @@ def _following(index: Index, name: str):
     except (RuntimeError, OSError, ValueError) as error:
         if not store.is_conflict(error):
             raise
-        detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+        detail = store.conflict_detail(error)
         raise store.MetaConflict(f"another writer changed the {name} table of {index.location.uri} "
                                  f"while this run indexed ({detail}): run `mem index` again") from None
 

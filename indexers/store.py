@@ -235,6 +235,11 @@ def is_conflict(error: BaseException) -> bool:
             or any(words in text for words in ("commit conflict", "incompatible transaction")))
 
 
+def conflict_detail(error: BaseException) -> str:
+    """A lost commit's reason, in a line (without lance's prefix and Rust source path)."""
+    return str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+
+
 def is_damage(error: BaseException) -> bool:
     """Whether ``error`` was raised inside lancedb/lance/pyarrow because a file of the index is
     missing, truncated or garbled (rather than by a bug: those are not hidden; nor by the machine
@@ -266,9 +271,8 @@ def guard(where: Location | Path) -> Iterator[None]:
         if isinstance(error, Exception) and (why := refusal(error)):
             raise IndexUnwritable(location, why) from None
         if isinstance(error, Exception) and is_conflict(error):  # two `--full` at once on one store
-            detail = str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
             raise MetaConflict(f"another writer changed the index in {location.uri} while this run "
-                               f"indexed ({detail}): run `mem index` again") from None
+                               f"indexed ({conflict_detail(error)}): run `mem index` again") from None
         if not is_damage(error):
             raise
         detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path

@@ -243,7 +243,8 @@ class Filters:
         if self.library:
             parts.append(np.asarray(columns["in_library"], dtype=bool))
             if self.until is not None:
-                parts.append((columns["inserted_ts"] >= 0) & (columns["inserted_ts"] <= int(self.until.micros)))
+                inserted = columns["inserted_ts"]
+                parts.append((inserted >= 0) & (inserted <= int(self.until.micros)))
         if self.until is not None:
             until = self.until
             named = (columns["named_ts"] >= 0) & (columns["named_ts"] <= int(until.micros))

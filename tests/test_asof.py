@@ -176,10 +176,12 @@ def test_the_library_as_of_each_event_holds_the_entries_inserted_by_then(example
             expected = set()
             for entry in entries:
                 first = named[entry.run].get(entry.id)
-                in_memory = first is not None and (first[0] <= event.seq if entry.run == run else first[1] <= cut)
+                in_memory = first is not None and (
+                    first[0] <= event.seq if entry.run == run else first[1] <= cut)
                 if in_memory and datetime.fromisoformat(entry.inserted) <= cut:
                     expected.add(entry.gid)
-            assert {h.id for h in example.archive_hits(query, until=until, library=True)} == expected, (run, event.seq)
+            found = {h.id for h in example.archive_hits(query, until=until, library=True)}
+            assert found == expected, (run, event.seq)
 
 
 def test_a_library_entry_without_its_run_appears_when_inserted(workspace):

@@ -299,7 +299,8 @@ def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem,
     config.write_text(f'[index]\nuri = "{uri}"\n')
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
-        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with "), err
+        assert (code, out) == (2, ""), err
+        assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with "), err
         assert len(err.splitlines()) == 1 and "read as a URL's fragment, query or escape" in err
     assert not (workspace.root / ".mem").exists()
 

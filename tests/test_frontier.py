@@ -286,16 +286,21 @@ def test_judgments_the_frontier_cannot_use_are_said_not_dropped(tmp_path):
     warns of ids the index does not hold; a judged query the queries file lacks is bad input naming
     its line. Both were dropped silently, a frontier of 0.000 at every size with bare ids."""
     ws, queries, qrels = tiny_workspace(tmp_path)
-    status, _, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries), "--qrels", str(qrels))
-    assert status == 0 and err == (f"mem: warning: {qrels} judges relevant 1 id no library entry has (gamma/G1): "
+    status, _, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries),
+                         "--qrels", str(qrels))
+    assert status == 0 and err == (f"mem: warning: {qrels} judges relevant 1 id no library entry has "
+                                   "(gamma/G1): "
                                    "no memory answers with them (judgments name library steps by global id, "
                                    "run/step)\n")
     qrels.write_text("q1 0 A1 1\nq2 0 A2 1\nq3 0 B1 1\nq4 0 B2 1\n")
-    status, _, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries), "--qrels", str(qrels))
+    status, _, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries),
+                         "--qrels", str(qrels))
     assert status == 0 and "judges relevant 4 ids no library entry has (A1, A2, B1, …)" in err
     qrels.write_text("q1 0 alpha/A1 1\nq9 0 alpha/A2 1\n")
-    status, out, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries), "--qrels", str(qrels))
-    assert (status, out) == (2, "") and err == f"mem: {qrels}:2: qid: 'q9' is judged but not in the queries file\n"
+    status, out, err = mem("--workspace", str(ws), "eval", "frontier", "--queries", str(queries),
+                           "--qrels", str(qrels))
+    assert (status, out) == (2, "")
+    assert err == f"mem: {qrels}:2: qid: 'q9' is judged but not in the queries file\n"
 
 
 def test_ids_in_text_reads_bare_and_global_ids():

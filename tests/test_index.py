@@ -151,7 +151,8 @@ def test_indexing_one_run_brings_the_library_flags_of_every_run_up_to_date(memor
     held = rows(memory, "steps")
     assert (held["alpha/a1"]["in_library"], held["alpha/a2"]["in_library"]) == (False, True)
     assert held["alpha/a2"]["inserted"] == "2026-10-18T01:00:00Z"
-    assert [h.id for h in memory.archive_search("statement", library=True, strategy="bm25").hits] == ["alpha/a2"]
+    hits = memory.archive_search("statement", library=True, strategy="bm25").hits
+    assert [h.id for h in hits] == ["alpha/a2"]
     messages.clear()  # nothing changed since: beta alone, and nothing to do
     assert memory.index(["beta"], progress=False, on_message=messages.append).total("updated") == 0
     assert messages == []

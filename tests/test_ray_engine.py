@@ -165,5 +165,6 @@ def test_an_actors_error_is_one_line_and_stdout_holds_only_the_json(tmp_path, on
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1 and len(done.stdout.splitlines()) == 1, done.stdout[-2000:]
     error = json.loads(done.stdout)["error"]
-    assert error.startswith("an embedding actor of Ray failed: NotADirectoryError: ") and "mem-ray-models-" in error
+    assert error.startswith("an embedding actor of Ray failed: NotADirectoryError: ")
+    assert "mem-ray-models-" in error
     assert "Traceback" not in done.stderr
