@@ -63,10 +63,22 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
             if not gold:
                 continue
             qid = f"q-{step.gid}"
-            queries.append(Query(qid, step.statement, step.setting or tree.fix.setting or None, run,
-                                 step.gid))
+            queries.append(Query(qid, without_links(step.statement, parents),
+                                 step.setting or tree.fix.setting or None, run, step.gid))
             qrels[qid] = {gid: 1 for gid in gold}
     return Derived(queries, qrels, steps, citing)
+
+
+def without_links(statement: str, parents: Sequence[str]) -> str:
+    """The statement with the words naming its own parents left out, globally or by their step id
+    alone (``by satake/A2-4, A4-3``): written once the inputs were found, they are the step's links,
+    which leave-one-out hides; an id lookup would answer the query with its own judgments."""
+    from mem_retrieval.records.core import id_candidates
+    from mem_retrieval.records.ids import split_gid
+
+    cited = set(parents) | {split_gid(gid)[1] for gid in parents}
+    return " ".join(word for word in statement.split(" ")
+                    if not any(form in cited for form in id_candidates(word)))
 
 
 def inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:

@@ -350,6 +350,21 @@ def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspac
     assert code == 0  # the written files are ordinary SPEC §10 evaluation files
 
 
+def test_a_derived_query_leaves_out_the_ids_of_its_own_inputs(workspace):
+    """A statement naming its inputs (written once they were found) is a query with its links in
+    it: an id lookup put them first. Each word naming a parent, globally or by its step id alone,
+    is left out; other ids stay."""
+    from mem_retrieval.eval.derived import derive
+
+    memory = _citing(workspace)
+    workspace.edit_step("gamma", "g1", statement="quartz lifting by alpha/a1, a2 and (g0); not alpha/a3")
+    (query,) = derive(memory.workspace, ["gamma"]).queries
+    assert query.query == "quartz lifting by and not alpha/a3"
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "reuse", "gamma", "--per-step")
+    assert code == 1 and "mean recall within 2 pages = 0.000" in text  # as without the ids
+
+
 def test_the_verdict_reads_the_threshold_and_says_when_there_is_nothing_to_test(workspace, tmp_path):
     memory = _citing(workspace)
     workspace.edit_step("alpha", "a1", statement="quartz lifting of simple roots, the base")
