@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 KEPT = 4  # Memory objects kept: one per workspace and config file (the newest index version)
+UNREACHED = "unreached"  # the index version of a store that did not answer
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -43,7 +44,11 @@ def _index_version(root: Path, config_file: Path | None) -> Any:
         config = load_config(root, config_file)
     except MemError:  # the Memory built for this call reports it
         return _stamp(root / ".mem" / "meta.json")
-    return Location.of(Workspace(root), config).meta_version()
+    try:
+        return Location.of(Workspace(root), config).meta_version()
+    except MemError:  # a bad index.uri, a store out of reach: the Memory built for this call says
+        # so when the call needs the index (archive-get reads the files alone, as in-process)
+        return UNREACHED
 
 
 class WarmMemories:

@@ -14,7 +14,7 @@ from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.parse import split_core_heading
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
-EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→"
+EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
 _HEADING = re.compile(r"^## +(.*?)\s*$")
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 

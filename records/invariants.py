@@ -231,18 +231,20 @@ class _Checker:
             if step is None:
                 self.add(entry.run, file, entry.line, INTEGRITY,
                          f"{entry.gid} is not a step of {self._rel(tree.path)}")
-            elif step.status != entry.status:
-                self.add(entry.run, file, entry.line, "M1",
-                         f"{entry.gid}: the library says {entry.status}, "
-                         f"{self.at(tree.path, step.line)} says {step.status}")
             else:
-                self.agrees(file, entry, tree, step, problem)
+                if step.status != entry.status:
+                    self.add(entry.run, file, entry.line, "M1",
+                             f"{entry.gid}: the library says {entry.status}, "
+                             f"{self.at(tree.path, step.line)} says {step.status}")
+                self.agrees(file, entry, tree, step, problem)  # whatever the statuses: every violation
 
     def agrees(self, file: str, entry: LibraryEntry, tree: Tree, step: Step, problem: str | None) -> None:
         """The library entry and its step are one record: the step's own audit must admit it (an
         audit redone after admission may not), and both must be the same kind of step."""
         where = self.at(tree.path, step.line)
-        own = admission_problem(step.status, step.grade, step.repaired)
+        status = step.status if step.status == entry.status else entry.status  # a status that differs
+        # is M1's: here only the step's own audit is weighed
+        own = admission_problem(status, step.grade, step.repaired)
         if own and not problem:
             self.add(entry.run, file, entry.line, "M2",
                      f"{entry.gid}: {where} says {own} (the library says grade {entry.grade!r})")

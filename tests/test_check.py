@@ -47,6 +47,16 @@ def test_m1_core_md_promoting_a_status(workspace, mem):
     assert out.splitlines()[-1].startswith("1 violation (M1: 1) in 2 runs")
 
 
+def test_m1_reads_an_id_in_markdown_emphasis(workspace, mem):
+    # **a4** and *a4* are how markdown writes an id in bold or italics; only the plain one was read
+    workspace.write_core("alpha", "## phase       x\n## portfolio   **a4** proved\n## open gaps   *a4* proved\n"
+                                  "## next        audit a2\n## inputs      a1\n")
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "a4")
+    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
+                                        f"alpha/tree.json:{line} says open" for n in (2, 3)]
+
+
 def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
     core = workspace.core_path("alpha")
     core.write_text("stray words\n## phase   Fix\n## mood   fine\nits text\n## phase   again\n"
@@ -281,15 +291,18 @@ def test_eval_status_passes_on_a_sound_library(mem):
 
 
 def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
-    # a4 is open in its run; the library copy claims it proved (and graded pass)
+    # a4 is open in its run; the library copy claims it proved (M1), and graded pass though the step
+    # was never audited (M2: its own audit is weighed whatever the statuses say)
     workspace.write_library([library_line("alpha", make_step("a1")),
                              library_line("alpha", make_step("a4", "proved"))])
     code, out, _ = mem("eval", "status")
     assert code == 1
+    line = step_line(workspace, "alpha", "a4")
     assert out.splitlines() == [
-        f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, "
-        f"alpha/tree.json:{step_line(workspace, 'alpha', 'a4')} says open",
-        "status: FAIL: 2 library entries; 1 promoted statuses (M1), 0 not admissible (M2)"]
+        f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open",
+        f"solve/library.jsonl:2: M2: alpha/a4: alpha/tree.json:{line} says not audited (no audit grade) and "
+        "not repaired (the library says grade 'pass')",
+        "status: FAIL: 2 library entries; 1 promoted statuses (M1), 1 not admissible (M2)"]
 
 
 def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, mem):
@@ -364,6 +377,21 @@ def test_a_library_entry_of_another_kind_than_its_step_is_an_integrity_violation
     assert code == 1
     assert (f"solve/library.jsonl:1: integrity: alpha/a1: the library says kind lemma, "
             f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says dead_end") in out.splitlines()
+
+
+def test_a_library_entry_whose_status_differs_is_still_compared_in_kind_and_audit(workspace, mem):
+    # the entry says lemma, proved, pass; its step is a dead end, blocked, failed the audit: the
+    # M1 was the only violation listed, though check lists every one
+    workspace.edit_step("alpha", "a1", kind="dead_end", missing="a bound on (2)", status="blocked",
+                        audit={"grade": "major", "by": "A7", "note": "gap", "repaired": False})
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "a1")
+    assert code == 1 and [v for v in found(out) if v.startswith("solve/library.jsonl:1: ")] == [
+        f"solve/library.jsonl:1: M1: alpha/a1: the library says proved, alpha/tree.json:{line} says blocked",
+        f"solve/library.jsonl:1: M2: alpha/a1: alpha/tree.json:{line} says audit grade 'major' did not pass "
+        "(pass or minor) and it was not repaired (the library says grade 'pass')",
+        f"solve/library.jsonl:1: integrity: alpha/a1: the library says kind lemma, "
+        f"alpha/tree.json:{line} says dead_end"]
 
 
 def test_parents_that_lead_back_to_their_step_are_a_circular_proof_reported_once(workspace, mem):

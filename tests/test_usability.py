@@ -13,7 +13,7 @@ from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.configs import load_config
 from mem_retrieval.memory import Memory
-from mem_retrieval.records.errors import BadInput, InputError
+from mem_retrieval.records.errors import BadInput, InputError, MemError
 from mem_retrieval.records.workspace import Workspace
 
 
@@ -247,3 +247,22 @@ def test_tune_says_when_the_held_out_steps_hold_every_citation(tmp_path):
     assert (code, out) == (1, "")
     assert err == ("mem: the 3 held-out steps and the work written after them hold every citation: "
                    "nothing left to tune on\n")
+
+
+def test_a_warm_memory_reads_a_step_from_the_files_while_the_store_is_out_of_reach(workspace):
+    """`archive-get` reads the files alone, in-process or forwarded to `mem serve`; the server asked
+    the store for the index version first, and failed the call while the store was down."""
+    from mem_retrieval.cli.warm import WarmMemories
+    from mem_retrieval.eval.loopback_s3 import free_port
+    from mem_retrieval.records.workspace import Workspace
+
+    (workspace.root / "solve" / "mem.toml").write_text(
+        f'[index]\nuri = "s3://mem-down/idx"\n[index.storage]\n'
+        f'endpoint = "http://127.0.0.1:{free_port()}"\nallow_http = "true"\nregion = "us-east-1"\n'
+        'access_key_id = "k"\nsecret_access_key = "s"\n')
+    memories = WarmMemories()
+    memory = memories.get(Workspace.open(workspace.root))
+    assert memory.archive_get("a2", run="alpha").step.gid == "alpha/a2"
+    assert memories.get(Workspace.open(workspace.root)) is memory  # kept while the store stays down
+    with pytest.raises(MemError, match="cannot be reached"):
+        memory.archive_search("statement")
