@@ -225,9 +225,11 @@ def _stop_on_interrupt(tools: Tools) -> None:
         signal.signal(number, interrupted)
 
 
-def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
+def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     """Answer clients over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (loopback only; port 0
-    picks a free one) until SIGTERM/SIGINT. ``on_ready(url)`` is called once it listens."""
+    picks a free one) until SIGTERM/SIGINT; the exit status, 128 + the signal's number (as over
+    stdio: uvicorn's own shutdown returned, and the process exited 0). ``on_ready(url)`` is called
+    once it listens."""
     import socket
 
     import uvicorn
@@ -248,7 +250,15 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> None:
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
     logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[listener])
+    signals: list[int] = []
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # uvicorn's handler while it serves
+            signals.append(sig)
+            super().handle_exit(sig, frame)
+
+    Server(config).run(sockets=[listener])
+    return 128 + signals[0] if signals else 0
 
 
 def _not_a_client_leaving(record: logging.LogRecord) -> bool:

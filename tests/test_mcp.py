@@ -372,6 +372,17 @@ def http_server(root: Path, log_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_mem_mcp_over_http_exits_on_a_signal_with_its_status(served, tmp_path, signame):
+    """128 + the signal's number, as over stdio: uvicorn's shutdown returned, and the exit was 0."""
+    import signal
+
+    with http_server(served, tmp_path / "server.err") as (proc, _):
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(30) == 128 + getattr(signal, signame)
+
+
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_leaves(served, tmp_path):
     from mcp.client.streamable_http import streamable_http_client

@@ -53,5 +53,4 @@ def serve(args, ctx) -> int:
         ctx.emit({"url": url, "pid": os.getpid()}, f"mem mcp: ready on {url} (pid {os.getpid()})")
         ctx.out.flush()
 
-    serve_http(tools, args.http, ready, lazy=args.lazy)
-    return 0
+    return serve_http(tools, args.http, ready, lazy=args.lazy)
