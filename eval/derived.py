@@ -77,8 +77,9 @@ def without_links(statement: str, parents: Sequence[str]) -> str:
     from mem_retrieval.records.ids import split_gid
 
     cited = set(parents) | {split_gid(gid)[1] for gid in parents}
-    return " ".join(word for word in statement.split(" ")
-                    if not any(form in cited for form in id_candidates(word)))
+    words = statement.split()
+    kept = [word for word in words if not any(form in cited for form in id_candidates(word))]
+    return statement if len(kept) == len(words) else " ".join(kept)  # unchanged when it names none
 
 
 def inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:

@@ -357,7 +357,7 @@ def test_a_derived_query_leaves_out_the_ids_of_its_own_inputs(workspace):
     from mem_retrieval.eval.derived import derive
 
     memory = _citing(workspace)
-    workspace.edit_step("gamma", "g1", statement="quartz lifting by alpha/a1, a2 and (g0); not alpha/a3")
+    workspace.edit_step("gamma", "g1", statement="quartz lifting by alpha/a1,\na2 and (g0); not alpha/a3")
     (query,) = derive(memory.workspace, ["gamma"]).queries
     assert query.query == "quartz lifting by and not alpha/a3"
     memory.index(progress=False)
