@@ -26,6 +26,10 @@ def rule(*, minimum: float | None = None, maximum: float | None = None,
     return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices, "empty": empty})
 
 
+PAGES_LIMIT = 100  # the most pages an evaluation reads (500 hits): past any agent's reading, and the
+# pager bound's cost grows with its square
+
+
 # The ranking strategies by name, as retrieval.strategies.STRATEGIES implements them (a test holds the
 # two together): a config names one before any search runs.
 STRATEGY_NAMES = ("bm25", "rerank", "vector", "hybrid-rrf", "graph", "rerank-graph")
@@ -112,7 +116,7 @@ class ServeConfig:
 
 @dataclass(frozen=True)
 class ReuseConfig:
-    pages: int = rule(minimum=1, maximum=100)  # eval.paging.PAGES_LIMIT
+    pages: int = rule(minimum=1, maximum=PAGES_LIMIT)
     fix_recall: float = rule(minimum=0.0, maximum=1.0)
     step_recall: float = rule(minimum=0.0, maximum=1.0)
 

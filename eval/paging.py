@@ -27,22 +27,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
+from mem_retrieval.configs import PAGES_LIMIT
 from mem_retrieval.retrieval.hint import Hint
 
 MAX_PAGES = 10
-PAGES_LIMIT = 100  # the most pages an evaluation reads (500 hits): past any agent's reading
 FIXED_K = 2
 SCORE_DROP = 0.5
 STOP_LOSS = 0.02
 
 
-def check_max_pages(max_pages: int) -> None:
-    """BadInput unless 1 ≤ ``max_pages`` ≤ ``PAGES_LIMIT`` (the bound's cost grows with its square:
-    100,000 pages ran for hours)."""
+def check_pages(pages: int, param: str = "pages") -> None:
+    """BadInput unless 1 ≤ ``pages`` ≤ ``PAGES_LIMIT`` (``--max-pages``, ``--pages``): lists are
+    read that deep, and the bound's cost grows with the square (100,000 pages ran for hours)."""
     from mem_retrieval.records.errors import BadInput
 
-    if not 1 <= max_pages <= PAGES_LIMIT:
-        raise BadInput(f"{max_pages} is not a number of pages from 1 to {PAGES_LIMIT}", param="max_pages")
+    if not 1 <= pages <= PAGES_LIMIT:
+        raise BadInput(f"{pages} is not a number of pages from 1 to {PAGES_LIMIT}", param=param)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, check_pages, locate,
+from mem_retrieval.eval.paging import check_pages
+from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, locate,
                                    short, step_of)
 from mem_retrieval.records.core import id_candidates, render
 from mem_retrieval.records.ids import split_gid

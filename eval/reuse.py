@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.eval.derived import inserted_before, run_start
-from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, check_pages, locate, step_of
+from mem_retrieval.eval.paging import check_pages
+from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, locate, step_of
 from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid

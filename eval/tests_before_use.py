@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mem_retrieval.records.errors import InputError, Refused, BadInput
+from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -106,15 +106,6 @@ def best(findings: list[Finding | None]) -> Finding | None:
     the earlier probe."""
     ranked = [(f.rank, f.probe.tool != ARCHIVE, i, f) for i, f in enumerate(findings) if f]
     return min(ranked)[3] if ranked else None
-
-
-def check_pages(pages: int) -> None:
-    """BadInput unless 1 ≤ ``pages`` ≤ ``PAGES_LIMIT``: --per-step reads its lists that deep, and
-    the bound's cost grows with the square (a million pages ran for hours)."""
-    from mem_retrieval.eval.paging import PAGES_LIMIT
-
-    if not 1 <= pages <= PAGES_LIMIT:
-        raise BadInput(f"{pages} is not a number of pages from 1 to {PAGES_LIMIT}", param="pages")
 
 
 def step_of(memory: Retriever, gid: str) -> Step | LibraryEntry | None:

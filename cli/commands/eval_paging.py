@@ -30,10 +30,10 @@ def register(subparsers, common) -> None:
 def _check_outputs(args, workspace) -> None:
     """Refuse unusable output paths before the (long) evaluation runs."""
     from mem_retrieval.cli.outputs import check_apart, check_file, check_folder
-    from mem_retrieval.eval.paging import check_max_pages
+    from mem_retrieval.eval.paging import check_pages
     from mem_retrieval.eval.paging_report import report_files
 
-    check_max_pages(args.max_pages)
+    check_pages(args.max_pages, "max_pages")
     check_file(args.trec_out, "trec_out")
     check_folder(args.report, "report")
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),

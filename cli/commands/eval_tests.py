@@ -66,7 +66,7 @@ def resume(args, ctx) -> int:
 
 
 def reuse(args, ctx) -> int:
-    from mem_retrieval.eval.paging import check_max_pages
+    from mem_retrieval.eval.paging import check_pages
     from mem_retrieval.eval.reuse import reuse as run_reuse
     from mem_retrieval.records.errors import BadInput
     from mem_retrieval.retrieval.query import parse_time_arg
@@ -76,7 +76,7 @@ def reuse(args, ctx) -> int:
     given = [f"--{name.replace('_', '-')}" for name in PER_STEP_ONLY if getattr(args, name)]
     if given and not args.per_step:
         raise BadInput(f"{', '.join(given)}: only with --per-step")
-    check_max_pages(args.max_pages)
+    check_pages(args.max_pages, "max_pages")
     until = parse_time_arg(args.until) if args.until else None
     if args.until and until is None:
         raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
