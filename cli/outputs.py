@@ -56,14 +56,13 @@ def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str
             continue
         for file in map(str, files):
             real = os.path.realpath(file)
+            where = "it" if file == given else repr(file)
             record = workspace.record_at(file) if workspace is not None else None
             if record is not None:
-                where = "it" if file == given else repr(file)
                 raise BadInput(f"{given!r}: would write {where} into {record}, the workspace's records",
                                param=param)
             for read, path in reads.items():
                 if path is not None and os.path.realpath(path) == real:
-                    where = "it" if file == given else repr(file)
                     raise BadInput(f"{given!r}: would replace {where}, the {flag(read)} file this reads",
                                    param=param)
             for other, (by, by_given) in written.items():

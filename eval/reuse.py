@@ -119,7 +119,7 @@ def citations(memory: Retriever, run: str) -> Citations:
         for parent in step.parents:
             if "/" in parent and split_gid(parent)[0] != run and not _names_source(ws, runs, parent):
                 out.add(parent, f"parent of {step.id}")
-    known = (set(ws.runs()) | {entry.run for entry in ws.library()}) - {run}
+    known = (runs | {entry.run for entry in ws.library()}) - {run}
     folder = ws.run_dir(run) / "briefs"
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         if path.is_file():

@@ -28,6 +28,7 @@ from mem_retrieval.indexers.rows import Rows, build_rows, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
 
 
@@ -212,7 +213,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                                f" (not only {', '.join(scope_runs)}): indexing every run")
                 scope_runs, narrowed = workspace.check_runs(None), False
                 rows = build_rows(workspace, config, scope_runs)
-            if narrowed and (drifted := library_drift(index, workspace, scope_runs, present)):
+            if narrowed and (drifted := library_drift(index, rows.library, scope_runs, present)):
                 if on_message:
                     on_message(f"the library changed for {', '.join(drifted)} too: indexing "
                                f"{'it' if len(drifted) == 1 else 'them'} as well")
@@ -383,10 +384,11 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     return Plan(index.full, tables, stored)
 
 
-def library_drift(index: Index, workspace: Workspace, runs: list[str], present: set[str]) -> list[str]:
+def library_drift(index: Index, library: list[LibraryEntry], runs: list[str], present: set[str]) -> list[str]:
     """The runs besides ``runs`` whose steps the index holds in the library otherwise than
-    solve/library.jsonl has them (an entry inserted, removed or re-dated for another run's step):
-    `mem index RUN` rescans them too, or those steps kept their old library flag."""
+    ``library`` (solve/library.jsonl, as the rows were read from it) has them (an entry inserted,
+    removed or re-dated for another run's step): `mem index RUN` rescans them too, or those steps
+    kept their old library flag."""
     table = index.tables["steps"]
     if table is None:
         return []
@@ -395,7 +397,7 @@ def library_drift(index: Index, workspace: Workspace, runs: list[str], present: 
     held = {gid: inserted for gid, run, in_library, inserted in zip(
         *(scanned[c].to_pylist() for c in ("gid", "run", "in_library", "inserted")))
         if in_library and run in outside}
-    listed = {entry.gid: entry.inserted for entry in workspace.library() if entry.run in outside}
+    listed = {entry.gid: entry.inserted for entry in library if entry.run in outside}
     return sorted({split_gid(gid)[0] for gid in held.keys() ^ listed.keys()}
                   | {split_gid(gid)[0] for gid in held.keys() & listed.keys() if held[gid] != listed[gid]})
 

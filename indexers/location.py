@@ -42,12 +42,13 @@ class StoreUnreachable(Refused):
     """The object store holding the index cannot be reached (network, bucket, credentials)."""
 
     def __init__(self, uri: str, detail: str):
-        super().__init__(f"the index store {uri} cannot be reached ({_first_line(detail)}); check "
+        super().__init__(f"the index store {uri} cannot be reached ({first_line(detail)}); check "
                          "index.uri, the [index.storage] keys and the AWS_* environment variables")
 
 
-def _first_line(text: str) -> str:
-    """An object-store error's first useful line (without the Rust debug dump or source paths)."""
+def first_line(text: str) -> str:
+    """A lance or object-store error's first useful line (without the Rust debug dump or source
+    paths)."""
     line = str(text).strip().split("\n")[0].split(", /")[0]
     return line[:240]
 

@@ -55,6 +55,7 @@ class Rows:
     events: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
     embed_text: dict[str, str] = field(default_factory=dict)  # text_hash -> text
+    library: list[LibraryEntry] = field(default_factory=list)  # solve/library.jsonl as read
 
 
 def _finish(row: dict[str, Any], rows: Rows, text: str | None, search: str, config: Config) -> dict[str, Any]:
@@ -81,6 +82,11 @@ def tokenize_rows(changed: list[dict[str, Any]]) -> None:
             row["tokens"] = token_string(row["search"])
 
 
+def inserted_micros(entry: LibraryEntry | None) -> int:
+    """When a library entry was inserted (microseconds), NEVER when it was not, or says not when."""
+    return micros(datetime.fromisoformat(entry.inserted)) if entry and entry.inserted else NEVER
+
+
 def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None,
              sources: frozenset[str] = frozenset()) -> dict[str, Any]:
     audit = step.audit
@@ -94,7 +100,7 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
         "audit_note": audit.note if audit else "", "repaired": bool(audit and audit.repaired),
         "missing": step.missing, "failed_input": step.failed_input, "agent": step.agent,
         "in_library": entry is not None, "inserted": entry.inserted if entry else "",
-        "inserted_ts": micros(datetime.fromisoformat(entry.inserted)) if entry and entry.inserted else NEVER,
+        "inserted_ts": inserted_micros(entry),
         "named_seq": named[0] if named else NEVER, "named_ts": named[1] if named else NEVER,
     }
     return row
@@ -126,7 +132,8 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
     is written, so bad input never reaches the index."""
     rows = Rows()
     workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
-    library = {entry.gid: entry for entry in workspace.library()}
+    rows.library = workspace.library()
+    library = {entry.gid: entry for entry in rows.library}
     present = set(workspace.runs())
     for run in runs:
         tree = workspace.tree(run)
@@ -156,9 +163,7 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
     for gid, entry in library.items():
         if gid in from_trees or (entry.run in present and entry.run not in runs):
             continue  # merged into its step's row, or owned by a run not being indexed now
-        stamp = None
-        if entry.inserted:
-            stamp = (NEVER, micros(datetime.fromisoformat(entry.inserted)))
+        stamp = (NEVER, inserted_micros(entry)) if entry.inserted else None
         row = step_row(library_as_step(entry), entry, stamp)
         rows.steps.append(_finish(row, rows, step_embed_text(row), step_search_text(row), config))
     return rows

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.indexers.location import Location, StoreUnreachable
+from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
@@ -237,7 +237,7 @@ def is_conflict(error: BaseException) -> bool:
 
 def conflict_detail(error: BaseException) -> str:
     """A lost commit's reason, in a line (without lance's prefix and Rust source path)."""
-    return str(error).split("\n")[0].split(", /")[0].removeprefix("lance error: ")[:160]
+    return first_line(str(error)).removeprefix("lance error: ")[:160]
 
 
 def is_damage(error: BaseException) -> bool:
@@ -275,7 +275,7 @@ def guard(where: Location | Path) -> Iterator[None]:
                                f"indexed ({conflict_detail(error)}): run `mem index` again") from None
         if not is_damage(error):
             raise
-        detail = str(error).split("\n")[0].split(", /")[0][:200]  # without lance's Rust source path
+        detail = first_line(str(error))[:200]
         if location.remote:
             location.probe()
             if _transient(str(error)):
