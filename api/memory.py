@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config, load_config
-from mem_retrieval.functions import BY_NAME
+from mem_retrieval.functions import BY_NAME, Param
 from mem_retrieval.records.errors import BadInput, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
@@ -153,6 +153,10 @@ class Memory:
             return query
         _typed("archive_search", query=query, setting=setting,
                **{name: value for name, value in options.items() if name in _SEARCH_PARAMS})
+        for param in _QUERY_ONLY:
+            problem = options.get(param.name) is not None and param.type_problem(options[param.name])
+            if problem:
+                raise BadInput(problem, param=param.name)
         return ArchiveQuery(query, setting, **options)
 
     @staticmethod
@@ -163,6 +167,8 @@ class Memory:
 
 
 _SEARCH_PARAMS = frozenset(p.name for p in BY_NAME["archive_search"].params)  # the rest: ArchiveQuery's own
+_QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has them; checked alike
+               Param("hide", "string", "a step's global id: memory before it"))
 
 
 def _page(function: str, page: int | None) -> int:

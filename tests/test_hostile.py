@@ -204,6 +204,8 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     (lambda m: m.archive_search("statement", setting=["F"]), "setting must be a string, not a list"),
     (lambda m: m.archive_search("statement", run=3), "run must be a string, not a number"),
     (lambda m: m.archive_search("statement", any_setting="no"), "any_setting must be true or false, not a string"),
+    (lambda m: m.archive_search("statement", exclude_run=5), "exclude_run must be a string, not a number"),
+    (lambda m: m.archive_hits("statement", hide=["alpha/a1"]), "hide must be a string, not a list"),
     (lambda m: m.archive_hits("statement", until=1), "until must be a string, not a number"),
     (lambda m: m.recall_search(b"statement"), "query must be a string, not bytes"),
     (lambda m: m.recall_search("statement", page=1.0), "page must be a whole number, not a number"),
