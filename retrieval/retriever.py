@@ -213,7 +213,15 @@ class Retriever:
         shown = page_slice(hits, page, self.config.search.page_size)
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
-        return replace(found, notes=tuple(self.unknown_run("run", query.run)) if not hits else ())
+        return replace(found, notes=() if hits else tuple(self._recall_notes(query)))
+
+    def _recall_notes(self, query: RecallQuery) -> list[Note]:
+        """Why a recall search found nothing, when a run it names is none: ``run``'s, or the run
+        of a global ``id``."""
+        id_run = split_gid(query.id)[0] if query.id is not None else None
+        wrong_id = [Note("id", f"{query.id!r}: run {note.message}")
+                    for note in self.unknown_run("id", id_run)]
+        return self.unknown_run("run", query.run) + wrong_id
 
     @_reads_index
     def recall_hits(self, query: RecallQuery) -> list[EventHit]:

@@ -55,6 +55,11 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     page = Memory.open(indexed.root).recall_search("steps", run="alpah")
     assert [n.render() for n in page.notes] == ["run 'alpah' names no run of this workspace; nearest: alpha"]
     assert cli(indexed.root, "recall-search", "steps", "--run", "alpha")[2] == ""  # known: quiet
+    # so does the run of a global id, as archive-get says it
+    code, out, err = cli(indexed.root, "recall-search", "--id", "alpah/a1")
+    assert (code, out, err) == (1, "no events\n", "mem: --id 'alpah/a1': run 'alpah' names no run of this "
+                                "workspace; nearest: alpha\n")
+    assert cli(indexed.root, "recall-search", "--id", "alpha/a9")[::2] == (1, "")  # the run is known
     # the run a query is asked from shapes the ranking: a typo there is said even with hits
     code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
     assert code == 0 and out.startswith("page 1 of 2")
