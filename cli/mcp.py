@@ -236,16 +236,16 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
 
     server = build_server(tools)
     _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
-    if not lazy:
-        tools.warm()
-    app = server.streamable_http_app(host="127.0.0.1")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
+    try:  # a port in use is said at once, not after the model's load
         listener.bind(("127.0.0.1", port))
     except OSError as error:
         listener.close()
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
+    if not lazy:
+        tools.warm()
+    app = server.streamable_http_app(host="127.0.0.1")
     listener.listen(128)
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
     logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)

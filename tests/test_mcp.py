@@ -35,6 +35,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from mem_retrieval.cli.mcp import Tools, build_server  # noqa: E402
+from mem_retrieval.records.errors import Refused  # noqa: E402
 from mem_retrieval.records.workspace import Workspace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,6 +370,28 @@ def http_server(root: Path, log_path: Path):
         proc.wait(30)
         proc.stdout.close()
         log.close()
+
+
+def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
+    """A port in use is one line at once: it was said only after the model's load (10 s here)."""
+    import signal
+    import socket
+
+    from mem_retrieval.cli.mcp import serve_http
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    tools = Tools(Workspace.open(served))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        try:
+            with pytest.raises(Refused, match=rf"^cannot listen on 127\.0\.0\.1:{port}: "):
+                serve_http(tools, port, on_ready=lambda url: pytest.fail(f"listening at {url}"))
+        finally:
+            for number, handler in handlers.items():  # serve_http took them over
+                signal.signal(number, handler)
+    assert tools.memories.built == 0  # no index opened, no model loaded
 
 
 @pytest.mark.slow
