@@ -176,7 +176,10 @@ def test_skill_install_writes_both_layouts_or_neither(tmp_path, mem, in_the_way)
 
 def test_skill_install_needs_a_folder(tmp_path, mem):
     code, _, err = mem("skill", "install", str(tmp_path / "nope"))
-    assert code == 2 and "is not a folder" in err
+    assert (code, err) == (2, f"mem: DIR {str(tmp_path / 'nope')!r} does not exist\n")
+    (tmp_path / "file").write_text("x")
+    code, _, err = mem("skill", "install", str(tmp_path / "file"))
+    assert (code, err) == (2, f"mem: DIR {str(tmp_path / 'file')!r} is not a folder\n")
     code, out, err = mem("skill", "install", "")  # an unset variable: not the current folder
     assert (code, out, err) == (2, "", "mem: DIR is empty (give . for the current folder)\n")
 

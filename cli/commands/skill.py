@@ -31,7 +31,7 @@ def run_install(args, ctx) -> int:
     if not args.folder.strip():  # Path("") is the current folder: an unset variable, not a choice
         raise BadInput("DIR is empty (give . for the current folder)")
     if not folder.is_dir():
-        raise BadInput(f"DIR {args.folder!r} is not a folder")
+        raise BadInput(f"DIR {args.folder!r} " + ("is not a folder" if folder.exists() else "does not exist"))
     done = install(folder, force=args.force)
     lines = [f"wrote {path}" for path in done.written]
     lines.append(f"skill solve-maths-mem: {len(done.written)} files written, "
