@@ -153,8 +153,9 @@ class Workspace:
 
 
 def library_as_step(entry: LibraryEntry) -> Step:
-    """A library entry whose run is not in the workspace, as a step (no proof, no parents)."""
-    audit = Audit(grade=entry.grade, repaired=entry.repaired) if entry.grade else None
+    """A library entry whose run is not in the workspace, as a step (no proof, no parents; its
+    audit's note is the entry's ``repair``, which archive-insert wrote from it)."""
+    audit = Audit(grade=entry.grade, note=entry.repair or "", repaired=entry.repaired) if entry.grade else None
     return Step(run=entry.run, id=entry.id, kind=entry.kind, statement=entry.statement,
                 status=entry.status, hyp=entry.hyp, setting=entry.setting, audit=audit,
                 missing=entry.missing, failed_input=entry.failed_input, line=entry.line)

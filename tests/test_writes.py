@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import multiprocessing
 import os
 import signal
@@ -249,6 +250,16 @@ def test_archive_insert_bare_id_with_run_and_kind_fields(workspace, mem):
     assert dead_end["missing"] == "what would unblock a3" and dead_end["status"] == "blocked"
     assert (repaired["grade"], repaired["repair"]) == ("major", "input (b) restated")
     assert [e.gid for e in read_library(workspace.library_path)] == ["alpha/a1", "alpha/a3", "alpha/a5"]
+
+
+def test_a_repaired_entry_whose_run_is_gone_keeps_its_repair_as_the_audit_note(workspace, mem):
+    """archive-insert writes a repaired step's audit note as ``repair``: archive-get of the entry
+    alone (its run not in the workspace) gives it back as the note (it was dropped)."""
+    assert mem("archive-insert", "alpha/a5")[0] == 0
+    shutil.rmtree(workspace.root / "alpha")
+    code, out, _ = mem("--json", "archive-get", "alpha/a5")
+    assert code == 0 and json.loads(out)["audit"] == {"grade": "major", "by": "", "note": "input (b) restated",
+                                                      "repaired": True}
 
 
 @pytest.mark.parametrize("step, message", [
