@@ -179,7 +179,8 @@ def publish_meta(where: Location | Path,
     """Replace meta.json by ``make(current, token)`` by compare-and-swap: read it with the token
     naming its version, build the new one from it, write it only if no other writer replaced it
     meanwhile, else read again and rebuild. ``make`` merges (the versions never move backwards) or
-    raises MetaConflict. Returns the meta written."""
+    raises MetaConflict. Returns the meta written, or the current one when the new one differs
+    from it only in when it was built (then nothing is written)."""
     location = at(where)
     for _ in range(SWAP_TRIES):
         data, token = location.read_meta_bytes()
@@ -188,10 +189,16 @@ def publish_meta(where: Location | Path,
         except IndexMismatch:
             current = None  # a corrupt meta.json (only `--full` gets here): replaced whole
         meta = make(current, token)
+        if current is not None and _but_built(meta) == _but_built(current):
+            return current  # nothing changed: nothing written (a second `mem index`)
         if location.swap_meta((json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"), token):
             return meta
     raise MetaConflict(f"{location.meta_name} was replaced by other writers {SWAP_TRIES} times while "
                        "this run published its versions: run `mem index` again")
+
+
+def _but_built(meta: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in meta.items() if name != "built"}
 
 
 class IndexDamaged(InputError):

@@ -43,8 +43,12 @@ def test_first_index_embeds_each_distinct_text_once(workspace):
 
 def test_second_index_embeds_nothing_and_says_so(memory):
     before = embedded()
+    folder = memory.workspace.root / ".mem"
+    files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.suffix != ".lock"}
     report = memory.index(progress=False)
     assert embedded() == before
+    now = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.suffix != ".lock"}
+    assert now == files  # nothing written: not the tables, not meta.json (its "built" time was)
     assert report.total("added") == report.total("updated") == report.total("removed") == 0
     assert "nothing embedded" in report.summary()
 
