@@ -62,6 +62,25 @@ def test_editing_one_statement_reembeds_exactly_one(memory, workspace):
     assert rows(memory, "steps")["alpha/a2"]["statement"] == "a new statement about GL2m/Sp2m"
 
 
+def test_a_stored_text_is_found_however_many_rows_share_another(memory, workspace):
+    """Rewritten rows reuse their stored vectors: a text 12 rows share took the read's whole
+    limit (4 rows a text), and the other text was embedded again."""
+    tree = workspace.tree("beta")
+    ids = [f"s{i}" for i in range(12)] + ["t1"]
+    tree["steps"] += [make_step(i, statement="a lone statement" if i == "t1" else "a shared statement")
+                      for i in ids]
+    workspace.save_tree("beta", tree)
+    before = embedded()
+    memory.index(progress=False)
+    assert embedded() - before == 2
+    for step in (tree := workspace.tree("beta"))["steps"]:
+        step["proof"] += " (rewritten)"  # every row rewritten, no text changed
+    workspace.save_tree("beta", tree)
+    before = embedded()
+    report = memory.index(progress=False)
+    assert report.tables["steps"].updated == len(ids) + 1 and embedded() == before  # b1 too
+
+
 def test_reindexing_tokenises_only_the_rows_it_writes(memory, workspace, monkeypatch):
     from mem_retrieval.indexers import rows as rows_module
 
