@@ -24,7 +24,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
 from mem_retrieval.indexers.location import Location
-from mem_retrieval.indexers.rows import Rows, build_rows, tokenize_rows
+from mem_retrieval.indexers.rows import NEVER, Rows, build_rows, library_row, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import split_gid
@@ -213,7 +213,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                                f" (not only {', '.join(scope_runs)}): indexing every run")
                 scope_runs, narrowed = workspace.check_runs(None), False
                 rows = build_rows(workspace, config, scope_runs)
-            if narrowed and (drifted := library_drift(index, rows.library, scope_runs, present)):
+            if narrowed and (drifted := library_drift(index, rows.library, scope_runs, present, config)):
                 if on_message:
                     on_message(f"the library changed for {', '.join(drifted)} too: indexing "
                                f"{'it' if len(drifted) == 1 else 'them'} as well")
@@ -384,22 +384,31 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     return Plan(index.full, tables, stored)
 
 
-def library_drift(index: Index, library: list[LibraryEntry], runs: list[str], present: set[str]) -> list[str]:
+def library_drift(index: Index, library: list[LibraryEntry], runs: list[str], present: set[str],
+                  config: Config) -> list[str]:
     """The runs besides ``runs`` whose steps the index holds in the library otherwise than
-    ``library`` (solve/library.jsonl, as the rows were read from it) has them (an entry inserted,
-    removed or re-dated for another run's step): `mem index RUN` rescans them too, or those steps
-    kept their old library flag."""
+    ``library`` (solve/library.jsonl, as the rows were read from it) has them: an entry inserted,
+    removed or re-dated for another run's step, or an entry whose step its tree lacks (its row made
+    from the entry alone) edited. `mem index RUN` rescans them too, or those rows stayed stale."""
     table = index.tables["steps"]
     if table is None:
         return []
     outside = present - set(runs)
-    scanned = _scan(table, ["gid", "run", "in_library", "inserted"])
-    held = {gid: inserted for gid, run, in_library, inserted in zip(
-        *(scanned[c].to_pylist() for c in ("gid", "run", "in_library", "inserted")))
-        if in_library and run in outside}
-    listed = {entry.gid: entry.inserted for entry in library if entry.run in outside}
-    return sorted({split_gid(gid)[0] for gid in held.keys() ^ listed.keys()}
-                  | {split_gid(gid)[0] for gid in held.keys() & listed.keys() if held[gid] != listed[gid]})
+    columns = ["gid", "run", "in_library", "inserted", "content_hash", "named_seq", "named_ts", "inserted_ts"]
+    scanned = _scan(table, columns)
+    held = {row[0]: row[3:] for row in zip(*(scanned[c].to_pylist() for c in columns))
+            if row[2] and row[1] in outside}
+    listed = {entry.gid: entry for entry in library if entry.run in outside}
+    drifted = {gid for gid in held.keys() ^ listed.keys()}
+    for gid in held.keys() & listed.keys():
+        inserted, content_hash, named_seq, named_ts, inserted_ts = held[gid]
+        entry = listed[gid]
+        if inserted != entry.inserted:
+            drifted.add(gid)
+        elif (named_seq, named_ts) == (NEVER, inserted_ts):  # the row of the entry alone, as it reads
+            if library_row(entry, Rows(), config)["content_hash"] != content_hash:
+                drifted.add(gid)
+    return sorted({split_gid(gid)[0] for gid in drifted})
 
 
 def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:

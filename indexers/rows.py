@@ -163,7 +163,14 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
     for gid, entry in library.items():
         if gid in from_trees or (entry.run in present and entry.run not in runs):
             continue  # merged into its step's row, or owned by a run not being indexed now
-        stamp = (NEVER, inserted_micros(entry)) if entry.inserted else None
-        row = step_row(library_as_step(entry), entry, stamp)
-        rows.steps.append(_finish(row, rows, step_embed_text(row), step_search_text(row), config))
+        rows.steps.append(library_row(entry, rows, config))
     return rows
+
+
+def library_row(entry: LibraryEntry, rows: Rows, config: Config) -> dict[str, Any]:
+    """The steps row of a library entry whose step its run's tree.json does not hold: no event
+    names it (``named_seq`` NEVER), and it counts as written when it was inserted (``named_ts``
+    its ``inserted_ts``), so ``--until`` cuts it as the library."""
+    stamp = (NEVER, inserted_micros(entry)) if entry.inserted else None
+    row = step_row(library_as_step(entry), entry, stamp)
+    return _finish(row, rows, step_embed_text(row), step_search_text(row), config)

@@ -181,6 +181,29 @@ def test_indexing_one_run_brings_the_library_flags_of_every_run_up_to_date(memor
     assert messages == []
 
 
+def test_indexing_one_run_brings_an_edited_entry_of_another_runs_missing_step_up_to_date(memory, workspace):
+    """A library entry whose step its run's tree.json lacks is a row of its own: `mem index beta`
+    left its edited statement stale (only which entries there are, and when inserted, were
+    compared), and a library search found the old text until a plain `mem index`."""
+    from conftest import library_line
+
+    tree = workspace.tree("alpha")
+    a1 = next(s for s in tree["steps"] if s["id"] == "a1")
+    tree["steps"].remove(a1)
+    workspace.save_tree("alpha", tree)
+    memory.index(progress=False)
+    assert rows(memory, "steps")["alpha/a1"]["statement"] == "statement of a1"
+    messages = []
+    assert memory.index(["beta"], progress=False, on_message=messages.append).total("updated") == 0
+    assert messages == []  # the entry's row, as it reads, is no drift
+    workspace.write_library([library_line("alpha", a1, statement="a zebra quokka lemma")])
+    report = memory.index(["beta"], progress=False, on_message=messages.append)
+    assert messages == ["the library changed for alpha too: indexing it as well"]
+    assert report.tables["steps"].updated == 1
+    assert rows(memory, "steps")["alpha/a1"]["statement"] == "a zebra quokka lemma"
+    assert [h.id for h in memory.archive_search("zebra quokka", library=True, strategy="bm25").hits] == ["alpha/a1"]
+
+
 @pytest.mark.parametrize("message", [  # as two `mem index --full` at once on one S3 index raised them
     "lance error: Incompatible transaction: This CreateIndex transaction is incompatible with concurrent "
     "transaction Overwrite at version 7., /root/.cargo/registry/src/lance-table/src/io/commit.rs:1",
