@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from mem_retrieval.cli.main import build_parser
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -70,3 +72,59 @@ def test_every_command_and_option_is_on_its_usage_line_in_the_readme():
 def test_the_global_options_are_documented():
     readme = README.read_text(encoding="utf-8")
     assert all(option in readme for option in GLOBAL - {"--help"})
+
+
+def _field_table() -> dict[str, tuple[set[str], set[str]]]:
+    """The README's table of record fields: record -> (required, optional) top-level names (the
+    names inside parentheses are a field's own)."""
+    section = README.read_text(encoding="utf-8").split("### Record fields", 1)[1].split("\n#", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("record", "---"):
+            names = [set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", c))) for c in cells[1:]]
+            table[cells[0].strip("`")] = (names[0], names[1])
+    return table
+
+
+def test_the_record_field_table_is_the_readers(tmp_path):
+    """Every field the readers know is in the README's table, required ones as required: each
+    left out of a valid record is bad input naming it, each optional one may be left out."""
+    import json
+
+    from mem_retrieval.records import parse
+    from mem_retrieval.records.errors import InputError
+
+    table = _field_table()
+    known = {"tree.json": parse.TREE_FIELDS, "a step": parse.STEP_FIELDS, "an event": parse.EVENT_FIELDS,
+             "a library entry": parse.LIBRARY_FIELDS}
+    assert {name: set.union(*table[name]) for name in known} == known
+
+    def in_file(obj: dict, name: str) -> Path:
+        path = tmp_path / "r" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(obj) + "\n", encoding="utf-8")
+        return path
+
+    readers = {
+        "a step": ({"id": "A1", "kind": "lemma", "statement": "s", "status": "open"},
+                   lambda obj: parse.parse_step(obj, "r", "f", 1, ""), "f:1: "),
+        "a library entry": ({"run": "r", "id": "A1", "kind": "lemma", "statement": "s", "status": "proved"},
+                            lambda obj: parse.parse_library_entry(obj, "f", 1), "f:1: "),
+        "an event": ({"time": "2026-10-17T03:42:00Z", "kind": "audit"},
+                     lambda obj: list(parse.iter_events(in_file(obj, "e.jsonl"), "r")), ":1: "),
+        "tree.json": ({"run": "r", "steps": []}, lambda obj: parse.parse_tree(in_file(obj, "tree.json"), "r"), ":1: "),
+    }
+    for name, (minimal, read, at) in readers.items():
+        required, optional = table[name]
+        assert set(minimal) == required - {"missing", "failed_input"}, name
+        read(minimal)
+        for field in minimal:
+            with pytest.raises(InputError, match=rf"{re.escape(at)}{field}: missing$"):
+                read({k: v for k, v in minimal.items() if k != field})
+    for name in ("a step", "a library entry"):
+        minimal, read, _ = readers[name]
+        for kind, field in (("dead_end", "missing"), ("error", "failed_input")):
+            with pytest.raises(InputError, match=rf"^f:1: {field}: missing$"):
+                read(minimal | {"kind": kind})
+            read(minimal | {"kind": kind, field: "x"})
