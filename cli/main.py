@@ -274,9 +274,24 @@ class _WithoutPandas:
     (lancedb treats it as optional); a library user, the server and every other command keep it."""
 
     def find_spec(self, name: str, path=None, target=None):
+        """A spec whose import fails (not an error here: ``importlib.util.find_spec('pandas')``,
+        which torch's dynamo calls at import, must answer; a spec with no origin tells it nothing
+        is there to skip)."""
         if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"no module named {name!r} (not needed by a read command)", name=name)
+            import importlib.machinery
+
+            return importlib.machinery.ModuleSpec(name, _NoPandas())
         return None
+
+
+class _NoPandas:
+    """The loader of ``_WithoutPandas``'s specs: importing pandas fails as if it were missing."""
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"no module named {spec.name!r} (not needed by a read command)", name=spec.name)
+
+    def exec_module(self, module) -> None:  # never reached: create_module raised
+        raise ModuleNotFoundError(module.__name__)
 
 
 def _run_one_shot(argv: list[str] | None, words: list[str]) -> int:

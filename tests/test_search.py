@@ -258,6 +258,47 @@ def test_a_one_shot_read_command_runs_without_pandas(example):
     assert result.stdout.strip().endswith("ok")
 
 
+def test_a_one_shot_read_command_answers_a_lookup_of_pandas():
+    """Without pandas, importing it fails as if it were missing, but looking it up answers (torch
+    looks it up at import: the torch backend's every one-shot search ended in that traceback)."""
+    import importlib.util
+
+    from mem_retrieval.cli.main import _WithoutPandas
+
+    finder = _WithoutPandas()
+    sys.meta_path.insert(0, finder)
+    kept = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "pandas"}
+    try:
+        spec = importlib.util.find_spec("pandas")
+        assert spec is not None and spec.origin is None  # nothing there to skip
+        with pytest.raises(ModuleNotFoundError, match="not needed by a read command"):
+            import pandas  # noqa: F401
+        assert "pandas" not in sys.modules
+    finally:
+        sys.meta_path.remove(finder)
+        sys.modules.update(kept)
+
+
+@pytest.mark.slow
+def test_a_one_shot_search_on_the_torch_backend(tmp_path):
+    """`model.backend = "torch"` is a documented setting: its one-shot searches ended in a traceback
+    (torch looked pandas up while read commands refused it)."""
+    import os
+    import shutil
+
+    from conftest import EXAMPLE
+
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    (root / "solve" / "mem.toml").write_text('[model]\nbackend = "torch"\nquantize = false\n')
+    env = dict(os.environ, MEM_NO_SERVER="1")
+    mem = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root)]
+    assert subprocess.run([*mem, "index"], capture_output=True, env=env, timeout=600).returncode == 0
+    result = subprocess.run([*mem, "archive-search", "GL2m/Sp2m generation"], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert (result.returncode, result.stderr) == (0, "") and "satake-two-levels/" in result.stdout
+
+
 @pytest.mark.slow
 def test_cli_json_shape(example):
     result = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(example.workspace.root),
