@@ -14,7 +14,6 @@ held-out runs' per-step reuse queries before and after: nothing is installed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import tempfile
@@ -69,6 +68,7 @@ class TuneReport:
 def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
          progress: bool | None) -> tuple[dict[str, Any], float, float]:
     """Train on ``mined`` into ``folder/models/tuned-<hash>``; (provenance, seconds, loss)."""
+    from mem_retrieval.indexers.store import model_digest
     from mem_retrieval.text.train import train
 
     if not mined.pairs:
@@ -85,11 +85,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
             bar.close()
     seconds = time.perf_counter() - started
     (scratch / "trained.json").write_text(json.dumps({"steps": sorted(mined.anchors)}) + "\n")
-    digest = hashlib.sha256()
-    for path in sorted(p for p in scratch.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(scratch).as_posix().encode())
-        digest.update(path.read_bytes())
-    sha = digest.hexdigest()
+    sha = model_digest(scratch)
     final = folder / MODELS / f"tuned-{sha[:12]}"
     shutil.rmtree(final, ignore_errors=True)
     scratch.rename(final)

@@ -279,6 +279,9 @@ def open_index(location: Location, config: Config, full: bool,
         model_same = False  # --full: int8 vectors of an export before PORTABLE_SINCE are not reused
     ref = store.model_ref(location, {"model": model}, config)
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
+    if tuned and not (recorded is not None and recorded.export) \
+            and store.model_digest(Path(ref)) != tuned.get("sha256"):
+        raise store.tuned_changed(tuned)  # its weights would embed (or export) otherwise than they did
     spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
         else _spec(location, ref, config)
     pinned = meta.get("versions", {}) if meta is not None else {}

@@ -113,9 +113,25 @@ def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Confi
 
     folder = at(where).fetch(tuned["path"], problem)
     if problem(folder):
-        raise IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
-                            "are missing or changed: run `mem tune` again, or `mem tune --reset`")
+        raise tuned_changed(tuned)
     return str(folder)
+
+
+def tuned_changed(tuned: dict[str, Any]) -> "IndexMismatch":
+    return IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
+                         "are missing or changed: run `mem tune` again, or `mem tune --reset`")
+
+
+def model_digest(folder: Path) -> str:
+    """The sha256 of a model folder: each file's path in it and bytes, in path order (a tuned
+    copy's provenance records it)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode())
+        with path.open("rb") as file:
+            while chunk := file.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def read_meta(where: Location | Path) -> dict[str, Any] | None:

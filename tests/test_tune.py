@@ -61,8 +61,21 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert memory.archive_search("statement of a4").hits  # the search embeds with it
     # an incremental index keeps the tuned model (and embeds nothing unchanged)
     assert memory.index(progress=False).embedded == 0
-    # the model's files changed: no search may mix its vectors with another model's
     weights = folder / "model.safetensors"
+    # its weights changed in place, at the same size: an index that would export or embed from
+    # them refuses (--full made a new export of them, and kept the vectors of the old ones)
+    original = weights.read_bytes()
+    changed = bytearray(original)
+    changed[len(changed) // 2] ^= 0xFF
+    weights.write_bytes(bytes(changed))
+    meta_before = (ws.root / ".mem" / "meta.json").read_bytes()
+    code, _, err = cli(ws.root, "index", "--full")
+    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
+                                               "again, or `mem tune --reset`")
+    assert (ws.root / ".mem" / "meta.json").read_bytes() == meta_before
+    weights.write_bytes(original)
+    assert cli(ws.root, "index", "--full")[0] == 0
+    # the model's files changed: no search may mix its vectors with another model's
     weights.write_bytes(weights.read_bytes()[:-8])
     code, _, err = cli(ws.root, "archive-search", "statement of a4")
     assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
