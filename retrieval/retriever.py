@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import BadInput, InputError, Refused, plural
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import ref_problem, split_gid
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -57,12 +57,22 @@ class SourceView:
 
 
 def _reads_index(method):
-    """A search reading a damaged index fails with one line naming the fix (indexers.store.guard)."""
+    """A search reading a damaged index fails with one line naming the fix (indexers.store.guard).
+    One that failed because another run replaced the index meanwhile (`mem tune`, `mem index
+    --full`: the model or export the meta.json it read named is deleted once the new one is
+    published) is run once more on the index as it is now."""
 
     @functools.wraps(method)
     def guarded(self: "Retriever", *args, **kwargs):
         from mem_retrieval.indexers import store
 
+        try:
+            with store.guard(self.location):
+                return method(self, *args, **kwargs)
+        except (store.IndexMismatch, store.IndexDamaged):
+            if not self.index_replaced():
+                raise
+        self.reopen()
         with store.guard(self.location):
             return method(self, *args, **kwargs)
 
@@ -107,6 +117,18 @@ class Retriever:
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""
         self._searcher = None
+
+    def index_replaced(self) -> bool:
+        """Whether meta.json is no longer the one the open searcher read (another run published
+        since)."""
+        from mem_retrieval.indexers import store
+
+        if self._searcher is None:
+            return False
+        try:
+            return store.read_meta(self.location) != self._searcher.meta
+        except MemError:
+            return False
 
     @_reads_index
     def unknown_steps(self, steps: Sequence[str]) -> list[str]:

@@ -101,7 +101,7 @@ class Searcher:
         self.ontology = ontology
         self.settings = meta.get("settings", [])  # distinct step settings
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
-        self._meta = meta
+        self.meta = meta  # meta.json as this searcher read it
         self.versions = meta.get("versions", {})  # the table versions the last index committed
         self._tables: dict[str, Any] = {}
         self._id_map: IdMap | None = None
@@ -130,7 +130,7 @@ class Searcher:
     def model(self):
         """The model that embeds the queries (resolved on the first search that needs a vector:
         id lookups and BM25 never touch the model files)."""
-        return store.model_spec(self.location, self._meta, self.config)
+        return store.model_spec(self.location, self.meta, self.config)
 
     def strategy(self, name: str | None) -> Strategy:
         """The strategy called ``name`` (None: the configured default); while vectors are still

