@@ -14,11 +14,12 @@ held-out runs' per-step reuse queries before and after: nothing is installed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.text.train import Training
 
 MODELS = "models"
+TUNE_LOCK = "tune.lock"  # beside the index lock: one tune (or reset) at a time
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     try:
         loss = train(memory.config.model.package, mined.pairs, scratch, training,
                      bar.update if bar else None)
+    except BaseException:  # stopped or failed: no half-saved model stays (a tune's lock cleans too)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     finally:
         if bar:
             bar.close()
@@ -110,6 +115,12 @@ def tune(memory: Memory, *, max_pairs: int | None = None, training: Training = T
          holdout_steps: Sequence[str] = (), progress: bool | None = None,
          on_message: Callable[[str], None] | None = None) -> TuneReport:
     """Train on the workspace's citations and re-embed every text with the tuned model."""
+    with _one_tune(memory):
+        return _tune(memory, max_pairs, training, holdout_steps, progress, on_message)
+
+
+def _tune(memory: Memory, max_pairs: int | None, training: Training, holdout_steps: Sequence[str],
+          progress: bool | None, on_message: Callable[[str], None] | None) -> TuneReport:
     from mem_retrieval.indexers.build import build_index
 
     memory.index(progress=False, on_message=on_message)  # the pairs' hard negatives read the index
@@ -141,16 +152,46 @@ def reset(memory: Memory, progress: bool | None = None, on_message=None):
     """Re-embed every text with the configured model, and delete the tuned copies."""
     from mem_retrieval.indexers.build import build_index
 
-    memory.retriever.reopen()
-    report = build_index(memory.workspace, memory.config, full=True, progress=progress,
-                         on_message=on_message, tuned=None)
-    _drop_unused(memory.retriever.location.folder, None)
+    with _one_tune(memory):
+        memory.retriever.reopen()
+        report = build_index(memory.workspace, memory.config, full=True, progress=progress,
+                             on_message=on_message, tuned=None)
+        _drop_unused(memory.retriever.location.folder, None)
     return report
 
 
+@contextlib.contextmanager
+def _one_tune(memory: Memory) -> Iterator[None]:
+    """Hold the index's tune lock (beside its index lock) while a tune or reset runs: each deletes
+    the tuned copies it does not install, another one's among them (the second of two tunes
+    trained, then found its model gone). A second is refused at once; a tune's leftovers from a
+    run that was killed (a half-saved model, a copy never installed) are deleted under it."""
+    from filelock import FileLock, Timeout
+
+    from mem_retrieval.indexers.store import read_meta, tuned_of
+
+    location = memory.retriever.location
+    lock = FileLock(str(location.lock_path.with_name(TUNE_LOCK)))
+    try:
+        location.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise Refused("another `mem tune` (or `mem tune --reset`) is running on this index: "
+                      "let it finish, then run this one") from None
+    except OSError as error:
+        raise Refused(f"cannot write in {location.lock_path.parent}: {error.strerror or error}") from None
+    try:
+        installed = tuned_of(read_meta(location))
+        _drop_unused(location.folder, installed["path"] if installed else None)
+        yield
+    finally:
+        lock.release()
+
+
 def _drop_unused(index_dir: Path, keep: str | None) -> None:
+    """Delete the tuned copies but ``keep`` (the one installed), and half-saved ones."""
     folder = index_dir / MODELS
-    for old in folder.glob("tuned-*") if folder.is_dir() else ():
+    for old in [*folder.glob("tuned-*"), *folder.glob(".training-*")] if folder.is_dir() else ():
         if f"{MODELS}/{old.name}" != keep:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -224,3 +224,26 @@ def test_bf16_encoding_keeps_the_embeddings_and_the_gradient_direction(encoder):
     assert not torch.equal(vectors, vectors16)  # bfloat16 was used: the products differ
     assert torch.all((vectors * vectors16).sum(dim=1) > 0.99)
     assert torch.nn.functional.cosine_similarity(grad, grad16, dim=0) > 0.9
+
+
+def test_one_tune_at_a_time_and_what_a_killed_one_left_is_deleted(tmp_path):
+    """Two tunes at once: the first deleted the copy the second had just trained, which then failed
+    saying its files were missing. A second is refused at once; a half-saved model and a copy never
+    installed (a tune killed) go with the next tune or reset."""
+    from filelock import FileLock
+
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    models = ws.root / ".mem" / "models"
+    leftovers = [models / ".training-1796000000000000000", models / "tuned-0123456789ab"]
+    for folder in leftovers:
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"half")
+    with FileLock(str(ws.root / ".mem" / "tune.lock")):
+        meta = (ws.root / ".mem" / "meta.json").read_bytes()
+        for argv in (["tune", "--reset"], ["tune", "--max-pairs", "1"]):
+            assert cli(ws.root, *argv) == (1, "", "mem: another `mem tune` (or `mem tune --reset`) is "
+                                                  "running on this index: let it finish, then run this one\n")
+        assert (ws.root / ".mem" / "meta.json").read_bytes() == meta and all(f.is_dir() for f in leftovers)
+    assert cli(ws.root, "tune", "--reset")[0] == 0
+    assert not any(f.exists() for f in leftovers)
