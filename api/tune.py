@@ -273,11 +273,28 @@ class TuneEvaluation:
         return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def base_retriever(memory: Memory, progress: bool | None = None) -> Iterator[Retriever]:
+    """A retriever on the configured model's vectors: the index's own, unless a tuned copy
+    embedded it (`mem tune` ran before): then a scratch index the configured model embeds."""
+    from mem_retrieval.indexers.build import build_index
+    from mem_retrieval.indexers.store import read_meta, tuned_of
+
+    if not tuned_of(read_meta(memory.retriever.location)):
+        yield memory.retriever
+        return
+    with tempfile.TemporaryDirectory(prefix="mem-base-") as scratch:
+        base = Workspace(memory.workspace.root, Path(scratch))
+        build_index(base, memory.config, full=True, progress=progress, tuned=None)
+        yield Retriever(base, memory.config)
+
+
 def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
              training: Training = Training(), strategies: Sequence[str] = ("rerank", "rerank-graph"),
              progress: bool | None = None) -> TuneEvaluation:
     """Hold out one fold of whole runs; train on the others; compare the held-out runs' per-step
-    reuse queries with the base model and with the tuned one (a scratch index; nothing installed)."""
+    reuse queries with the base model (``base_retriever``: not a tuned copy the index may hold)
+    and with the tuned one (a scratch index; nothing installed)."""
     from mem_retrieval.eval.derived import derive
     from mem_retrieval.eval.folds import group_folds
     from mem_retrieval.eval.metrics import strategy_metrics
@@ -301,7 +318,8 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
         return {name: strategy_metrics(ranker, name, derived.queries, derived.qrels, depth)
                 for name in strategies}
 
-    before = scores(memory.retriever)
+    with base_retriever(memory, progress) as base:
+        before = scores(base)
     mined = held_out_pairs(memory.retriever, set(held), [q.step for q in derived.queries if q.step],
                            max_pairs=max_pairs, seed=training.seed)
     with tempfile.TemporaryDirectory(prefix="mem-tune-") as scratch:

