@@ -78,17 +78,21 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     training = training.resolved()     # the provenance names the precision it trained in
     scratch = folder / MODELS / f".training-{time.time_ns()}"
     bar = _bar(len(mined.pairs) * training.epochs, progress)
-    started = time.perf_counter()
+    started = [time.perf_counter()]  # from the first batch on, the model loaded
+
+    def start() -> None:
+        started[0] = time.perf_counter()
+
     try:
         loss = train(memory.config.model.package, mined.pairs, scratch, training,
-                     bar.update if bar else None)
+                     bar.update if bar else None, on_start=start)
     except BaseException:  # stopped or failed: no half-saved model stays (a tune's lock cleans too)
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     finally:
         if bar:
             bar.close()
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started[0]
     (scratch / "trained.json").write_text(json.dumps({"steps": sorted(mined.anchors)}) + "\n")
     sha = model_digest(scratch)
     final = folder / MODELS / f"tuned-{sha[:12]}"
@@ -261,7 +265,7 @@ class TuneEvaluation:
 
     def text(self) -> str:
         metrics = list(next(iter(self.before.values())))
-        lines = [f"held out {len(self.held_out)} runs ({', '.join(self.held_out)}): {self.queries} "
+        lines = [f"held out {plural(len(self.held_out), 'run')} ({', '.join(self.held_out)}): {self.queries} "
                  "per-step reuse queries (leave-one-out), never trained on, nor the work written "
                  "after their steps",
                  self.report.text().splitlines()[0], "",

@@ -247,10 +247,12 @@ def test_tune_says_when_the_held_out_steps_hold_every_citation(tmp_path):
     assert cli(ws.root, "index")[0] == 0
     queries = tmp_path / "q.jsonl"
     queries.write_text("".join(json.dumps({"qid": s, "query": "x", "step": s}) + "\n"
-                               for s in ("alpha/a2", "alpha/a4", "beta/b1")))
+                               for s in ("alpha/a2", "alpha/a4", "beta/b1"))
+                       + json.dumps({"qid": "q", "query": "x"}) + "\n")  # holds out nothing: said
     code, out, err = cli(ws.root, "tune", "--holdout-queries", str(queries))
     assert (code, out) == (1, "")
-    assert err == ("mem: the 3 held-out steps and the work written after them hold every citation: "
+    assert err == (f"mem: warning: {queries}: 1 of 4 queries name no step: nothing of theirs is held out\n"
+                   "mem: the 3 held-out steps and the work written after them hold every citation: "
                    "nothing left to tune on\n")
 
 

@@ -108,9 +108,12 @@ def batches(pairs: Sequence[Pair], batch_size: int, order: random.Random) -> lis
 
 
 def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Training(),
-          progress: Callable[[int], None] | None = None) -> float:
+          progress: Callable[[int], None] | None = None,
+          on_start: Callable[[], None] | None = None) -> float:
     """Fine-tune ``model`` (a package or folder, ``text.embed.model_dir``) on ``pairs`` and save it
-    to ``out`` (a sentence-transformers folder). Returns the last batch's mean loss."""
+    to ``out`` (a sentence-transformers folder). Returns the last batch's mean loss. ``on_start``
+    is called once the model is loaded, as the first batch starts (a rate of pairs/s starts
+    there: loading took 5-14 s of a few pairs' tune)."""
     import torch
 
     from mem_retrieval.text.embed import model_dir, offline
@@ -130,6 +133,8 @@ def train(model: str, pairs: Sequence[Pair], out: Path, training: Training = Tra
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm)))
     loss_value = 0.0
+    if on_start is not None:
+        on_start()
     for epoch in epochs:
         for batch in epoch:
             documents = [p.positive for p in batch] + [p.negative for p in batch if p.negative]

@@ -72,7 +72,11 @@ def run_tune(args, ctx) -> int:
     if args.holdout_queries:
         from mem_retrieval.eval.judgments import read_queries
 
-        holdout = [q.step for q in read_queries(Path(args.holdout_queries)) if q.step]
+        queries = read_queries(Path(args.holdout_queries))
+        holdout = [q.step for q in queries if q.step]
+        if len(holdout) < len(queries):  # only a query's step says what to keep out of training
+            ctx.note(f"mem: warning: {args.holdout_queries}: {len(queries) - len(holdout)} of "
+                     f"{len(queries)} queries name no step: nothing of theirs is held out")
         ctx.warn_if_unknown_steps(memory, holdout, args.holdout_queries)
     report = tune.tune(memory, max_pairs=args.max_pairs, training=training, holdout_steps=holdout,
                        progress=args.progress, on_message=ctx.note)
