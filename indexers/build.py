@@ -271,7 +271,7 @@ def open_index(location: Location, config: Config, full: bool,
     db = location.connect()
     tables = {name: _open(db, location, name, full) for name in SCHEMAS}
     if tuned == KEEP:
-        tuned = store.tuned_of(meta)
+        tuned = store.kept_tuned(meta, config)
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
     full = full or meta is None or any(t is None for t in tables.values()) or not model_same

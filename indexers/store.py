@@ -70,6 +70,13 @@ def tuned_of(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return model.get("tuned") if isinstance(model, dict) else None
 
 
+def kept_tuned(meta: dict[str, Any] | None, config: Config) -> dict[str, Any] | None:
+    """The index's tuned copy when it was made from the configured model (a copy of another model
+    stands for nothing the config names: `mem index --full` embeds with the configured one)."""
+    tuned = tuned_of(meta)
+    return tuned if tuned and tuned.get("base") == config.model.package else None
+
+
 def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Config):
     """How a search embeds its query for the index ``meta`` describes: the index's model (a tuned
     copy or the configured one), on the ONNX export the index recorded when the config's backend
@@ -163,14 +170,23 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
 
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     """Why an index built with ``meta`` cannot serve ``config``, or None."""
-    want = build_params(config, tuned_of(meta))  # a tuned copy of the configured model is that model
+    want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
     for name, label in (("format", "index format"), ("tokenizer", "tokenizer"), ("model", "model")):
         if meta.get(name) != want[name]:
-            return f"{label} differs: index has {meta.get(name)!r}, config wants {want[name]!r}"
+            return (f"{label} differs: index has {_said(meta.get(name))!r}, "
+                    f"config wants {_said(want[name])!r}")
     have_bm25 = meta.get("bm25") or {}
     if (have_bm25.get("k1"), have_bm25.get("b")) != (want["bm25"]["k1"], want["bm25"]["b"]):
         return f"BM25 parameters differ: index has {have_bm25!r}, config wants {want['bm25']!r}"
     return None
+
+
+def _said(value: Any) -> Any:
+    """A model's parameters as a mismatch says them: a tuned copy by its path (its provenance,
+    pairs and training parameters made the line ~1,500 characters long)."""
+    if isinstance(value, dict) and isinstance(value.get("tuned"), dict):
+        return value | {"tuned": value["tuned"].get("path")}
+    return value
 
 
 def check_meta(where: Location | Path, config: Config) -> dict[str, Any]:

