@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -60,21 +61,33 @@ def _reads_index(method):
     """A search reading a damaged index fails with one line naming the fix (indexers.store.guard).
     One that failed because another run replaced the index meanwhile (`mem tune`, `mem index
     --full`: the model or export the meta.json it read named is deleted once the new one is
-    published) is run once more on the index as it is now."""
+    published) is run once more on the index as it is now: on a searcher of this thread's own
+    until the outermost search returns (a warm server's threads share this retriever: none sees
+    its searcher change mid-search), which then serves the searches after it."""
 
     @functools.wraps(method)
     def guarded(self: "Retriever", *args, **kwargs):
         from mem_retrieval.indexers import store
 
+        local = self._local
+        outermost = not getattr(local, "depth", 0)
+        local.depth = getattr(local, "depth", 0) + 1
         try:
+            try:
+                with store.guard(self.location):
+                    return method(self, *args, **kwargs)
+            except (store.IndexMismatch, store.IndexDamaged):
+                if getattr(local, "searcher", None) is not None or not self.index_replaced():
+                    raise
+            local.failed, local.searcher = self.searcher, self._open_searcher()
             with store.guard(self.location):
                 return method(self, *args, **kwargs)
-        except (store.IndexMismatch, store.IndexDamaged):
-            if not self.index_replaced():
-                raise
-        self.reopen()
-        with store.guard(self.location):
-            return method(self, *args, **kwargs)
+        finally:
+            local.depth -= 1
+            if outermost and getattr(local, "searcher", None) is not None:
+                if self._searcher is local.failed:  # not reopened meanwhile: the retried one serves on
+                    self._searcher = local.searcher
+                local.searcher = local.failed = None
 
     return guarded
 
@@ -92,6 +105,7 @@ class Retriever:
         self.config = config
         self._searcher = None
         self._location = None
+        self._local = threading.local()  # a search's own searcher while it is retried
 
     @property
     def location(self):
@@ -104,15 +118,21 @@ class Retriever:
 
     @property
     def searcher(self):
-        """The searcher of the index as the last `mem index` left it (opened on first use)."""
+        """The searcher of the index as the last `mem index` left it (opened on first use; a search
+        retried on a replaced index uses one of its own, ``_reads_index``)."""
+        retried = getattr(self._local, "searcher", None)
+        if retried is not None:
+            return retried
         if self._searcher is None:
-            from mem_retrieval.indexers import store
-            from mem_retrieval.retrieval.search import Searcher
-
-            meta = store.check_meta(self.location, self.config)
-            self._searcher = Searcher(self.location.connect(), self.config,
-                                      self.workspace.ontology, meta, self.location)
+            self._searcher = self._open_searcher()
         return self._searcher
+
+    def _open_searcher(self):
+        from mem_retrieval.indexers import store
+        from mem_retrieval.retrieval.search import Searcher
+
+        meta = store.check_meta(self.location, self.config)
+        return Searcher(self.location.connect(), self.config, self.workspace.ontology, meta, self.location)
 
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""
@@ -126,7 +146,7 @@ class Retriever:
         if self._searcher is None:
             return False
         try:
-            return store.read_meta(self.location) != self._searcher.meta
+            return store.read_meta(self.location) != self.searcher.meta
         except MemError:
             return False
 
