@@ -213,7 +213,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                                f" (not only {', '.join(scope_runs)}): indexing every run")
                 scope_runs, narrowed = workspace.check_runs(None), False
                 rows = build_rows(workspace, config, scope_runs)
-            if narrowed and (drifted := library_drift(index, rows.library, scope_runs, present, config)):
+            drifted = library_drift(index, workspace, rows.library, scope_runs, present, config) \
+                if narrowed else []
+            if drifted:
                 if on_message:
                     on_message(f"the library changed for {', '.join(drifted)} too: indexing "
                                f"{'it' if len(drifted) == 1 else 'them'} as well")
@@ -387,8 +389,8 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     return Plan(index.full, tables, stored)
 
 
-def library_drift(index: Index, library: list[LibraryEntry], runs: list[str], present: set[str],
-                  config: Config) -> list[str]:
+def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry], runs: list[str],
+                  present: set[str], config: Config) -> list[str]:
     """The runs besides ``runs`` whose steps the index holds in the library otherwise than
     ``library`` (solve/library.jsonl, as the rows were read from it) has them: an entry inserted,
     removed or re-dated for another run's step, or an entry whose step its tree lacks (its row made
@@ -403,14 +405,21 @@ def library_drift(index: Index, library: list[LibraryEntry], runs: list[str], pr
             if row[2] and row[1] in outside}
     listed = {entry.gid: entry for entry in library if entry.run in outside}
     drifted = {gid for gid in held.keys() ^ listed.keys()}
+    trees: dict[str, Any] = {}
+
+    def alone(entry: LibraryEntry) -> bool:  # no inserted time: its row reads as an unnamed step's
+        if entry.run not in trees:
+            trees[entry.run] = workspace.tree(entry.run)
+        return trees[entry.run].step(entry.id) is None
+
     for gid in held.keys() & listed.keys():
         inserted, content_hash, named_seq, named_ts, inserted_ts = held[gid]
         entry = listed[gid]
         if inserted != entry.inserted:
             drifted.add(gid)
-        elif (named_seq, named_ts) == (NEVER, inserted_ts):  # the row of the entry alone, as it reads
-            if library_row(entry, Rows(), config)["content_hash"] != content_hash:
-                drifted.add(gid)
+        elif (named_seq, named_ts) == (NEVER, inserted_ts) and (inserted_ts != NEVER or alone(entry)) \
+                and library_row(entry, Rows(), config)["content_hash"] != content_hash:
+            drifted.add(gid)  # the row of the entry alone, edited since
     return sorted({split_gid(gid)[0] for gid in drifted})
 
 

@@ -204,6 +204,23 @@ def test_indexing_one_run_brings_an_edited_entry_of_another_runs_missing_step_up
     assert [h.id for h in memory.archive_search("zebra quokka", library=True, strategy="bm25").hits] == ["alpha/a1"]
 
 
+def test_a_step_no_event_names_with_an_undated_entry_is_no_drift(memory, workspace):
+    """Its row reads as an entry's alone (never named, never inserted): the tree holds the step, so
+    `mem index beta` has nothing to rescan (it said "the library changed for alpha" each time)."""
+    from conftest import library_line
+
+    a9 = make_step("a9")
+    workspace.add_step("alpha", a9)
+    entry = library_line("alpha", a9)
+    del entry["inserted"]
+    workspace.write_library([entry])
+    memory.index(progress=False)
+    for _ in range(2):
+        messages = []
+        assert memory.index(["beta"], progress=False, on_message=messages.append).total("updated") == 0
+        assert messages == []
+
+
 @pytest.mark.parametrize("message", [  # as two `mem index --full` at once on one S3 index raised them
     "lance error: Incompatible transaction: This CreateIndex transaction is incompatible with concurrent "
     "transaction Overwrite at version 7., /root/.cargo/registry/src/lance-table/src/io/commit.rs:1",
