@@ -145,6 +145,7 @@ class Index:
                                 # index may not have been built again), or another writer's
     pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
                                 # when this run began: readers use it until this run publishes
+    tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -272,7 +273,8 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: _open(db, location, name, full) for name in SCHEMAS}
-    if tuned == KEEP:
+    kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
+    if kept:
         tuned = store.kept_tuned(meta, config)
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
@@ -281,16 +283,23 @@ def open_index(location: Location, config: Config, full: bool,
         model_same = False  # --full: int8 vectors of an export before PORTABLE_SINCE are not reused
     ref = store.model_ref(location, {"model": model}, config)
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
-    if tuned and not (recorded is not None and recorded.export) \
-            and store.model_digest(Path(ref)) != tuned.get("sha256"):
-        raise store.tuned_changed(tuned)  # its weights would embed (or export) otherwise than they did
-    spec = recorded if recorded is not None and (recorded.export or config.model.backend != "onnx") \
-        else _spec(location, ref, config)
+    reused = recorded is not None and (recorded.export or config.model.backend != "onnx")
+    if kept and tuned and not reused:
+        _check_tuned(ref, tuned)  # an export is made from its weights
+    spec = recorded if reused else _spec(location, ref, config)
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
     return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
-                 pinned=dict(pinned))
+                 pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
+
+
+def _check_tuned(model: str, tuned: dict[str, Any]) -> None:
+    """IndexMismatch unless the tuned copy's files are those its provenance hashed: its weights
+    would embed (or export) otherwise than they did, and the index mix two models (weights changed
+    in place keep their sizes, all a search checks)."""
+    if store.model_digest(Path(model)) != tuned.get("sha256"):
+        raise store.tuned_changed(tuned)
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -455,6 +464,9 @@ def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
         return {}
     from mem_retrieval.text.embed import embed
 
+    if index.tuned_unchecked:  # hashed only when it embeds: not on an index with nothing to do
+        _check_tuned(index.spec.model, index.tuned)
+        index.tuned_unchecked = False
     texts = [rows.embed_text[h] for h in hashes]
     progress.start(texts, "embedding")
     started = time.perf_counter()

@@ -290,4 +290,32 @@ def test_a_tuned_copy_of_another_model_than_the_configured_one_is_not_kept(tmp_p
     meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
     assert meta["model"]["package"] == str(other) and "tuned" not in meta["model"]
     memory = Memory.open(ws.root)
-    assert memory.retriever.searcher.model.model == str(other) and memory.archive_search("statement of a4").hits
+    assert memory.retriever.searcher.model.model == str(other)
+    assert memory.archive_search("statement of a4").hits
+
+
+def test_on_torch_a_tuned_copy_is_hashed_when_it_embeds_not_when_nothing_is(tmp_path, monkeypatch):
+    """On the torch backend the weights embed directly: changed in place, they are refused when a
+    text is embedded; a `mem index` with nothing to embed does not hash them (it did, every run)."""
+    from mem_retrieval.indexers import store
+    from mem_retrieval.tune import tune
+
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve").mkdir(exist_ok=True)
+    (ws.root / "solve" / "mem.toml").write_text('[model]\nbackend = "torch"\nquantize = false\n')
+    Memory.open(ws.root).index(progress=False)
+    tune(Memory.open(ws.root), progress=False)
+    calls = []
+    real = store.model_digest
+    monkeypatch.setattr(store, "model_digest", lambda folder: calls.append(folder) or real(folder))
+    memory = Memory.open(ws.root)
+    assert memory.index(progress=False).embedded == 0 and calls == []
+    tuned = json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["tuned"]
+    weights = ws.root / ".mem" / tuned["path"] / "model.safetensors"
+    changed = bytearray(weights.read_bytes())
+    changed[len(changed) // 2] ^= 0xFF
+    weights.write_bytes(bytes(changed))
+    ws.add_step("beta", make_step("b7", statement="a brand new statement"))
+    with pytest.raises(store.IndexMismatch, match="whose files are missing or changed"):
+        memory.index(progress=False)
+    assert len(calls) == 1
