@@ -172,7 +172,7 @@ def _one_tune(memory: Memory) -> Iterator[None]:
     run that was killed (a half-saved model, a copy never installed) are deleted under it."""
     from filelock import FileLock, Timeout
 
-    from mem_retrieval.indexers.store import read_meta, tuned_of
+    from mem_retrieval.indexers.store import IndexMismatch, read_meta, tuned_of
 
     location = memory.retriever.location
     lock = FileLock(str(location.lock_path.with_name(TUNE_LOCK)))
@@ -185,8 +185,12 @@ def _one_tune(memory: Memory) -> Iterator[None]:
     except OSError as error:
         raise Refused(f"cannot write in {location.lock_path.parent}: {error.strerror or error}") from None
     try:
-        installed = tuned_of(read_meta(location))
-        _drop_unused(location.folder, installed["path"] if installed else None)
+        try:
+            installed = tuned_of(read_meta(location))
+        except IndexMismatch:  # an unreadable meta.json: --reset rebuilds it; a tune says so later
+            pass
+        else:
+            _drop_unused(location.folder, installed["path"] if installed else None)
         yield
     finally:
         lock.release()

