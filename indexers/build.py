@@ -545,12 +545,12 @@ def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[
         if all(c in "0123456789abcdef" for c in text_hash):
             by_table.setdefault(stored[text_hash], []).append(text_hash)
     for name, hashes in by_table.items():
+        rows = max(tables[name].count_rows(), 1)  # no smaller limit: one text's rows may fill it
         for start in range(0, len(hashes), 1000):
             chunk = hashes[start:start + 1000]
             where = "text_hash IN (" + ", ".join(f"'{h}'" for h in chunk) + ")"
-            held = tables[name].count_rows(where)  # every row: one text may fill any smaller limit
             data = (tables[name].search().where(where).select(["text_hash", "vector"])
-                    .limit(max(held, 1)).to_arrow())
+                    .limit(rows).to_arrow())
             vectors = data["vector"].to_numpy(zero_copy_only=False)
             for text_hash, vector in zip(data["text_hash"].to_pylist(), vectors):
                 found.setdefault(text_hash, vector)
