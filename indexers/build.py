@@ -285,7 +285,7 @@ def open_index(location: Location, config: Config, full: bool,
     recorded = store.model_spec(location, meta, config) if model_same and not full else None
     reused = recorded is not None and (recorded.export or config.model.backend != "onnx")
     if kept and tuned and not reused:
-        _check_tuned(ref, tuned)  # an export is made from its weights
+        _check_tuned(ref, tuned, location)  # an export is made from its weights
     spec = recorded if reused else _spec(location, ref, config)
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
@@ -294,12 +294,12 @@ def open_index(location: Location, config: Config, full: bool,
                  pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
 
-def _check_tuned(model: str, tuned: dict[str, Any]) -> None:
+def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
     """IndexMismatch unless the tuned copy's files are those its provenance hashed: its weights
     would embed (or export) otherwise than they did, and the index mix two models (weights changed
     in place keep their sizes, all a search checks)."""
     if store.model_digest(Path(model)) != tuned.get("sha256"):
-        raise store.tuned_changed(tuned)
+        raise store.tuned_changed(tuned, location)
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -310,14 +310,15 @@ def _spec(location: Location, ref: str, config: Config):
 
     if config.model.backend != "onnx":
         return ModelSpec(ref)
-    from mem_retrieval.text.onnx import INT8, manifest_problem, place_export, source_key
+    from mem_retrieval.text.onnx import INT8, downloaded_problem, manifest_problem, place_export, source_key
 
     def problem(folder: Path) -> str | None:
         if config.model.quantize and not (folder / INT8).is_file():
             return "no int8 weights"
         return manifest_problem(folder)
 
-    folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem)
+    folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem,
+                            lambda f: problem(f) or downloaded_problem(f))
     if problem(folder) is not None:  # a tuned copy's export is the index's own, not the cache's
         place_export(model_dir(ref), folder, config.model.quantize, problem,
                      shared=ref == config.model.package)
@@ -465,7 +466,7 @@ def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
     from mem_retrieval.text.embed import embed
 
     if index.tuned_unchecked:  # hashed only when it embeds: not on an index with nothing to do
-        _check_tuned(index.spec.model, index.tuned)
+        _check_tuned(index.spec.model, index.tuned, index.location)
         index.tuned_unchecked = False
     texts = [rows.embed_text[h] for h in hashes]
     progress.start(texts, "embedding")

@@ -223,10 +223,13 @@ class Location:
         found = self._get(relative) if self.remote else None
         return found[0] if found is not None else None
 
-    def fetch(self, relative: str, problem: Callable[[Path], str | None]) -> Path:
+    def fetch(self, relative: str, problem: Callable[[Path], str | None],
+              verify: Callable[[Path], str | None] | None = None) -> Path:
         """The local folder of the index's files under ``relative`` (``models/onnx-…``). A remote
         index's folder is downloaded when the cache lacks it or ``problem`` finds it incomplete
-        (files of another size); the caller checks the result again."""
+        (files of another size); the caller checks the result again. ``verify`` (hashes, once per
+        download) keeps a download it finds changed out of the cache: the caller then finds the
+        folder missing."""
         target = self.folder / relative
         if not self.remote or (target.is_dir() and problem(target) is None):
             return target
@@ -241,8 +244,11 @@ class Location:
                             continue
                         (scratch / name).parent.mkdir(parents=True, exist_ok=True)
                         (scratch / name).write_bytes(bytes(obstore.get(self.store(), entry["path"]).bytes()))
+            if verify is not None and scratch.is_dir() and verify(scratch) is not None:
+                shutil.rmtree(scratch)  # the store's copy changed since it was written: not cached
 
-        replace_folder(target, download, tag="download")
+        if not replace_folder(target, download, tag="download"):
+            shutil.rmtree(target, ignore_errors=True)  # an incomplete copy is no copy
         return target
 
     def push(self, relative: str, last: str | None = None) -> None:

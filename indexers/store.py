@@ -89,17 +89,19 @@ def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Conf
     export = (meta or {}).get("export") or {}
     quantized = bool(((meta or {}).get("model") or {}).get("quantized"))
     if config.model.backend == "onnx" and export.get("path"):
-        from mem_retrieval.text.onnx import manifest_problem
+        from mem_retrieval.text.onnx import downloaded_problem, manifest_problem
 
-        folder = location.fetch(export["path"], manifest_problem)
+        folder = location.fetch(export["path"], manifest_problem, downloaded_problem)
         problem = manifest_problem(folder)
         if problem is None:
             return ModelSpec(model, str(folder), quantized)
         if quantized:
-            raise IndexMismatch(f"the index's ONNX model is damaged ({problem}): run `mem index --full`")
+            raise IndexMismatch(f"the index's ONNX model is damaged ({problem}): run `mem index --full`",
+                                location.meta_name)
     if quantized:
         raise IndexMismatch("the index was embedded with int8 weights, which only the onnx backend "
-                            "runs: set model.backend = \"onnx\", or run `mem index --full`")
+                            "runs: set model.backend = \"onnx\", or run `mem index --full`",
+                            location.meta_name)
     return ModelSpec(model)
 
 
@@ -118,15 +120,18 @@ def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Confi
             return "missing or changed"
         return None
 
-    folder = at(where).fetch(tuned["path"], problem)
+    location = at(where)
+    folder = location.fetch(tuned["path"], problem,
+                            lambda f: None if model_digest(f) == tuned.get("sha256") else "changed")
     if problem(folder):
-        raise tuned_changed(tuned)
+        raise tuned_changed(tuned, location)
     return str(folder)
 
 
-def tuned_changed(tuned: dict[str, Any]) -> "IndexMismatch":
+def tuned_changed(tuned: dict[str, Any], location: Location) -> "IndexMismatch":
     return IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
-                         "are missing or changed: run `mem tune` again, or `mem tune --reset`")
+                         "are missing or changed: run `mem tune` again, or `mem tune --reset`",
+                         location.meta_name)
 
 
 def model_digest(folder: Path) -> str:

@@ -165,6 +165,72 @@ def test_full_on_a_machine_without_the_export_re_embeds_vectors_of_an_export_bef
     assert json.loads(location.read_meta_bytes()[0])["export"]["path"] == meta["export"]["path"]
 
 
+def test_a_model_file_changed_on_the_store_is_not_fetched_into_use(s3, tmp_path, onnx_export):
+    """A machine fetching the index's export checks the download against its manifest's sha256:
+    a weights file changed on the store at the same size passed the size check, and its query
+    vectors (and any text `mem index` embedded with it) were another model's. The copy is not
+    cached, and the line names the store's meta.json."""
+    import re
+
+    import obstore
+
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.text.onnx import INT8
+
+    config_file, uri, _ = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    Memory.open(a.root, config_file).index(progress=False)
+    config = load_config(a.root, config_file)
+    location = Location.of(Memory.open(a.root, config).workspace, config)
+    export = json.loads(location.read_meta_bytes()[0])["export"]["path"]
+    weights = bytearray((location.folder / export / INT8).read_bytes())
+    weights[len(weights) // 2] ^= 0x40
+    obstore.put(location.store(), f"{export}/{INT8}", bytes(weights))
+    b = tmp_path / "b"  # another machine: nothing cached
+    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
+    with pytest.raises(store.IndexMismatch, match=rf"^{re.escape(uri)}/meta.json: the index's ONNX model is "
+                                                  r"damaged \(.* holds no export manifest\)"):
+        Memory.open(b, config_file).archive_search("Hecke lemma for GL3")
+    assert not (b / ".mem" / export).exists()
+    assert Memory.open(a.root, config_file).archive_search("Hecke lemma for GL3").hits  # its own copy
+
+
+def test_a_tuned_copy_on_the_store_serves_another_machine_and_is_checked_whole_when_fetched(s3, tmp_path):
+    """`mem tune` on an index on the store: another machine fetches the tuned copy (checked against
+    its sha256 once, as downloaded) and searches as the first does; a copy changed on the store at
+    the same size is refused, not used."""
+    import obstore
+
+    from conftest import build_workspace
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.tune import tune
+
+    config_file, _, _ = on_s3(s3, tmp_path)
+    a = build_workspace(tmp_path / "a")
+    Memory.open(a.root, config_file).index(progress=False)
+    tune(Memory.open(a.root, config_file), progress=False)
+    config = load_config(a.root, config_file)
+    location = Location.of(Memory.open(a.root, config).workspace, config)
+    tuned = store.tuned_of(json.loads(location.read_meta_bytes()[0]))
+
+    def scores(root: Path) -> list[tuple[str, float]]:
+        hits = Memory.open(root, config_file).archive_search("statement of a4", strategy="vector").hits
+        return [(h.id, h.score) for h in hits]
+
+    machines = []
+    for name in ("b", "c"):
+        machines.append(tmp_path / name)
+        shutil.copytree(a.root, machines[-1], ignore=shutil.ignore_patterns(".mem"))
+    assert scores(machines[0]) == scores(a.root)
+    assert (machines[0] / ".mem" / tuned["path"] / "model.safetensors").is_file()
+    weights = bytearray((location.folder / tuned["path"] / "model.safetensors").read_bytes())
+    weights[len(weights) // 2] ^= 0x40
+    obstore.put(location.store(), f"{tuned['path']}/model.safetensors", bytes(weights))
+    with pytest.raises(store.IndexMismatch, match="whose files are missing or changed"):
+        scores(machines[1])
+    assert not (machines[1] / ".mem" / tuned["path"]).exists()
+
+
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | env
     return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", *argv], cwd=ROOT, env=clean,

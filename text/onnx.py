@@ -365,17 +365,23 @@ def parse_manifest(data: bytes | None) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
-def manifest_problem(folder: Path) -> str | None:
+def manifest_problem(folder: Path, hashes: bool = False) -> str | None:
     """Why ``folder`` is not a whole export (files missing or of another size), or None: a cheap
-    check a query can afford (sizes, not hashes)."""
+    check a query can afford (sizes, not hashes); ``hashes``: their sha256 too (a download)."""
     manifest = read_manifest(folder)
     if manifest is None:
         return f"{folder} holds no export manifest"
     for name, entry in manifest.get("files", {}).items():
         path = folder / name
-        if not path.is_file() or path.stat().st_size != entry["size"]:
+        if not path.is_file() or path.stat().st_size != entry["size"] \
+                or (hashes and sha256_file(path) != entry.get("sha256")):
             return f"{path} is missing or changed"
     return None
+
+
+def downloaded_problem(folder: Path) -> str | None:
+    """``manifest_problem`` with hashes: a download from an object store is checked whole once."""
+    return manifest_problem(folder, hashes=True)
 
 
 class OnnxEmbedder:
