@@ -155,7 +155,7 @@ def test_skill_install_writes_both_layouts_and_refuses_to_overwrite_an_edit(tmp_
     assert edited.read_text() == "my own notes\n"
     code, out, _ = mem("skill", "install", str(tmp_path), "--force")
     assert code == 0 and out.splitlines() == [f"wrote {edited}",
-                                              "skill solve-maths-mem: 1 files written, 5 unchanged"]
+                                              "skill solve-maths-mem: 1 file written, 5 unchanged"]
     assert edited.read_text() == files["SKILL.md"]
 
 

@@ -24,7 +24,7 @@ def register(subparsers, common) -> None:
 def run_install(args, ctx) -> int:
     from pathlib import Path
 
-    from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.records.errors import BadInput, plural
     from mem_retrieval.skill import install
 
     folder = Path(args.folder)
@@ -34,7 +34,7 @@ def run_install(args, ctx) -> int:
         raise BadInput(f"DIR {args.folder!r} " + ("is not a folder" if folder.exists() else "does not exist"))
     done = install(folder, force=args.force)
     lines = [f"wrote {path}" for path in done.written]
-    lines.append(f"skill solve-maths-mem: {len(done.written)} files written, "
+    lines.append(f"skill solve-maths-mem: {plural(len(done.written), 'file')} written, "
                  f"{len(done.unchanged)} unchanged")
     ctx.emit(done.as_dict(), "\n".join(lines))
     return 0
