@@ -13,6 +13,7 @@ The texts to embed go to the model in this process, or (``engine="ray"``) to a p
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -297,9 +298,14 @@ def open_index(location: Location, config: Config, full: bool,
 def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
     """IndexMismatch unless the tuned copy's files are those its provenance hashed: its weights
     would embed (or export) otherwise than they did, and the index mix two models (weights changed
-    in place keep their sizes, all a search checks)."""
-    if store.model_digest(Path(model)) != tuned.get("sha256"):
+    in place keep their sizes, all a search checks). A remote index's copy in the local cache is
+    fetched again instead (the store's is checked whole as it comes)."""
+    if store.model_digest(Path(model)) == tuned.get("sha256"):
+        return
+    if not location.remote:
         raise store.tuned_changed(tuned, location)
+    shutil.rmtree(model, ignore_errors=True)  # the local cache's copy: fetched again, and hashed
+    store.fetch_tuned(location, tuned)
 
 
 def _spec(location: Location, ref: str, config: Config):
@@ -317,8 +323,8 @@ def _spec(location: Location, ref: str, config: Config):
             return "no int8 weights"
         return manifest_problem(folder)
 
-    folder = location.fetch(f"models/onnx-{source_key(model_dir(ref))}", problem,
-                            lambda f: problem(f) or downloaded_problem(f))
+    folder = store.fetch_model(location, f"models/onnx-{source_key(model_dir(ref))}", problem,
+                               lambda f: problem(f) or downloaded_problem(f))
     if problem(folder) is not None:  # a tuned copy's export is the index's own, not the cache's
         place_export(model_dir(ref), folder, config.model.quantize, problem,
                      shared=ref == config.model.package)
@@ -598,14 +604,16 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
     table at the later of the two versions (a later Lance version holds every earlier commit), so
     no update is lost and no pinned version moves backwards; a writer that changed the model
     meanwhile cannot be merged with (one line: MetaConflict)."""
-    from mem_retrieval.text.onnx import MANIFEST
+    from mem_retrieval.text.onnx import MANIFEST, downloaded_problem
 
     mine = {name: index.db.open_table(name).version for name in SCHEMAS}
     export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
-    if index.tuned:
-        index.location.push(index.tuned["path"])
+    if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
+        digest = index.tuned.get("sha256")
+        index.location.push(index.tuned["path"], whole=(lambda f: None if store.model_digest(f) == digest
+                                                        else "changed") if index.full else None)
     if export:
-        index.location.push(export, last=MANIFEST)
+        index.location.push(export, last=MANIFEST, whole=downloaded_problem if index.full else None)
     params = store.build_params(config, index.tuned)
     mine_meta = params | {"export": {"path": export} if export else None}
 

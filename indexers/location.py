@@ -65,6 +65,8 @@ class Location:
     local: Path
     options: tuple[tuple[str, str], ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # model folders whose download ``fetch`` found changed on the store, and why (``rejected``)
+    _rejected: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
     def of(cls, workspace, config: Config) -> "Location":
@@ -229,7 +231,9 @@ class Location:
         index's folder is downloaded when the cache lacks it or ``problem`` finds it incomplete
         (files of another size); the caller checks the result again. ``verify`` (hashes, once per
         download) keeps a download it finds changed out of the cache: the caller then finds the
-        folder missing."""
+        folder missing, and ``rejected`` says why. A copy another process put in place meanwhile
+        is kept (it may be reading it); the machine's own refusals (a full disk, a read-only
+        folder) are raised as the OSError they are, not as the store's."""
         target = self.folder / relative
         if not self.remote or (target.is_dir() and problem(target) is None):
             return target
@@ -237,24 +241,43 @@ class Location:
 
         def download(scratch: Path) -> None:
             with self._reaching():
-                for chunk in obstore.list(self.store(), relative + "/"):
-                    for entry in chunk:
-                        name = entry["path"][len(relative) + 1:]
-                        if not name or any(part.startswith(".") for part in name.split("/")):
-                            continue
-                        (scratch / name).parent.mkdir(parents=True, exist_ok=True)
-                        (scratch / name).write_bytes(bytes(obstore.get(self.store(), entry["path"]).bytes()))
-            if verify is not None and scratch.is_dir() and verify(scratch) is not None:
+                keys = [entry["path"] for chunk in obstore.list(self.store(), relative + "/")
+                        for entry in chunk]
+            for key in keys:
+                name = key[len(relative) + 1:]
+                if not name or any(part.startswith(".") for part in name.split("/")):
+                    continue
+                with self._reaching():
+                    data = bytes(obstore.get(self.store(), key).bytes())
+                (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+                (scratch / name).write_bytes(data)
+            why = verify(scratch) if verify is not None and scratch.is_dir() else None
+            if why is not None:
+                self._rejected[relative] = why.replace(str(scratch), relative)  # not a scratch path
                 shutil.rmtree(scratch)  # the store's copy changed since it was written: not cached
 
-        if not replace_folder(target, download, tag="download"):
-            shutil.rmtree(target, ignore_errors=True)  # an incomplete copy is no copy
+        self._rejected.pop(relative, None)
+        if target.is_symlink() or target.is_file():  # what stands there is no copy
+            target.unlink()
+        elif target.is_dir():
+            if problem(target) is None:  # another process put it there meanwhile
+                return target
+            shutil.rmtree(target)  # a damaged copy
+        replace_folder(target, download, tag="download", keep_existing=True)
         return target
 
-    def push(self, relative: str, last: str | None = None) -> None:
+    def rejected(self, relative: str) -> str | None:
+        """Why the store's copy of ``relative`` was not taken into the cache by this process's
+        last ``fetch`` of it (it failed ``verify``), or None."""
+        return self._rejected.get(relative)
+
+    def push(self, relative: str, last: str | None = None,
+             whole: Callable[[Path], str | None] | None = None) -> None:
         """Upload the local folder ``relative`` to a remote index (files already there, of the
         same size, are skipped: the folder's name is the hash of its content); ``last`` goes
-        after the others (a manifest: a half-uploaded folder is seen incomplete)."""
+        after the others (a manifest: a half-uploaded folder is seen incomplete). ``whole`` (a
+        full build: hashes) checks the local copy first; when it is whole every file is uploaded,
+        so that a store copy changed at the same size, which no reader takes, is mended."""
         if not self.remote:
             return
         import obstore
@@ -262,12 +285,13 @@ class Location:
         source = self.folder / relative
         files = sorted((p for p in source.rglob("*") if p.is_file()),
                        key=lambda p: (p.relative_to(source).as_posix() == last, p.as_posix()))
+        every = whole is not None and whole(source) is None
         with self._reaching():
             there = {entry["path"]: entry["size"] for chunk in obstore.list(self.store(), relative + "/")
                      for entry in chunk}
             for path in files:
                 key = f"{relative}/{path.relative_to(source).as_posix()}"
-                if there.get(key) != path.stat().st_size:
+                if every or there.get(key) != path.stat().st_size:
                     obstore.put(self.store(), key, path)
 
     # ---- tables

@@ -91,10 +91,14 @@ def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Conf
     if config.model.backend == "onnx" and export.get("path"):
         from mem_retrieval.text.onnx import downloaded_problem, manifest_problem
 
-        folder = location.fetch(export["path"], manifest_problem, downloaded_problem)
+        folder = fetch_model(location, export["path"], manifest_problem, downloaded_problem)
         problem = manifest_problem(folder)
         if problem is None:
             return ModelSpec(model, str(folder), quantized)
+        if quantized and (changed := location.rejected(export["path"])):
+            raise IndexMismatch(f"the store's copy of the index's ONNX model {export['path']} is not the "
+                                f"one its manifest hashed ({changed}): run `mem index --full`, which "
+                                "uploads this machine's own export over it", location.meta_name)
         if quantized:
             raise IndexMismatch(f"the index's ONNX model is damaged ({problem}): run `mem index --full`",
                                 location.meta_name)
@@ -110,8 +114,12 @@ def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Confi
     copy it records (checked to be there, file for file as it was saved: an index never mixes two
     models; a remote index's copy is fetched into the local cache), else the configured one."""
     tuned = tuned_of(meta)
-    if not tuned:
-        return config.model.package
+    return fetch_tuned(at(where), tuned) if tuned else config.model.package
+
+
+def fetch_tuned(location: Location, tuned: dict[str, Any]) -> str:
+    """The local folder of the tuned copy ``tuned`` records, checked by its files' sizes; a remote
+    index's copy is fetched into the local cache and checked whole (its sha256) as downloaded."""
     sizes = tuned.get("sizes", {})
 
     def problem(folder: Path) -> str | None:
@@ -120,15 +128,31 @@ def model_ref(where: Location | Path, meta: dict[str, Any] | None, config: Confi
             return "missing or changed"
         return None
 
-    location = at(where)
-    folder = location.fetch(tuned["path"], problem,
-                            lambda f: None if model_digest(f) == tuned.get("sha256") else "changed")
+    folder = fetch_model(location, tuned["path"], problem,
+                         lambda f: None if model_digest(f) == tuned.get("sha256") else "its sha256 differs")
     if problem(folder):
         raise tuned_changed(tuned, location)
     return str(folder)
 
 
+def fetch_model(location: Location, relative: str, problem: Callable[[Path], str | None],
+                verify: Callable[[Path], str | None]) -> Path:
+    """``Location.fetch``, the machine's own refusals (a full disk, a read-only cache) said as
+    such, naming the local folder (they are not the store's)."""
+    try:
+        return location.fetch(relative, problem, verify)
+    except OSError as error:
+        if why := refusal(error):
+            raise IndexUnwritable(str(location.folder / relative), why) from None
+        raise
+
+
 def tuned_changed(tuned: dict[str, Any], location: Location) -> "IndexMismatch":
+    if changed := location.rejected(tuned["path"]):
+        return IndexMismatch(f"the store's copy of the tuned model {tuned['path']} is not the one its "
+                             f"provenance hashed ({changed}): run `mem index --full` on a machine whose "
+                             "copy is whole (the one that tuned it), which uploads it again, or "
+                             "`mem tune --reset`", location.meta_name)
     return IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
                          "are missing or changed: run `mem tune` again, or `mem tune --reset`",
                          location.meta_name)
@@ -251,7 +275,8 @@ _DAMAGE_WORDS = ("LanceError(IO)", "Not found", "no longer exists", "corrupt", "
 # `mem index --full` delete the intact tables, then fail to write them again).
 _REFUSALS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
              errno.EROFS: "Read-only file system", errno.EACCES: "Permission denied",
-             errno.EMFILE: "Too many open files", errno.ENFILE: "Too many open files in system"}
+             errno.EMFILE: "Too many open files", errno.ENFILE: "Too many open files in system",
+             errno.EPERM: "Operation not permitted"}
 
 
 class IndexUnwritable(InputError):

@@ -6,6 +6,7 @@ built in a scratch folder beside it and renamed into place (``replace_folder``).
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -56,6 +57,7 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
     there first (a folder named by its content is never rewritten)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_scratch(target)
     scratch = target.parent / f".{target.name}.{os.getpid()}.{tag}"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
@@ -73,6 +75,25 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
         return True
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _sweep_scratch(target: Path) -> None:
+    """Delete the scratch folders of ``target`` that processes killed meanwhile left (a model's
+    download or export: up to ~130 MB each); a live process's own is left alone."""
+    for scratch in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
+        pid = scratch.name[len(target.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and scratch.is_dir():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _umask() -> int:

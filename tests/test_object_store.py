@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,7 +171,6 @@ def test_a_model_file_changed_on_the_store_is_not_fetched_into_use(s3, tmp_path,
     a weights file changed on the store at the same size passed the size check, and its query
     vectors (and any text `mem index` embedded with it) were another model's. The copy is not
     cached, and the line names the store's meta.json."""
-    import re
 
     import obstore
 
@@ -188,11 +188,20 @@ def test_a_model_file_changed_on_the_store_is_not_fetched_into_use(s3, tmp_path,
     obstore.put(location.store(), f"{export}/{INT8}", bytes(weights))
     b = tmp_path / "b"  # another machine: nothing cached
     shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
-    with pytest.raises(store.IndexMismatch, match=rf"^{re.escape(uri)}/meta.json: the index's ONNX model is "
-                                                  r"damaged \(.* holds no export manifest\)"):
+    with pytest.raises(store.IndexMismatch, match=rf"^{re.escape(uri)}/meta.json: the store's copy of the "
+                                                  rf"index's ONNX model {export} is not the one its manifest "
+                                                  rf"hashed \({export}/{INT8} is missing or changed\)"):
         Memory.open(b, config_file).archive_search("Hecke lemma for GL3")
     assert not (b / ".mem" / export).exists()
+    assert not list((b / ".mem" / "models").iterdir())  # no scratch left either
     assert Memory.open(a.root, config_file).archive_search("Hecke lemma for GL3").hits  # its own copy
+    # the line's advice mends the store: a full index uploads this machine's export over the copy
+    Memory.open(b, config_file).index(full=True, progress=False)
+    assert bytes(obstore.get(location.store(), f"{export}/{INT8}").bytes()) == \
+        (location.folder / export / INT8).read_bytes()
+    c = tmp_path / "c"
+    shutil.copytree(a.root, c, ignore=shutil.ignore_patterns(".mem"))
+    assert Memory.open(c, config_file).archive_search("Hecke lemma for GL3").hits
 
 
 def test_a_tuned_copy_on_the_store_serves_another_machine_and_is_checked_whole_when_fetched(s3, tmp_path):
@@ -226,9 +235,75 @@ def test_a_tuned_copy_on_the_store_serves_another_machine_and_is_checked_whole_w
     weights = bytearray((location.folder / tuned["path"] / "model.safetensors").read_bytes())
     weights[len(weights) // 2] ^= 0x40
     obstore.put(location.store(), f"{tuned['path']}/model.safetensors", bytes(weights))
-    with pytest.raises(store.IndexMismatch, match="whose files are missing or changed"):
+    with pytest.raises(store.IndexMismatch, match=f"the store's copy of the tuned model {tuned['path']} is "
+                                                  r"not the one its provenance hashed \(its sha256 differs\)"):
         scores(machines[1])
     assert not (machines[1] / ".mem" / tuned["path"]).exists()
+    Memory.open(a.root, config_file).index(full=True, progress=False)  # the advice: the tuner's copy is whole
+    assert scores(machines[1]) == scores(a.root)
+    # a cached copy changed on this machine (a file added: sizes still match) is fetched again
+    # when it would embed, not refused with advice to retrain a model other machines share
+    (machines[0] / ".mem" / tuned["path"] / "notes.txt").write_text("mine\n")
+    Memory.open(machines[0], config_file).index(full=True, progress=False)
+    assert not (machines[0] / ".mem" / tuned["path"] / "notes.txt").exists()
+    assert scores(machines[0]) == scores(a.root)
+
+
+def test_a_copy_another_process_fetched_meanwhile_is_kept_and_a_file_in_its_place_is_replaced(
+        s3, tmp_path, onnx_export):
+    """Two searches of one workspace fetching the export at once: the second to finish deleted the
+    folder the first had put in place and was reading (a traceback: its model file gone). A file
+    standing where the folder goes gave a traceback on every search and on `mem index --full`."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.text.onnx import FP32, downloaded_problem, manifest_problem
+
+    config_file, _, _ = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    Memory.open(a.root, config_file).index(progress=False)
+    b = tmp_path / "b"
+    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
+    config = load_config(b, config_file)
+    location = Location.of(Memory.open(b, config).workspace, config)
+    export = json.loads(location.read_meta_bytes()[0])["export"]["path"]
+    (b / ".mem" / export).parent.mkdir(parents=True)
+    (b / ".mem" / export).write_text("not a folder\n")
+    assert Memory.open(b, config_file).archive_search("Hecke lemma for GL3").hits
+    assert (b / ".mem" / export / FP32).is_file()
+
+    shutil.rmtree(b / ".mem" / export)
+    theirs = {}
+
+    def other_process_first(scratch: Path) -> str | None:  # it renamed its copy into place meanwhile
+        shutil.copytree(scratch, b / ".mem" / export)
+        theirs["inode"] = (b / ".mem" / export / FP32).stat().st_ino
+        return downloaded_problem(scratch)
+
+    folder = location.fetch(export, manifest_problem, other_process_first)
+    assert (folder / FP32).stat().st_ino == theirs["inode"]  # the copy being read is left alone
+    assert manifest_problem(folder) is None
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no scratch left
+
+
+def test_a_model_cache_the_machine_refuses_to_write_is_said_as_the_machines_not_the_stores(
+        s3, tmp_path, onnx_export):
+    """A read-only (here: immutable) model cache was reported as `the index store … cannot be
+    reached`, sending the user to check the store's address and keys."""
+    config_file, _, _ = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    Memory.open(a.root, config_file).index(progress=False)
+    b = tmp_path / "b"
+    shutil.copytree(a.root, b, ignore=shutil.ignore_patterns(".mem"))
+    models = b / ".mem" / "models"
+    models.mkdir(parents=True)
+    if subprocess.run(["chattr", "+i", str(models)], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root, on a file system with immutable flags)")
+    try:
+        with pytest.raises(store.IndexUnwritable, match=rf"^{re.escape(str(models))}/onnx-\w+: "
+                                                        "Operation not permitted: "):
+            Memory.open(b, config_file).archive_search("Hecke lemma for GL3")
+    finally:
+        subprocess.run(["chattr", "-i", str(models)], check=True)
+    assert Memory.open(b, config_file).archive_search("Hecke lemma for GL3").hits
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:

@@ -435,6 +435,29 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
     assert not (tmp_path / "empty").exists()
 
 
+def test_a_killed_process_scratch_folder_is_swept_a_live_ones_is_not(tmp_path):
+    """A download or export killed mid-way left ``.NAME.PID.TAG`` beside its folder for good (up to
+    ~130 MB a kill); the next replacement of that folder deletes those of processes that are gone."""
+    from mem_retrieval.records.files import replace_folder
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now
+    target = tmp_path / "models" / "onnx-abc"
+    dead = target.parent / f".onnx-abc.{gone.pid}.download"
+    live = target.parent / f".onnx-abc.{os.getppid()}.download"  # pytest's parent: alive
+    other = target.parent / f".onnx-abcd.{gone.pid}.download"    # another folder's: not ours to judge
+    for scratch in (dead, live, other):
+        (scratch / "model.onnx").parent.mkdir(parents=True)
+        (scratch / "model.onnx").write_text("half")
+
+    def fill(scratch: Path) -> None:
+        scratch.mkdir()
+        (scratch / "model.onnx").write_text("whole")
+
+    assert replace_folder(target, fill, tag="download") is True
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted(["onnx-abc", live.name, other.name])
+
+
 def test_a_whole_file_write_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path):
     from mem_retrieval.records.files import write_atomic
 
