@@ -300,7 +300,7 @@ def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
     would embed (or export) otherwise than they did, and the index mix two models (weights changed
     in place keep their sizes, all a search checks). A remote index's copy in the local cache is
     fetched again instead (the store's is checked whole as it comes)."""
-    if store.model_digest(Path(model)) == tuned.get("sha256"):
+    if store.tuned_problem(Path(model), tuned) is None:
         return
     if not location.remote:
         raise store.tuned_changed(tuned, location)
@@ -609,9 +609,9 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
     mine = {name: index.db.open_table(name).version for name in SCHEMAS}
     export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
     if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
-        digest = index.tuned.get("sha256")
-        index.location.push(index.tuned["path"], whole=(lambda f: None if store.model_digest(f) == digest
-                                                        else "changed") if index.full else None)
+        tuned = index.tuned
+        index.location.push(tuned["path"],
+                            whole=(lambda f: store.tuned_problem(f, tuned)) if index.full else None)
     if export:
         index.location.push(export, last=MANIFEST, whole=downloaded_problem if index.full else None)
     params = store.build_params(config, index.tuned)

@@ -128,8 +128,7 @@ def fetch_tuned(location: Location, tuned: dict[str, Any]) -> str:
             return "missing or changed"
         return None
 
-    folder = fetch_model(location, tuned["path"], problem,
-                         lambda f: None if model_digest(f) == tuned.get("sha256") else "its sha256 differs")
+    folder = fetch_model(location, tuned["path"], problem, lambda f: tuned_problem(f, tuned))
     if problem(folder):
         raise tuned_changed(tuned, location)
     return str(folder)
@@ -156,6 +155,11 @@ def tuned_changed(tuned: dict[str, Any], location: Location) -> "IndexMismatch":
     return IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
                          "are missing or changed: run `mem tune` again, or `mem tune --reset`",
                          location.meta_name)
+
+
+def tuned_problem(folder: Path, tuned: dict[str, Any]) -> str | None:
+    """Why ``folder`` is not, file for file, the tuned copy ``tuned`` records (its sha256), or None."""
+    return None if model_digest(folder) == tuned.get("sha256") else "its sha256 differs"
 
 
 def model_digest(folder: Path) -> str:
