@@ -258,7 +258,8 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
         if files.index(config.origin("model.backend")) > files.index(config.origin("model.quantize")):
             raise InputError(config.origin("model.backend"), None, "model.backend",
                              f"{config.model.backend!r} cannot run int8 weights (model.quantize = true): "
-                             "set quantize = false too")
+                             "keep backend = \"onnx\", or set quantize = false too (other vectors: "
+                             "an index of int8 ones then needs `mem index --full`)")
         raise InputError(config.origin("model.quantize"), None, "model.quantize",
                          "int8 weights need backend = \"onnx\"")
     for table in (f.name for f in fields(FusionConfig)):

@@ -267,13 +267,14 @@ def open_index(location: Location, config: Config, full: bool,
     if meta is not None and not full:
         why = store.mismatch(meta, config)
         if why:
-            raise store.IndexMismatch(f"the index was built with other parameters ({why}): "
-                                      "run `mem index --full`", location.meta_name)
+            raise store.IndexMismatch(why, location.meta_name)
     lance = Path(location.lance_uri)
     if full and not location.remote and lance.exists() and not lance.is_dir():
         lance.unlink()
     db = location.connect()
     tables = {name: _open(db, location, name, full) for name in SCHEMAS}
+    if meta is not None:
+        _undo_foreign(tables, meta, full)
     kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
     if kept:
         tuned = store.kept_tuned(meta, config)
@@ -293,6 +294,22 @@ def open_index(location: Location, config: Config, full: bool,
                             if table is not None and pinned.get(name) != table.version)
     return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
                  pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
+
+
+def _undo_foreign(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> None:
+    """A table whose latest version another writer rebuilt with other parameters than meta.json's
+    and never published (a `mem index --full` with another config that failed, or still runs) is
+    read at the version meta.json pins, so none of its vectors is reused as this build's; a run
+    that adds to the table (not ``full``) first restores that version, writing on it, not on the
+    other build."""
+    published = store.stamp(meta)
+    for name, table in tables.items():
+        version = meta["versions"].get(name)
+        if table is None or version is None or store.stamp_of(table) == published:
+            continue
+        table.checkout(version)
+        if not full:
+            table.restore()
 
 
 def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
@@ -576,7 +593,7 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]
         if plan.full:
-            table = _create(index.db, index.location, name, data, data.schema)
+            table = _create(index.db, index.location, name, data, store.stamp(_params(index, config)))
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
             with _following(index, name):
@@ -606,25 +623,24 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
     meanwhile cannot be merged with (one line: MetaConflict)."""
     from mem_retrieval.text.onnx import MANIFEST, downloaded_problem
 
-    mine = {name: index.db.open_table(name).version for name in SCHEMAS}
-    export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
+    mine_meta = _params(index, config)
+    mine = _own_versions(index, store.stamp(mine_meta))
+    export = (mine_meta["export"] or {}).get("path")
     if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
         tuned = index.tuned
         index.location.push(tuned["path"],
                             whole=(lambda f: store.tuned_problem(f, tuned)) if index.full else None)
     if export:
         index.location.push(export, last=MANIFEST, whole=downloaded_problem if index.full else None)
-    params = store.build_params(config, index.tuned)
-    mine_meta = params | {"export": {"path": export} if export else None}
 
     def make(current: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
         versions = dict(mine)
         if current is not None and token != index.meta_token:  # another writer published meanwhile
-            theirs = {key: current.get(key) for key in params} | {"export": current.get("export")}
+            theirs = {key: current.get(key) for key in mine_meta}
             if theirs != mine_meta:
                 raise store.MetaConflict(
                     f"another writer republished {index.location.meta_name} with other parameters "
-                    f"(model or export) while this run indexed: run `mem index --full`")
+                    f"(model, export or text limits) while this run indexed: run `mem index --full`")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
         return mine_meta | {"versions": versions, "built": time.time(),
@@ -634,6 +650,28 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
     meta = store.publish_meta(index.location, make)
     drop_exports(index.folder, export)
     return meta["versions"]
+
+
+def _params(index: Index, config: Config) -> dict[str, Any]:
+    """What meta.json records of this build: its parameters and the export it embeds with."""
+    export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
+    return store.build_params(config, index.tuned) | {"export": {"path": export} if export else None}
+
+
+def _own_versions(index: Index, stamp: str) -> dict[str, int]:
+    """Each table's latest version, to be pinned; MetaConflict when one is another writer's
+    rebuild with other parameters (a `mem index --full` overwrites a table whole, so the latest
+    version would hold its rows and vectors alone, under this run's meta.json)."""
+    versions = {}
+    for name in SCHEMAS:
+        table = index.db.open_table(name)
+        if store.stamp_of(table) != stamp:
+            raise store.MetaConflict(
+                f"another writer rebuilt the {name} table of {index.location.uri} with other "
+                "parameters (model or text limits) while this run indexed: nothing was "
+                "published; run `mem index` again")
+        versions[name] = table.version
+    return versions
 
 
 def _settings(index: Index, version: int) -> list[str]:
@@ -705,9 +743,12 @@ def _open(db, location: Location, name: str, full: bool):
         return None
 
 
-def _create(db, location: Location, name: str, data, schema):
-    """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected);
-    a table too damaged to be replaced is deleted and created afresh."""
+def _create(db, location: Location, name: str, data, stamp: str):
+    """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected),
+    stamped with the build's parameters (``store.stamp``); a table too damaged to be replaced is
+    deleted and created afresh."""
+    data = data.replace_schema_metadata({**(data.schema.metadata or {}), store.STAMP: stamp.encode()})
+    schema = data.schema
     try:
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
     except BaseException as error:

@@ -1,8 +1,9 @@
 """The index: a LanceDB database at its location (``WORKSPACE/.mem`` by default, or an object store:
 ``indexers/location.py``), its tables, and what it was built with.
 
-``meta.json`` records the tokenizer version, BM25 parameters and model name/dimension; an index
-built with other values is refused with one line asking for ``mem index --full``. It is replaced by
+``meta.json`` records the index format, tokenizer version, BM25 parameters, text limits and model;
+an index built with other values is refused in one line naming them (``mismatch``). Each table is
+stamped with the parameters of the build that created it (``stamp``). It is replaced by
 compare-and-swap (``publish_meta``): two writers never lose one another's update, and the versions
 it pins never move backwards. Filters are built only from integer keys computed here (``key``),
 never from user text."""
@@ -22,8 +23,10 @@ from mem_retrieval.indexers.location import Location, StoreUnreachable, first_li
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 4  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
-# 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until)
+FORMAT = 5  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
+# 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until); 5: the text
+# limits are recorded, and each table is stamped with the parameters of the build that wrote it
+STAMP = b"mem.build"  # a table's schema metadata key: the stamp of the build that created it
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 SWAP_TRIES = 8  # meta.json replaced by another writer this often in a row: give up, one line
 
@@ -51,6 +54,9 @@ def in_list(column: str, keys: list[int] | set[int]) -> str:
     return f"{column} IN ({', '.join(str(v) for v in values)})" if values else "FALSE"
 
 
+PARAMS = ("format", "tokenizer", "bm25", "model", "text")  # build_params' keys
+
+
 def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the index depends on: a difference means vectors or tokens would be mixed. ``tuned``:
     the provenance of a tuned copy of the configured model (`mem tune`) that embedded it."""
@@ -59,9 +65,27 @@ def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[st
     return {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
-        "bm25": {"engine": config.bm25.engine, "k1": config.bm25.k1, "b": config.bm25.b},
+        "bm25": {"k1": config.bm25.k1, "b": config.bm25.b},  # the engine is each reader's choice
         "model": model | ({"tuned": tuned} if tuned else {}),
+        "text": {"max_chars": config.model.max_chars, "event_body_chars": config.index.event_body_chars,
+                 "source_chars": config.index.source_chars},  # what rows hold and vectors embed
     }
+
+
+def stamp(params: dict[str, Any]) -> str:
+    """The stamp of a build with ``params`` (``build_params``, as meta.json records them): written
+    into each table the build creates, so that a run finds a table another writer rebuilt with
+    other parameters before it publishes over it (`mem index --full` overwrites). Not the export's
+    path: an index keeps an older export of its model (its vectors are that model's)."""
+    recorded = {name: params.get(name) for name in PARAMS}
+    return hashlib.sha256(json.dumps(recorded, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def stamp_of(table) -> str | None:
+    """The stamp of the build that created ``table`` at its checked-out version (None: a table
+    of an index format before 5)."""
+    value = (table.schema.metadata or {}).get(STAMP)
+    return value.decode("utf-8") if value else None
 
 
 def tuned_of(meta: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -202,23 +226,31 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
 
 
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
-    """Why an index built with ``meta`` cannot serve ``config``, or None."""
+    """Why an index built with ``meta`` cannot serve ``config`` (one line, with the fix), or None."""
     want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
-    for name, label in (("format", "index format"), ("tokenizer", "tokenizer"), ("model", "model")):
-        if meta.get(name) != want[name]:
-            return (f"{label} differs: index has {_said(meta.get(name))!r}, "
-                    f"config wants {_said(want[name])!r}")
-    have_bm25 = meta.get("bm25") or {}
-    if (have_bm25.get("k1"), have_bm25.get("b")) != (want["bm25"]["k1"], want["bm25"]["b"]):
-        return f"BM25 parameters differ: index has {have_bm25!r}, config wants {want['bm25']!r}"
+    for name, label in (("format", "index format differs"), ("tokenizer", "tokenizer differs"),
+                        ("model", "model differs"), ("bm25", "BM25 parameters differ"),
+                        ("text", "text limits differ")):
+        have = meta.get(name)
+        if have != want[name]:
+            fix = ("run `mem index --full`" if name in ("format", "tokenizer") else  # this version's
+                   "set the config to the index's, or run `mem index --full` to rebuild it with "
+                   "yours (then every machine sharing the index needs your config)")
+            if isinstance(have, dict):  # the values that differ, each by its name
+                have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | want[name].keys())
+                                 if have.get(k) != want[name].get(k)} for v in (have, want[name]))
+            else:
+                wanted = want[name]
+            return (f"the index was built with other parameters ({label}: index has {have!r}, "
+                    f"config wants {wanted!r}): {fix}")
     return None
 
 
 def _said(value: Any) -> Any:
-    """A model's parameters as a mismatch says them: a tuned copy by its path (its provenance,
-    pairs and training parameters made the line ~1,500 characters long)."""
-    if isinstance(value, dict) and isinstance(value.get("tuned"), dict):
-        return value | {"tuned": value["tuned"].get("path")}
+    """A value as a mismatch says it: a tuned copy by its path (its provenance, pairs and training
+    parameters made the line ~1,500 characters long)."""
+    if isinstance(value, dict) and "path" in value:
+        return value.get("path")
     return value
 
 
@@ -230,8 +262,7 @@ def check_meta(where: Location | Path, config: Config) -> dict[str, Any]:
         raise IndexMismatch(f"no index in {location.uri}: run `mem index`", location.meta_name)
     why = mismatch(meta, config)
     if why:
-        raise IndexMismatch(f"the index was built with other parameters ({why}): run `mem index --full`",
-                            location.meta_name)
+        raise IndexMismatch(why, location.meta_name)
     return meta
 
 

@@ -238,6 +238,44 @@ def test_a_commit_lost_to_another_writer_is_no_damage(workspace, message):
     assert "--full" not in text and "cargo" not in text
 
 
+@pytest.mark.parametrize("setting", ["[model]\nmax_chars = 100", "[index]\nevent_body_chars = 10",
+                                     "[index]\nsource_chars = 10"])
+def test_other_text_limits_are_refused_in_one_line_not_indexed_over(workspace, mem, tmp_path, setting):
+    """A machine whose config cuts texts elsewhere re-embedded (max_chars) or rewrote (the bodies
+    of events and sources) the other's rows at each `mem index`, silently: results depended on
+    who indexed last. meta.json records the limits, and a config with others is refused."""
+    assert mem("index", "--no-progress")[0] == 0
+    other = tmp_path / "other.toml"
+    other.write_text(setting + "\n")
+    name = setting.split("\n")[1].split(" =")[0]
+    meta = (workspace.root / ".mem" / "meta.json").read_bytes()
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        code, out, err = mem("--config", str(other), *argv)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err
+        assert "(text limits differ: index has {" in err and f"'{name}': " in err
+        assert err.rstrip().endswith("set the config to the index's, or run `mem index --full` to rebuild "
+                                     "it with yours (then every machine sharing the index needs your config)")
+    assert (workspace.root / ".mem" / "meta.json").read_bytes() == meta
+    assert mem("--config", str(other), "index", "--full", "--no-progress")[0] == 0
+    assert mem("--config", str(other), "archive-search", "statement")[0] == 0
+    assert mem("archive-search", "statement")[0] == 2  # the index is the other config's now
+
+
+def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(memory, workspace, mem):
+    """Format 5 records the text limits: an index of format 4 (which did not) needs `mem index
+    --full` once, which reuses its vectors (the model is the same)."""
+    path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(path.read_text())
+    del meta["text"]
+    path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
+    code, _, err = mem("archive-search", "statement")
+    assert code == 2 and "(index format differs: index has 4, config wants 5): run `mem index --full`" in err
+    before = embedded()
+    assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
+    assert json.loads(path.read_text())["text"] == {"event_body_chars": 20000, "max_chars": 2000,
+                                                      "source_chars": 200000}
+
+
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
     tree = workspace.tree("alpha")
     tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"]

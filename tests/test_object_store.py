@@ -24,6 +24,7 @@ from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers import store
 from mem_retrieval.indexers.location import Location
 from mem_retrieval.memory import Memory
+from mem_retrieval.text import embed
 from test_crash import build_corpus, change_corpus
 
 pytestmark = pytest.mark.slow  # a server and real processes: run with --slow (CI does)
@@ -451,6 +452,65 @@ def test_a_writer_publishing_after_another_machine_merges_and_never_moves_versio
     assert s3.keys(bucket, "idx/meta.json") == published  # B's meta.json stands, whole
     code, _, err = one_line_cli(a.root, config_file, "index", "--no-progress")
     assert code == 2 and err.count("\n") == 1 and "run `mem index --full`" in err  # the model changed
+
+
+def pinned_vectors(root: Path, config: Path) -> dict[str, list[float]]:
+    """Each step's vector in the steps table at the version meta.json pins (what searches read)."""
+    table = Memory.open(root, config).retriever.searcher.table("steps")
+    data = table.search().select(["gid", "vector"]).limit(10_000).to_arrow().to_pylist()
+    return {row["gid"]: row["vector"] for row in data}
+
+
+def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_never_pinned(
+        s3, tmp_path, onnx_export, monkeypatch):
+    """Machines A and C share one index; C's `mem index --full` with other text limits overwrote
+    the tables after A's full build committed, and stopped before publishing (killed, or still
+    running). A's publish pinned the tables' newest versions, C's, under A's parameters: a mixed
+    index that no command reported, and that later runs built on. Now A is refused in one line and
+    meta.json is left as it was; A's next `mem index` writes on the versions meta.json pins (C's
+    rebuild undone), so searches read A's vectors alone."""
+    from mem_retrieval.indexers import build
+
+    config_a, uri, bucket = on_s3(s3, tmp_path)
+    config_c = tmp_path / "c.toml"  # every text cut to 8 characters: other rows, other vectors
+    config_c.write_text(config_a.read_text() + "\n[model]\nmax_chars = 8\n")
+    a = corpus(tmp_path / "a", onnx_export)
+    c_root = copy_workspace(a.root, tmp_path / "c")
+    Memory.open(a.root, config_a).index(progress=False)
+    reference = pinned_vectors(a.root, config_a)
+    published = s3.keys(bucket, "idx/meta.json")
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(index, config):
+        raise Stopped
+
+    real = build._publish
+
+    def c_rebuilds_first(index, config):  # A's publish, after C's rebuild that never publishes
+        monkeypatch.setattr(build, "_publish", stopped)
+        with pytest.raises(Stopped):
+            Memory.open(c_root, config_c).index(full=True, progress=False)
+        monkeypatch.setattr(build, "_publish", real)
+        return real(index, config)
+
+    monkeypatch.setattr(build, "_publish", c_rebuilds_first)
+    with pytest.raises(store.MetaConflict) as refused:
+        Memory.open(a.root, config_a).index(full=True, progress=False)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("another writer rebuilt the steps table of ")
+    assert s3.keys(bucket, "idx/meta.json") == published
+    assert pinned_vectors(a.root, config_a) == reference
+
+    a.add_step("gen-0", make_step("wq", statement="a quokka lemma written on machine A"))
+    before = embed.EMBEDDED["texts"]
+    Memory.open(a.root, config_a).index(progress=False)
+    assert embed.EMBEDDED["texts"] - before == 1  # the new statement alone: C's rows are not A's
+    now = pinned_vectors(a.root, config_a)
+    assert now.pop("gen-0/wq") and now == reference
+    hits = Memory.open(a.root, config_a).archive_hits("quokka", strategy="bm25")
+    assert [h.id for h in hits] == ["gen-0/wq"]
 
 
 def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export):

@@ -179,7 +179,8 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
     for text, argv, line in [
         ('[model]\nbackend = "torch"\n', ["archive-search", "statement"],  # quantize is default.toml's
          f"{config}: model.backend: 'torch' cannot run int8 weights (model.quantize = true): "
-         "set quantize = false too"),
+         "keep backend = \"onnx\", or set quantize = false too (other vectors: an index of int8 ones "
+         "then needs `mem index --full`)"),
         ("[model]\ndim = 128\n", ["index", "--full"],
          f"{config}: model.dim: 128, but model all-MiniLM-L6-v2 gives 384-dimensional vectors"),
         ('[model]\npackage = "no_such_model"\n', ["index", "--full"],
