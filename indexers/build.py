@@ -542,16 +542,18 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
         for row in plan.tables[name].changed:
             if row["text_hash"]:
                 holders[name].setdefault(row["text_hash"], []).append(row)
+    stamp = store.stamp(_params(index, config))
     progress.start([rows.embed_text[h] for h in pending], "embedding")
     try:
         for batch, vectors in _vector_batches(index, rows, pending, config):
             progress.update(len(batch), sum(len(rows.embed_text[h]) for h in batch))
             for name, by_hash in holders.items():
                 done = [row for text_hash in batch for row in by_hash.get(text_hash, ())]
-                if done:
-                    table = index.db.open_table(name)
+                if done:  # never into another build's table (Lance refuses the upsert when one
+                    table = _own_table(index, name, stamp)  # overwrites it after this check)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
-                    table.merge_insert("gid").when_matched_update_all().execute(data)
+                    with _following(index, name):
+                        table.merge_insert("gid").when_matched_update_all().execute(data)
             _publish(index, config)
     finally:
         progress.close()
@@ -662,16 +664,19 @@ def _own_versions(index: Index, stamp: str) -> dict[str, int]:
     """Each table's latest version, to be pinned; MetaConflict when one is another writer's
     rebuild with other parameters (a `mem index --full` overwrites a table whole, so the latest
     version would hold its rows and vectors alone, under this run's meta.json)."""
-    versions = {}
-    for name in SCHEMAS:
-        table = index.db.open_table(name)
-        if store.stamp_of(table) != stamp:
-            raise store.MetaConflict(
-                f"another writer rebuilt the {name} table of {index.location.uri} with other "
-                "parameters (model or text limits) while this run indexed: nothing was "
-                "published; run `mem index` again")
-        versions[name] = table.version
-    return versions
+    return {name: _own_table(index, name, stamp).version for name in SCHEMAS}
+
+
+def _own_table(index: Index, name: str, stamp: str):
+    """Table ``name`` at its latest version, which must be a build with this run's ``stamp``, else
+    MetaConflict: another writer rebuilt it with other parameters (and has not published)."""
+    table = index.db.open_table(name)
+    if store.stamp_of(table) != stamp:
+        raise store.MetaConflict(
+            f"another writer rebuilt the {name} table of {index.location.uri} with other "
+            "parameters (model or text limits) while this run indexed: this run stopped without "
+            "writing on it or publishing it; run `mem index` again")
+    return table
 
 
 def _settings(index: Index, version: int) -> list[str]:

@@ -513,6 +513,41 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     assert [h.id for h in hits] == ["gen-0/wq"]
 
 
+def test_a_machine_embedding_in_batches_never_writes_into_another_machines_rebuild(
+        s3, tmp_path, onnx_export):
+    """C's `mem index --full` commits its rows first (vectors to come: BM25 searchable); A rebuilds
+    the index with other text limits and publishes; C's batches of vectors then went into A's
+    tables (its upsert matched A's rows by id), so A's next runs built on C's vectors. Now C stops
+    in one line before writing, and A's tables stay as A published them."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers import build
+
+    config_a, uri, bucket = on_s3(s3, tmp_path)
+    config_c = tmp_path / "c.toml"
+    config_c.write_text(config_a.read_text() + "\n[model]\nmax_chars = 8\n")
+    a = corpus(tmp_path / "a", onnx_export)
+    c_root = copy_workspace(a.root, tmp_path / "c")
+    c_config = load_config(c_root, config_c)
+    c_workspace = Memory.open(c_root, c_config).workspace
+    location = Location.of(c_workspace, c_config)
+    index = build.open_index(location, c_config, full=True)
+    found = build.build_rows(c_workspace, c_config, c_workspace.check_runs(None))
+    plan = build.plan_changes(index, found, None, set(c_workspace.runs()))
+    pending = sorted(plan.texts_wanted())
+    build.commit(index, plan, {}, c_config, pending=set(pending))  # C's rows, searchable, no vectors
+
+    Memory.open(a.root, config_a).index(full=True, progress=False)  # A rebuilds and publishes
+    reference = pinned_vectors(a.root, config_a)
+    published = store.read_meta(location)["versions"]
+    with pytest.raises(store.MetaConflict) as refused:
+        build.backfill(index, plan, found, pending, c_config, build.Progress(False))
+    assert str(refused.value).startswith("another writer rebuilt the ") and "\n" not in str(refused.value)
+    db = location.connect()
+    assert {name: db.open_table(name).version for name in published} == published  # C wrote nothing
+    assert store.read_meta(location)["versions"] == published
+    assert pinned_vectors(a.root, config_a) == reference
+
+
 def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export):
     """Two `mem index` processes on two machines (two workspaces, two locks, one URI) started
     together, three rounds: every writer's steps are searchable after each round, and the
