@@ -147,6 +147,8 @@ class Index:
     pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
                                 # when this run began: readers use it until this run publishes
     tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
+    foreign: tuple[str, ...] = ()  # tables another writer rebuilt with other parameters, unpublished:
+                                # read (and, adding to them, restored) at the versions meta.json pins
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -206,6 +208,11 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)
+            if on_message and index.foreign:
+                on_message(f"the {', '.join(index.foreign)} table{'s' if len(index.foreign) > 1 else ''} of "
+                           f"{location.uri} held another writer's rebuild with other parameters that "
+                           "was never published (a `mem index --full` that failed or still runs): "
+                           "indexing on the versions meta.json pins")
             if on_message and (note := _outdated_export(index.spec)):
                 on_message(note)
             narrowed = bool(runs) and not full
@@ -273,8 +280,7 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: _open(db, location, name, full) for name in SCHEMAS}
-    if meta is not None:
-        _undo_foreign(tables, meta, full)
+    foreign = _undo_foreign(tables, meta, full) if meta is not None else ()
     kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
     if kept:
         tuned = store.kept_tuned(meta, config)
@@ -293,16 +299,17 @@ def open_index(location: Location, config: Config, full: bool,
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
     return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
+                 foreign=foreign,
                  pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
 
-def _undo_foreign(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> None:
+def _undo_foreign(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> tuple[str, ...]:
     """A table whose latest version another writer rebuilt with other parameters than meta.json's
     and never published (a `mem index --full` with another config that failed, or still runs) is
     read at the version meta.json pins, so none of its vectors is reused as this build's; a run
     that adds to the table (not ``full``) first restores that version, writing on it, not on the
     other build."""
-    published = store.stamp(meta)
+    published, foreign = store.stamp(meta), []
     for name, table in tables.items():
         version = meta["versions"].get(name)
         if table is None or version is None or store.stamp_of(table) == published:
@@ -310,6 +317,8 @@ def _undo_foreign(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> N
         table.checkout(version)
         if not full:
             table.restore()
+        foreign.append(name)
+    return tuple(foreign)
 
 
 def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:

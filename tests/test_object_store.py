@@ -504,9 +504,12 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     assert pinned_vectors(a.root, config_a) == reference
 
     a.add_step("gen-0", make_step("wq", statement="a quokka lemma written on machine A"))
-    before = embed.EMBEDDED["texts"]
-    Memory.open(a.root, config_a).index(progress=False)
+    before, messages = embed.EMBEDDED["texts"], []
+    Memory.open(a.root, config_a).index(progress=False, on_message=messages.append)
     assert embed.EMBEDDED["texts"] - before == 1  # the new statement alone: C's rows are not A's
+    assert messages == [f"the steps, events, sources tables of {uri} held another writer's rebuild with "
+                        "other parameters that was never published (a `mem index --full` that failed or "
+                        "still runs): indexing on the versions meta.json pins"]
     now = pinned_vectors(a.root, config_a)
     assert now.pop("gen-0/wq") and now == reference
     hits = Memory.open(a.root, config_a).archive_hits("quokka", strategy="bm25")
