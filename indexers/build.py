@@ -208,7 +208,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)
-            if on_message and index.foreign:
+            if on_message and index.foreign and not index.full:  # (--full rebuilds them anyway)
                 on_message(f"the {', '.join(index.foreign)} table{'s' if len(index.foreign) > 1 else ''} of "
                            f"{location.uri} held another writer's rebuild with other parameters that "
                            "was never published (a `mem index --full` that failed or still runs): "
@@ -651,7 +651,7 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
             if theirs != mine_meta:
                 raise store.MetaConflict(
                     f"another writer republished {index.location.meta_name} with other parameters "
-                    f"(model, export or text limits) while this run indexed: run `mem index --full`")
+                    f"(model, export or text limits) while this run indexed: {store.MATCH_OR_REBUILD}")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
         return mine_meta | {"versions": versions, "built": time.time(),
@@ -683,8 +683,8 @@ def _own_table(index: Index, name: str, stamp: str):
     if store.stamp_of(table) != stamp:
         raise store.MetaConflict(
             f"another writer rebuilt the {name} table of {index.location.uri} with other "
-            "parameters (model or text limits) while this run indexed: this run stopped without "
-            "writing on it or publishing it; run `mem index` again")
+            "parameters (model or text limits) while this run indexed: this run wrote nothing on "
+            "that rebuild and pinned none of it; run `mem index` again")
     return table
 
 

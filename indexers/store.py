@@ -225,6 +225,10 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
     return meta
 
 
+MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to rebuild it with yours "
+                    "(then every machine sharing the index needs your config)")
+
+
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     """Why an index built with ``meta`` cannot serve ``config`` (one line, with the fix), or None."""
     want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
@@ -233,9 +237,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
                         ("text", "text limits differ")):
         have = meta.get(name)
         if have != want[name]:
-            fix = ("run `mem index --full`" if name in ("format", "tokenizer") else  # this version's
-                   "set the config to the index's, or run `mem index --full` to rebuild it with "
-                   "yours (then every machine sharing the index needs your config)")
+            fix = "run `mem index --full`" if name in ("format", "tokenizer") else MATCH_OR_REBUILD
             if isinstance(have, dict):  # the values that differ, each by its name
                 have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | want[name].keys())
                                  if have.get(k) != want[name].get(k)} for v in (have, want[name]))

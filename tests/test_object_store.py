@@ -448,7 +448,7 @@ def test_a_writer_publishing_after_another_machine_merges_and_never_moves_versio
     with pytest.raises(store.MetaConflict) as refused:  # Lance refuses the upsert, or the CAS the meta
         build.commit(index, plan, vectors, config)
     message = str(refused.value)
-    assert "\n" not in message and message.endswith(("run `mem index` again", "run `mem index --full`"))
+    assert "\n" not in message and message.endswith(("run `mem index` again", store.MATCH_OR_REBUILD))
     assert s3.keys(bucket, "idx/meta.json") == published  # B's meta.json stands, whole
     code, _, err = one_line_cli(a.root, config_file, "index", "--no-progress")
     assert code == 2 and err.count("\n") == 1 and "run `mem index --full`" in err  # the model changed
