@@ -16,6 +16,7 @@ import contextlib
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -148,7 +149,9 @@ class Index:
                                 # when this run began: readers use it until this run publishes
     tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
     foreign: tuple[str, ...] = ()  # tables another writer rebuilt with other parameters, unpublished:
-                                # read (and, adding to them, restored) at the versions meta.json pins
+                                # read at the versions meta.json pins, and rebuilt (a full build)
+    lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
+                                # writes on (store.lineage_of): another one there means an overwrite
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -208,11 +211,12 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)
-            if on_message and index.foreign and not index.full:  # (--full rebuilds them anyway)
+            if on_message and index.foreign and not full:  # (asked to rebuild: it does anyway)
                 on_message(f"the {', '.join(index.foreign)} table{'s' if len(index.foreign) > 1 else ''} of "
-                           f"{location.uri} held another writer's rebuild with other parameters that "
-                           "was never published (a `mem index --full` that failed or still runs): "
-                           "indexing on the versions meta.json pins")
+                           f"{location.uri} held a rebuild with other parameters that was never "
+                           "published (a `mem index --full` or `mem tune` that stopped, here or on "
+                           "another machine, or still runs): rebuilding every table from the files "
+                           "and the versions meta.json pins")
             if on_message and (note := _outdated_export(index.spec)):
                 on_message(note)
             narrowed = bool(runs) and not full
@@ -280,13 +284,13 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: _open(db, location, name, full) for name in SCHEMAS}
-    foreign = _undo_foreign(tables, meta, full) if meta is not None else ()
+    foreign = _pinned_if_foreign(tables, meta) if meta is not None else ()
     kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
     if kept:
         tuned = store.kept_tuned(meta, config)
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
-    full = full or meta is None or any(t is None for t in tables.values()) or not model_same
+    full = full or meta is None or any(t is None for t in tables.values()) or not model_same or bool(foreign)
     if full and model_same and model.get("quantized") and _by_cpu(location, meta):
         model_same = False  # --full: int8 vectors of an export before PORTABLE_SINCE are not reused
     ref = store.model_ref(location, {"model": model}, config)
@@ -299,25 +303,26 @@ def open_index(location: Location, config: Config, full: bool,
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
     return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
-                 foreign=foreign,
+                 foreign=foreign, lineage={name: store.lineage_of(t) for name, t in tables.items() if t},
                  pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
 
-def _undo_foreign(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> tuple[str, ...]:
-    """A table whose latest version another writer rebuilt with other parameters than meta.json's
-    and never published (a `mem index --full` with another config that failed, or still runs) is
-    read at the version meta.json pins, so none of its vectors is reused as this build's; a run
-    that adds to the table (not ``full``) first restores that version, writing on it, not on the
-    other build."""
+def _pinned_if_foreign(tables: dict[str, Any], meta: dict[str, Any]) -> tuple[str, ...]:
+    """The tables whose latest version another writer rebuilt with other parameters than
+    meta.json's and never published (a `mem index --full` or `mem tune` with another config that
+    stopped before publishing, or still runs), each checked out at the version meta.json pins: none
+    of their vectors is reused as this build's, and the run rebuilds every table from the files
+    (writing on the pinned version instead, by a restore, would drop the commits another writer
+    made after it and has yet to publish). A table of an index format before 5 (no stamp) is read
+    at the pinned version too, and is no other writer's."""
     published, foreign = store.stamp(meta), []
     for name, table in tables.items():
         version = meta["versions"].get(name)
-        if table is None or version is None or store.stamp_of(table) == published:
+        if table is None or version is None or (found := store.stamp_of(table)) == published:
             continue
         table.checkout(version)
-        if not full:
-            table.restore()
-        foreign.append(name)
+        if found is not None:
+            foreign.append(name)
     return tuple(foreign)
 
 
@@ -605,6 +610,7 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         table = index.tables[name]
         if plan.full:
             table = _create(index.db, index.location, name, data, store.stamp(_params(index, config)))
+            index.lineage[name] = store.lineage_of(table)
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
             with _following(index, name):
@@ -677,14 +683,16 @@ def _own_versions(index: Index, stamp: str) -> dict[str, int]:
 
 
 def _own_table(index: Index, name: str, stamp: str):
-    """Table ``name`` at its latest version, which must be a build with this run's ``stamp``, else
-    MetaConflict: another writer rebuilt it with other parameters (and has not published)."""
+    """Table ``name`` at its latest version, which must descend from the creation this run wrote
+    on, with this run's ``stamp``; else MetaConflict: another writer rebuilt it meanwhile (a
+    later version holds none of this run's commits, or another build's parameters)."""
     table = index.db.open_table(name)
-    if store.stamp_of(table) != stamp:
+    other = store.stamp_of(table) != stamp
+    if other or store.lineage_of(table) != index.lineage.get(name):
+        how = "with other parameters (model or text limits)" if other else "(`mem index --full`)"
         raise store.MetaConflict(
-            f"another writer rebuilt the {name} table of {index.location.uri} with other "
-            "parameters (model or text limits) while this run indexed: this run wrote nothing on "
-            "that rebuild and pinned none of it; run `mem index` again")
+            f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
+            "indexed: this run wrote nothing on that rebuild and pinned none of it; run `mem index` again")
     return table
 
 
@@ -761,7 +769,8 @@ def _create(db, location: Location, name: str, data, stamp: str):
     """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected),
     stamped with the build's parameters (``store.stamp``); a table too damaged to be replaced is
     deleted and created afresh."""
-    data = data.replace_schema_metadata({**(data.schema.metadata or {}), store.STAMP: stamp.encode()})
+    marks = {store.STAMP: stamp.encode(), store.LINEAGE: uuid.uuid4().hex.encode()}
+    data = data.replace_schema_metadata({**(data.schema.metadata or {}), **marks})
     schema = data.schema
     try:
         return db.create_table(name, data=data, schema=schema, mode="overwrite")

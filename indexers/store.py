@@ -27,6 +27,7 @@ FORMAT = 5  # 2: steps carry parent_keys (the citation graph); 3: rows say wheth
 # 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until); 5: the text
 # limits are recorded, and each table is stamped with the parameters of the build that wrote it
 STAMP = b"mem.build"  # a table's schema metadata key: the stamp of the build that created it
+LINEAGE = b"mem.lineage"  # and a key naming that creation (each overwrite of the table a new one)
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
 SWAP_TRIES = 8  # meta.json replaced by another writer this often in a row: give up, one line
 
@@ -85,6 +86,13 @@ def stamp_of(table) -> str | None:
     """The stamp of the build that created ``table`` at its checked-out version (None: a table
     of an index format before 5)."""
     value = (table.schema.metadata or {}).get(STAMP)
+    return value.decode("utf-8") if value else None
+
+
+def lineage_of(table) -> str | None:
+    """Which creation of ``table`` its checked-out version descends from: commits on a table keep
+    it, an overwrite (`mem index --full`) gives a new one (None: before index format 5)."""
+    value = (table.schema.metadata or {}).get(LINEAGE)
     return value.decode("utf-8") if value else None
 
 
@@ -230,22 +238,26 @@ MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to
 
 
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
-    """Why an index built with ``meta`` cannot serve ``config`` (one line, with the fix), or None."""
+    """Why an index built with ``meta`` cannot serve ``config`` (one line naming every value that
+    differs, with the fix), or None."""
     want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
+    found = []
     for name, label in (("format", "index format differs"), ("tokenizer", "tokenizer differs"),
                         ("model", "model differs"), ("bm25", "BM25 parameters differ"),
                         ("text", "text limits differ")):
-        have = meta.get(name)
-        if have != want[name]:
-            fix = "run `mem index --full`" if name in ("format", "tokenizer") else MATCH_OR_REBUILD
-            if isinstance(have, dict):  # the values that differ, each by its name
-                have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | want[name].keys())
-                                 if have.get(k) != want[name].get(k)} for v in (have, want[name]))
-            else:
-                wanted = want[name]
-            return (f"the index was built with other parameters ({label}: index has {have!r}, "
-                    f"config wants {wanted!r}): {fix}")
-    return None
+        have, wanted = meta.get(name), want[name]
+        if have == wanted:
+            continue
+        if isinstance(have, dict):  # the values that differ, each by its name
+            have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | wanted.keys())
+                             if have.get(k) != wanted.get(k)} for v in (have, wanted))
+        found.append((name, f"{label}: index has {have!r}, config wants {wanted!r}"))
+        if name == "format":  # what else meta.json records is another format's
+            break
+    if not found:
+        return None
+    fix = "run `mem index --full`" if {"format", "tokenizer"} & {n for n, _ in found} else MATCH_OR_REBUILD
+    return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
 
 
 def _said(value: Any) -> Any:

@@ -261,6 +261,17 @@ def test_other_text_limits_are_refused_in_one_line_not_indexed_over(workspace, m
     assert mem("archive-search", "statement")[0] == 2  # the index is the other config's now
 
 
+def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
+    """It named the first group alone (BM25): a user who matched it met a second refusal."""
+    assert mem("index", "--no-progress")[0] == 0
+    other = tmp_path / "other.toml"
+    other.write_text("[bm25]\nk1 = 1.5\n[model]\nmax_chars = 100\n")
+    code, _, err = mem("--config", str(other), "archive-search", "statement")
+    assert code == 2 and ("(BM25 parameters differ: index has {'k1': 1.2}, config wants {'k1': 1.5}; "
+                          "text limits differ: index has {'max_chars': 2000}, config wants "
+                          "{'max_chars': 100}): set the config to the index's") in err
+
+
 def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(memory, workspace, mem):
     """Format 5 records the text limits: an index of format 4 (which did not) needs `mem index
     --full` once, which reuses its vectors (the model is the same)."""

@@ -467,8 +467,8 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     the tables after A's full build committed, and stopped before publishing (killed, or still
     running). A's publish pinned the tables' newest versions, C's, under A's parameters: a mixed
     index that no command reported, and that later runs built on. Now A is refused in one line and
-    meta.json is left as it was; A's next `mem index` writes on the versions meta.json pins (C's
-    rebuild undone), so searches read A's vectors alone."""
+    meta.json is left as it was; A's next `mem index` rebuilds every table from the files and the
+    versions meta.json pins (none of C's vectors reused), so searches read A's vectors alone."""
     from mem_retrieval.indexers import build
 
     config_a, uri, bucket = on_s3(s3, tmp_path)
@@ -507,13 +507,46 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     before, messages = embed.EMBEDDED["texts"], []
     Memory.open(a.root, config_a).index(progress=False, on_message=messages.append)
     assert embed.EMBEDDED["texts"] - before == 1  # the new statement alone: C's rows are not A's
-    assert messages == [f"the steps, events, sources tables of {uri} held another writer's rebuild with "
-                        "other parameters that was never published (a `mem index --full` that failed or "
-                        "still runs): indexing on the versions meta.json pins"]
+    assert messages == [f"the steps, events, sources tables of {uri} held a rebuild with other parameters "
+                        "that was never published (a `mem index --full` or `mem tune` that stopped, here or "
+                        "on another machine, or still runs): rebuilding every table from the files and the "
+                        "versions meta.json pins"]
     now = pinned_vectors(a.root, config_a)
     assert now.pop("gen-0/wq") and now == reference
     hits = Memory.open(a.root, config_a).archive_hits("quokka", strategy="bm25")
     assert [h.id for h in hits] == ["gen-0/wq"]
+
+
+def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_is_refused(
+        s3, tmp_path, onnx_export, monkeypatch):
+    """B commits a new step and, before B publishes, A's `mem index --full` (A's files lack it)
+    overwrites the tables and publishes. B pinned the later versions, A's ("a later version holds
+    every earlier commit", untrue across an overwrite): B said "indexed", exit 0, and its step was
+    in no version meta.json pins. Now B is refused in one line, and its next `mem index` adds it."""
+    from mem_retrieval.indexers import build
+
+    config, uri, bucket = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    Memory.open(a.root, config).index(progress=False)
+    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
+    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
+    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    real = build._publish
+
+    def a_rebuilds_first(index, config_):  # B's publish, after A's full build publishes
+        monkeypatch.setattr(build, "_publish", real)
+        assert Memory.open(a.root, config).index(full=True, progress=False).full
+        return real(index, config_)
+
+    monkeypatch.setattr(build, "_publish", a_rebuilds_first)
+    with pytest.raises(store.MetaConflict) as refused:
+        Memory.open(b.root, config).index(["gen-1"], progress=False)
+    assert str(refused.value) == (f"another writer rebuilt the steps table of {uri} (`mem index --full`) "
+                                  "while this run indexed: this run wrote nothing on that rebuild and "
+                                  "pinned none of it; run `mem index` again")
+    assert not Memory.open(b.root, config).archive_hits("walrus", strategy="bm25")
+    Memory.open(b.root, config).index(["gen-1"], progress=False)
+    assert [h.id for h in Memory.open(b.root, config).archive_hits("walrus", strategy="bm25")] == ["gen-1/wb"]
 
 
 def test_a_machine_embedding_in_batches_never_writes_into_another_machines_rebuild(
