@@ -28,17 +28,35 @@ def _writable_folder(folder: Path, param: str, given: str) -> None:
             return
 
 
+@contextmanager
+def _looked_at(given: str, param: str) -> Iterator[None]:
+    """A path the system cannot even look at (a name too long, a loop of links): one line."""
+    try:
+        yield
+    except OSError as err:
+        raise BadInput(f"{given!r}: {err.strerror or err}", param=param) from None
+
+
+def _fits(file: str, param: str, given: str) -> None:
+    """Nothing stands at ``file`` that a written file could not replace: a folder, or a device,
+    pipe or socket (the file replaces what stands there, and as root that could be /dev/null)."""
+    target, where = Path(file), "" if file == given else f"{file!r}, a file it writes, "
+    with _looked_at(given, param):
+        if target.is_dir():
+            raise BadInput(f"{given!r}: {where}is a folder, not a file", param=param)
+        if target.exists() and not target.is_file():
+            raise BadInput(f"{given!r}: {where}is not a regular file (a device, a pipe or a socket)",
+                           param=param)
+
+
 def check_file(path: str | None, param: str) -> None:
-    """A file to be written: not a folder nor a device, pipe or socket (the file replaces what
-    stands there, and as root that could be /dev/null), and its folder writable or creatable."""
+    """A file to be written: nothing in its way (``_fits``), and its folder writable or
+    creatable."""
     if path is None:
         return
-    target = Path(path)
-    if target.is_dir():
-        raise BadInput(f"{path!r}: is a folder, not a file", param=param)
-    if target.exists() and not target.is_file():
-        raise BadInput(f"{path!r}: is not a regular file (a device, a pipe or a socket)", param=param)
-    _writable_folder(target.absolute().parent, param, path)
+    _fits(path, param, path)
+    with _looked_at(path, param):
+        _writable_folder(Path(path).absolute().parent, param, path)
 
 
 def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str | None],
@@ -46,7 +64,8 @@ def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str
     """Refuse, before the work, an output that would replace what the command reads, what
     another output writes, or one of ``workspace``'s records (``Workspace.record_at``: the library,
     a run's tree.json or log, the index). ``writes``: each output's parameter, its value as given,
-    and the files it will write (a folder's files under it); ``reads``: each input's parameter and
+    and the files it will write (a folder's files under it: each must be free to be written,
+    ``_fits``); ``reads``: each input's parameter and
     its file. Paths are compared as they resolve (links, ``..``)."""
     from mem_retrieval.cli.main import flag
 
@@ -55,6 +74,7 @@ def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str
         if given is None:
             continue
         for file in map(str, files):
+            _fits(file, param, given)  # a folder where a report's file goes: refused before the work
             real = os.path.realpath(file)
             where = "it" if file == given else repr(file)
             record = workspace.record_at(file) if workspace is not None else None
@@ -73,13 +93,15 @@ def check_apart(writes: dict[str, tuple[str | None, list]], reads: dict[str, str
 
 
 def check_folder(path: str | None, param: str) -> None:
-    """A folder to write files into: a folder, or creatable."""
+    """A folder to write files into: a folder, or creatable (the files it will hold are checked
+    by ``check_apart``)."""
     if path is None:
         return
     target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise BadInput(f"{path!r}: exists and is not a folder", param=param)
-    _writable_folder(target.absolute(), param, path)
+    with _looked_at(path, param):
+        if target.exists() and not target.is_dir():
+            raise BadInput(f"{path!r}: exists and is not a folder", param=param)
+        _writable_folder(target.absolute(), param, path)
 
 
 @contextmanager

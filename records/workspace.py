@@ -27,9 +27,12 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
     env = os.environ if environ is None else environ
     chosen = Path(path or env.get("MEM_WORKSPACE") or ".")
     where = chosen if base is None else Path(base) / chosen
-    if not where.is_dir():
-        raise BadInput(f"workspace {str(chosen)!r} is not a folder")
-    return where.resolve()
+    try:
+        if not where.is_dir():
+            raise BadInput(f"workspace {str(chosen)!r} is not a folder")
+        return where.resolve()
+    except OSError as err:  # a name too long, a loop of links
+        raise BadInput(f"workspace {str(chosen)!r}: {err.strerror or err}") from None
 
 
 @dataclass

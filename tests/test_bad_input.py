@@ -171,6 +171,12 @@ def test_bad_input_is_one_line_exit_2_and_the_index_is_untouched(damage, where, 
     assert snapshot(root / ".mem") == before
 
 
+def test_a_workspace_path_the_system_cannot_look_at_is_one_line(mem, tmp_path):
+    """A name too long for the file system ended in a traceback (Path.is_dir raises it)."""
+    code, out, err = mem("-w", str(tmp_path / ("a" * 300)), "eval", "status")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.rstrip().endswith(": File name too long")
+
+
 def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     duplicate_id(workspace)
     code, out, err = mem("--json", "index")
@@ -194,6 +200,12 @@ def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     ("--trec-out", "fifo", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),   # no regular file
     ("--report", "same", ["eval", "paging", "--queries", "Q", "--qrels", "R", "--trec-out", "same"]),
     ("--report", "afolder", ["eval", "reuse", "alpha", "--per-step", "--trec-out", "afolder/report.md"]),
+    # a folder where a file of the folder goes (the trec run and the plot were written, then exit 2)
+    ("--report", "areport", ["eval", "paging", "--queries", "Q", "--qrels", "R", "--trec-out", "t.trec"]),
+    ("--write-queries", "aqueries", ["eval", "reuse", "alpha", "--per-step"]),
+    ("--trec-out", "a" * 300, ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # a traceback
+    ("--report", "a" * 300 + "/r", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
+    ("--plot", "a" * 300 + ".png", ["eval", "frontier", "F"]),
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
         workspace, mem, tmp_path, monkeypatch, flag, value, argv):
@@ -202,6 +214,8 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
     monkeypatch.chdir(tmp_path)
     Path("afile").write_text("x")
     Path("afolder").mkdir()
+    Path("areport/recall_by_page.png").mkdir(parents=True)
+    Path("aqueries/reuse.qrels").mkdir(parents=True)
     Path("Q").write_text('{"qid": "q1", "query": "statement"}\n')
     Path("R").write_text("q1 0 alpha/a1 1\n")
     Path("alink").symlink_to("R")
@@ -257,11 +271,20 @@ def test_an_output_beside_the_records_is_written(workspace, mem, monkeypatch):
     assert Path("eval-report/report.md").is_file()
 
 
-def test_a_write_that_fails_after_the_work_is_one_line_too(workspace, mem, tmp_path):
-    # the folder passes the check; its report.md, a folder, cannot be replaced by the file
+def test_a_write_that_fails_after_the_work_is_one_line_too(workspace, mem, tmp_path, monkeypatch):
+    # the folder passes the check; its report.md, a folder made while the evaluation ran, cannot be
+    # replaced by the file
+    from mem_retrieval.eval import paging_eval
+
     (tmp_path / "Q").write_text('{"qid": "q1", "query": "statement"}\n')
     (tmp_path / "R").write_text("q1 0 alpha/a1 1\n")
-    (tmp_path / "report" / "report.md").mkdir(parents=True)
+    evaluate = paging_eval.evaluate_paging
+
+    def meanwhile(*args, **kwargs):
+        (tmp_path / "report" / "report.md").mkdir(parents=True)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(paging_eval, "evaluate_paging", meanwhile)
     assert mem("index")[0] == 0
     code, out, err = mem("eval", "paging", "--queries", str(tmp_path / "Q"), "--qrels", str(tmp_path / "R"),
                          "--strategy", "bm25", "--report", str(tmp_path / "report"))
