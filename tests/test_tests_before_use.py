@@ -380,3 +380,17 @@ def test_the_verdict_reads_the_threshold_and_says_when_there_is_nothing_to_test(
     assert code == 1 and "FAIL" in text.splitlines()[-1] and "threshold 0.75" in text.splitlines()[-1]
     code, text = cli(workspace.root, "eval", "reuse", "alpha", "--per-step")
     assert code == 1 and text.splitlines()[-1].startswith("reuse per step: nothing to test: 0 of 5 steps")
+
+
+def test_reuse_of_every_run_of_a_workspace_without_runs_is_nothing_to_test(tmp_path):
+    """It printed an empty line and exited 0: a test that tests nothing passed."""
+    (tmp_path / "empty").mkdir()
+    code, text = cli(tmp_path / "empty", "eval", "reuse", "--all")
+    assert (code, text) == (1, "reuse: nothing to test (the workspace has no runs)\n")
+
+
+def test_reuse_refuses_an_empty_until_rather_than_reading_it_as_now(workspace):
+    """An unset variable in a script (`--until "$T"`) is no time: resume and the searches refuse
+    it; reuse tested memory as it is now."""
+    code, text = cli(workspace.root, "eval", "reuse", "alpha", "--until", "")
+    assert (code, text) == (2, "mem: --until '' is not an ISO time with a zone\n")

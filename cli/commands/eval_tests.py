@@ -1,5 +1,6 @@
 """`mem eval resume` and `mem eval reuse`: two of the design's three tests before use (the third is
-`mem eval status`). Each prints what it found, then a PASS/FAIL line, and exits 1 on failure."""
+`mem eval status`). Each prints what it found, then a PASS/FAIL line, and exits 1 on failure
+(`reuse --per-step`: on the per-step verdict; its Fix queries are reported apart)."""
 
 from __future__ import annotations
 
@@ -77,12 +78,15 @@ def reuse(args, ctx) -> int:
     if given and not args.per_step:
         raise BadInput(f"{', '.join(given)}: only with --per-step")
     check_pages(args.max_pages, "max_pages")
-    until = parse_time_arg(args.until) if args.until else None
-    if args.until and until is None:
+    until = parse_time_arg(args.until) if args.until is not None else None  # '' too: not "now"
+    if args.until is not None and until is None:
         raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
     memory = ctx.memory()
     config = memory.config.reuse
     runs = memory.workspace.check_runs(None if args.all else args.runs)
+    if not runs and not args.per_step:  # --all of a workspace without runs: never PASS
+        ctx.emit({"fix": []}, "reuse: nothing to test (the workspace has no runs)")
+        return 1
     pages = args.pages if args.pages is not None else config.pages
     cut = memory.retriever.resolve_until(args.until, None) if until is not None else None
     per_step = _per_step(args, ctx, memory, runs, pages, until, cut) if args.per_step else None
@@ -93,7 +97,8 @@ def reuse(args, ctx) -> int:
     data = ({"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()} if per_step
             else fixes[0].as_dict() if len(fixes) == 1 else {"fix": [f.as_dict() for f in fixes]})
     ctx.emit(data, text)
-    verdicts = [per_step.verdict] if per_step else [f.verdict for f in fixes]
+    verdicts = [per_step.verdict] if per_step else [f.verdict for f in fixes]  # --per-step: its own
+    # verdict (the Fix queries, reported apart, often have no Fix problem to ask at the step's grain)
     return 0 if all(v == "PASS" for v in verdicts) else 1
 
 
