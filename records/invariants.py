@@ -225,7 +225,7 @@ class _Checker:
                 self.add(entry.run, file, entry.line, "M2", f"{entry.gid}: {problem}")
             tree = self.catalog.trees.get(entry.run)
             if tree is None:  # a library shipped without its run, or a run that cannot be read
-                self.report.counts["unchecked"] += entry.run in self.catalog.unreadable
+                self.report.counts["unchecked" if entry.run in self.catalog.unreadable else "elsewhere"] += 1
                 continue
             step = tree.step(entry.id)
             if step is None:

@@ -347,6 +347,8 @@ def test_a_run_folder_that_lost_its_tree_json_is_reported_not_skipped(workspace,
     shutil.rmtree(workspace.root / "alpha" / "memory")  # a library shipped without its run: fine
     (workspace.root / "alpha" / "tree.json").rmdir()
     assert mem("check")[0] == 0 and mem("eval", "status")[0] == 0
+    assert mem("eval", "status")[1].splitlines()[-1].endswith(
+        "; 1 of runs not in this workspace (M2 only: no tree.json to hold M1 against)")  # said PASS alone
 
 
 def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):

@@ -24,12 +24,14 @@ def status(args, ctx) -> int:
     entries = report.counts["entries"]
     m1 = sum(v.code == "M1" for v in report.errors)
     m2 = sum(v.code == "M2" for v in report.errors)
-    unchecked = report.counts["unchecked"]
+    unchecked, elsewhere = report.counts["unchecked"], report.counts["elsewhere"]
     verdict = "FAIL" if failing else "PASS"
     text = [str(v) for v in report.violations]
     text.append(f"status: {verdict}: {entries} library entries; {m1} promoted statuses (M1), "
                 f"{m2} not admissible (M2)"
-                + (f"; {unchecked} unchecked (their run's tree.json cannot be read)" if unchecked else ""))
+                + (f"; {unchecked} unchecked (their run's tree.json cannot be read)" if unchecked else "")
+                + (f"; {elsewhere} of runs not in this workspace (M2 only: no tree.json to hold M1 "
+                   "against)" if elsewhere else ""))
     ctx.emit({"pass": not failing, "entries": entries, "m1": m1, "m2": m2, "unchecked": unchecked,
-              "violations": [str(v) for v in report.violations]}, "\n".join(text))
+              "elsewhere": elsewhere, "violations": [str(v) for v in report.violations]}, "\n".join(text))
     return 2 if report.unreadable else 1 if failing else 0
