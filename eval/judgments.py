@@ -56,6 +56,8 @@ def read_queries(path: Path) -> list[Query]:
             f.fail("query", err.message)
         if step and (ref_problem(step) or "/" not in step):
             f.fail("step", f"{step!r} is not a global id (run/step)")
+        if any(c.isspace() for c in qid):  # a qrels line and a TREC run are split at white space
+            f.fail("qid", f"{qid!r} holds white space: no qrels line could judge it")
         if qid in seen:
             f.fail("qid", f"duplicate qid {qid!r}")
         seen.add(qid)

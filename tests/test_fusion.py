@@ -301,12 +301,17 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     err = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.3"], out=io.StringIO(), err=err)
-    assert code == 2 and err.getvalue() == "mem: --step 0.3 does not divide 1 into at least 2 steps\n"
+    assert code == 2 and err.getvalue() == "mem: --step 0.3 is not 1/n for a whole n of at least 2 (0.5, 0.25, 0.1, 0.05, …)\n"
     err = io.StringIO()  # C(106, 6) = 1,705,904,746 weight vectors: refused before any work
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--step", "0.01"], out=io.StringIO(), err=err)
     assert code == 2 and err.getvalue() == ("mem: --step 0.01 makes a grid of 1,705,904,746 weight vectors "
                                             "for rerank-graph; at most 250,000 (0.05: 230,230)\n")
+    err = io.StringIO()  # its count has 1,798 digits: said by their number, not written out
+    code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
+                    "--qrels", str(tmp_path / "r.qrels"), "--step", "1e-300"], out=io.StringIO(), err=err)
+    assert code == 2 and err.getvalue() == ("mem: --step 1e-300 makes a grid of a 1798-digit number of weight "
+                                            "vectors for rerank-graph; at most 250,000 (0.05: 230,230)\n")
     err = io.StringIO()
     code = run_cli(["--workspace", str(ws.root), "eval", "fusion", "--queries", str(tmp_path / "q.jsonl"),
                     "--qrels", str(tmp_path / "r.qrels"), "--folds-by", "project"], out=io.StringIO(), err=err)

@@ -379,6 +379,19 @@ def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path):
                         qrels_file=qrels_file)
 
 
+@pytest.mark.parametrize("qid", ["q 1", "q\u00a01", "q1\t"])
+def test_a_qid_holding_white_space_is_bad_input_at_its_line(tmp_path, qid):
+    """No qrels line can judge it (its columns are split at white space), and a TREC run written
+    with it would read as another line."""
+    from mem_retrieval.eval.judgments import read_queries
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"qid": "q0", "query": "x"}\n' + json.dumps({"qid": qid, "query": "x"}) + "\n")
+    with pytest.raises(InputError) as refused:
+        read_queries(path)
+    assert str(refused.value) == f"{path}:2: qid: {qid!r} holds white space: no qrels line could judge it"
+
+
 def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):
     _, evaluation = toy_evaluation()
     write_runs(evaluation, tmp_path / "runs.trec")

@@ -54,9 +54,11 @@ def run_fusion(args, ctx) -> int:
     if args.folds < 1:
         raise BadInput(f"{args.folds} is not a number of folds (at least 1)", param="folds")
     if not 0 < args.step <= 0.5 or abs(round(1 / args.step) * args.step - 1) > 1e-9:
-        raise BadInput(f"{args.step} does not divide 1 into at least 2 steps", param="step")
+        raise BadInput(f"{args.step:.6g} is not 1/n for a whole n of at least 2 (0.5, 0.25, 0.1, 0.05, …)",
+                       param="step")
     if (size := grid_size(args.strategy, args.step)) > MAX_GRID:
-        raise BadInput(f"{args.step} makes a grid of {size:,} weight vectors for {args.strategy}; at most "
+        said = f"{size:,}" if size < 10**15 else f"a {len(str(size))}-digit number of"  # (1e-300)
+        raise BadInput(f"{args.step} makes a grid of {said} weight vectors for {args.strategy}; at most "
                        f"{MAX_GRID:,} (0.05: {grid_size(args.strategy, 0.05):,})", param="step")
     queries, qrels, _ = read_judged(args.queries, args.qrels)
     in_run = _asked(args, queries)
