@@ -30,6 +30,7 @@ from mem_retrieval.eval.fusion import FEATURES, OBJECTIVE, collect, grid_metrics
 from mem_retrieval.eval.judgments import judged
 from mem_retrieval.eval.metrics import per_query
 from mem_retrieval.eval.paging_eval import read_judged
+from mem_retrieval.records.errors import MemError
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -45,11 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    workspace = Workspace.open(args.workspace)
-    config = load_config(workspace.root)
-    queries, qrels, _ = read_judged(args.queries, args.qrels)
-    started = time.perf_counter()
-    features = collect(Retriever(workspace, config), args.strategy, queries)
+    for name in ("points", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: at least 1")
+    try:  # bad input (files, a missing index): one line, exit 2 or 1, as `mem` says it
+        workspace = Workspace.open(args.workspace)
+        config = load_config(workspace.root)
+        queries, qrels, _ = read_judged(args.queries, args.qrels)
+        started = time.perf_counter()
+        features = collect(Retriever(workspace, config), args.strategy, queries)
+    except MemError as error:
+        parser.exit(error.exit_status, f"{parser.prog}: {error}\n")
     collected = time.perf_counter() - started
     gold = judged(qrels)
     grid = simplex(FEATURES[args.strategy], 0.1)

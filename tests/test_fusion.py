@@ -402,3 +402,19 @@ def test_the_fusion_benchmark_times_both_ways_on_the_same_points_and_finds_them_
     assert [w["points"] for w in result["ways"]] == [7, 7, 8008]
     assert result["ways"][0]["ratio"] == 1.0 and result["max_difference"] < 1e-12
     assert "| whole grid | 8008 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("options, status, said", [
+    (["--points", "0"], 2, "error: --points 0: at least 1"),     # a numpy broadcast traceback
+    (["--repeats", "0"], 2, "error: --repeats 0: at least 1"),   # a ZeroDivisionError
+    (["--queries", "missing.jsonl"], 2, "missing.jsonl: cannot read: No such file or directory"),
+])
+def test_the_fusion_benchmark_says_bad_input_in_one_line(tmp_path, capsys, options, status, said):
+    from mem_retrieval.eval import bench_fusion
+
+    ws = indexed_workspace(tmp_path)
+    argv = [str(ws.root), "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels"), *options]
+    with pytest.raises(SystemExit) as stopped:
+        bench_fusion.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == status and err.splitlines()[-1].endswith(said) and "Traceback" not in err
