@@ -364,3 +364,17 @@ def test_a_number_in_other_digits_is_refused_naming_the_flag(workspace, mem, arg
     code, out, err = mem(*argv)
     assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith(f"mem: argument {flag}: ")
     assert repr(argv[-1]) in err and "_port" not in err and "_positive" not in err
+
+
+@pytest.mark.parametrize("argv", [["eval", "status"], ["eval", "frontier", "F"]])
+def test_commands_that_read_no_setting_still_refuse_a_bad_config(mem, tmp_path, monkeypatch, argv):
+    """`--config` with a missing or broken file passed (exit 0) for the two commands that read no
+    setting, where every other command refuses it."""
+    monkeypatch.chdir(tmp_path)
+    Path("F").write_text(json.dumps({"queries": [{"qid": "q1"}], "events": [{"id": "e1"}],
+                                     "spans": [{"events": ["e1"], "answers": ["q1"]}]}))
+    Path("broken.toml").write_text("[model\n")
+    for config, said in (("missing.toml", "mem: missing.toml: cannot read: No such file or directory"),
+                         ("broken.toml", "mem: broken.toml:1: invalid TOML: ")):
+        code, out, err = mem("--config", config, *argv)
+        assert (code, out) == (2, "") and err.startswith(said) and err.count("\n") == 1, err

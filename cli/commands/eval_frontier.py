@@ -62,6 +62,8 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
                 ctx.workspace() if args.queries else None)
     if args.file and (args.queries or args.qrels):
         raise BadInput("give FILE or --queries and --qrels, not both")
+    if ctx.config_path is not None:  # it reads no setting, but a --config given is read (and a bad
+        ctx.config(ctx.workspace() if args.queries or args.memory_from else None)  # one refused)
     if args.file:
         problem = read_problem(Path(args.file))
     elif args.queries and args.qrels:

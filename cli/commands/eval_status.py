@@ -19,7 +19,10 @@ def register(subparsers, common) -> None:
 def status(args, ctx) -> int:
     from mem_retrieval.records.invariants import check_library
 
-    report = check_library(ctx.workspace())
+    workspace = ctx.workspace()
+    if ctx.config_path is not None:  # it reads no setting, but a --config given is read (and a bad
+        ctx.config(workspace)        # one refused, as by every other command)
+    report = check_library(workspace)
     failing = report.errors  # M1, M2, and entries that cannot be checked (integrity, input)
     entries = report.counts["entries"]
     m1 = sum(v.code == "M1" for v in report.errors)
