@@ -109,6 +109,16 @@ class Context:
                       f"entry has ({_first_three(outside)}): no memory answers with them (judgments "
                       "name library steps by global id, run/step)")
 
+    def warn_if_unknown_settings(self, memory, settings: list[str], source: str) -> None:
+        """Say so when queries of ``source`` give a ``setting`` with a clause the settings ontology
+        does not know (as `archive-search --setting` notes it): a step matches it only by the same
+        text, so a misspelt setting leaves out hits whose setting implies the one meant (M3)."""
+        unknown = list(dict.fromkeys(c for s in settings for c in memory.retriever.unknown_clauses(s)))
+        if unknown:
+            self.note(f"mem: warning: {source} gives {plural(len(unknown), 'setting clause')} the "
+                      f"settings ontology does not know ({_first_three(unknown)}): a step matches "
+                      "those only by the same text")
+
     def warn_if_unknown_runs(self, memory, runs: list[str], source: str) -> None:
         """Say so when queries of ``source`` name a ``run`` the workspace does not hold: a query
         leaves out its own run's steps (a run cannot reuse itself), so a misspelt run leaves

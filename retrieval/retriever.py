@@ -200,11 +200,10 @@ class Retriever:
                               f"{plural(self.searcher.pending, 'text')} are not computed yet (BM25 "
                               "order until then): `mem index` computes them, the one running or, if "
                               "it was stopped, the next"))
-        ontology = self.workspace.ontology
         if query.setting:
-            unknown = [c for c in clauses(query.setting) if ontology.entry(c) is None]
+            unknown = self.unknown_clauses(query.setting)
             if unknown:
-                near = ontology.nearest(unknown[0])
+                near = self.workspace.ontology.nearest(unknown[0])
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
@@ -218,6 +217,12 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
                                   "setting it does not imply (M3)", see="any_setting"))
         return notes
+
+    def unknown_clauses(self, setting: str) -> list[str]:
+        """The clauses of ``setting`` the settings ontology does not know (a step matches such a
+        clause only by the same text)."""
+        ontology = self.workspace.ontology
+        return [c for c in clauses(setting) if ontology.entry(c) is None]
 
     def unknown_run(self, param: str, run: str | None) -> list[Note]:
         """A note when ``run`` (given for ``param``) names no run of the workspace or library,

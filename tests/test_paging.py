@@ -583,6 +583,27 @@ def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["paging", "fusion"])
+def test_a_setting_the_ontology_does_not_know_is_named_in_a_warning(tmp_path, command):
+    """`archive-search --setting Mars` notes it; a queries file giving it was silent."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement", "setting": setting}) + "\n"
+                               for qid, setting in [("q1", "Qp"), ("q2", "Mars"), ("q3", "Mars")]))
+    (tmp_path / "r.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(1, 4)))
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    err = io.StringIO()
+    status = mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
+                  str(tmp_path / "r.qrels"), "--strategy", "bm25" if command == "paging" else "graph"],
+                 out=io.StringIO(), err=err)
+    assert status == 0, err.getvalue()
+    assert [line for line in err.getvalue().splitlines() if "setting clause" in line] == [
+        f"mem: warning: {queries} gives 1 setting clause the settings ontology does not know (mars): a "
+        "step matches those only by the same text"]
+
+
+@pytest.mark.parametrize("command", ["paging", "fusion"])
 def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, command):
     """A bare step id, or a misspelt run, in a qrels file scores 0 for its query: named once;
     grade 0 is no judgment of relevance."""

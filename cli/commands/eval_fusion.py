@@ -66,6 +66,7 @@ def run_fusion(args, ctx) -> int:
     memory = ctx.memory()
     ctx.warn_if_unknown_steps(memory, [q.step for q in queries if q.step], args.queries)
     ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], args.queries)
+    ctx.warn_if_unknown_settings(memory, [q.setting for q in queries if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, queries, args.qrels)
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config, in_run) if args.guard else None

@@ -57,6 +57,7 @@ def run_paging(args, ctx) -> int:
     config = memory.config
     ctx.warn_if_unknown_steps(memory, [q.step for q in chosen if q.step], args.queries)
     ctx.warn_if_unknown_runs(memory, [q.run for q in chosen if q.run], args.queries)
+    ctx.warn_if_unknown_settings(memory, [q.setting for q in chosen if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, chosen, args.qrels)
     _warn_if_trained_on(ctx, memory, chosen)
     ranker = make_ranker(memory.retriever)
