@@ -202,12 +202,13 @@ class _Checker:
                                         "but not its record"), INPUT)]
         path = self.ws.library_path
         if path.is_file():
-            problems = []
+            problems, malformed = [], []
             try:
-                for entry in iter_library(path, problems):
+                for entry in iter_library(path, problems, malformed):
                     self.entries.append(entry)
             except InputError as error:
-                self.found[None].append((error.problem, INPUT))
+                malformed.append(error.problem)
+            self.found[None].extend((p, INPUT) for p in malformed)
             self.found[None].extend((p, INTEGRITY) for p in problems)
         return Catalog(trees, self.entries, unreadable)
 

@@ -375,15 +375,24 @@ def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
     )
 
 
-def iter_library(path: Path, problems: list[Problem] | None = None) -> Iterator[LibraryEntry]:
+def iter_library(path: Path, problems: list[Problem] | None = None,
+                 malformed: list[Problem] | None = None) -> Iterator[LibraryEntry]:
     """Stream solve/library.jsonl; a global id appearing twice is an error.
 
     With ``problems``, a repeated global id is recorded there (and the later entry dropped) instead
-    of raised; malformed input still raises."""
+    of raised. With ``malformed``, a malformed line is recorded there and skipped, as
+    ``iter_events`` does (`mem check` lists them all and checks the entries after them); without,
+    it raises."""
     file = str(path)
     seen: dict[str, int] = {}
     for number, line in _iter_lines(path):
-        entry = parse_library_entry(parse_json(line, file, number), file, number)
+        try:
+            entry = parse_library_entry(parse_json(line, file, number), file, number)
+        except InputError as error:
+            if malformed is None or len(malformed) + 1 >= InputError.MAX_PROBLEMS:
+                raise
+            malformed.append(error.problem)
+            continue
         if entry.gid in seen:
             _record(problems, InputError(file, number, "id", f"duplicate library entry {entry.gid!r} "
                                                              f"(first on line {seen[entry.gid]})"))

@@ -287,7 +287,7 @@ def test_strict_parsers_still_raise(workspace):
 def test_eval_status_passes_on_a_sound_library(mem):
     code, out, _ = mem("eval", "status")
     assert code == 0
-    assert out == "status: PASS: 1 library entries; 0 promoted statuses (M1), 0 not admissible (M2)\n"
+    assert out == "status: PASS: 1 library entry; 0 promoted statuses (M1), 0 not admissible (M2)\n"
 
 
 def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
@@ -302,7 +302,7 @@ def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
         f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open",
         f"solve/library.jsonl:2: M2: alpha/a4: alpha/tree.json:{line} says not audited (no audit grade) and "
         "not repaired (the library says grade 'pass')",
-        "status: FAIL: 2 library entries; 1 promoted statuses (M1), 1 not admissible (M2)"]
+        "status: FAIL: 2 library entries; 1 promoted status (M1), 1 not admissible (M2)"]
 
 
 def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, mem):
@@ -328,7 +328,7 @@ def test_eval_status_never_passes_over_a_run_it_cannot_read(workspace, mem):
     assert out.splitlines() == [
         f"alpha/tree.json:{step_line(workspace, 'alpha', 'a3')}: input: steps[2].kind: 'foo' is not "
         "one of lemma, dead_end, error",
-        "status: FAIL: 1 library entries; 0 promoted statuses (M1), 0 not admissible (M2); 1 unchecked "
+        "status: FAIL: 1 library entry; 0 promoted statuses (M1), 0 not admissible (M2); 1 unchecked "
         "(their run's tree.json cannot be read)"]
     workspace.edit_step("alpha", "a3", kind="dead_end")  # mended: the M1 shows
     assert mem("eval", "status")[0] == 1
@@ -355,6 +355,22 @@ def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
     workspace.library_path.write_text("{not json\n")
     code, out, _ = mem("eval", "status")
     assert code == 2 and out.startswith("solve/library.jsonl:1: input: invalid JSON")
+
+
+def test_a_malformed_library_line_is_listed_and_the_entries_after_it_are_still_checked(workspace, mem):
+    """The first malformed line stopped the reading: the entries after it were neither counted
+    nor checked, so an M2 violation further down went unlisted."""
+    entries = workspace.library()
+    bad = json.dumps(entries[0] | {"id": 5})
+    promoted = json.dumps(entries[0] | {"grade": "major"})
+    workspace.library_path.write_text(f"{bad}\n{promoted}\n")
+    code, out, _ = mem("eval", "status")
+    lines = out.splitlines()
+    assert code == 2 and lines[0].startswith("solve/library.jsonl:1: input: id: ")
+    assert lines[1].startswith("solve/library.jsonl:2: M2: alpha/a1: ") and "major" in lines[1]
+    assert lines[-1].startswith("status: FAIL: 1 library entry; 0 promoted statuses (M1), 1 not admissible")
+    code, out, _ = mem("check")
+    assert code == 2 and "solve/library.jsonl:2: M2: alpha/a1: " in out
 
 
 def test_a_library_entry_whose_step_was_audited_again_and_failed_breaks_m2(workspace, mem):

@@ -17,6 +17,7 @@ def register(subparsers, common) -> None:
 
 
 def status(args, ctx) -> int:
+    from mem_retrieval.records.errors import plural
     from mem_retrieval.records.invariants import check_library
 
     workspace = ctx.workspace()
@@ -30,8 +31,8 @@ def status(args, ctx) -> int:
     unchecked, elsewhere = report.counts["unchecked"], report.counts["elsewhere"]
     verdict = "FAIL" if failing else "PASS"
     text = [str(v) for v in report.violations]
-    text.append(f"status: {verdict}: {entries} library entries; {m1} promoted statuses (M1), "
-                f"{m2} not admissible (M2)"
+    text.append(f"status: {verdict}: {plural(entries, 'library entry', 'library entries')}; "
+                f"{plural(m1, 'promoted status', 'promoted statuses')} (M1), {m2} not admissible (M2)"
                 + (f"; {unchecked} unchecked (their run's tree.json cannot be read)" if unchecked else "")
                 + (f"; {elsewhere} of runs not in this workspace (M2 only: no tree.json to hold M1 "
                    "against)" if elsewhere else ""))
