@@ -253,10 +253,13 @@ def test_an_output_into_the_workspace_records_is_refused_and_nothing_is_touched(
     Path("R").write_text("q1 0 alpha/a1 1\n")
     Path("to-library").symlink_to(root / "solve" / "library.jsonl")
     before = {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    folders = {str(p): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_dir()}
     code, out, err = mem(*argv, flag, value)
     assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
     assert err.startswith(f"mem: {flag} {value!r}: would write ") and "the workspace's records" in err, err
     assert {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    # not even a probe folder made and removed there (its folder's time changed)
+    assert {str(p): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_dir()} == folders
 
 
 def test_an_output_beside_the_records_is_written(workspace, mem, monkeypatch):

@@ -56,10 +56,10 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
 
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
         raise BadInput(f"{args.plot} should end in {', '.join(PLOT_SUFFIXES)}", param="plot")
-    check_file(args.plot, "plot")
-    check_apart({"plot": (args.plot, [args.plot])},
+    check_apart({"plot": (args.plot, [args.plot])},  # first: nothing probed in the records
                 {"file": args.file, "queries": args.queries, "qrels": args.qrels},
                 ctx.workspace() if args.queries else None)
+    check_file(args.plot, "plot")
     if args.file and (args.queries or args.qrels):
         raise BadInput("give FILE or --queries and --qrels, not both")
     if ctx.config_path is not None:  # it reads no setting, but a --config given is read (and a bad

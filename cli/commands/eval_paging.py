@@ -34,11 +34,11 @@ def _check_outputs(args, workspace) -> None:
     from mem_retrieval.eval.paging_report import report_files
 
     check_pages(args.max_pages, "max_pages")
-    check_file(args.trec_out, "trec_out")
-    check_folder(args.report, "report")
-    check_apart({"trec_out": (args.trec_out, [args.trec_out]),
+    check_apart({"trec_out": (args.trec_out, [args.trec_out]),  # first: nothing probed in the records
                  "report": (args.report, report_files(args.report) if args.report else [])},
                 {"queries": args.queries, "qrels": args.qrels}, workspace)
+    check_file(args.trec_out, "trec_out")
+    check_folder(args.report, "report")
 
 
 def run_paging(args, ctx) -> int:

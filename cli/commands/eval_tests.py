@@ -113,14 +113,14 @@ def _per_step(args, ctx, memory, runs, pages, until, cut):
     from mem_retrieval.eval.paging_report import report_files, write_report, write_runs
     from mem_retrieval.eval.reuse import reuse_per_step
 
-    check_file(args.trec_out, "trec_out")
-    check_folder(args.report, "report")
-    check_folder(args.write_queries, "write_queries")
-    check_apart({"trec_out": (args.trec_out, [args.trec_out]),
+    check_apart({"trec_out": (args.trec_out, [args.trec_out]),  # first: nothing probed in the records
                  "report": (args.report, report_files(args.report) if args.report else []),
                  "write_queries": (args.write_queries,
                                    written_files(args.write_queries) if args.write_queries else [])}, {},
                 memory.workspace)
+    check_file(args.trec_out, "trec_out")
+    check_folder(args.report, "report")
+    check_folder(args.write_queries, "write_queries")
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
     if args.write_queries:
         with writing(args.write_queries, "write_queries"):
