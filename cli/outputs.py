@@ -28,20 +28,11 @@ def _writable_folder(folder: Path, param: str, given: str) -> None:
             return
 
 
-@contextmanager
-def _looked_at(given: str, param: str) -> Iterator[None]:
-    """A path the system cannot even look at (a name too long, a loop of links): one line."""
-    try:
-        yield
-    except OSError as err:
-        raise BadInput(f"{given!r}: {err.strerror or err}", param=param) from None
-
-
 def _fits(file: str, param: str, given: str) -> None:
     """Nothing stands at ``file`` that a written file could not replace: a folder, or a device,
     pipe or socket (the file replaces what stands there, and as root that could be /dev/null)."""
     target, where = Path(file), "" if file == given else f"{file!r}, a file it writes, "
-    with _looked_at(given, param):
+    with writing(given, param, tried=""):  # a name too long, a loop of links
         if target.is_dir():
             raise BadInput(f"{given!r}: {where}is a folder, not a file", param=param)
         if target.exists() and not target.is_file():
@@ -55,7 +46,7 @@ def check_file(path: str | None, param: str) -> None:
     if path is None:
         return
     _fits(path, param, path)
-    with _looked_at(path, param):
+    with writing(path, param, tried=""):
         _writable_folder(Path(path).absolute().parent, param, path)
 
 
@@ -98,16 +89,17 @@ def check_folder(path: str | None, param: str) -> None:
     if path is None:
         return
     target = Path(path)
-    with _looked_at(path, param):
+    with writing(path, param, tried=""):
         if target.exists() and not target.is_dir():
             raise BadInput(f"{path!r}: exists and is not a folder", param=param)
         _writable_folder(target.absolute(), param, path)
 
 
 @contextmanager
-def writing(path: str, param: str) -> Iterator[None]:
-    """Writes to ``path`` (for ``param``): an OSError becomes the one-line BadInput."""
+def writing(path: str, param: str, tried: str = "cannot write it: ") -> Iterator[None]:
+    """Writes to ``path`` (for ``param``), or looks at it (``tried`` ""): an OSError becomes the
+    one-line BadInput."""
     try:
         yield
     except OSError as err:
-        raise BadInput(f"{path!r}: cannot write it: {err.strerror or err}", param=param) from None
+        raise BadInput(f"{path!r}: {tried}{err.strerror or err}", param=param) from None

@@ -563,42 +563,36 @@ def test_a_step_the_index_does_not_hold_is_named_in_a_warning(tmp_path):
     assert ranked == {"q2", "q3", "q4"}  # the misspelt ones find the step; q1's own step is hidden
 
 
-def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
-    """A query leaves out its own run's steps; a misspelt ``run`` leaves them in: named once."""
+def _warnings(tmp_path, field: str, values: list[str], command: str = "paging") -> tuple[Path, list[str]]:
+    """The warnings of `mem eval COMMAND` over three queries giving ``field`` these ``values``."""
     from conftest import build_workspace
 
     ws = build_workspace(tmp_path / "ws")
     queries = tmp_path / "q.jsonl"
-    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement", "run": run}) + "\n"
-                               for qid, run in [("q1", "beta"), ("q2", "bta"), ("q3", "bta")]))
-    (tmp_path / "r.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(1, 4)))
-    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
-    err = io.StringIO()
-    status = mem(["--workspace", str(ws.root), "eval", "paging", "--queries", str(queries), "--qrels",
-                  str(tmp_path / "r.qrels"), "--strategy", "bm25"], out=io.StringIO(), err=err)
-    assert status == 0
-    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
-        f"mem: warning: {queries} names 1 run the workspace does not hold (bta): those queries leave "
-        "out no run's own steps"]
-
-
-@pytest.mark.parametrize("command", ["paging", "fusion"])
-def test_a_setting_the_ontology_does_not_know_is_named_in_a_warning(tmp_path, command):
-    """`archive-search --setting Mars` notes it; a queries file giving it was silent."""
-    from conftest import build_workspace
-
-    ws = build_workspace(tmp_path / "ws")
-    queries = tmp_path / "q.jsonl"
-    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement", "setting": setting}) + "\n"
-                               for qid, setting in [("q1", "Qp"), ("q2", "Mars"), ("q3", "Mars")]))
-    (tmp_path / "r.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(1, 4)))
+    queries.write_text("".join(json.dumps({"qid": f"q{i}", "query": "statement", field: value}) + "\n"
+                               for i, value in enumerate(values, start=1)))
+    (tmp_path / "r.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(1, len(values) + 1)))
     assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
     err = io.StringIO()
     status = mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
                   str(tmp_path / "r.qrels"), "--strategy", "bm25" if command == "paging" else "graph"],
                  out=io.StringIO(), err=err)
     assert status == 0, err.getvalue()
-    assert [line for line in err.getvalue().splitlines() if "setting clause" in line] == [
+    return queries, [line for line in err.getvalue().splitlines() if "warning" in line]
+
+
+def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
+    """A query leaves out its own run's steps; a misspelt ``run`` leaves them in: named once."""
+    queries, warnings = _warnings(tmp_path, "run", ["beta", "bta", "bta"])
+    assert warnings == [f"mem: warning: {queries} names 1 run the workspace does not hold (bta): those "
+                        "queries leave out no run's own steps"]
+
+
+@pytest.mark.parametrize("command", ["paging", "fusion"])
+def test_a_setting_the_ontology_does_not_know_is_named_in_a_warning(tmp_path, command):
+    """`archive-search --setting Mars` notes it; a queries file giving it was silent."""
+    queries, warnings = _warnings(tmp_path, "setting", ["Qp", "Mars", "Mars"], command)
+    assert [line for line in warnings if "setting clause" in line] == [
         f"mem: warning: {queries} gives 1 setting clause the settings ontology does not know (mars): a "
         "step matches those only by the same text"]
 
