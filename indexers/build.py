@@ -641,7 +641,8 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
     from mem_retrieval.text.onnx import MANIFEST, downloaded_problem
 
     mine_meta = _params(index, config)
-    mine = _own_versions(index, store.stamp(mine_meta))
+    stamp = store.stamp(mine_meta)
+    mine = _own_versions(index, stamp)
     export = (mine_meta["export"] or {}).get("path")
     if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
         tuned = index.tuned
@@ -660,6 +661,9 @@ def _publish(index: Index, config: Config) -> dict[str, int]:
                     f"(model, export or text limits) while this run indexed: {store.MATCH_OR_REBUILD}")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
+            for name, version in versions.items():  # theirs, when later: of the creation this
+                if version != mine[name]:           # run wrote on, else its commits are not in it
+                    _own_table(index, name, stamp, version)
         return mine_meta | {"versions": versions, "built": time.time(),
                             "settings": _settings(index, versions[store.STEPS]),
                             "pending": _waiting(index, versions)}
@@ -682,11 +686,13 @@ def _own_versions(index: Index, stamp: str) -> dict[str, int]:
     return {name: _own_table(index, name, stamp).version for name in SCHEMAS}
 
 
-def _own_table(index: Index, name: str, stamp: str):
-    """Table ``name`` at its latest version, which must descend from the creation this run wrote
-    on, with this run's ``stamp``; else MetaConflict: another writer rebuilt it meanwhile (a
-    later version holds none of this run's commits, or another build's parameters)."""
+def _own_table(index: Index, name: str, stamp: str, version: int | None = None):
+    """Table ``name`` at ``version`` (default: its latest), which must descend from the creation
+    this run wrote on, with this run's ``stamp``; else MetaConflict: another writer rebuilt it
+    meanwhile (a later version holds none of this run's commits, or another build's parameters)."""
     table = index.db.open_table(name)
+    if version is not None and table.version != version:
+        table.checkout(version)
     other = store.stamp_of(table) != stamp
     if other or store.lineage_of(table) != index.lineage.get(name):
         how = "with other parameters (model or text limits)" if other else "(`mem index --full`)"

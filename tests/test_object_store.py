@@ -517,12 +517,14 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     assert [h.id for h in hits] == ["gen-0/wq"]
 
 
+@pytest.mark.parametrize("when", ["before B's check", "between B's check and its swap of meta.json"])
 def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_is_refused(
-        s3, tmp_path, onnx_export, monkeypatch):
+        s3, tmp_path, onnx_export, monkeypatch, when):
     """B commits a new step and, before B publishes, A's `mem index --full` (A's files lack it)
     overwrites the tables and publishes. B pinned the later versions, A's ("a later version holds
     every earlier commit", untrue across an overwrite): B said "indexed", exit 0, and its step was
-    in no version meta.json pins. Now B is refused in one line, and its next `mem index` adds it."""
+    in no version meta.json pins. Now B is refused in one line, and its next `mem index` adds it;
+    so too when A publishes after B checked its tables, as B merges A's meta.json with its own."""
     from mem_retrieval.indexers import build
 
     config, uri, bucket = on_s3(s3, tmp_path)
@@ -531,14 +533,15 @@ def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_
     b = type(a)(copy_workspace(a.root, tmp_path / "b"))
     shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
     b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
-    real = build._publish
+    module, name = (build, "_publish") if when.startswith("before") else (store, "publish_meta")
+    real = getattr(module, name)
 
-    def a_rebuilds_first(index, config_):  # B's publish, after A's full build publishes
-        monkeypatch.setattr(build, "_publish", real)
+    def a_rebuilds_first(*args):  # B's publish (or its swap), after A's full build publishes
+        monkeypatch.setattr(module, name, real)
         assert Memory.open(a.root, config).index(full=True, progress=False).full
-        return real(index, config_)
+        return real(*args)
 
-    monkeypatch.setattr(build, "_publish", a_rebuilds_first)
+    monkeypatch.setattr(module, name, a_rebuilds_first)
     with pytest.raises(store.MetaConflict) as refused:
         Memory.open(b.root, config).index(["gen-1"], progress=False)
     assert str(refused.value) == (f"another writer rebuilt the steps table of {uri} (`mem index --full`) "
