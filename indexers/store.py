@@ -251,7 +251,8 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
         if isinstance(have, dict):  # the values that differ, each by its name
             have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | wanted.keys())
                              if have.get(k) != wanted.get(k)} for v in (have, wanted))
-        found.append((name, f"{label}: index has {have!r}, config wants {wanted!r}"))
+        reader = "this version of mem reads" if name in ("format", "tokenizer") else "config wants"
+        found.append((name, f"{label}: index has {have!r}, {reader} {wanted!r}"))
         if name == "format":  # what else meta.json records is another format's
             break
     if not found:

@@ -280,7 +280,7 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     del meta["text"]
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
-    assert code == 2 and "(index format differs: index has 4, config wants 5): run `mem index --full`" in err
+    assert code == 2 and "(index format differs: index has 4, this version of mem reads 5): run `mem index --full`" in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
     assert json.loads(path.read_text())["text"] == {"event_body_chars": 20000, "max_chars": 2000,
@@ -338,6 +338,7 @@ def test_parameters_are_stored_and_a_mismatch_asks_for_full(memory, workspace, m
     meta_path.write_text(json.dumps(meta))
     code, out, err = mem("archive-search", "statement")
     assert code == 2 and err.count("\n") == 1 and "mem index --full" in err
+    assert "tokenizer differs: index has 'math-v0', this version of mem reads " in err  # no setting
     code, _, err = mem("index")
     assert code == 2 and "mem index --full" in err
     code, _, _ = mem("index", "--full")
