@@ -140,7 +140,7 @@ def _tune(memory: Memory, max_pairs: int | None, training: Training, holdout_ste
         report = build_index(memory.workspace, memory.config, full=True, progress=progress,
                              on_message=on_message, tuned=provenance)
     except BaseException:  # stopped or failed re-embedding: the index keeps its model, and only it
-        from mem_retrieval.indexers.build import drop_exports
+        from mem_retrieval.indexers.writer import drop_exports
         from mem_retrieval.indexers.store import read_meta, tuned_of
 
         meta = read_meta(memory.retriever.location) or {}

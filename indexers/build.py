@@ -5,29 +5,28 @@ changed row is rewritten; its vector is reused whenever its embedding text is un
 another row's), so no text is embedded twice. Each table is updated in one LanceDB commit (upserts
 and deletions together), so a crash leaves the previous version readable. Two `mem index` at once
 on one machine are serialised by a lock on .mem/index.lock; writers on other machines (an index on
-an object store) meet at meta.json, replaced by compare-and-swap (``store.publish_meta``).
+an object store) meet at meta.json, replaced by compare-and-swap (``store.publish_meta``), and
+at the tables' stamps and lineage ids (``indexers/writer.py``, through which every commit goes).
 
 The texts to embed go to the model in this process, or (``engine="ray"``) to a pool of Ray actors
 (``indexers/distributed.py``); the commit is the same either way."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.indexers import store
+from mem_retrieval.indexers import store, writer
 from mem_retrieval.indexers.location import Location
 from mem_retrieval.indexers.rows import NEVER, Rows, build_rows, library_row, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
+from mem_retrieval.indexers.writer import Index
 from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.types import LibraryEntry
@@ -98,11 +97,6 @@ class Progress:
             self.bar = None
 
 
-def _scan(table, columns: list[str]):
-    """All rows of ``table``, only ``columns``, as an Arrow table."""
-    return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
-
-
 @dataclass(frozen=True)
 class TablePlan:
     """What one table's commit will do: write ``changed`` (every row on a full build), delete
@@ -126,46 +120,6 @@ class Plan:
         """The text hashes the changed rows need vectors for."""
         return {row["text_hash"] for name in EMBEDDED_TABLES for row in self.tables[name].changed
                 if row["text_hash"]}
-
-
-@dataclass
-class Index:
-    """The open index of one run: its location, connection, tables (None: absent or to rebuild)."""
-
-    location: Location
-    db: Any
-    tables: dict[str, Any]
-    full: bool                  # rebuild every table from the rows (asked, nothing usable, new model)
-    model_same: bool            # stored vectors were made by the model embedding now
-    tuned: dict[str, Any] | None  # the tuned copy's provenance, recorded in meta.json
-    spec: Any                   # text.embed.ModelSpec: how it runs (an ONNX export, or torch)
-    meta_token: str | None = None  # the version of meta.json this run started from
-    engine: Any = None          # a distributed embedder (indexers.distributed.RayEngine), or None
-    embed_seconds: float = 0.0  # spent waiting for vectors (the embedding phase)
-    unpublished: frozenset[str] = frozenset()  # tables holding commits meta.json does not pin: a
-                                # run stopped between its commit and its publish (its full-text
-                                # index may not have been built again), or another writer's
-    pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
-                                # when this run began: readers use it until this run publishes
-    tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
-    foreign: tuple[str, ...] = ()  # tables another writer rebuilt with other parameters, unpublished:
-                                # read at the versions meta.json pins, and rebuilt (a full build)
-    lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
-                                # writes on (store.lineage_of): another one there means an overwrite
-
-    def engine_report(self) -> dict[str, Any]:
-        if self.engine is None:
-            import os
-
-            return {"name": "local", "workers": os.cpu_count() or 1,
-                    "embed_seconds": round(self.embed_seconds, 3)}
-        return {"name": "ray", "workers": self.engine.workers, "embed_seconds": round(self.embed_seconds, 3),
-                "busy_seconds": round(self.engine.busy, 3)}
-
-    @property
-    def folder(self) -> Path:
-        """Where model files are read and written locally (the index folder, or the cache)."""
-        return self.location.folder
 
 
 KEEP = "keep"
@@ -283,7 +237,7 @@ def open_index(location: Location, config: Config, full: bool,
     if full and not location.remote and lance.exists() and not lance.is_dir():
         lance.unlink()
     db = location.connect()
-    tables = {name: _open(db, location, name, full) for name in SCHEMAS}
+    tables = {name: writer.open_or_drop(db, location, name, full) for name in SCHEMAS}
     foreign = _pinned_if_foreign(tables, meta) if meta is not None else ()
     kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
     if kept:
@@ -447,7 +401,7 @@ def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry
         return []
     outside = present - set(runs)
     columns = ["gid", "run", "in_library", "inserted", "content_hash", "named_seq", "named_ts", "inserted_ts"]
-    scanned = _scan(table, columns)
+    scanned = writer.scan(table, columns)
     held = {row[0]: row[3:] for row in zip(*(scanned[c].to_pylist() for c in columns))
             if row[2] and row[1] in outside}
     listed = {entry.gid: entry for entry in library if entry.run in outside}
@@ -480,7 +434,7 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
     try:
         if name in EMBEDDED_TABLES and "embedded" in table.schema.names:  # an older format has none
             columns.append("embedded")
-        scanned = _scan(table, columns)
+        scanned = writer.scan(table, columns)
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
             raise
@@ -556,7 +510,7 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
         for row in plan.tables[name].changed:
             if row["text_hash"]:
                 holders[name].setdefault(row["text_hash"], []).append(row)
-    stamp = store.stamp(_params(index, config))
+    stamp = store.stamp(writer.params(index, config))
     progress.start([rows.embed_text[h] for h in pending], "embedding")
     try:
         for batch, vectors in _vector_batches(index, rows, pending, config):
@@ -564,16 +518,16 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
             for name, by_hash in holders.items():
                 done = [row for text_hash in batch for row in by_hash.get(text_hash, ())]
                 if done:  # never into another build's table (Lance refuses the upsert when one
-                    table = _own_table(index, name, stamp)  # overwrites it after this check)
+                    table = writer.own_table(index, name, stamp)  # overwrites it after this check)
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
-                    with _following(index, name):
+                    with writer.following(index, name):
                         table.merge_insert("gid").when_matched_update_all().execute(data)
-            _publish(index, config)
+            writer.publish(index, config)
     finally:
         progress.close()
     for name in EMBEDDED_TABLES:  # the rewritten rows into the indexes
-        _refresh_indexes(index, index.db.open_table(name), fresh=False, rewritten=True)
-    return _publish(index, config)
+        writer.refresh_indexes(index, index.db.open_table(name), fresh=False, rewritten=True)
+    return writer.publish(index, config)
 
 
 def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
@@ -609,11 +563,12 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]
         if plan.full:
-            table = _create(index.db, index.location, name, data, store.stamp(_params(index, config)))
+            stamp = store.stamp(writer.params(index, config))
+            table = writer.create(index.db, index.location, name, data, stamp)
             index.lineage[name] = store.lineage_of(table)
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
-            with _following(index, name):
+            with writer.following(index, name):
                 if table_plan.changed:
                     merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
                     if removed_keys:
@@ -621,119 +576,12 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
                     merge.execute(data)
                 else:
                     table.delete(store.in_list("key", removed_keys))
-        table = _refresh_indexes(index, table, fresh=plan.full,
+        table = writer.refresh_indexes(index, table, fresh=plan.full,
                                  rewritten=bool(table_plan.changed or table_plan.removed)
                                  or name in index.unpublished)
         if not plan.full:
-            _read_fts(table)
-    return _publish(index, config)
-
-
-def _publish(index: Index, config: Config) -> dict[str, int]:
-    """Pin the tables' current versions in meta.json, with the distinct step settings and how
-    many texts still wait for their vectors (both read from the tables at those versions, so a run
-    indexing some runs never hides another's unfinished backfill); returns the versions pinned. The model files meta.json
-    names are put at the index's location first. meta.json is replaced by compare-and-swap: when
-    another writer (another machine) published since this run began, the two are merged, each
-    table at the later of the two versions (a later Lance version holds every earlier commit), so
-    no update is lost and no pinned version moves backwards; a writer that changed the model
-    meanwhile cannot be merged with (one line: MetaConflict)."""
-    from mem_retrieval.text.onnx import MANIFEST, downloaded_problem
-
-    mine_meta = _params(index, config)
-    stamp = store.stamp(mine_meta)
-    mine = _own_versions(index, stamp)
-    export = (mine_meta["export"] or {}).get("path")
-    if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
-        tuned = index.tuned
-        index.location.push(tuned["path"],
-                            whole=(lambda f: store.tuned_problem(f, tuned)) if index.full else None)
-    if export:
-        index.location.push(export, last=MANIFEST, whole=downloaded_problem if index.full else None)
-
-    def make(current: dict[str, Any] | None, token: str | None) -> dict[str, Any]:
-        versions = dict(mine)
-        if current is not None and token != index.meta_token:  # another writer published meanwhile
-            theirs = {key: current.get(key) for key in mine_meta}
-            if theirs != mine_meta:
-                raise store.MetaConflict(
-                    f"another writer republished {index.location.meta_name} with other parameters "
-                    f"(model, export or text limits) while this run indexed: {store.MATCH_OR_REBUILD}")
-            their_versions = current.get("versions", {})
-            versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
-            for name, version in versions.items():  # theirs, when later: of the creation this
-                if version != mine[name]:           # run wrote on, else its commits are not in it
-                    _own_table(index, name, stamp, version)
-        return mine_meta | {"versions": versions, "built": time.time(),
-                            "settings": _settings(index, versions[store.STEPS]),
-                            "pending": _waiting(index, versions)}
-
-    meta = store.publish_meta(index.location, make)
-    drop_exports(index.folder, export)
-    return meta["versions"]
-
-
-def _params(index: Index, config: Config) -> dict[str, Any]:
-    """What meta.json records of this build: its parameters and the export it embeds with."""
-    export = Path(index.spec.export).relative_to(index.folder).as_posix() if index.spec.export else None
-    return store.build_params(config, index.tuned) | {"export": {"path": export} if export else None}
-
-
-def _own_versions(index: Index, stamp: str) -> dict[str, int]:
-    """Each table's latest version, to be pinned; MetaConflict when one is another writer's
-    rebuild with other parameters (a `mem index --full` overwrites a table whole, so the latest
-    version would hold its rows and vectors alone, under this run's meta.json)."""
-    return {name: _own_table(index, name, stamp).version for name in SCHEMAS}
-
-
-def _own_table(index: Index, name: str, stamp: str, version: int | None = None):
-    """Table ``name`` at ``version`` (default: its latest), which must descend from the creation
-    this run wrote on, with this run's ``stamp``; else MetaConflict: another writer rebuilt it
-    meanwhile (a later version holds none of this run's commits, or another build's parameters)."""
-    table = index.db.open_table(name)
-    if version is not None and table.version != version:
-        table.checkout(version)
-    other = store.stamp_of(table) != stamp
-    if other or store.lineage_of(table) != index.lineage.get(name):
-        how = "with other parameters (model or text limits)" if other else "(`mem index --full`)"
-        raise store.MetaConflict(
-            f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
-            "indexed: this run wrote nothing on that rebuild and pinned none of it; run `mem index` again")
-    return table
-
-
-def _settings(index: Index, version: int) -> list[str]:
-    """The distinct step settings of the steps table at ``version``."""
-    steps = index.db.open_table(store.STEPS)
-    if steps.version != version:
-        steps.checkout(version)
-    return sorted(set(_scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
-
-
-def _waiting(index: Index, versions: dict[str, int]) -> int:
-    """How many distinct texts still wait for their vectors at ``versions``: the rows a running or
-    interrupted backfill left with ``embedded`` false (a constant filter: no user text in it)."""
-    hashes: set[str] = set()
-    for name in EMBEDDED_TABLES:
-        table = index.db.open_table(name)
-        if table.version != versions[name]:
-            table.checkout(versions[name])
-        if "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
-            continue
-        waiting = table.search().where("embedded = false").select(["text_hash"])
-        hashes.update(waiting.limit(table.count_rows()).to_arrow()["text_hash"].to_pylist())
-    return len(hashes)
-
-
-def drop_exports(folder: Path, keep: str | None) -> None:
-    """Delete ONNX exports the index no longer uses (a tuned model replaced, a reset); of an
-    index on an object store, only the local cache's copies (a reader of an older meta.json may
-    still need the store's)."""
-    import shutil
-
-    for old in (folder / "models").glob("onnx-*") if (folder / "models").is_dir() else ():
-        if f"models/{old.name}" != keep:
-            shutil.rmtree(old, ignore_errors=True)
+            writer.read_fts(table)
+    return writer.publish(index, config)
 
 
 def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int, pending: set[str] = frozenset()):
@@ -753,129 +601,3 @@ def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int, pending: set[str]
                 if plan.changed else np.zeros(0, dtype=np.float32))
         arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), dim))
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-KEY_COLUMNS = {store.STEPS: ("key", "sid_key"), store.EVENTS: ("key",), store.SOURCES: ("key",)}
-
-
-def _open(db, location: Location, name: str, full: bool):
-    """Table ``name`` (None when absent). With ``full``, a table too damaged to open is deleted, to
-    be built afresh; otherwise the damage is reported (store.guard)."""
-    try:
-        return store.open_table(db, name)
-    except BaseException as error:
-        if not (full and store.is_damage(error)):
-            raise
-        location.probe()  # an unreachable store is no damage: nothing is deleted
-        location.drop_table_files(name)
-        return None
-
-
-def _create(db, location: Location, name: str, data, stamp: str):
-    """Replace table ``name`` by ``data`` in one commit (readers of older versions are unaffected),
-    stamped with the build's parameters (``store.stamp``); a table too damaged to be replaced is
-    deleted and created afresh."""
-    marks = {store.STAMP: stamp.encode(), store.LINEAGE: uuid.uuid4().hex.encode()}
-    data = data.replace_schema_metadata({**(data.schema.metadata or {}), **marks})
-    schema = data.schema
-    try:
-        return db.create_table(name, data=data, schema=schema, mode="overwrite")
-    except BaseException as error:
-        if not store.is_damage(error) or store.is_conflict(error):
-            raise
-        location.probe()
-        location.drop_table_files(name)
-        return db.create_table(name, data=data, schema=schema, mode="overwrite")
-
-
-CONFLICT_TRIES = 8
-
-
-@contextlib.contextmanager
-def _following(index: Index, name: str):
-    """A commit that cannot follow another writer's (Lance refuses an upsert planned before a
-    concurrent rebuild of the table, rather than mix the two): one line, nothing written."""
-    try:
-        yield
-    except (RuntimeError, OSError, ValueError) as error:
-        if not store.is_conflict(error):
-            raise
-        detail = store.conflict_detail(error)
-        raise store.MetaConflict(f"another writer changed the {name} table of {index.location.uri} "
-                                 f"while this run indexed ({detail}): run `mem index` again") from None
-
-
-def _retrying(index: Index, table, step: Callable[[Any], None]):
-    """Run ``step(table)``; when another writer's commit preempted it (an optimize or index
-    build from a stale version), reopen the table at its latest version and run it again."""
-    for attempt in range(CONFLICT_TRIES):
-        try:
-            step(table)
-            return table
-        except (RuntimeError, OSError, ValueError) as error:
-            if not store.is_conflict(error) or attempt == CONFLICT_TRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-            table = index.db.open_table(table.name)
-    return table
-
-
-def _read_fts(table) -> None:
-    """Query the full-text index once: a damaged index fails `mem index` now (store.guard names
-    the fix, `mem index --full`) instead of the next search."""
-    from lancedb.query import MatchQuery
-
-    if table.count_rows():
-        table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
-
-
-PRUNE_AFTER = timedelta(days=7)  # lancedb's own: optimize deletes versions older than this
-
-
-def _prunable(index: Index, table) -> timedelta:
-    """How old a version must be for ``optimize`` to delete it: ``PRUNE_AFTER``, but never as young
-    as the version meta.json pins (the one every reader opens until this run publishes, and a
-    crash before that leaves readable). Pruned by age alone, a week-old index lost its pinned
-    version to the reindex's first optimize: searches during the reindex, and after a crash
-    before its publish, failed as "damaged"."""
-    pinned = index.pinned.get(table.name)
-    for version in table.list_versions() if pinned is not None else ():
-        if version["version"] == pinned:
-            stamp = version["timestamp"]
-            return max(PRUNE_AFTER, datetime.now(stamp.tzinfo) - stamp + timedelta(hours=1))
-    return PRUNE_AFTER
-
-
-def _refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
-    """Create the full-text index once the table has rows (an FTS index built on an empty table
-    misses later rows, lance #4780). Afterwards, when rows were added, rewritten or removed
-    (``rewritten``, or rows the index lags), fold them into the other indexes (``optimize``, which
-    also compacts the files) and build the full-text index again whole: LanceDB's incremental
-    update keeps counting replaced rows in its BM25 statistics (documents, document frequencies,
-    average length), so scores would drift from the rows' own, and from the exact BM25 a warm
-    searcher computes in memory (retrieval/resident.py); building it costs ~0.4 s at 100,000 steps.
-    Runs whenever the index is missing or lags the data, so an index build interrupted by a crash is
-    finished next time. Returns the table (reopened when another writer's commit came first)."""
-    from lancedb.index import FTS, BTree
-
-    if table.count_rows() == 0:
-        return table
-
-    def full_text(t) -> None:
-        t.create_index("tokens", config=FTS(
-            base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
-            ascii_folding=False, max_token_length=None, with_position=False), replace=True)
-
-    names = {found.name for found in table.list_indices()}
-    if not fresh and "tokens_idx" in names:
-        if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
-            return table
-        table = _retrying(index, table, lambda t: t.optimize(cleanup_older_than=_prunable(index, t)))
-        return _retrying(index, table, full_text)
-
-    def build(t) -> None:
-        full_text(t)
-        for column in KEY_COLUMNS.get(t.name, ()):
-            t.create_index(column, config=BTree(), replace=True)  # id lookups without a scan
-
-    return _retrying(index, table, build)

@@ -416,15 +416,15 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     run stops before its publish: the pinned version still answers."""
     from datetime import timedelta
 
-    from mem_retrieval.indexers import build
+    from mem_retrieval.indexers import writer
 
     before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
-    monkeypatch.setattr(build, "PRUNE_AFTER", timedelta(0))
+    monkeypatch.setattr(writer, "PRUNE_AFTER", timedelta(0))
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # stopped between the commit and the publish
 
-    monkeypatch.setattr(build, "_publish", crash)
+    monkeypatch.setattr(writer, "publish", crash)
     workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
     with pytest.raises(KeyboardInterrupt):
         Memory.open(workspace.root).index(progress=False)

@@ -469,7 +469,7 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     index that no command reported, and that later runs built on. Now A is refused in one line and
     meta.json is left as it was; A's next `mem index` rebuilds every table from the files and the
     versions meta.json pins (none of C's vectors reused), so searches read A's vectors alone."""
-    from mem_retrieval.indexers import build
+    from mem_retrieval.indexers import writer
 
     config_a, uri, bucket = on_s3(s3, tmp_path)
     config_c = tmp_path / "c.toml"  # every text cut to 8 characters: other rows, other vectors
@@ -486,16 +486,16 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     def stopped(index, config):
         raise Stopped
 
-    real = build._publish
+    real = writer.publish
 
     def c_rebuilds_first(index, config):  # A's publish, after C's rebuild that never publishes
-        monkeypatch.setattr(build, "_publish", stopped)
+        monkeypatch.setattr(writer, "publish", stopped)
         with pytest.raises(Stopped):
             Memory.open(c_root, config_c).index(full=True, progress=False)
-        monkeypatch.setattr(build, "_publish", real)
+        monkeypatch.setattr(writer, "publish", real)
         return real(index, config)
 
-    monkeypatch.setattr(build, "_publish", c_rebuilds_first)
+    monkeypatch.setattr(writer, "publish", c_rebuilds_first)
     with pytest.raises(store.MetaConflict) as refused:
         Memory.open(a.root, config_a).index(full=True, progress=False)
     message = str(refused.value)
@@ -525,7 +525,7 @@ def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_
     every earlier commit", untrue across an overwrite): B said "indexed", exit 0, and its step was
     in no version meta.json pins. Now B is refused in one line, and its next `mem index` adds it;
     so too when A publishes after B checked its tables, as B merges A's meta.json with its own."""
-    from mem_retrieval.indexers import build
+    from mem_retrieval.indexers import writer
 
     config, uri, bucket = on_s3(s3, tmp_path)
     a = corpus(tmp_path / "a", onnx_export)
@@ -533,7 +533,7 @@ def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_
     b = type(a)(copy_workspace(a.root, tmp_path / "b"))
     shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
     b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
-    module, name = (build, "_publish") if when.startswith("before") else (store, "publish_meta")
+    module, name = (writer, "publish") if when.startswith("before") else (store, "publish_meta")
     real = getattr(module, name)
 
     def a_rebuilds_first(*args):  # B's publish (or its swap), after A's full build publishes

@@ -277,7 +277,7 @@ def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_
     """A run that committed a deletion and stopped before it built the full-text index again (and
     before meta.json) leaves a table holding a commit no meta.json pins: the next run, which finds
     no row to change, still builds the index again, so BM25 is that of the rows held."""
-    from mem_retrieval.indexers import build
+    from mem_retrieval.indexers import writer
 
     ws = gamma_workspace(tmp_path / "ws")
     tree = ws.tree("gamma")
@@ -288,7 +288,7 @@ def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_
         raise KeyboardInterrupt  # the process ends here: the deletion is committed, nothing after
 
     with monkeypatch.context() as patch:
-        patch.setattr(build, "_refresh_indexes", stop)
+        patch.setattr(writer, "refresh_indexes", stop)
         with pytest.raises(KeyboardInterrupt):
             Memory.open(ws.root).index(progress=False)
     memory = Memory.open(ws.root)
