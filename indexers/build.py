@@ -257,7 +257,7 @@ def open_index(location: Location, config: Config, full: bool,
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
     return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
-                 foreign=foreign, lineage={name: store.lineage_of(t) for name, t in tables.items() if t},
+                 foreign=foreign, lineage={name: store.lineage_of(t) for name, t in tables.items() if t is not None},
                  pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
 

@@ -41,6 +41,20 @@ def test_first_index_embeds_each_distinct_text_once(workspace):
     assert embedded() - before == distinct_texts == report.embedded
 
 
+def test_a_workspace_with_an_empty_table_indexes_again_and_again(workspace):
+    """A workspace whose runs have no events or sources yet leaves those tables empty; an empty
+    Lance table is falsy (it has a length), so its creation went unrecorded and every `mem index`
+    after the first was refused as if another writer had rebuilt it."""
+    for run in ("alpha", "beta"):
+        workspace.write_events(run, [])
+    Memory.open(workspace.root).index(progress=False)
+    Memory.open(workspace.root).index(progress=False)
+    workspace.add_step("beta", make_step("b2", statement="a quokka lemma"))
+    report = Memory.open(workspace.root).index(progress=False)
+    assert report.total("added") == 1 and report.embedded == 1
+    assert [h.id for h in Memory.open(workspace.root).archive_hits("quokka", strategy="bm25")] == ["beta/b2"]
+
+
 def test_second_index_embeds_nothing_and_says_so(memory):
     before = embedded()
     folder = memory.workspace.root / ".mem"
