@@ -40,6 +40,8 @@ CASES = [
     ("check", ["check"], "example"),
     ("check", ["check", "alpha"], "broken"),                                           # violations
     ("check", ["check"], "unreadable"),                     # a run that cannot be read: "unchecked"
+    ("check", ["check"], "elsewhere"),                    # a library entry of no run here: "elsewhere"
+    ("eval-status", ["eval", "status"], "elsewhere"),
     ("eval-status", ["eval", "status"], "example"),
     ("eval-resume", ["eval", "resume", "satake-two-levels", "--until", "R-1"], "example"),
     ("eval-reuse", ["eval", "reuse", "iwahori-two-levels"], "example"),
@@ -118,6 +120,12 @@ def places(example, workspace, tmp_path):
         (folder / "alpha" / "tree.json").write_text('{"run": broken')  # its library entry: unchecked
         return folder
 
+    def elsewhere():
+        folder = tmp_path / "elsewhere"
+        copy_workspace(workspace.root, folder)
+        shutil.rmtree(folder / "alpha")  # the library's entry of alpha/a1 stays
+        return folder
+
     def queries():
         path = tmp_path / "queries.jsonl"
         path.write_text("".join(line + "\n" for line in
@@ -155,7 +163,7 @@ def places(example, workspace, tmp_path):
         return ws.root
 
     return Places({"example": lambda: example.workspace.root, "own": lambda: workspace.root,
-                   "broken": broken, "unreadable": unreadable, "fusion-ws": fusion,
+                   "broken": broken, "unreadable": unreadable, "elsewhere": elsewhere, "fusion-ws": fusion,
                    "{fusion_queries}": lambda: str(tmp_path / "fq.jsonl"),
                    "{fusion_qrels}": lambda: str(tmp_path / "fr.qrels"),
                    "{queries}": queries, "{qrels}": qrels, "{problem}": problem, "{folder}": folder})
