@@ -165,12 +165,11 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with store.guard(location):
             index = open_index(location, config, full, tuned)
-            if on_message and index.foreign and not full:  # (asked to rebuild: it does anyway)
-                on_message(f"the {', '.join(index.foreign)} table{'s' if len(index.foreign) > 1 else ''} of "
-                           f"{location.uri} held a rebuild with other parameters that was never "
-                           "published (a `mem index --full` or `mem tune` that stopped, here or on "
-                           "another machine, or still runs): rebuilding every table from the files "
-                           "and the versions meta.json pins")
+            if on_message and index.rebuilt and not full:  # (asked to rebuild: it does anyway)
+                on_message(f"the {', '.join(index.rebuilt)} table{'s' if len(index.rebuilt) > 1 else ''} of "
+                           f"{location.uri} held a rebuild that was never published (a `mem index "
+                           "--full` or `mem tune` that stopped, here or on another machine, or still "
+                           "runs): writing on a copy of the versions meta.json pins")
             if on_message and (note := _outdated_export(index.spec)):
                 on_message(note)
             narrowed = bool(runs) and not full
@@ -238,13 +237,17 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: writer.open_or_drop(db, location, name, full) for name in SCHEMAS}
-    foreign = _pinned_if_foreign(tables, meta) if meta is not None else ()
+    rebuilt = _at_pinned_if_rebuilt(tables, meta, full) if meta is not None else ()
+    if not full:  # write on a new creation holding the pinned rows (and their vectors)
+        for name in rebuilt:
+            tables[name] = writer.create(db, location, name, tables[name].to_arrow(),
+                                         store.stamp_of(tables[name]))
     kept = tuned == KEEP  # not a copy `mem tune` has just saved (and hashed)
     if kept:
         tuned = store.kept_tuned(meta, config)
     model = store.build_params(config, tuned)["model"]
     model_same = meta is not None and meta.get("model") == model
-    full = full or meta is None or any(t is None for t in tables.values()) or not model_same or bool(foreign)
+    full = full or meta is None or any(t is None for t in tables.values()) or not model_same
     if full and model_same and model.get("quantized") and _by_cpu(location, meta):
         model_same = False  # --full: int8 vectors of an export before PORTABLE_SINCE are not reused
     ref = store.model_ref(location, {"model": model}, config)
@@ -256,28 +259,43 @@ def open_index(location: Location, config: Config, full: bool,
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
-    return Index(location, db, tables, full, model_same, tuned, spec, token, unpublished=unpublished,
-                 foreign=foreign, lineage={name: store.lineage_of(t) for name, t in tables.items() if t is not None},
-                 pinned=dict(pinned), tuned_unchecked=bool(kept and tuned and reused and not spec.export))
+    lineage = {name: store.lineage_of(t) for name, t in tables.items() if t is not None}  # (an empty
+    return Index(location, db, tables, full, model_same, tuned, spec, token,  # table is falsy)
+                 unpublished=unpublished, rebuilt=rebuilt, lineage=lineage, pinned=dict(pinned),
+                 tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
 
-def _pinned_if_foreign(tables: dict[str, Any], meta: dict[str, Any]) -> tuple[str, ...]:
-    """The tables whose latest version another writer rebuilt with other parameters than
-    meta.json's and never published (a `mem index --full` or `mem tune` with another config that
-    stopped before publishing, or still runs), each checked out at the version meta.json pins: none
-    of their vectors is reused as this build's, and the run rebuilds every table from the files
-    (writing on the pinned version instead, by a restore, would drop the commits another writer
-    made after it and has yet to publish). A table of an index format before 5 (no stamp) is read
-    at the pinned version too, and is no other writer's."""
-    published, foreign = store.stamp(meta), []
+def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> tuple[str, ...]:
+    """The tables whose latest version is of another creation than the version meta.json pins:
+    a `mem index --full` or `mem tune`, with any parameters, that overwrote them and never
+    published (it stopped, here or on another machine, or still runs). Each is left checked out at
+    the pinned version, so nothing of that rebuild is read: its rows are its machine's files (a
+    run indexing its own runs would otherwise pin another machine's published rows away with it),
+    its vectors maybe another model's. ``open_index`` then writes on a new creation holding the
+    pinned rows, never on a restore of the pinned version: that would keep its creation's lineage,
+    and a third machine's commit on it, made after the pinned version and overwritten by the
+    rebuild, would pass for published. A table of an index format before 5 (no lineage) is read at
+    the pinned version too, and is no rebuild."""
+    rebuilt = []
     for name, table in tables.items():
-        version = meta["versions"].get(name)
-        if table is None or version is None or (found := store.stamp_of(table)) == published:
+        version = meta.get("versions", {}).get(name)
+        if table is None or version is None or table.version == version:
             continue
-        table.checkout(version)
-        if found is not None:
-            foreign.append(name)
-    return tuple(foreign)
+        latest = store.lineage_of(table)
+        try:
+            table.checkout(version)
+        except ValueError:  # no such version: damage, which only --full repairs (from the files,
+            if not full:    # with the latest version's vectors where its build is meta.json's)
+                raise
+            tables[name] = table if store.stamp_of(table) == store.stamp(meta) else None
+            continue
+        if latest is None:
+            continue
+        if store.lineage_of(table) != latest:
+            rebuilt.append(name)
+        else:
+            table.checkout_latest()  # commits on the pinned creation: this run writes on them
+    return tuple(rebuilt)
 
 
 def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:

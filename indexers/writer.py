@@ -47,8 +47,9 @@ class Index:
     pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
                                 # when this run began: readers use it until this run publishes
     tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
-    foreign: tuple[str, ...] = ()  # tables another writer rebuilt with other parameters, unpublished:
-                                # read at the versions meta.json pins, and rebuilt (a full build)
+    rebuilt: tuple[str, ...] = ()  # tables a rebuild overwrote and never published: written on a
+                                # new creation holding the pinned version's rows (a full build: read
+                                # at the pinned version)
     lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
                                 # writes on (store.lineage_of): another one there means an overwrite
 
@@ -117,7 +118,7 @@ def following(index: Index, name: str):
                                  f"while this run indexed ({detail}): run `mem index` again") from None
 
 
-def _retrying(index: Index, table, step: Callable[[Any], None]):
+def retrying(index: Index, table, step: Callable[[Any], None]):
     """Run ``step(table)``; when another writer's commit preempted it (an optimize or index
     build from a stale version), reopen the table at its latest version and run it again."""
     for attempt in range(CONFLICT_TRIES):
@@ -129,6 +130,8 @@ def _retrying(index: Index, table, step: Callable[[Any], None]):
                 raise
             time.sleep(0.05 * (attempt + 1))
             table = index.db.open_table(table.name)
+            if store.lineage_of(table) != index.lineage.get(table.name):  # no index build or
+                raise rebuilt_meanwhile(index, table.name, other=False)  # optimize on a rebuild
     return table
 
 
@@ -182,15 +185,15 @@ def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     if not fresh and "tokens_idx" in names:
         if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
             return table
-        table = _retrying(index, table, lambda t: t.optimize(cleanup_older_than=_prunable(index, t)))
-        return _retrying(index, table, full_text)
+        table = retrying(index, table, lambda t: t.optimize(cleanup_older_than=_prunable(index, t)))
+        return retrying(index, table, full_text)
 
     def build(t) -> None:
         full_text(t)
         for column in KEY_COLUMNS.get(t.name, ()):
             t.create_index(column, config=BTree(), replace=True)  # id lookups without a scan
 
-    return _retrying(index, table, build)
+    return retrying(index, table, build)
 
 
 def publish(index: Index, config: Config) -> dict[str, int]:
@@ -224,7 +227,8 @@ def publish(index: Index, config: Config) -> dict[str, int]:
             if theirs != mine_meta:
                 raise store.MetaConflict(
                     f"another writer republished {index.location.meta_name} with other parameters "
-                    f"(model, export or text limits) while this run indexed: {store.MATCH_OR_REBUILD}")
+                    "(model or its export, tokenizer, BM25 or text limits) while this run indexed: "
+                    f"{store.MATCH_OR_REBUILD}")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
             for name, version in versions.items():  # theirs, when later: of the creation this
@@ -261,11 +265,18 @@ def own_table(index: Index, name: str, stamp: str, version: int | None = None):
         table.checkout(version)
     other = store.stamp_of(table) != stamp
     if other or store.lineage_of(table) != index.lineage.get(name):
-        how = "with other parameters (model or text limits)" if other else "(`mem index --full`)"
-        raise store.MetaConflict(
-            f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
-            "indexed: this run wrote nothing on that rebuild and pinned none of it; run `mem index` again")
+        raise rebuilt_meanwhile(index, name, other)
     return table
+
+
+def rebuilt_meanwhile(index: Index, name: str, other: bool) -> store.MetaConflict:
+    """The refusal of a run that finds table ``name`` overwritten by another writer's rebuild
+    (``other``: with other build parameters) since it opened or created it."""
+    how = ("with other parameters (model, tokenizer, BM25 or text limits)" if other
+           else "(`mem index --full`)")
+    return store.MetaConflict(
+        f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
+        "indexed: this run wrote nothing on that rebuild and pinned none of it; run `mem index` again")
 
 
 def _settings(index: Index, version: int) -> list[str]:

@@ -294,7 +294,8 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     del meta["text"]
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
-    assert code == 2 and "(index format differs: index has 4, this version of mem reads 5): run `mem index --full`" in err
+    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 5): "
+                          "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
     assert json.loads(path.read_text())["text"] == {"event_body_chars": 20000, "max_chars": 2000,
@@ -358,6 +359,42 @@ def test_parameters_are_stored_and_a_mismatch_asks_for_full(memory, workspace, m
     code, _, _ = mem("index", "--full")
     assert code == 0
     assert mem("archive-search", "statement")[0] == 0
+
+
+def test_a_meta_without_versions_is_indexed_over(memory, workspace, mem):
+    """meta.json's reader takes a file without "versions" (each table at its latest version); the
+    indexer read it as pinning none, then `mem index --full` ended in a KeyError traceback."""
+    meta_path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["versions"]
+    meta_path.write_text(json.dumps(meta))
+    code, _, err = mem("index", "--full")
+    assert (code, err) == (0, "") and mem("index")[0] == 0
+    assert "versions" in json.loads(meta_path.read_text())
+    assert mem("archive-search", "statement")[0] == 0
+
+
+def test_an_index_build_retried_after_another_writers_commit_never_runs_on_a_rebuild(memory, workspace):
+    """An index build or optimize that lost a commit race is run again on the table's latest
+    version; when that is another writer's rebuild, the run is refused instead of writing on it
+    (after which it said "this run wrote nothing on that rebuild")."""
+    from mem_retrieval.indexers import build, writer
+    from mem_retrieval.indexers.location import Location
+
+    config = memory.config
+    index = build.open_index(Location.of(memory.workspace, config), config, full=False)
+    table = index.db.open_table("steps")
+    calls = []
+
+    def step(t):
+        calls.append(store.lineage_of(t))
+        if len(calls) == 1:  # another writer's `mem index --full` commits first
+            writer.create(index.db, index.location, "steps", t.to_arrow(), store.stamp_of(t))
+            raise RuntimeError("lance error: Commit conflict for version 9: an overwrite came first")
+
+    with pytest.raises(store.MetaConflict, match=r"rebuilt the steps table .*\(`mem index --full`\)"):
+        writer.retrying(index, table, step)
+    assert calls == [index.lineage["steps"]]
 
 
 def test_a_corrupt_meta_is_detected_with_the_fix(memory, workspace):

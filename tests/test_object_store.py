@@ -467,8 +467,8 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     the tables after A's full build committed, and stopped before publishing (killed, or still
     running). A's publish pinned the tables' newest versions, C's, under A's parameters: a mixed
     index that no command reported, and that later runs built on. Now A is refused in one line and
-    meta.json is left as it was; A's next `mem index` rebuilds every table from the files and the
-    versions meta.json pins (none of C's vectors reused), so searches read A's vectors alone."""
+    meta.json is left as it was; A's next `mem index` writes on a copy of the versions meta.json
+    pins (none of C's vectors reused), so searches read A's vectors alone."""
     from mem_retrieval.indexers import writer
 
     config_a, uri, bucket = on_s3(s3, tmp_path)
@@ -507,14 +507,57 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     before, messages = embed.EMBEDDED["texts"], []
     Memory.open(a.root, config_a).index(progress=False, on_message=messages.append)
     assert embed.EMBEDDED["texts"] - before == 1  # the new statement alone: C's rows are not A's
-    assert messages == [f"the steps, events, sources tables of {uri} held a rebuild with other parameters "
-                        "that was never published (a `mem index --full` or `mem tune` that stopped, here or "
-                        "on another machine, or still runs): rebuilding every table from the files and the "
-                        "versions meta.json pins"]
+    assert messages == [f"the steps, events, sources tables of {uri} held a rebuild that was never published "
+                        "(a `mem index --full` or `mem tune` that stopped, here or on another machine, or "
+                        "still runs): writing on a copy of the versions meta.json pins"]
     now = pinned_vectors(a.root, config_a)
     assert now.pop("gen-0/wq") and now == reference
     hits = Memory.open(a.root, config_a).archive_hits("quokka", strategy="bm25")
     assert [h.id for h in hits] == ["gen-0/wq"]
+
+
+@pytest.mark.parametrize("c_config", ["the same config", "other text limits"])
+def test_a_run_indexing_its_own_runs_after_an_unpublished_rebuild_keeps_every_published_row(
+        s3, tmp_path, onnx_export, monkeypatch, c_config):
+    """B publishes a step of its own; C's `mem index --full` (C's files lack it) overwrites the
+    tables and stops before publishing. A's `mem index gen-0` then rebuilt every table from A's
+    files (other parameters: B's published step dropped, and the run widened to every run) or
+    pinned C's rebuild as its own (the same parameters: B's step dropped, "0 updated"). Now A
+    writes on a copy of the pinned rows, indexes gen-0 alone, and B's step stays searchable."""
+    from mem_retrieval.indexers import writer
+
+    config, uri, bucket = on_s3(s3, tmp_path)
+    config_c = tmp_path / "c.toml"
+    other = "\n[model]\nmax_chars = 8\n" if c_config.startswith("other") else ""
+    config_c.write_text(config.read_text() + other)
+    a = corpus(tmp_path / "a", onnx_export)
+    c_root = copy_workspace(a.root, tmp_path / "c")
+    Memory.open(a.root, config).index(progress=False)
+    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
+    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
+    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    Memory.open(b.root, config).index(["gen-1"], progress=False)
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(index, config):
+        raise Stopped
+
+    with monkeypatch.context() as patch:
+        patch.setattr(writer, "publish", stopped)
+        with pytest.raises(Stopped):
+            Memory.open(c_root, config_c).index(full=True, progress=False)
+
+    a.add_step("gen-0", make_step("wa", statement="a quokka lemma written on machine A"))
+    before, messages = embed.EMBEDDED["texts"], []
+    report = Memory.open(a.root, config).index(["gen-0"], progress=False, on_message=messages.append)
+    assert embed.EMBEDDED["texts"] - before == 1 and report.total("added") == 1
+    reader = Memory.open(a.root, config)
+    assert {h.id for h in reader.archive_hits("walrus quokka", strategy="bm25")} == {"gen-1/wb", "gen-0/wa"}
+    assert messages == [f"the steps, events, sources tables of {uri} held a rebuild that was never published "
+                        "(a `mem index --full` or `mem tune` that stopped, here or on another machine, or "
+                        "still runs): writing on a copy of the versions meta.json pins"]
 
 
 @pytest.mark.parametrize("when", ["before B's check", "between B's check and its swap of meta.json"])
