@@ -287,10 +287,19 @@ def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
 
 
 def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(memory, workspace, mem):
-    """Format 5 records the text limits: an index of format 4 (which did not) needs `mem index
-    --full` once, which reuses its vectors (the model is the same)."""
+    """Format 5 records the text limits and stamps its tables: an index of format 4 (which did
+    neither) needs `mem index --full` once, which reuses its vectors (the model is the same)."""
+    import lancedb
+
     path = workspace.root / ".mem" / "meta.json"
     meta = json.loads(path.read_text())
+    db = lancedb.connect(str(workspace.root / ".mem" / "lance"))
+    for name in meta["versions"]:  # each table as format 4 wrote it: no stamp, no lineage
+        data = db.open_table(name).to_arrow()
+        data = data.replace_schema_metadata({k: v for k, v in (data.schema.metadata or {}).items()
+                                             if not k.startswith(b"mem.")})
+        meta["versions"][name] = db.create_table(name, data=data, mode="overwrite").version
+        assert store.stamp_of(db.open_table(name)) is None
     del meta["text"]
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
@@ -300,6 +309,9 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
     assert json.loads(path.read_text())["text"] == {"event_body_chars": 20000, "max_chars": 2000,
                                                       "source_chars": 200000}
+    assert all(store.stamp_of(db.open_table(name)) for name in meta["versions"])
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    assert mem("index", "--no-progress")[0] == 0 and embedded() == before + 1
 
 
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):
