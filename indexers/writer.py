@@ -231,9 +231,17 @@ def publish(index: Index, config: Config) -> dict[str, int]:
                     f"{store.MATCH_OR_REBUILD}")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
-            for name, version in versions.items():  # theirs, when later: of the creation this
-                if version != mine[name]:           # run wrote on, else its commits are not in it
-                    own_table(index, name, stamp, version)
+            for name, version in versions.items():
+                their = int(their_versions.get(name, 0))
+                if version != mine[name]:  # theirs, later: of the creation this run wrote on, else
+                    own_table(index, name, stamp, version)  # this run's commits are not in it
+                elif (name in index.rebuilt and not index.full and their not in (0, index.pinned.get(name))
+                      and store.lineage_of(_at(index, name, their)) != index.lineage.get(name)):
+                    raise store.MetaConflict(  # a commit published after this run read meta.json
+                        f"another writer published the {name} table of {index.location.uri} while this "
+                        "run copied the version meta.json pinned before (a rebuild that was never "
+                        "published had overwritten the table): the copy lacks that commit, and this "
+                        "run pinned none of it; run `mem index` again")
         return mine_meta | {"versions": versions, "built": time.time(),
                             "settings": _settings(index, versions[store.STEPS]),
                             "pending": _waiting(index, versions)}
@@ -260,9 +268,7 @@ def own_table(index: Index, name: str, stamp: str, version: int | None = None):
     """Table ``name`` at ``version`` (default: its latest), which must descend from the creation
     this run wrote on, with this run's ``stamp``; else MetaConflict: another writer rebuilt it
     meanwhile (a later version holds none of this run's commits, or another build's parameters)."""
-    table = index.db.open_table(name)
-    if version is not None and table.version != version:
-        table.checkout(version)
+    table = _at(index, name, version)
     other = store.stamp_of(table) != stamp
     if other or store.lineage_of(table) != index.lineage.get(name):
         raise rebuilt_meanwhile(index, name, other)
@@ -276,14 +282,21 @@ def rebuilt_meanwhile(index: Index, name: str, other: bool) -> store.MetaConflic
            else "(`mem index --full`)")
     return store.MetaConflict(
         f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
-        "indexed: this run wrote nothing on that rebuild and pinned none of it; run `mem index` again")
+        "indexed: this run wrote nothing on that rebuild and pinned none of it; run "
+        f"`mem index{' --full' if index.full else ''}` again")
+
+
+def _at(index: Index, name: str, version: int | None = None):
+    """Table ``name``, checked out at ``version`` (default: its latest)."""
+    table = index.db.open_table(name)
+    if version is not None and table.version != version:
+        table.checkout(version)
+    return table
 
 
 def _settings(index: Index, version: int) -> list[str]:
     """The distinct step settings of the steps table at ``version``."""
-    steps = index.db.open_table(store.STEPS)
-    if steps.version != version:
-        steps.checkout(version)
+    steps = _at(index, store.STEPS, version)
     return sorted(set(scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
 
 
@@ -292,9 +305,7 @@ def _waiting(index: Index, versions: dict[str, int]) -> int:
     interrupted backfill left with ``embedded`` false (a constant filter: no user text in it)."""
     hashes: set[str] = set()
     for name in EMBEDDED_TABLES:
-        table = index.db.open_table(name)
-        if table.version != versions[name]:
-            table.checkout(versions[name])
+        table = _at(index, name, versions[name])
         if "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
             continue
         waiting = table.search().where("embedded = false").select(["text_hash"])

@@ -500,6 +500,7 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
         Memory.open(a.root, config_a).index(full=True, progress=False)
     message = str(refused.value)
     assert "\n" not in message and message.startswith("another writer rebuilt the steps table of ")
+    assert message.endswith("run `mem index --full` again")  # a plain one meets the other parameters
     assert s3.keys(bucket, "idx/meta.json") == published
     assert pinned_vectors(a.root, config_a) == reference
 
@@ -558,6 +559,53 @@ def test_a_run_indexing_its_own_runs_after_an_unpublished_rebuild_keeps_every_pu
     assert messages == [f"the steps, events, sources tables of {uri} held a rebuild that was never published "
                         "(a `mem index --full` or `mem tune` that stopped, here or on another machine, or "
                         "still runs): writing on a copy of the versions meta.json pins"]
+
+
+def test_a_copy_made_from_a_meta_json_another_machine_replaced_meanwhile_is_refused(
+        s3, tmp_path, onnx_export, monkeypatch):
+    """A reads meta.json; before A opens the tables, B publishes a commit and C's `mem index
+    --full` overwrites them and stops. A copied the version A had read, which lacks B's commit,
+    and its publish took its copy (the later version number) over B's: B's step left the index,
+    every process said "indexed". Now A is refused in one line; its next run copies B's version."""
+    from mem_retrieval.indexers import writer
+
+    config, uri, bucket = on_s3(s3, tmp_path)
+    a = corpus(tmp_path / "a", onnx_export)
+    c_root = copy_workspace(a.root, tmp_path / "c")
+    Memory.open(a.root, config).index(progress=False)
+    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
+    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
+    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    real_open, real_publish, done = writer.open_or_drop, writer.publish, []
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(index, config):
+        raise Stopped
+
+    def b_and_c_first(*args):  # A has read meta.json, and opens its first table
+        if not done:
+            done.append(True)
+            Memory.open(b.root, config).index(["gen-1"], progress=False)
+            monkeypatch.setattr(writer, "publish", stopped)
+            with pytest.raises(Stopped):
+                Memory.open(c_root, config).index(full=True, progress=False)
+            monkeypatch.setattr(writer, "publish", real_publish)
+        return real_open(*args)
+
+    monkeypatch.setattr(writer, "open_or_drop", b_and_c_first)
+    a.add_step("gen-0", make_step("wa", statement="a quokka lemma written on machine A"))
+    with pytest.raises(store.MetaConflict) as refused:
+        Memory.open(a.root, config).index(["gen-0"], progress=False)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("another writer published the ")
+    assert message.endswith("the copy lacks that commit, and this run pinned none of it; "
+                            "run `mem index` again")
+    monkeypatch.setattr(writer, "open_or_drop", real_open)
+    Memory.open(a.root, config).index(["gen-0"], progress=False)
+    reader = Memory.open(a.root, config)
+    assert {h.id for h in reader.archive_hits("walrus quokka", strategy="bm25")} == {"gen-1/wb", "gen-0/wa"}
 
 
 @pytest.mark.parametrize("when", ["before B's check", "between B's check and its swap of meta.json"])
