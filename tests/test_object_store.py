@@ -454,6 +454,31 @@ def test_a_writer_publishing_after_another_machine_merges_and_never_moves_versio
     assert code == 2 and err.count("\n") == 1 and "run `mem index --full`" in err  # the model changed
 
 
+class Stopped(Exception):
+    """A run stopped before it published (killed, or still running)."""
+
+
+def unpublished_full(monkeypatch, root: Path, config: Path) -> None:
+    """``root``'s `mem index --full`, stopped after its commits and before its publish."""
+    from mem_retrieval.indexers import writer
+
+    def stopped(index, config):
+        raise Stopped
+
+    with monkeypatch.context() as patch:
+        patch.setattr(writer, "publish", stopped)
+        with pytest.raises(Stopped):
+            Memory.open(root, config).index(full=True, progress=False)
+
+
+def machine_b(a, tmp_path: Path):
+    """Machine B: a copy of A's workspace with a new step of its own in gen-1 (not indexed yet)."""
+    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
+    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
+    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    return b
+
+
 def pinned_vectors(root: Path, config: Path) -> dict[str, list[float]]:
     """Each step's vector in the steps table at the version meta.json pins (what searches read)."""
     table = Memory.open(root, config).retriever.searcher.table("steps")
@@ -480,19 +505,11 @@ def test_a_rebuild_with_other_parameters_another_machine_left_unpublished_is_nev
     reference = pinned_vectors(a.root, config_a)
     published = s3.keys(bucket, "idx/meta.json")
 
-    class Stopped(Exception):
-        pass
-
-    def stopped(index, config):
-        raise Stopped
-
     real = writer.publish
 
     def c_rebuilds_first(index, config):  # A's publish, after C's rebuild that never publishes
-        monkeypatch.setattr(writer, "publish", stopped)
-        with pytest.raises(Stopped):
-            Memory.open(c_root, config_c).index(full=True, progress=False)
-        monkeypatch.setattr(writer, "publish", real)
+        unpublished_full(monkeypatch, c_root, config_c)
+        monkeypatch.setattr(writer, "publish", real)  # once
         return real(index, config)
 
     monkeypatch.setattr(writer, "publish", c_rebuilds_first)
@@ -525,7 +542,6 @@ def test_a_run_indexing_its_own_runs_after_an_unpublished_rebuild_keeps_every_pu
     files (other parameters: B's published step dropped, and the run widened to every run) or
     pinned C's rebuild as its own (the same parameters: B's step dropped, "0 updated"). Now A
     writes on a copy of the pinned rows, indexes gen-0 alone, and B's step stays searchable."""
-    from mem_retrieval.indexers import writer
 
     config, uri, bucket = on_s3(s3, tmp_path)
     config_c = tmp_path / "c.toml"
@@ -534,21 +550,9 @@ def test_a_run_indexing_its_own_runs_after_an_unpublished_rebuild_keeps_every_pu
     a = corpus(tmp_path / "a", onnx_export)
     c_root = copy_workspace(a.root, tmp_path / "c")
     Memory.open(a.root, config).index(progress=False)
-    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
-    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
-    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    b = machine_b(a, tmp_path)
     Memory.open(b.root, config).index(["gen-1"], progress=False)
-
-    class Stopped(Exception):
-        pass
-
-    def stopped(index, config):
-        raise Stopped
-
-    with monkeypatch.context() as patch:
-        patch.setattr(writer, "publish", stopped)
-        with pytest.raises(Stopped):
-            Memory.open(c_root, config_c).index(full=True, progress=False)
+    unpublished_full(monkeypatch, c_root, config_c)
 
     a.add_step("gen-0", make_step("wa", statement="a quokka lemma written on machine A"))
     before, messages = embed.EMBEDDED["texts"], []
@@ -573,25 +577,14 @@ def test_a_copy_made_from_a_meta_json_another_machine_replaced_meanwhile_is_refu
     a = corpus(tmp_path / "a", onnx_export)
     c_root = copy_workspace(a.root, tmp_path / "c")
     Memory.open(a.root, config).index(progress=False)
-    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
-    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
-    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
-    real_open, real_publish, done = writer.open_or_drop, writer.publish, []
-
-    class Stopped(Exception):
-        pass
-
-    def stopped(index, config):
-        raise Stopped
+    b = machine_b(a, tmp_path)
+    real_open, done = writer.open_or_drop, []
 
     def b_and_c_first(*args):  # A has read meta.json, and opens its first table
         if not done:
             done.append(True)
             Memory.open(b.root, config).index(["gen-1"], progress=False)
-            monkeypatch.setattr(writer, "publish", stopped)
-            with pytest.raises(Stopped):
-                Memory.open(c_root, config).index(full=True, progress=False)
-            monkeypatch.setattr(writer, "publish", real_publish)
+            unpublished_full(monkeypatch, c_root, config)
         return real_open(*args)
 
     monkeypatch.setattr(writer, "open_or_drop", b_and_c_first)
@@ -621,9 +614,7 @@ def test_a_commit_another_machines_full_build_overwrote_before_it_was_published_
     config, uri, bucket = on_s3(s3, tmp_path)
     a = corpus(tmp_path / "a", onnx_export)
     Memory.open(a.root, config).index(progress=False)
-    b = type(a)(copy_workspace(a.root, tmp_path / "b"))
-    shutil.rmtree(b.root / ".mem" / "index.lock", ignore_errors=True)
-    b.add_step("gen-1", make_step("wb", statement="a walrus lemma written on machine B"))
+    b = machine_b(a, tmp_path)
     module, name = (writer, "publish") if when.startswith("before") else (store, "publish_meta")
     real = getattr(module, name)
 
