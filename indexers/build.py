@@ -259,8 +259,9 @@ def open_index(location: Location, config: Config, full: bool,
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
-    lineage = {name: store.lineage_of(t) for name, t in tables.items() if t is not None}  # (an empty
-    return Index(location, db, tables, full, model_same, tuned, spec, token,  # table is falsy)
+    # `is not None`, not truthiness: an empty Lance table is falsy
+    lineage = {name: store.lineage_of(t) for name, t in tables.items() if t is not None}
+    return Index(location, db, tables, full, model_same, tuned, spec, token,
                  unpublished=unpublished, rebuilt=rebuilt, lineage=lineage, pinned=dict(pinned),
                  tuned_unchecked=bool(kept and tuned and reused and not spec.export))
 
@@ -577,11 +578,11 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
     indexes of a table that holds commits meta.json does not pin (``Index.unpublished``). Rows
     whose text is ``pending`` get a placeholder vector and ``embedded`` false (``backfill`` fills
     them)."""
+    stamp = store.stamp(writer.params(index, config))
     for name, table_plan in plan.tables.items():
         data = _arrow(table_plan, vectors, config.model.dim, pending)
         table = index.tables[name]
         if plan.full:
-            stamp = store.stamp(writer.params(index, config))
             table = writer.create(index.db, index.location, name, data, stamp)
             index.lineage[name] = store.lineage_of(table)
         elif table_plan.changed or table_plan.removed:

@@ -203,10 +203,11 @@ def publish(index: Index, config: Config) -> dict[str, int]:
     The model files meta.json names are put at the index's location first. Only versions of the
     creation this run wrote on, with its stamp, are pinned (``own_table``), else MetaConflict.
     meta.json is replaced by compare-and-swap: when another writer (another machine) published
-    since this run began, the two are merged, each table at the later of the two versions (a later
-    version of the same creation holds every earlier commit), so no update is lost and no pinned
-    version moves backwards; a writer that changed the parameters meanwhile cannot be merged with
-    (one line: MetaConflict)."""
+    since this run began, the two are merged, each table at the later of the two versions, so no
+    update is lost and no pinned version moves backwards. That holds when their version is of the
+    creation this run wrote on (a later version of one creation holds every earlier commit), which
+    is checked: a rebuild, or this run's copy of an older version (``Index.rebuilt``), does not
+    hold it (MetaConflict); nor does a writer that changed the parameters meanwhile."""
     from mem_retrieval.text.onnx import MANIFEST, downloaded_problem
 
     mine_meta = params(index, config)
@@ -231,17 +232,13 @@ def publish(index: Index, config: Config) -> dict[str, int]:
                     f"{store.MATCH_OR_REBUILD}")
             their_versions = current.get("versions", {})
             versions = {name: max(v, int(their_versions.get(name, 0))) for name, v in mine.items()}
-            for name, version in versions.items():
-                their = int(their_versions.get(name, 0))
-                if version != mine[name]:  # theirs, later: of the creation this run wrote on, else
-                    own_table(index, name, stamp, version)  # this run's commits are not in it
-                elif (name in index.rebuilt and not index.full and their not in (0, index.pinned.get(name))
-                      and store.lineage_of(_at(index, name, their)) != index.lineage.get(name)):
-                    raise store.MetaConflict(  # a commit published after this run read meta.json
-                        f"another writer published the {name} table of {index.location.uri} while this "
-                        "run copied the version meta.json pinned before (a rebuild that was never "
-                        "published had overwritten the table): the copy lacks that commit, and this "
-                        "run pinned none of it; run `mem index` again")
+            for name, version in versions.items():  # each version another writer published
+                their = int(their_versions.get(name, 0))  # since this run read meta.json must be
+                if their in (0, index.pinned.get(name)) or (index.full and version == mine[name]):
+                    continue  # of the creation this run wrote on (a full build replaces theirs)
+                if store.lineage_of(_at(index, name, their)) != index.lineage.get(name):
+                    raise copy_stale(index, name) if name in index.rebuilt and not index.full \
+                        else rebuilt_meanwhile(index, name, other=False)
         return mine_meta | {"versions": versions, "built": time.time(),
                             "settings": _settings(index, versions[store.STEPS]),
                             "pending": _waiting(index, versions)}
@@ -284,6 +281,16 @@ def rebuilt_meanwhile(index: Index, name: str, other: bool) -> store.MetaConflic
         f"another writer rebuilt the {name} table of {index.location.uri} {how} while this run "
         "indexed: this run wrote nothing on that rebuild and pinned none of it; run "
         f"`mem index{' --full' if index.full else ''}` again")
+
+
+def copy_stale(index: Index, name: str) -> store.MetaConflict:
+    """The refusal of a run that copied table ``name`` from the version meta.json pinned when it
+    began (``Index.rebuilt``) while another writer published a commit on that version's creation:
+    the copy lacks it."""
+    return store.MetaConflict(
+        f"another writer published the {name} table of {index.location.uri} while this run copied "
+        "the version meta.json pinned before (a rebuild that was never published had overwritten "
+        "the table): the copy lacks that commit, and this run pinned none of it; run `mem index` again")
 
 
 def _at(index: Index, name: str, version: int | None = None):
