@@ -207,8 +207,9 @@ def test_both_bm25_engines_agree_on_the_fixture_queries(example):
 
 
 def test_no_search_imports_torch(example):
-    """archive-get and an exact id lookup import neither lancedb nor torch; a text search (which
-    embeds its query on ONNX Runtime) and a recall search import no torch."""
+    """archive-get imports neither lancedb nor torch; an exact id lookup loads no model (neither
+    ONNX Runtime nor torch); a text search (which embeds its query on ONNX Runtime) and a recall
+    search import no torch."""
     code = (
         "import sys\n"
         "from mem_retrieval.cli.main import run\n"
@@ -217,6 +218,7 @@ def test_no_search_imports_torch(example):
         "assert 'lancedb' not in sys.modules\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'A5-7']) == 0\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "assert 'onnxruntime' not in sys.modules  # an exact lookup embeds nothing\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'archive-search', 'GL2m/Sp2m generation']) == 0\n"
         "assert 'onnxruntime' in sys.modules  # the query was embedded (on ONNX Runtime)\n"
         f"assert run(['--workspace', {str(example.workspace.root)!r}, 'recall-search', 'fibre method']) == 0\n"

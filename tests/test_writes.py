@@ -128,6 +128,17 @@ def test_core_set_refuses_text_that_would_begin_a_field(workspace, mem):
     assert code == 2 and "line 2 starts with '## '" in err
 
 
+def test_core_set_keeps_a_first_line_beginning_with_hashes_in_its_field(workspace, mem):
+    """The first line is written on the field's own heading line, so `## ` there begins no field:
+    it is kept as text and read back in its field."""
+    assert mem("core-set", "alpha", "next", "## inputs hijacked")[0] == 0
+    core = parse_core(workspace.core_path("alpha"), "alpha")
+    assert core.get("next") == "## inputs hijacked"
+    assert [name for name, _ in core.fields] == ["phase", "portfolio", "open gaps", "next", "inputs"]
+    assert core.get("inputs") != "hijacked"
+    assert mem("check")[0] == 0
+
+
 def test_core_set_unknown_run_is_not_found(mem):
     code, _, err = mem("core-set", "gamma", "next", "x")
     assert code == 1 and "no run 'gamma'" in err
