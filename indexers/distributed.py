@@ -122,10 +122,6 @@ class Embedder:
 
         self.spec = unpack_model(ray.get(pack[0]))
         self.batch_size = batch_size
-        if self.spec.export is None:
-            import torch
-
-            torch.set_num_threads(1)
         embed(["warm"], self.spec, 1, workers=1)  # load now: the first batch is timed like the rest
 
     def __call__(self, batch):

@@ -66,3 +66,23 @@ def test_no_module_imports_a_layer_by_its_folder_name():
                                             "eval", "cli", "api", "mem"}:
                     bare.append(f"{path.relative_to(ROOT)}:{line}: import {module}")
     assert not bare, "\n".join(bare)
+
+
+# Heavy engines, and the only modules that may import them (the README's layout table): torch and
+# sentence-transformers cost seconds to import, ray more; a module outside these paying for them
+# would slow every command that imports it.
+HEAVY = {"torch": {"text/embed.py", "text/onnx.py", "text/train.py"},
+         "sentence_transformers": {"text/embed.py", "text/train.py"},
+         "ray": {"indexers/distributed.py", "eval/bench_scale.py"}}
+
+
+def test_heavy_engines_are_imported_only_by_their_modules():
+    found = []
+    for folder in _folders().values():
+        for path in sorted(folder.rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            for line, module in _imports(path):
+                allowed = HEAVY.get(module.split(".")[0])
+                if allowed is not None and where not in allowed:
+                    found.append(f"{where}:{line}: imports {module}")
+    assert not found, "heavy imports outside their modules:\n" + "\n".join(found)

@@ -62,6 +62,24 @@ def test_onnx_fp32_vectors_equal_torch_to_1e4_cosine(example, export):
     assert float(1 - torch_vectors[0] @ embed_query(corpus[0], ModelSpec(package, export))) < 1e-4
 
 
+def test_torch_on_the_threads_asked_gives_the_same_vectors_and_restores_its_threads(example):
+    """``workers`` on torch (a Ray actor owning one CPU asks for 1) sets torch's threads for the
+    call only; the vectors are the model's whatever the thread count."""
+    import torch
+
+    spec, corpus = ModelSpec(example.config.model.package), texts()[:6]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        during: list[int] = []
+        one = embed(corpus, spec, batch_size=2, workers=1,
+                    progress=lambda texts, chars: during.append(torch.get_num_threads()))
+        assert during == [1, 1, 1] and torch.get_num_threads() == 2
+        assert np.allclose(one, embed(corpus, spec), atol=1e-6)
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("quantized", [False, True])
 def test_a_vector_does_not_depend_on_its_neighbours(example, export, quantized):
     spec = ModelSpec(example.config.model.package, export, quantized)

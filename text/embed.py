@@ -87,8 +87,8 @@ def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progres
     statements (sorting measured 2.6x faster on the synthetic 100k workspace; vectors equal to
     1e-6). ``progress(texts, chars)`` is called after each batch; the cost of a sorted batch grows
     with its characters, so a bar counted in characters gives an honest time left. ``workers``:
-    ONNX Runtime sessions side by side (default: one per core; a Ray actor owning one CPU runs
-    one)."""
+    ONNX Runtime sessions side by side, or torch's threads for this call (default: one per core,
+    torch's own; a Ray actor owning one CPU runs one)."""
     import numpy as np
 
     spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
@@ -98,16 +98,29 @@ def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progres
         if spec.export is not None:
             out = _onnx(spec, workers or os.cpu_count() or 1).embed(texts, progress)
         else:
-            out = _torch_embed(texts, spec.model, batch_size, progress)
+            out = _torch_embed(texts, spec.model, batch_size, progress, workers)
         EMBEDDED["texts"] += len(texts)
         EMBEDDED["calls"] += -(-len(texts) // batch_size)
     return out
 
 
-def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress) -> "np.ndarray":
-    import numpy as np
+def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress,
+                 workers: int | None) -> "np.ndarray":
+    import torch
 
     model = load_model(model_name)
+    threads = torch.get_num_threads()
+    if workers:
+        torch.set_num_threads(workers)
+    try:
+        return _torch_batches(model, texts, batch_size, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _torch_batches(model, texts: list[str], batch_size: int, progress) -> "np.ndarray":
+    import numpy as np
+
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     out = None
     for start in range(0, len(order), batch_size):
