@@ -19,17 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mem_retrieval.records.files import stamp
+
 KEPT = 4  # Memory objects kept: one per workspace and config file (the newest index version)
 UNREACHED = "unreached"  # the index version of a store that did not answer
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """Identity of a file's content as the file system tells it (None: no such file)."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 def _index_version(root: Path, config_file: Path | None) -> Any:
@@ -43,7 +36,7 @@ def _index_version(root: Path, config_file: Path | None) -> Any:
     try:
         config = load_config(root, config_file)
     except MemError:  # the Memory built for this call reports it
-        return _stamp(root / ".mem" / "meta.json")
+        return stamp(root / ".mem" / "meta.json")
     try:
         return Location.of(Workspace(root), config).meta_version()
     except MemError:  # a bad index.uri, a store out of reach: the Memory built for this call says
@@ -68,7 +61,7 @@ class WarmMemories:
         if config_file is not None:
             files.append(Path(config_file))
         return (str(root), str(config_file), _index_version(root, config_file),
-                *(_stamp(f) for f in files))
+                *(stamp(f) for f in files))
 
     def fresh(self, workspace, config_file: Path | None = None):
         """A Memory of its own, not shared: for a write (``record`` reindexes, and reopens its

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import InputError, Refused
-from mem_retrieval.records.files import replace_folder, write_atomic
+from mem_retrieval.records.files import replace_folder, stamp, write_atomic
 
 META = "meta.json"
 LOCK = "index.lock"
@@ -180,11 +180,7 @@ class Location:
         """A cheap token that changes whenever meta.json is replaced (a warm server keys its
         cache on it): the file's stat, or the object's ETag (one HEAD request); None: none yet."""
         if not self.remote:
-            try:
-                stat = (Path(self.uri) / META).stat()
-            except OSError:
-                return None
-            return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            return stamp(Path(self.uri) / META)
         import obstore
 
         try:

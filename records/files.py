@@ -14,6 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """Identity of a file's content as the file system tells it, for a cache to notice a change:
+    modification and change times, size, inode (None: no such file). The change time catches an
+    edit that put its modification time back (``cp -p``, ``touch -r``) and kept its size."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+
+
 def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Replace ``path`` by what ``write(temporary_path)`` writes; a symbolic link's target is
     replaced, and the link stays."""

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.files import stamp
 from mem_retrieval.records.parse import read_toml
 from mem_retrieval.records.validate import Fields
 
@@ -163,7 +164,7 @@ def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, s
 
 
 @lru_cache(maxsize=8)
-def _load_cached(paths: tuple[str, ...], stamps: tuple[int, ...]) -> Ontology:
+def _load_cached(paths: tuple[str, ...], stamps: tuple) -> Ontology:
     entries: list[tuple[dict, str]] = []
     for path in paths:
         entries.extend(_read(Path(path)))
@@ -215,5 +216,4 @@ def load_ontology(workspace: Path | None = None) -> Ontology:
     paths = [SHIPPED]
     if workspace is not None and (workspace / "solve" / "settings.toml").is_file():
         paths.append(workspace / "solve" / "settings.toml")
-    stamps = tuple(p.stat().st_mtime_ns for p in paths)
-    return _load_cached(tuple(str(p) for p in paths), stamps)
+    return _load_cached(tuple(str(p) for p in paths), tuple(stamp(p) for p in paths))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused, BadInput
+from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import is_run_slug, split_gid
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core, parse_tree
 from mem_retrieval.records.settings import Ontology, load_ontology
@@ -110,22 +110,23 @@ class Workspace:
                 raise Refused(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
         return list(dict.fromkeys(runs))
 
-    @cached_property
+    @property
     def ontology(self) -> Ontology:
+        """The settings ontology as the files stand now: a workspace kept open (an MCP server, a
+        ``Memory``) sees an edited ``solve/settings.toml`` at its next call (read again only when
+        the file changed, ``load_ontology``)."""
         return load_ontology(self.root)
 
     # ---- loading (validated; InputError on bad input)
     def tree(self, run: str) -> Tree:
-        """The run's parsed tree.json, cached while the file is unchanged (same mtime and size)."""
+        """The run's parsed tree.json, cached while the file is unchanged (``files.stamp``)."""
         cache = self.__dict__.setdefault("_trees", {})
         path = self.tree_path(run)
-        try:
-            stat = path.stat()
-        except OSError:
-            raise Refused(f"no run {run!r} in {self.root}") from None
-        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if run not in cache or cache[run][0] != stamp:
-            cache[run] = (stamp, parse_tree(path, run))
+        found = stamp(path)
+        if found is None:
+            raise Refused(f"no run {run!r} in {self.root}")
+        if run not in cache or cache[run][0] != found:
+            cache[run] = (found, parse_tree(path, run))
         return cache[run][1]
 
     def events(self, run: str) -> Iterator[Event]:

@@ -132,7 +132,8 @@ class Retriever:
         from mem_retrieval.retrieval.search import Searcher
 
         meta = store.check_meta(self.location, self.config)
-        return Searcher(self.location.connect(), self.config, self.workspace.ontology, meta, self.location)
+        return Searcher(self.location.connect(), self.config, lambda: self.workspace.ontology, meta,
+                        self.location)
 
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""

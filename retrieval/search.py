@@ -8,7 +8,7 @@ search never sees a half-finished index (a crash or a concurrent reindex)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
@@ -93,12 +93,13 @@ def _query_vector(text: str, spec, max_chars: int):
 class Searcher:
     """Ranks rows of one table (steps or events) for a query under filters."""
 
-    def __init__(self, db, config: Config, ontology: Ontology, meta: dict[str, Any],
+    def __init__(self, db, config: Config, ontology: Callable[[], Ontology], meta: dict[str, Any],
                  location: store.Location | None = None):
         self.db = db
         self.location = location or store.at(Path(db.uri).parent)  # a folder index by default
         self.config = config
-        self.ontology = ontology
+        self._ontology = ontology  # the settings ontology as the files stand now (``ontology``)
+        self._judged_by: Ontology | None = None  # the ontology _exclusions and _matches are of
         self.settings = meta.get("settings", [])  # distinct step settings
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
         self.meta = meta  # meta.json as this searcher read it
@@ -251,18 +252,32 @@ class Searcher:
         return _worker().submit(self.query_vector, text)
 
     # ---- ids and settings
+    @property
+    def ontology(self) -> Ontology:
+        """The settings ontology as the workspace's files stand (asked for at each search, read
+        again only when ``solve/settings.toml`` changed): a searcher kept open (a ``Memory``, an MCP
+        server) judges by an edited file at once; what it remembered under the old one is dropped."""
+        current = self._ontology()
+        if current is not self._judged_by:
+            self._exclusions, self._matches, self._judged_by = {}, {}, current
+        return current
+
     def setting_exclusion(self, setting: str | None, any_setting: bool) -> tuple[int, ...]:
         """The keys of the step settings incompatible with ``setting`` (the setting rule, M3),
-        worked out once per searcher and setting (hundreds of distinct settings cost ~7 ms)."""
+        worked out once per searcher, ontology and setting (hundreds of distinct settings cost
+        ~7 ms)."""
         if not setting or any_setting:
             return ()
+        ontology = self.ontology
         return _remembered(self._exclusions, setting, 1024, lambda: tuple(
-            store.key(s) for s in self.settings if self.incompatible(setting, s)))
+            store.key(s) for s in self.settings if self.incompatible(setting, s, ontology)))
 
-    def incompatible(self, setting: str, other: str) -> bool:
-        """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered)."""
+    def incompatible(self, setting: str, other: str, ontology: Ontology | None = None) -> bool:
+        """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered), by
+        ``ontology`` (``self.ontology`` as read once by the caller; default: read now)."""
+        ontology = ontology or self.ontology
         return _remembered(self._matches, (setting, other), 65536,
-                           lambda: self.ontology.match(setting, other) == INCOMPATIBLE)
+                           lambda: ontology.match(setting, other) == INCOMPATIBLE)
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
@@ -332,7 +347,8 @@ class Searcher:
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
         if query.setting and not query.any_setting:
-            found = [c for c in found if not self.incompatible(query.setting, c.row.setting)]
+            ontology = self.ontology
+            found = [c for c in found if not self.incompatible(query.setting, c.row.setting, ontology)]
         return ids, found
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:

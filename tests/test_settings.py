@@ -58,3 +58,33 @@ def test_a_cycle_in_implies_is_bad_input():
 def test_an_implied_name_must_exist():
     with pytest.raises(InputError, match="not a setting of the ontology"):
         build([({"name": "a", "implies": ["nowhere"]}, "s.toml")])
+
+
+def test_a_memory_kept_open_judges_by_the_settings_file_as_it_stands(workspace):
+    """A Memory kept open (an MCP server holds one for its life, as may an API caller) reads
+    solve/settings.toml as it is at each call: beta cites library step alpha/a1 (setting Qp) under
+    a Fix setting the shipped ontology does not know, one M3 warning; once the file says that
+    setting implies Qp, the same Memory finds none, and its search calls Qp steps implied; once it
+    says F_q((t)) instead, its search leaves every Qp step out and M3 is an error."""
+    from mem_retrieval import Memory
+
+    tree = workspace.tree("beta")
+    tree["fix"]["setting"] = "Zorb field"
+    workspace.save_tree("beta", tree)
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    assert [(v.code, v.severity) for v in memory.check().violations] == [("M3", "warning")]
+    (hit,) = [h for h in memory.archive_hits("statement of b1", "Zorb field") if h.id == "beta/b1"]
+    assert hit.setting_match == "unknown"
+
+    (workspace.root / "solve" / "settings.toml").write_text(
+        '[[setting]]\nname = "Zorb field"\nimplies = ["Qp"]\n', encoding="utf-8")
+    assert memory.check().violations == []
+    (hit,) = [h for h in memory.archive_hits("statement of b1", "Zorb field") if h.id == "beta/b1"]
+    assert hit.setting_match == "implied"
+    assert memory.archive_search("statement", "Zorb field").notes == ()  # a known setting now
+
+    (workspace.root / "solve" / "settings.toml").write_text(  # now over F_q((t)): Qp steps go
+        '[[setting]]\nname = "Zorb field"\nimplies = ["F_q((t))"]\n', encoding="utf-8")
+    assert [h.id for h in memory.archive_hits("statement", "Zorb field")] == []
+    assert [(v.code, v.severity) for v in memory.check().violations] == [("M3", "error")]

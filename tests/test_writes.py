@@ -481,3 +481,21 @@ def test_a_whole_file_write_through_a_link_replaces_its_target_and_keeps_the_lin
     assert link.is_symlink() and target.read_text() == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["library.jsonl", "real"]  # no temporary left
     assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["library.jsonl"]
+
+
+def test_a_memory_kept_open_reads_a_tree_edited_in_place_with_its_time_put_back(workspace):
+    """An edit of the same size whose modification time was put back (``cp -p``, ``touch -r``)
+    is still a change: a Memory kept open (an MCP server's) reads the new grade and refuses M2."""
+    from mem_retrieval import Memory
+    from mem_retrieval.records.errors import Refused
+
+    memory = Memory.open(workspace.root)
+    assert memory.archive_get("alpha/a2").step.audit.grade == "minor"
+    path = workspace.root / "alpha" / "tree.json"
+    before = path.stat()
+    path.write_text(path.read_text(encoding="utf-8").replace('"minor"', '"major"'), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    assert memory.archive_get("alpha/a2").step.audit.grade == "major"
+    with pytest.raises(Refused, match="major"):
+        memory.archive_insert("alpha/a2")
