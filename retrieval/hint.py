@@ -10,7 +10,9 @@ hit when the list is shorter. The best hit weighs 1; a hit no better than the fl
 between, linearly. The estimate after page ``p`` is the sum of the weights of the hits on the next
 ``window`` pages (pages p+1 … p+window, ``search.hint_window``). The rule uses only the list's own
 scores, so it needs no training data and is the same for every scale (BM25, cosine,
-reciprocal-rank sums). A list whose scores are all equal carries no evidence and estimates 0.
+reciprocal-rank sums). When the floor ties with the top (a listing whose hits all score alike:
+``recall-search --id``, an exact id lookup), each hit scoring like the top weighs 1: every one is
+as good as the best, and nothing in the scores says to stop.
 
 The floor is a fixed depth, not the median of the list: how long a list is depends on the pool
 (``search.pool``) and on how many steps match at all, not on relevance. With the median, a short list
@@ -40,8 +42,8 @@ def relevance_weights(scores: Sequence[float], floor_rank: int) -> list[float]:
         return []
     ranked = sorted(scores, reverse=True)
     top, floor = ranked[0], ranked[min(floor_rank, len(ranked)) - 1]
-    if top <= floor:
-        return [0.0] * len(scores)
+    if top <= floor:  # every hit down to the floor ties with the top
+        return [1.0 if score >= top else 0.0 for score in scores]
     return [min(1.0, max(0.0, (score - floor) / (top - floor))) for score in scores]
 
 

@@ -261,8 +261,10 @@ def test_hint_estimate_by_hand():
     assert Hint(1, 10).remaining(scores, page=0, page_size=5) == pytest.approx(35 / 9)
     assert Hint(3, 10).remaining(scores, page=1, page_size=5) == pytest.approx(20 / 9)
     assert Hint(3, 10).remaining(scores, page=2, page_size=5) == 0
-    flat = [4.0] * 12
-    assert Hint(3, 10).remaining(flat, page=1, page_size=5) == 0  # no evidence
+    flat = [4.0] * 12  # a listing (events naming a step): every hit scores like the top
+    assert relevance_weights(flat, 50) == [1.0] * 12
+    assert Hint(3, 10).remaining(flat, page=1, page_size=5) == 7  # hits 6 … 12
+    assert Hint(1, 2).remaining(flat + [1.0] * 5, page=1, page_size=5) == 5  # the floor ties: 6 … 10
     assert Hint(3, 10).remaining([], page=1, page_size=5) == 0
     # the same list on another scale gives the same estimate (BM25, cosine, RRF alike)
     rescaled = [s / 70 + 0.01 for s in scores]
