@@ -72,7 +72,8 @@ def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> li
     ``step`` hidden)."""
     out = []
     for query in queries:
-        ids, found = retriever.candidates(archive_query(query, strategy))
+        search = archive_query(retriever, query, strategy)
+        ids, found = retriever.candidates(search) if search is not None else ([], [])
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]

@@ -36,19 +36,31 @@ def make_ranker(retriever: Retriever, *, library: bool = False, until=None) -> R
     """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
     query's setting is the search setting; its run's own steps are never candidates (a run cannot
     reuse itself) and it is the query's context (what the run's steps cite guides the graph
-    strategies); a query naming its ``step`` is answered leave-one-out: that step is hidden.
-    ``library``: only library steps are candidates; ``until``: memory as it stood then."""
+    strategies); a query naming its ``step`` is answered leave-one-out: that step is hidden, and
+    so are the words of its text naming the step's links. ``library``: only library steps are
+    candidates; ``until``: memory as it stood then."""
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
-        search = archive_query(query, strategy, library=library, until=until)
-        return [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
+        search = archive_query(retriever, query, strategy, library=library, until=until)
+        return [] if search is None else [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
 
     return ranker
 
 
-def archive_query(query: Query, strategy: str, **options) -> ArchiveQuery:
+def archive_query(retriever: Retriever, query: Query, strategy: str, **options) -> ArchiveQuery | None:
     """The search an evaluation query stands for (what ``make_ranker`` and the fusion tuner both
     ask): its setting; its run left out of the candidates and taken as its context; its ``step``
-    hidden (leave-one-out)."""
-    return ArchiveQuery(query.query, query.setting, exclude_run=query.run, hide=query.step,
+    hidden (leave-one-out), with the words of its text that name the step's links (``\\Cref{A2-4}``:
+    the statement was written once its inputs were found; an id lookup would answer with its
+    judgments, ``derived.without_links``). None when nothing else is left to ask."""
+    from mem_retrieval.eval.derived import without_links
+    from mem_retrieval.records.types import Step
+
+    text = query.query
+    step = retriever.workspace.step(query.step) if query.step is not None else None
+    if isinstance(step, Step) and step.parents:  # (a library entry without its run has no links)
+        text = without_links(text, step.cited())
+        if not text.strip():
+            return None
+    return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,
                         strategy=strategy, context_run=query.run, **options)

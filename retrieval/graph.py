@@ -6,8 +6,8 @@ the row). A ``CitationGraph`` reads them once per pinned table version into arra
 rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
 
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
-SPEC §10) is gone with every link from it, and so is what was written after it (``before``: the
-steps citing it, directly or through others, and its run-mates its log names after it); with
+SPEC §10) is gone with every link from it, and so is what was written after it (``before``: its
+run-mates its log names after it, and the steps citing it or them, directly or through others); with
 ``until``, only steps some event had named by then.
 Citation counts and neighbours are computed over what is visible only, so nothing a query may not
 see informs its answer. The other filters (a run excluded because a run cannot reuse itself, a
@@ -102,8 +102,10 @@ class CitationGraph:
         return sources, np.searchsorted(self.targets[order], np.arange(len(self) + 1))
 
     def before(self, gid: str) -> "Hidden":
-        """What ``hide`` = ``gid`` resolves to (``query.Hidden``): the step, every step citing it
-        directly or through others, and the position in its run's log that cuts its run-mates."""
+        """What ``hide`` = ``gid`` resolves to (``query.Hidden``): the position in its run's log
+        that cuts its run-mates written after it, and the step with every step citing it or one of
+        those run-mates, directly or through others (all written after it: a citation points back
+        in time). The keys name only what the cut does not already hide."""
         import numpy as np
 
         from mem_retrieval.retrieval.query import Hidden
@@ -111,16 +113,19 @@ class CitationGraph:
         row = int(self.rows(np.asarray([key(gid)]))[0])
         if row < 0:
             return Hidden.only(gid)
+        seq = int(self.named_seq[row])
+        cut = np.zeros(len(self), dtype=bool)  # run-mates its run's log names after it (or never)
+        if seq >= 0:
+            cut = (self.run_keys == self.run_keys[row]) & ~((self.named_seq >= 0) & (self.named_seq <= seq))
         sources, starts = self._citing
-        later = np.zeros(len(self), dtype=bool)
+        later = cut.copy()
         later[row] = True
-        frontier = np.asarray([row])
+        frontier = np.flatnonzero(later)
         while len(frontier):
             cited_by = np.concatenate([sources[starts[r]:starts[r + 1]] for r in frontier.tolist()])
             frontier = np.unique(cited_by[~later[cited_by]])
             later[frontier] = True
-        seq = int(self.named_seq[row])
-        return Hidden(tuple(sorted(self.keys[later].tolist())), int(self.run_keys[row]),
+        return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
                       seq if seq >= 0 else None)
 
     def visible(self, filters: "Filters") -> "np.ndarray | None":

@@ -1,7 +1,7 @@
 """The citation pairs a workspace holds, to train the rerank model on (``mem tune``) and to measure
 that training (``eval/bench_tune.py``): (a step's statement, the statement of each step it cites),
 each with a hard negative, the best BM25 match of the statement (leave-one-out) that it does not
-cite. Texts are prepared as the index embeds them (``text.embed.prepare``)."""
+cite and that the pairs may use (a step kept out is no negative either). Texts are prepared as the index embeds them (``text.embed.prepare``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
                exclude_keys: set[int] = frozenset(), max_pairs: int | None = None,
                seed: int = 0) -> Mined:
     """The citation pairs of every step outside ``exclude_runs`` and ``exclude_keys`` (steps by
-    key, ``indexers.store.key`` of the global id), each with a BM25 hard negative; ``max_pairs``
+    key, ``indexers.store.key`` of the global id), each with a BM25 hard negative that is no step
+    of ``exclude_keys`` either (what a held-out query may not see is not trained on); ``max_pairs``
     keeps a seeded sample, and ``anchors`` are then the steps whose links it kept (the hard
     negatives are looked up for those alone)."""
     from mem_retrieval.indexers.store import key
@@ -52,16 +53,22 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
     negatives: dict[str, str | None] = {}
     for step, _ in links:
         if step.gid not in negatives:
-            negatives[step.gid] = _hard_negative(retriever, step.statement, step.gid, cites[step.gid])
+            negatives[step.gid] = _hard_negative(retriever, step.statement, step.gid, cites[step.gid],
+                                                 exclude_keys)
     pairs = [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
                   prepare(negatives[step.gid], max_chars) if negatives[step.gid] else None)
              for step, gid in links]
     return Mined(pairs, [gid for gid in cites if gid in negatives])
 
 
-def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str]) -> str | None:
-    """The best BM25 match of ``text`` that is neither the step nor one it cites."""
+def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str],
+                   excluded: set[int]) -> str | None:
+    """The best BM25 match of ``text`` that is neither the step, nor one it cites, nor one of the
+    ``excluded`` keys."""
+    from mem_retrieval.indexers.store import key
+
     if not text.strip():
         return None
     ranked = retriever.archive_hits(ArchiveQuery(text, hide=gid, strategy="bm25"))
-    return next((hit.statement for hit in ranked if hit.id not in cited), None)
+    return next((hit.statement for hit in ranked if hit.id not in cited and key(hit.id) not in excluded),
+                None)

@@ -8,7 +8,7 @@ SPEC, never from user text."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -29,6 +29,16 @@ _ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
 
 def _words(query: str) -> list[str]:
     return [w for w in (w.strip(_STRIP) for w in _SPLIT.split(query.strip())) if w]
+
+
+def without_words(text: str, drop: Callable[[str], bool]) -> str:
+    """``text`` less each word, split as the id lookup splits a query (``\\Cref{A2-4}``,
+    ``A2-4,A4-3`` hold the word ``A2-4``), for which ``drop`` holds; the separators stay, runs of
+    white space as one space. ``text`` itself when no word is dropped."""
+    pieces = re.split(f"({_SPLIT.pattern})", text)  # word, separator, word, …
+    kept = [piece if at % 2 or not piece.strip(_STRIP) or not drop(piece.strip(_STRIP)) else ""
+            for at, piece in enumerate(pieces)]
+    return text if kept == pieces else " ".join("".join(kept).split())
 
 
 def _id_like(word: str) -> bool:
@@ -88,12 +98,12 @@ class Until:
 @dataclass(frozen=True)
 class Hidden:
     """Memory as it stood before a step was written (leave-one-out, SPEC §10), what ``hide``
-    resolves to (``CitationGraph.before``): the step itself (with its library copy, the same key)
-    and every step citing it, directly or through others (each written after it), are invisible;
-    and of its own run only the steps its log had named by the event naming it are in memory, as
-    ``until`` that event would leave them (``run_key``, ``seq``: its run and that event's position;
-    ``seq`` None when no event names it: nothing says which run-mates came before it, and they
-    stay). Other runs are not cut by time: their clocks need not agree with this run's, while a
+    resolves to (``CitationGraph.before``): of its own run only the steps its log had named by the
+    event naming it are in memory, as ``until`` that event would leave them (``run_key``, ``seq``:
+    its run and that event's position; ``seq`` None when no event names it: nothing says which
+    run-mates came before it, and they stay); and the step itself (with its library copy, the
+    same key) and every step citing it or one of the run-mates cut, directly or through others
+    (each written after it), are invisible (``keys``). Other runs are not cut by time: their clocks need not agree with this run's, while a
     citation always points back in time."""
 
     keys: tuple[int, ...]

@@ -201,9 +201,10 @@ def add_work(ws, cites: dict[str, tuple[str, ...]], named: list[str]) -> None:
 
 def gamma_workspace(root, upto: str) -> Memory:
     """Run gamma's log names g, h, q, r in turn: q cites g, which shares no word with q; r, written
-    after q, cites g too; run delta's d cites q and g (so it came after q); r and d share q's
-    words. ``upto``: "h" (the workspace as it stood before q was written), "q" (the only route
-    from q's text to g is then q itself) or "r" (with the later work: r and d)."""
+    after q, cites g too; run delta's d cites q and g (so it came after q), run epsilon's e cites r
+    and g (so it came after r, hence after q); r, d and e share q's words. ``upto``: "h" (the
+    workspace as it stood before q was written), "q" (the only route from q's text to g is then q
+    itself) or "r" (with the later work: r, d and e)."""
     ws = build_workspace(root)
     steps = [make_step("g", statement="zircon quartz beryl"),
              make_step("h", statement="spherical Hecke operators generate the algebra"),
@@ -213,6 +214,8 @@ def gamma_workspace(root, upto: str) -> Memory:
     if upto == "r":
         ws.add_run("delta", [make_step("d", statement="spherical Hecke operators generate more",
                                        parents=("gamma/q", "gamma/g"))])
+        ws.add_run("epsilon", [make_step("e", statement="spherical Hecke operators generate once more",
+                                         parents=("gamma/r", "gamma/g"))])
     ws.add_run("gamma", steps)
     named_in_turn(ws, "gamma", [step["id"] for step in steps])
     return index(ws.root)
@@ -245,6 +248,25 @@ def test_a_query_never_finds_its_gold_through_its_own_step(only_route, before_q,
         assert "gamma/g" in seen
 
 
+@pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
+def test_a_query_text_naming_its_steps_links_does_not_find_them_by_id(only_route, before_q, strategy):
+    """q's statement as written once its input was found (``\\Cref{g}``) names its link: asked
+    leave-one-out, the evaluation leaves those words out, and answers as the text without them
+    does in the workspace before q; the same text not naming q as its step finds g by its id."""
+    from mem_retrieval.eval.judgments import Query
+    from mem_retrieval.eval.ranker import make_ranker
+
+    text = "spherical Hecke operators generate, by \\Cref{g},gamma/g"
+    ranker = make_ranker(only_route.retriever)
+    found = [hit.gid for hit in ranker(strategy, Query("q1", text, step="gamma/q"), 100)]
+    plain = "spherical Hecke operators generate, by \\Cref{},"
+    assert found == [hit.gid for hit in make_ranker(before_q.retriever)(strategy, Query("q1", plain), 100)]
+    if strategy in ("bm25", "rerank", "graph", "rerank-graph"):  # (ids first; the vector: by text)
+        assert "gamma/g" not in found
+        assert ranker(strategy, Query("q1", text), 100)[0].gid == "gamma/g"  # the oracle: by its id
+    assert ranker(strategy, Query("q1", "gamma/g", step="gamma/q"), 100) == []  # nothing left to ask
+
+
 @pytest.fixture(scope="module")
 def later_work(tmp_path_factory):
     return gamma_workspace(tmp_path_factory.mktemp("later") / "ws", "r")
@@ -254,11 +276,13 @@ def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
     graph = later_work.retriever.searcher.graph()
     names = gids(later_work)
     hidden = graph.before("gamma/q")
-    assert sorted(names[i] for i in graph.rows(np.asarray(hidden.keys))) == ["delta/d", "gamma/q"]
+    # r is cut by gamma's log; d cites q, and e cites r: both written after q
+    assert sorted(names[i] for i in graph.rows(np.asarray(hidden.keys))) == ["delta/d", "epsilon/e",
+                                                                            "gamma/q"]
     assert hidden.seq == 3  # the third event of gamma's log names q
     seen = graph.visible(Filters(hide=hidden))
-    assert {names[i] for i in np.flatnonzero(~seen)} == {"gamma/q", "gamma/r", "delta/d"}
-    assert counts(later_work, graph.in_degree(None))["gamma/g"] == 3
+    assert {names[i] for i in np.flatnonzero(~seen)} == {"gamma/q", "gamma/r", "delta/d", "epsilon/e"}
+    assert counts(later_work, graph.in_degree(None))["gamma/g"] == 4
     assert "gamma/g" not in counts(later_work, graph.in_degree(seen))
     # a step no step cites, in a run without a log: itself alone, its run-mates kept
     assert graph.before("delta/d").keys == (graph.keys[names.index("delta/d")],)
@@ -268,8 +292,8 @@ def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
 
 @pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
 def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strategy, monkeypatch):
-    """r and d would vote for g (both cite it and share the query's words); as memory stood before
-    q was written neither existed, and leave-one-out answers as that memory would."""
+    """r, d and e would vote for g (each cites it and shares the query's words); as memory stood
+    before q was written none existed, and leave-one-out answers as that memory would."""
     def found() -> set[str]:
         query = ArchiveQuery("spherical Hecke operators generate", hide="gamma/q", strategy=strategy)
         return {c.gid for c in later_work.retriever.ranked(query)}
@@ -297,10 +321,10 @@ def scored(hits) -> tuple[list[str], list[float]]:
 def test_a_cut_memory_ranks_and_scores_as_the_workspace_that_held_only_it(later_work, before_q, held,
                                                                         monkeypatch):
     """Hiding q, or asking as of the hour before q was named, answers exactly as the workspace
-    before q (which never held q, r nor d): the same hits in the same order with the same scores,
+    before q (which never held q, r, d nor e): the same hits in the same order with the same scores,
     by every strategy, whether the index or the table in memory answers. BM25's statistics too:
     LanceDB's own index counts q's, r's and d's words in its idf and average length. The events as
-    of that hour likewise."""
+    of that hour likewise (epsilon, without a log, is cut only by what it cites: r)."""
     import mem_retrieval.retrieval.search as search_module
 
     monkeypatch.setattr(search_module, "RESIDENT_AFTER", 10**9)
@@ -322,19 +346,42 @@ def test_a_cut_memory_ranks_and_scores_as_the_workspace_that_held_only_it(later_
 
 def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     """What leave-one-out hides is kept out of `mem tune --holdout-queries` too, and `mem eval
-    paging` warns about a model trained on it: d cites q and g, so it came after both, not h."""
+    paging` warns about a model trained on it: d cites q, which gamma's log names after g and h,
+    so d came after all three; r came after q, and nothing says it came before d."""
     from mem_retrieval.indexers.store import key
     from mem_retrieval.retrieval.pairs import mine_pairs
     from mem_retrieval.tune import hidden_from, trained_on_answers
 
     retriever = later_work.retriever
-    assert hidden_from(retriever, "gamma/q") == {key(g) for g in ("gamma/q", "gamma/r", "delta/d")}
+    assert hidden_from(retriever, "gamma/q") == {key(g) for g in ("gamma/q", "gamma/r", "delta/d",
+                                                                   "epsilon/e")}
     asked = ["gamma/g", "gamma/h", "gamma/q"]
-    assert trained_on_answers(retriever, {"delta/d"}, asked) == ["gamma/g", "gamma/q"]
+    assert trained_on_answers(retriever, {"delta/d"}, asked) == ["gamma/g", "gamma/h", "gamma/q"]
+    assert trained_on_answers(retriever, {"gamma/r"}, asked) == ["gamma/g", "gamma/h", "gamma/q"]
     assert trained_on_answers(retriever, {"gamma/g"}, ["gamma/q"]) == []  # written before q
     assert trained_on_answers(retriever, {"gamma/q"}, ["gamma/q"]) == ["gamma/q"]
     held = mine_pairs(retriever, exclude_keys=hidden_from(retriever, "gamma/q"))
-    assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d
+    assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d, e
+
+
+def test_a_step_kept_out_of_tuning_is_no_hard_negative_either(tmp_path):
+    """p's best BM25 match that it does not cite is q (they share four words): q is p's hard
+    negative, until q is kept out (a held-out query's step); then no pair holds q's statement."""
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.retrieval.pairs import mine_pairs
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("held", [make_step("q", statement="spherical Hecke operators generate the algebra",
+                                  parents=("alpha/a1",))])
+    ws.add_run("other", [make_step("p", statement="spherical Hecke operators generate modules",
+                                   parents=("alpha/a5",))])
+    retriever = index(ws.root).retriever
+    q = "spherical Hecke operators generate the algebra"
+    negatives = {pair.anchor: pair.negative for pair in mine_pairs(retriever).pairs}
+    assert negatives["spherical Hecke operators generate modules"] == q
+    held = mine_pairs(retriever, exclude_keys={key("held/q")})
+    assert "other/p" in held.anchors and "held/q" not in held.anchors
+    assert all(q not in (pair.anchor, pair.positive, pair.negative) for pair in held.pairs)
 
 
 def test_a_sample_of_the_pairs_names_the_steps_it_kept_as_trained_on(later_work):
@@ -366,12 +413,13 @@ def test_unknown_steps_are_those_the_index_holds_no_row_for(later_work):
 
 def test_tune_eval_keeps_out_other_runs_work_written_after_its_queries(later_work):
     """`mem tune --eval` holding out run gamma, whose query comes from q, trains on no step of gamma
-    and not on delta/d either: d cites q, so it was written after the query's step."""
+    and not on delta/d or epsilon/e either: d cites q and e cites r, so both were written after the
+    query's step."""
     from mem_retrieval.tune import held_out_pairs
 
     retriever = later_work.retriever
     assert sorted(held_out_pairs(retriever, {"gamma"}, []).anchors) == [
-        "alpha/a2", "alpha/a4", "beta/b1", "delta/d"]
+        "alpha/a2", "alpha/a4", "beta/b1", "delta/d", "epsilon/e"]
     assert sorted(held_out_pairs(retriever, {"gamma"}, ["gamma/q"]).anchors) == [
         "alpha/a2", "alpha/a4", "beta/b1"]
 

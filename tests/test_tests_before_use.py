@@ -9,6 +9,8 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import library_line, make_step
 from mem_retrieval.eval.resume import blocked_routes, resume, w_as_of
@@ -329,6 +331,28 @@ def test_the_derived_queries_are_the_steps_citing_other_runs_library_steps(works
     assert before.qrels == {"q-gamma/g1": {"alpha/a1": 1}}
 
 
+PARENTS = ["satake/A2-4", "satake/A4-3"]
+NAMES = {"A2-4", "A4-3", *PARENTS}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["A2-4", "satake/A4-3", "A2-5", "lemma", r"\Cref{A2-4}",
+                                           "(A4-3).", "X_1", "satake/A2-4:"]),
+                          st.sampled_from([" ", ",", ", ", "; ", "{", "} ", "(", ") ", "\n", '"'])),
+                min_size=1, max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_a_derived_query_names_none_of_its_own_links_as_the_id_lookup_reads_it(pieces):
+    """Whatever the separators (braces of \\Cref, commas without a space), no word the id lookup
+    reads in the derived query names a parent, and every other id-like word is still there."""
+    from mem_retrieval.eval.derived import without_links
+    from mem_retrieval.retrieval.query import ids_in_query
+
+    text = "".join(word + sep for word, sep in pieces) + "holds"
+    left = without_links(text, PARENTS)
+    assert not set(ids_in_query(left)) & NAMES
+    assert [w for w in ids_in_query(left) if w != "holds"] == [
+        w for w in ids_in_query(text) if w not in NAMES and w != "holds"]
+
+
 def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspace, tmp_path):
     _citing(workspace)
     code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step",
@@ -357,9 +381,10 @@ def test_a_derived_query_leaves_out_the_ids_of_its_own_inputs(workspace):
     from mem_retrieval.eval.derived import derive
 
     memory = _citing(workspace)
-    workspace.edit_step("gamma", "g1", statement="quartz lifting by alpha/a1,\na2 and (g0); not alpha/a3")
+    workspace.edit_step("gamma", "g1", statement="quartz lifting by alpha/a1,\na2 and (g0); not "
+                                                 "alpha/a3 by \\Cref{a2},a1")
     (query,) = derive(memory.workspace, ["gamma"]).queries
-    assert query.query == "quartz lifting by and not alpha/a3"
+    assert query.query == "quartz lifting by , and (); not alpha/a3 by \\Cref{},"
     memory.index(progress=False)
     code, text = cli(workspace.root, "eval", "reuse", "gamma", "--per-step")
     assert code == 1 and "mean recall within 2 pages = 0.000" in text  # as without the ids
