@@ -21,7 +21,8 @@ from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice
-from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, parse_time_arg
+from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, ids_in_query,
+                                           parse_time_arg)
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
 EXCERPT_CHARS = 300
@@ -186,14 +187,14 @@ class Retriever:
         shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
         found = self._page(tuple(self._hit(c, query.setting) for c in shown), len(ranked),
                            [_shown(c.score) for c in ranked], page, query.text, query.setting)
-        return replace(found, notes=tuple(self.notes(query, len(ranked))),
-                       pending=self.searcher.pending)
+        return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending)
 
-    def notes(self, query: ArchiveQuery, total: int) -> list[Note]:
-        """What to tell the caller about ``query``'s result list of ``total`` hits: a setting the
-        ontology does not know (its nearest entries); for an empty list, why (a run that names no
-        run, hits the setting left out)."""
-        notes = []
+    def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
+        """What to tell the caller about ``query``'s result list ``ranked``: ids of an exact
+        lookup that name no step it may return; a setting the ontology does not know (its nearest
+        entries); for an empty list, why (a run that names no run, hits the setting left out)."""
+        notes = self.unnamed_ids(query, ranked)
+        total = len(ranked)
         degraded = self.searcher.degraded(query.strategy)
         if degraded:
             asked, answered = degraded
@@ -218,6 +219,23 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
                                   "setting it does not imply (M3)", see="any_setting"))
         return notes
+
+    @staticmethod
+    def unnamed_ids(query: ArchiveQuery, ranked: Sequence) -> list[Note]:
+        """A note for each id of a query made only of ids (an exact lookup) that names no step the
+        search may return: without it a typo, or a step added since the last `mem index`, gave
+        text hits as if they were the step asked for."""
+        if not exact_lookup(query.text):
+            return []
+        named = {part for c in ranked if c.via == "id" for part in (c.gid, split_gid(c.gid)[1])}
+        unnamed = [ref for ref in ids_in_query(query.text) if ref not in named]
+        if not unnamed:
+            return []
+        listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")
+        found = "the hits are those the others name" if len(named) else "the hits are a text search"
+        return [Note("query", f"{listed}: no step this search may return has "
+                     f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
+                     f"the last `mem index`, or one the filters leave out); {found}")]
 
     def unknown_clauses(self, setting: str) -> list[str]:
         """The clauses of ``setting`` the settings ontology does not know (a step matches such a

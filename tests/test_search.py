@@ -325,6 +325,30 @@ def test_an_exact_id_lookup_lists_only_the_steps_named(example):
     assert all(h.via == "id" for h in both.hits)
     # a plain word is a text query even when it is one word
     assert example.archive_search("Frobenius").total > 1
+    assert page.notes == both.notes == ()
+
+
+def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
+    """A typo in an id (or a step not indexed yet) made an exact lookup a text search whose hit 1
+    an agent could take for the step it asked for: a note names the id; none for ids that name."""
+    typo = example.archive_search("satake-two-levels/A5-77")
+    assert typo.total > 1 and all(h.via == "text" for h in typo.hits)
+    (note,) = typo.notes
+    assert note.param == "query" and note.message.startswith("'satake-two-levels/A5-77': no step")
+    assert note.message.endswith("the hits are a text search")
+    half = example.archive_search("A5-9 A5-77")
+    assert [h.id for h in half.hits] == ["satake-two-levels/A5-9"]
+    assert [n.message.split(":")[0] for n in half.notes] == ["'A5-77'"]
+    filtered = example.archive_search("A5-9", run="iwahori-two-levels")  # satake's, left out
+    assert filtered.notes and "'A5-9'" in filtered.notes[0].message
+    import io
+
+    from mem_retrieval.cli.main import run
+
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--workspace", str(example.workspace.root), "archive-search", "satake-two-levels/A5-77"],
+               out=out, err=err)
+    assert code == 0 and err.getvalue().startswith("mem: QUERY 'satake-two-levels/A5-77': no step this")
 
 
 def test_id_lookups_from_the_id_map_equal_those_read_from_the_index(example):
