@@ -54,6 +54,14 @@ def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
         os.close(dir_fd)
 
 
+def sweep_temporaries(path: Path) -> None:
+    """Delete the temporary files of ``path`` (``replace_atomic``'s) that killed writers left. Only
+    while holding the lock every writer of ``path`` takes: no other writer's is then in progress."""
+    real = Path(os.path.realpath(path))  # where replace_atomic writes them: beside a link's target
+    for stale in real.parent.glob(f".{glob.escape(real.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` (UTF-8)."""
     replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

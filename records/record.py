@@ -19,8 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
-from mem_retrieval.records.files import replace_atomic
-from mem_retrieval.records.ids import is_run_slug
+from mem_retrieval.records.files import replace_atomic, sweep_temporaries
 from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation, admission_problem, check,
                                               reuse_problems)
 from mem_retrieval.records.parse import iter_library, parse_library_entry
@@ -105,9 +104,7 @@ class RecordRefused(Refused):
 def plan_record(ws: Workspace, run: str, package: str) -> Record:
     """Check ``run`` and sort its steps: to admit, left out (M2, M3), already in the library.
     Raises ``RecordRefused`` on a blocking violation (``BLOCKING``)."""
-    if not is_run_slug(run):
-        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param="run")
-    ws.check_runs([run])  # Refused: no such run
+    ws.check_runs([run], param="run")  # BadInput: not a slug; Refused: no such run
     report = check(ws, [run], package)
     blocking = [v for v in report.violations if v.severity == ERROR and v.code in BLOCKING]
     if blocking:
@@ -163,8 +160,7 @@ def admit(ws: Workspace, plan: Record) -> Record:
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed writer
-            stale.unlink(missing_ok=True)
+        sweep_temporaries(path)  # left by a killed writer
         present = {entry.gid for entry in iter_library(path)} if path.is_file() else set()
         todo = [step for step in plan.admitted if step.gid not in present]
         already = plan.already + tuple(step.gid for step in plan.admitted if step.gid in present)

@@ -99,9 +99,14 @@ class Workspace:
         return [(entry.name, Path(entry.path)) for entry in os.scandir(self.root)
                 if entry.is_dir() and is_run_slug(entry.name)]
 
-    def check_runs(self, runs: list[str] | None) -> list[str]:
-        """``runs`` (None or empty: every run), each once, in the order given; Refused naming
-        the first that is no run here."""
+    def check_runs(self, runs: list[str] | None, param: str | None = None) -> list[str]:
+        """``runs`` (None or empty: every run), each once, in the order given; BadInput for a
+        name that cannot be a run (not a slug; ``param``: the argument that gave it), Refused
+        naming the first that is no run here."""
+        for run in runs or ():
+            if not is_run_slug(run):
+                raise BadInput(f"{'' if param else 'run '}{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)",
+                               param=param)
         known = self.runs()
         if not runs:
             return known

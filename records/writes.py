@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
-from mem_retrieval.records.files import write_atomic
+from mem_retrieval.records.files import sweep_temporaries, write_atomic
 from mem_retrieval.records.invariants import Catalog, admission_problem
 from mem_retrieval.records.ids import is_run_slug, split_gid
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
@@ -200,10 +200,12 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     """Rewrite one field of RUN/memory/core.md; refused when W would pass 2,000 tokens (M4)."""
     name = field_name(field)
     text = clean_field(text)
-    ws.tree(run)  # Refused for an unknown run
+    ws.check_runs([run], param="run")  # BadInput: not a slug; Refused: no such run
+    ws.tree(run)
     path = ws.core_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
+        sweep_temporaries(path)  # left by a killed core-set
         core = parse_core_text(read_text(path), run, str(path)) if path.is_file() else None
         new_text = with_field(core, name, text)
         tokens = count_tokens(new_text, package)
@@ -244,7 +246,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     if run is None:
         raise BadInput(f"{ref!r} is a bare step id: name its run too (RUN/{ref})", param="id")
     if not is_run_slug(run):
-        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param="id")
     step = ws.tree(run).step(step_id)
     if step is None:
         raise Refused(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")

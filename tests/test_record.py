@@ -216,10 +216,21 @@ def test_a_library_without_a_final_newline_and_a_stale_temp_file(workspace):
     (("record", "nosuch"), 1, "mem: no run 'nosuch' in"),
     (("record", "Not A Run"), 2, "mem: RUN 'Not A Run' is not a run slug"),
     (("record",), 2, "the following arguments are required: RUN"),
+    # a name that cannot be a run is bad usage (2) for every command taking a run, not "not found"
+    (("core-set", "Not A Run", "next", "x"), 2, "mem: RUN 'Not A Run' is not a run slug"),
+    (("core-set", "nosuch", "next", "x"), 1, "mem: no run 'nosuch' in"),
+    (("check", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
+    (("index", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
+    (("archive-insert", "NOPE/a1"), 2, "mem: ID 'NOPE' is not a run slug"),
 ])
-def test_unknown_runs_and_bad_usage(mem, argv, status, message):
+def test_unknown_runs_and_bad_usage(workspace, mem, argv, status, message):
+    def files() -> dict:
+        return {path: path.read_bytes() for path in workspace.root.rglob("*") if path.is_file()}
+
+    before = files()
     code, out, err = mem(*argv)
     assert code == status and message in err and out == ""
+    assert files() == before  # nothing written
 
 
 def test_the_library_copy_is_byte_identical_to_archive_insert(workspace, tmp_path, mem):

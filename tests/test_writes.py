@@ -224,8 +224,9 @@ def test_crash_before_the_rename_leaves_core_md_intact(workspace, monkeypatch):
     assert [p.name for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
 
 
-def test_killed_between_write_and_rename_leaves_core_md_intact(workspace):
-    """A real process killed (SIGKILL) after the temporary file is written and fsynced."""
+def test_killed_between_write_and_rename_leaves_core_md_intact(workspace, mem):
+    """A real process killed (SIGKILL) after the temporary file is written and fsynced; the next
+    core-set deletes the temporary file it left (under the lock every core-set takes)."""
     before = workspace.core_path("alpha").read_bytes()
     script = ("import os, signal, sys\n"
               "os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -239,6 +240,9 @@ def test_killed_between_write_and_rename_leaves_core_md_intact(workspace):
     assert workspace.events("alpha")[-1]["text"] == "core-set next: the new plan"
     leftovers = [p for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"]
     assert len(leftovers) == 1 and "the new plan" in leftovers[0].read_text()  # written, not renamed
+    assert mem("core-set", "alpha", "next", "the plan after")[0] == 0
+    assert not leftovers[0].exists()
+    assert [p for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
 
 
 # ------------------------------------------------------------------------------------ archive-insert
