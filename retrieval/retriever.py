@@ -185,7 +185,8 @@ class Retriever:
         """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9)."""
         ranked = self.ranked(query)
         shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
-        found = self._page(tuple(self._hit(c, query.setting) for c in shown), len(ranked),
+        ontology = self.workspace.ontology if query.setting else None
+        found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
                            [_shown(c.score) for c in ranked], page, query.text, query.setting)
         return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending)
 
@@ -262,13 +263,16 @@ class Retriever:
     @_reads_index
     def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging."""
-        return [self._hit(c, query.setting) for c in self.searcher.complete(self.ranked(query))]
+        ontology = self.workspace.ontology if query.setting else None
+        return [self._hit(c, query.setting, ontology) for c in self.searcher.complete(self.ranked(query))]
 
-    def _hit(self, candidate, setting: str | None) -> Hit:
+    @staticmethod
+    def _hit(candidate, setting: str | None, ontology) -> Hit:
+        """``candidate`` as a hit, its ``setting_match`` judged by ``ontology`` (read once a search)."""
         row = candidate.row
         return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
                    status=row.status, grade=row.grade, setting=row.setting,
-                   setting_match=self.workspace.ontology.match(setting, row.setting) if setting else None,
+                   setting_match=ontology.match(setting, row.setting) if setting else None,
                    score=_shown(candidate.score), in_library=row.in_library, via=candidate.via)
 
     # ---- recall_search

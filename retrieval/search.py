@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,20 @@ def _query_vector(text: str, spec, max_chars: int):
     return embed_query(prepare(text, max_chars), spec)
 
 
+@dataclass(frozen=True, eq=False)
+class Judged:
+    """One settings ontology and what a searcher judged by it (the setting rule, M3)."""
+
+    ontology: Ontology
+    exclusions: dict[str, tuple[int, ...]] = field(default_factory=dict)  # setting -> excluded keys
+    matches: dict[tuple[str, str], bool] = field(default_factory=dict)    # (setting, other) -> incompatible
+
+    def incompatible(self, setting: str, other: str) -> bool:
+        """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered)."""
+        return _remembered(self.matches, (setting, other), 65536,
+                           lambda: self.ontology.match(setting, other) == INCOMPATIBLE)
+
+
 class Searcher:
     """Ranks rows of one table (steps or events) for a query under filters."""
 
@@ -98,8 +112,8 @@ class Searcher:
         self.db = db
         self.location = location or store.at(Path(db.uri).parent)  # a folder index by default
         self.config = config
-        self._ontology = ontology  # the settings ontology as the files stand now (``ontology``)
-        self._judged_by: Ontology | None = None  # the ontology _exclusions and _matches are of
+        self._ontology = ontology  # the settings ontology as the files stand now (``judging``)
+        self._judged: Judged | None = None
         self.settings = meta.get("settings", [])  # distinct step settings
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
         self.meta = meta  # meta.json as this searcher read it
@@ -109,8 +123,6 @@ class Searcher:
         self._id_lookups = 0
         self._graph: CitationGraph | None = None
         self._lock = threading.Lock()
-        self._exclusions: dict[str, tuple[int, ...]] = {}  # setting -> setting_exclusion's keys
-        self._matches: dict[tuple[str, str], bool] = {}    # (setting, step setting) -> incompatible
         self._searches = 0
         self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
 
@@ -252,32 +264,27 @@ class Searcher:
         return _worker().submit(self.query_vector, text)
 
     # ---- ids and settings
-    @property
-    def ontology(self) -> Ontology:
-        """The settings ontology as the workspace's files stand (asked for at each search, read
-        again only when ``solve/settings.toml`` changed): a searcher kept open (a ``Memory``, an MCP
-        server) judges by an edited file at once; what it remembered under the old one is dropped."""
+    def judging(self) -> "Judged":
+        """The settings ontology as the workspace's files stand (read again only when
+        ``solve/settings.toml`` changed), with what was judged by it: a searcher kept open (a
+        ``Memory``, `mem serve`, `mem mcp`) judges by an edited file at its next search. Swapped
+        whole, so a search still using an older one fills that one's memos, never the new one's."""
         current = self._ontology()
-        if current is not self._judged_by:
-            self._exclusions, self._matches, self._judged_by = {}, {}, current
-        return current
+        judged = self._judged
+        if judged is None or judged.ontology is not current:
+            judged = self._judged = Judged(current)
+        return judged
 
-    def setting_exclusion(self, setting: str | None, any_setting: bool) -> tuple[int, ...]:
+    def setting_exclusion(self, setting: str | None, any_setting: bool,
+                          judged: "Judged | None" = None) -> tuple[int, ...]:
         """The keys of the step settings incompatible with ``setting`` (the setting rule, M3),
         worked out once per searcher, ontology and setting (hundreds of distinct settings cost
-        ~7 ms)."""
+        ~7 ms); ``judged``: as the caller read it (default: now)."""
         if not setting or any_setting:
             return ()
-        ontology = self.ontology
-        return _remembered(self._exclusions, setting, 1024, lambda: tuple(
-            store.key(s) for s in self.settings if self.incompatible(setting, s, ontology)))
-
-    def incompatible(self, setting: str, other: str, ontology: Ontology | None = None) -> bool:
-        """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered), by
-        ``ontology`` (``self.ontology`` as read once by the caller; default: read now)."""
-        ontology = ontology or self.ontology
-        return _remembered(self._matches, (setting, other), 65536,
-                           lambda: ontology.match(setting, other) == INCOMPATIBLE)
+        judged = judged or self.judging()
+        return _remembered(judged.exclusions, setting, 1024, lambda: tuple(
+            store.key(s) for s in self.settings if judged.incompatible(setting, s)))
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
@@ -342,13 +349,13 @@ class Searcher:
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
         seen = {c.gid for c in ids}
+        judged = self.judging() if query.setting and not query.any_setting else None
         request = Request("steps", query.text, filters,
-                          self.setting_exclusion(query.setting, query.any_setting), query.context_run)
+                          self.setting_exclusion(query.setting, query.any_setting, judged), query.context_run)
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
-        if query.setting and not query.any_setting:
-            ontology = self.ontology
-            found = [c for c in found if not self.incompatible(query.setting, c.row.setting, ontology)]
+        if judged is not None:
+            found = [c for c in found if not judged.incompatible(query.setting, c.row.setting)]
         return ids, found
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:

@@ -88,3 +88,51 @@ def test_a_memory_kept_open_judges_by_the_settings_file_as_it_stands(workspace):
         '[[setting]]\nname = "Zorb field"\nimplies = ["F_q((t))"]\n', encoding="utf-8")
     assert [h.id for h in memory.archive_hits("statement", "Zorb field")] == []
     assert [(v.code, v.severity) for v in memory.check().violations] == [("M3", "error")]
+
+
+ZORB_OVER_FQT = '[[setting]]\nname = "Zorb field"\nimplies = ["Fq((t))"]\n'
+ZORB_OVER_QP = '[[setting]]\nname = "Zorb field"\nimplies = ["Qp"]\n'
+
+
+def test_a_search_still_judging_by_the_old_file_leaves_nothing_to_the_searches_after(workspace,
+                                                                                   monkeypatch):
+    """`mem serve` and `mem mcp` share one Memory between requests. A request judging by the
+    settings file as it was (paused right after reading it, as a thread switch would) while the
+    file is edited and another request reads the new one must leave no judgement of its own to
+    the searches that follow: they answer as a fresh Memory does."""
+    import threading
+
+    from conftest import make_step
+    from mem_retrieval import Memory
+    from mem_retrieval.retrieval.search import Judged
+
+    workspace.add_run("gamma", [make_step("g1", setting="F_q((t))")])
+    settings = workspace.root / "solve" / "settings.toml"
+    settings.write_text(ZORB_OVER_FQT, encoding="utf-8")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+
+    def settings_of(found: Memory) -> list[str]:
+        return sorted({h.setting for h in found.archive_hits("statement", "Zorb field", strategy="bm25")})
+
+    assert settings_of(memory) == ["F_q((t))"]
+    started, go = threading.Event(), threading.Event()
+    judge = Judged.incompatible
+
+    def paused(self, setting, other):
+        if not started.is_set():
+            started.set()
+            go.wait(30)
+        return judge(self, setting, other)
+
+    monkeypatch.setattr(Judged, "incompatible", paused)
+    memory.retriever.searcher._judged = None  # A reads the file afresh, then pauses
+    first = threading.Thread(target=lambda: memory.archive_hits("statement", "Zorb field", strategy="bm25"))
+    first.start()
+    assert started.wait(30)
+    settings.write_text(ZORB_OVER_QP, encoding="utf-8")
+    memory.archive_hits("statement", "C", strategy="bm25")  # another request, after the edit
+    go.set()
+    first.join(30)
+    monkeypatch.undo()
+    assert settings_of(memory) == settings_of(Memory.open(workspace.root)) == ["Qp"]
