@@ -70,16 +70,14 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
 
 
 def without_links(statement: str, parents: Sequence[str]) -> str:
-    """The statement with the words naming its own parents left out, globally or by their step id
-    alone (``by satake/A2-4, A4-3``, ``\\Cref{A2-4}``), each word as the id lookup reads it
-    (``retrieval.query.without_words``): written once the inputs were found, they are the step's
-    links, which leave-one-out hides; an id lookup would answer the query with its own judgments."""
-    from mem_retrieval.records.core import id_candidates
+    """The statement less the words the id lookup would read as its own parents (global ids
+    ``parents``), globally or by their step id alone (``by satake/A2-4, A4-3``, ``\\Cref{A2-4}``;
+    ``retrieval.query.without_ids``): written once the inputs were found, they are the step's
+    links, which leave-one-out hides; the lookup would answer the query with its own judgments."""
     from mem_retrieval.records.ids import split_gid
-    from mem_retrieval.retrieval.query import without_words
+    from mem_retrieval.retrieval.query import without_ids
 
-    cited = set(parents) | {split_gid(gid)[1] for gid in parents}
-    return without_words(statement, lambda word: any(form in cited for form in id_candidates(word)))
+    return without_ids(statement, set(parents) | {split_gid(gid)[1] for gid in parents})
 
 
 def inserted_before(inserted: str, start: datetime | None, until: datetime | None) -> bool:

@@ -57,9 +57,11 @@ def archive_query(retriever: Retriever, query: Query, strategy: str, **options) 
     from mem_retrieval.records.types import Step
 
     text = query.query
-    step = retriever.workspace.step(query.step) if query.step is not None else None
+    workspace = retriever.workspace
+    step = workspace.step(query.step) if query.step is not None else None
     if isinstance(step, Step) and step.parents:  # (a library entry without its run has no links)
-        text = without_links(text, step.cited())
+        sources = frozenset(source.id for source in workspace.tree(step.run).sources)
+        text = without_links(text, step.cited(sources))  # its steps, as derive takes them
         if not text.strip():
             return None
     return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,

@@ -8,7 +8,7 @@ SPEC, never from user text."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -25,19 +25,32 @@ if TYPE_CHECKING:
 _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
 _ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
+_REFERENCE = re.compile(r"\\[A-Za-z]*ref\*?")  # LaTeX's \ref, \Cref, \cref, \eqref, \autoref …
 
 
 def _words(query: str) -> list[str]:
     return [w for w in (w.strip(_STRIP) for w in _SPLIT.split(query.strip())) if w]
 
 
-def without_words(text: str, drop: Callable[[str], bool]) -> str:
-    """``text`` less each word, split as the id lookup splits a query (``\\Cref{A2-4}``,
-    ``A2-4,A4-3`` hold the word ``A2-4``), for which ``drop`` holds; the separators stay, runs of
-    white space as one space. ``text`` itself when no word is dropped."""
+def without_ids(text: str, names: set[str]) -> str:
+    """``text`` less the words among ``names`` that it uses as references: those the id lookup
+    reads as ids (``ids_in_query``, split as it splits: ``A2-4,A4-3`` holds the word ``A2-4``) and
+    those inside a LaTeX cross-reference (``\\Cref{submodularity}``, ``\\ref{g}``: BM25 reads a
+    step's id too). A word spelled as a name but used as a word stays (``a form of submodularity``
+    among the words of a longer query is no id), and so do the separators, runs of white space as
+    one space. ``text`` itself when no word goes."""
+    alone = len(_words(text)) == 1
     pieces = re.split(f"({_SPLIT.pattern})", text)  # word, separator, word, …
-    kept = [piece if at % 2 or not piece.strip(_STRIP) or not drop(piece.strip(_STRIP)) else ""
-            for at, piece in enumerate(pieces)]
+    kept, citing = [], False
+    for at, piece in enumerate(pieces):
+        if at % 2:  # a separator: it may close or open a cross-reference's braces
+            opens = "{" in piece.rsplit("}", 1)[-1] and bool(_REFERENCE.fullmatch(pieces[at - 1]))
+            citing = opens or (citing and "}" not in piece)
+            kept.append(piece)
+            continue
+        word = piece.strip(_STRIP)
+        used = alone or citing or _id_like(word)
+        kept.append("" if used and word in names and ref_problem(word) is None else piece)
     return text if kept == pieces else " ".join("".join(kept).split())
 
 

@@ -353,6 +353,19 @@ def test_a_derived_query_names_none_of_its_own_links_as_the_id_lookup_reads_it(p
         w for w in ids_in_query(text) if w not in NAMES and w != "holds"]
 
 
+def test_a_parent_named_by_a_plain_word_leaves_the_word_in_a_longer_query():
+    """Only words used as references go: what the id lookup reads (inside a longer query a plain
+    word, with no digit nor - _ . ' inside, is no id) and what a LaTeX cross-reference names (BM25
+    reads a step's id too); a parent whose id is a plain word used as a word keeps it."""
+    from mem_retrieval.eval.derived import without_links
+
+    parents = ["pfr/submodularity", "pfr/gibbs-ineq", "pfr/A2-4", "pfr/g"]
+    text = "Alternate form of submodularity, by \\Cref{gibbs-ineq} and A2-4"
+    assert without_links(text, parents) == "Alternate form of submodularity, by \\Cref{} and"
+    assert without_links("submodularity", parents) == ""  # one word alone is read as an id
+    assert without_links("as \\cref{submodularity,g} and \\ref{x}: g", parents) == "as \\cref{,} and \\ref{x}: g"
+
+
 def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspace, tmp_path):
     _citing(workspace)
     code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step",
