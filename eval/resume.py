@@ -151,7 +151,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     """The resume test on ``run`` as of ``until`` (an event id, a sequence number or an ISO time;
     None: now)."""
     check_pages(pages)
-    memory.workspace.tree(run)  # Refused for an unknown run
+    memory.workspace.check_runs([run])  # BadInput: not a slug; Refused: no such run
     cut = memory.resolve(until, run)
     events = [e for e in memory.workspace.events(run) if kept(e, cut)]
     w, source, notes = w_as_of(memory, run, events)

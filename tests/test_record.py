@@ -222,6 +222,8 @@ def test_a_library_without_a_final_newline_and_a_stale_temp_file(workspace):
     (("check", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
     (("index", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
     (("archive-insert", "NOPE/a1"), 2, "mem: ID 'NOPE' is not a run slug"),
+    (("eval", "resume", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
+    (("eval", "reuse", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
 ])
 def test_unknown_runs_and_bad_usage(workspace, mem, argv, status, message):
     def files() -> dict:
