@@ -146,11 +146,21 @@ def rank_bm25_candidates(table, table_name: str, tokens: str, where: str | None,
 
 def vector_candidates(table, table_name: str, vector, where: str | None,
                       limit: int) -> list[Candidate]:
-    """Nearest neighbours by cosine over all (prefiltered) rows: the `vector` strategy."""
-    query = table.search(vector, vector_column_name="vector").distance_type("cosine")
-    if where:
-        query = query.where(where, prefilter=True)
-    data = query.select(_columns(table_name, True) + ["_distance"]).limit(limit).to_arrow()
-    distances = data["_distance"].to_pylist()
-    found = [c.scored(0.0, cosine=1.0 - float(d)) for c, d in zip(from_arrow(data, table_name), distances)]
-    return _best_first(found, "cosine")
+    """The ``limit`` nearest rows by cosine over all (prefiltered) rows, ties broken by gid: the
+    `vector` strategy. As for BM25 (``lance_candidates``), a tie at the cut (steps with the same
+    text, so the same vector) is cut by gid, not by where the rows happen to lie in the table,
+    which an incremental index and a full one lay out differently."""
+    if limit < 1:
+        return []
+    fetch = limit + 1
+    while True:
+        query = table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        data = query.select(_columns(table_name, True) + ["_distance"]).limit(fetch).to_arrow()
+        distances = data["_distance"].to_pylist()
+        found = _best_first([c.scored(0.0, cosine=1.0 - float(d))
+                             for c, d in zip(from_arrow(data, table_name), distances)], "cosine")
+        if len(found) < fetch or found[limit].cosine < found[limit - 1].cosine:
+            return found[:limit]
+        fetch *= 2

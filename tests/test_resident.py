@@ -299,7 +299,8 @@ def test_a_run_stopped_before_its_full_text_rebuild_is_finished_by_the_next(tmp_
 def test_a_tie_across_the_pool_cut_is_broken_by_gid_on_every_path(tmp_path, monkeypatch):
     """Twelve steps score alike and the pool holds 5: the index's full-text search, the warm
     searcher's resident index and the rank-bm25 engine all keep the 5 first by global id (the
-    index kept the 5 its own storage order gave, so a one-shot call and a warm server differed)."""
+    index kept the 5 its own storage order gave, so a one-shot call and a warm server differed),
+    and so does the vector search (it kept its storage order's until 2026-12-04)."""
     from conftest import build_workspace, make_step
 
     ws = build_workspace(tmp_path / "ws")
@@ -317,3 +318,7 @@ def test_a_tie_across_the_pool_cut_is_broken_by_gid_on_every_path(tmp_path, monk
         hits = memory.retriever.ranked(ArchiveQuery("zircon", strategy="bm25"))
         assert [c.gid for c in hits] == tied[:5]
         assert len({c.bm25 for c in hits}) == 1
+    # the nearest vectors alike: twelve steps with one text, so one vector (an index built
+    # incrementally lays rows out otherwise than a full one: the cut must not depend on it)
+    hits = cold.retriever.ranked(ArchiveQuery("zircon lemma", strategy="vector"))
+    assert [c.gid for c in hits] == tied[:5] and len({c.cosine for c in hits}) == 1
