@@ -11,6 +11,8 @@ over only the rows in memory (``memory_bm25_candidates``): the index's statistic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.retrieval.candidates import ROW_TYPES, Candidate, from_arrow
 
@@ -31,16 +33,29 @@ def lance_candidates(table, table_name: str, tokens: str, where: str | None, lim
     by gid, so the two answered a query differently)."""
     from lancedb.query import MatchQuery
 
-    if not tokens or limit < 1:
+    if not tokens:
         return []
-    fetch = limit + 1
-    while True:
+
+    def best(fetch: int) -> list[Candidate]:
         query = table.search(MatchQuery(tokens, "tokens"), query_type="fts")
         if where:
             query = query.where(where, prefilter=True)
         data = query.select(_columns(table_name, vectors) + ["_score"]).limit(fetch).to_arrow()
-        found = _best_first(from_arrow(data, table_name, "_score"), "bm25")
-        if len(found) < fetch or found[limit].bm25 < found[limit - 1].bm25:
+        return _best_first(from_arrow(data, table_name, "_score"), "bm25")
+
+    return _cut_by_gid(best, limit, "bm25")
+
+
+def _cut_by_gid(best: Callable[[int], list[Candidate]], limit: int, score: str) -> list[Candidate]:
+    """The ``limit`` first of ``best(fetch)`` (the ``fetch`` best rows the table gives, best first,
+    ties by gid), asking for more while the row past the cut ties with the last: the table cuts a
+    tie by where it holds the rows, which differs between indexes of the same rows."""
+    if limit < 1:
+        return []
+    fetch = limit + 1
+    while True:
+        found = best(fetch)
+        if len(found) < fetch or getattr(found[limit], score) < getattr(found[limit - 1], score):
             return found[:limit]
         fetch *= 2
 
@@ -150,17 +165,13 @@ def vector_candidates(table, table_name: str, vector, where: str | None,
     `vector` strategy. As for BM25 (``lance_candidates``), a tie at the cut (steps with the same
     text, so the same vector) is cut by gid, not by where the rows happen to lie in the table,
     which an incremental index and a full one lay out differently."""
-    if limit < 1:
-        return []
-    fetch = limit + 1
-    while True:
+    def best(fetch: int) -> list[Candidate]:
         query = table.search(vector, vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
         data = query.select(_columns(table_name, True) + ["_distance"]).limit(fetch).to_arrow()
         distances = data["_distance"].to_pylist()
-        found = _best_first([c.scored(0.0, cosine=1.0 - float(d))
-                             for c, d in zip(from_arrow(data, table_name), distances)], "cosine")
-        if len(found) < fetch or found[limit].cosine < found[limit - 1].cosine:
-            return found[:limit]
-        fetch *= 2
+        return _best_first([c.scored(0.0, cosine=1.0 - float(d))
+                            for c, d in zip(from_arrow(data, table_name), distances)], "cosine")
+
+    return _cut_by_gid(best, limit, "cosine")

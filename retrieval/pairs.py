@@ -1,7 +1,8 @@
 """The citation pairs a workspace holds, to train the rerank model on (``mem tune``) and to measure
 that training (``eval/bench_tune.py``): (a step's statement, the statement of each step it cites),
 each with a hard negative, the best BM25 match of the statement (leave-one-out) that it does not
-cite and that the pairs may use (a step kept out is no negative either). Texts are prepared as the index embeds them (``text.embed.prepare``)."""
+cite and that the pairs may use (a step kept out is no negative either). Texts are prepared as the
+index embeds them (``text.embed.prepare``)."""
 
 from __future__ import annotations
 

@@ -116,8 +116,8 @@ class Hidden:
     its run and that event's position; ``seq`` None when no event names it: nothing says which
     run-mates came before it, and they stay); and the step itself (with its library copy, the
     same key) and every step citing it or one of the run-mates cut, directly or through others
-    (each written after it), are invisible (``keys``). Other runs are not cut by time: their clocks need not agree with this run's, while a
-    citation always points back in time."""
+    (each written after it), are invisible (``keys``). Other runs are not cut by time: their
+    clocks need not agree with this run's, while a citation always points back in time."""
 
     keys: tuple[int, ...]
     run_key: int | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -104,36 +105,39 @@ def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progres
     return out
 
 
-def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress,
-                 workers: int | None) -> "np.ndarray":
+@contextmanager
+def _torch_threads(workers: int | None):
+    """torch on ``workers`` threads while in the block (None: as it is), then as it was."""
     import torch
 
-    model = load_model(model_name)
     threads = torch.get_num_threads()
     if workers:
         torch.set_num_threads(workers)
     try:
-        return _torch_batches(model, texts, batch_size, progress)
+        yield torch
     finally:
         torch.set_num_threads(threads)
 
 
-def _torch_batches(model, texts: list[str], batch_size: int, progress) -> "np.ndarray":
+def _torch_embed(texts: list[str], model_name: str, batch_size: int, progress,
+                 workers: int | None) -> "np.ndarray":
     import numpy as np
 
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    out = None
-    for start in range(0, len(order), batch_size):
-        chosen = order[start:start + batch_size]
-        batch = [texts[i] for i in chosen]
-        vectors = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
-        if out is None:
-            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-        out[chosen] = vectors
-        if progress is not None:
-            progress(len(batch), sum(map(len, batch)))
-    return out
+    model = load_model(model_name)
+    with _torch_threads(workers):
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = None
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            batch = [texts[i] for i in chosen]
+            vectors = model.encode(batch, batch_size=batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[chosen] = vectors
+            if progress is not None:
+                progress(len(batch), sum(map(len, batch)))
+        return out
 
 
 _SESSIONS: "dict[tuple, Any]" = {}  # ONNX embedders by what they compute (``_content``) and workers
@@ -178,15 +182,8 @@ def embed_query(text: str, spec: ModelSpec | str) -> "np.ndarray":
         EMBEDDED["calls"] += 1
         if spec.export is not None:
             return _onnx(spec, 1).embed_query(text)  # one session on one thread
-        import torch
-
         model = load_model(spec.model)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with torch.inference_mode():
-                vector = model(model.preprocess([text]))["sentence_embedding"]
-                vector = torch.nn.functional.normalize(vector, dim=1)[0]
-        finally:
-            torch.set_num_threads(threads)
+        with _torch_threads(1) as torch, torch.inference_mode():
+            vector = model(model.preprocess([text]))["sentence_embedding"]
+            vector = torch.nn.functional.normalize(vector, dim=1)[0]
     return vector.numpy().astype("float32", copy=False)
