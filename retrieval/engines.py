@@ -3,10 +3,10 @@ nearest neighbours over the ``vector`` column.
 
 BM25: ``lance`` (default) is LanceDB's native full-text index; it persists with the table and
 applies the prefilter inside the index query. ``rank-bm25`` is the rank_bm25 package, rebuilt in
-each process over the prefiltered rows (a second engine, to compare against). Both return
-candidates best first, ties broken by gid, so that pages are stable from call to call (lance #9132:
-FTS limit/offset can repeat or skip tied rows, so one fixed pool is taken and sliced here, never
-paged in the index). A search that cuts memory (``until``, ``hide``) scores with Lance's formula
+each process over the rows in memory and chosen among by the prefilter (a second engine, to
+compare against). Both return candidates best first, ties broken by gid, so that pages are stable
+from call to call (lance #9132: FTS limit/offset can repeat or skip tied rows, so one fixed pool
+is taken and sliced here, never paged in the index). A search that cuts memory (``until``, ``hide``) scores with Lance's formula
 over only the rows in memory (``memory_bm25_candidates``): the index's statistics count them all."""
 
 from __future__ import annotations
@@ -92,12 +92,20 @@ def memory_bm25_candidates(table, table_name: str, tokens: str, memory: str, whe
     ``Filters.memory``, as of a time or before a hidden step), scored as over a table holding only
     the rows in memory (LanceDB's index counts its statistics over all rows, later and hidden ones
     too); ``where`` (the whole prefilter, the cut included) chooses among them."""
-    import numpy as np
-
     if not tokens:
         return []
     index, gids, rank = _memory_index(table, memory)
-    scores = index.scores(tokens)
+    return _best_passing(table, table_name, index.scores(tokens), gids, rank,
+                         None if where == memory else where, limit, vectors)
+
+
+def _best_passing(table, table_name: str, scores, gids, rank, where: str | None, limit: int,
+                  vectors: bool) -> list[Candidate]:
+    """The ``limit`` best rows by ``scores`` (one per row of ``gids``; ``rank``: each gid's place in
+    gid order, to break ties) among those that score above zero and pass ``where``: the rows are
+    read from the table best first, a chunk at a time, until ``limit`` pass."""
+    import numpy as np
+
     hits = np.flatnonzero(scores > 0)
     hits = hits[np.lexsort((rank[hits], -scores[hits]))]
     found: list[Candidate] = []
@@ -105,7 +113,7 @@ def memory_bm25_candidates(table, table_name: str, tokens: str, memory: str, whe
     for start in range(0, len(hits), step):
         chunk = {gids[i]: float(scores[i]) for i in hits[start:start + step]}
         match = in_list("key", [key(g) for g in chunk])
-        data = (table.search().where(match if where == memory else f"({match}) AND ({where})")
+        data = (table.search().where(f"({match}) AND ({where})" if where else match)
                 .select(_columns(table_name, vectors)).limit(len(chunk)).to_arrow())
         found += [c.scored(0.0, bm25=chunk[c.gid]) for c in from_arrow(data, table_name)]
         if len(found) >= limit:
@@ -116,47 +124,43 @@ def memory_bm25_candidates(table, table_name: str, tokens: str, memory: str, whe
 _MODELS: dict[tuple, tuple] = {}
 
 
-def _rank_bm25_model(table, where: str | None, k1: float, b: float):
-    """The BM25Okapi model over the prefiltered rows, built once per table version and filter."""
+def _rank_bm25_model(table, memory: str | None, k1: float, b: float):
+    """The BM25Okapi model over the rows in memory (all rows, or those ``memory`` keeps), with
+    their gids and each gid's place in gid order, built once per table version and cut."""
+    import numpy as np
     from rank_bm25 import BM25Okapi
 
-    cache_key = (table.uri, table.version, where, k1, b)
+    cache_key = (table.uri, table.version, memory, k1, b)
     if cache_key in _MODELS:
         return _MODELS[cache_key]
     if len(_MODELS) > 4:
         _MODELS.clear()
 
     scan = table.search()
-    if where:
-        scan = scan.where(where)
+    if memory:
+        scan = scan.where(memory)
     data = scan.select(["gid", "tokens"]).limit(max(table.count_rows(), 1)).to_arrow()
-    gids = data["gid"].to_pylist()
+    gids = np.asarray(data["gid"].to_pylist(), dtype=object)
+    rank = np.empty(len(gids), dtype=np.int64)
+    rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
     corpus = [t.split() for t in data["tokens"].to_pylist()]
-    _MODELS[cache_key] = (BM25Okapi(corpus, k1=k1, b=b) if corpus else None), gids
+    _MODELS[cache_key] = (BM25Okapi(corpus, k1=k1, b=b) if corpus else None), gids, rank
     return _MODELS[cache_key]
 
 
-def rank_bm25_candidates(table, table_name: str, tokens: str, where: str | None, limit: int,
-                         k1: float, b: float, vectors: bool = True) -> list[Candidate]:
-    import numpy as np
-
+def rank_bm25_candidates(table, table_name: str, tokens: str, memory: str | None, where: str | None,
+                         limit: int, k1: float, b: float, vectors: bool = True) -> list[Candidate]:
+    """The ``limit`` best BM25 candidates by the rank_bm25 package, its statistics over the rows in
+    memory (``memory``: the SQL of ``Filters.memory``, None for all rows), chosen among by
+    ``where`` as the native engine chooses: a run, kind or library filter does not change how
+    rare a word is."""
     if not tokens:
         return []
-    model, gids = _rank_bm25_model(table, where, k1, b)
+    model, gids, rank = _rank_bm25_model(table, memory, k1, b)
     if model is None:
         return []
-    scores = model.get_scores(tokens.split())
-    hits = np.flatnonzero(scores > 0)
-    if hits.size > limit:  # every hit scoring at least the limit-th best, then ties by gid
-        floor = -np.partition(-scores[hits], limit - 1)[limit - 1]
-        hits = sorted(hits[scores[hits] >= floor], key=lambda i: (-scores[i], gids[i]))[:limit]
-    chosen = {gids[i]: float(scores[i]) for i in hits}
-    if not chosen:
-        return []
-    data = (table.search().where(in_list("key", [key(g) for g in chosen]))
-            .select(_columns(table_name, vectors)).limit(len(chosen)).to_arrow())
-    found = [c.scored(0.0, bm25=chosen[c.gid]) for c in from_arrow(data, table_name)]
-    return _best_first(found, "bm25")
+    return _best_passing(table, table_name, model.get_scores(tokens.split()), gids, rank,
+                         None if where == memory else where, limit, vectors)
 
 
 def vector_candidates(table, table_name: str, vector, where: str | None,

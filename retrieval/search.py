@@ -207,10 +207,10 @@ class Searcher:
         resident = self.resident() if request.table == "steps" else None
         if resident is not None:
             return resident.text(tokens, request, pool, vectors)
-        if bm25.engine == "rank-bm25":
-            return engines.rank_bm25_candidates(table, request.table, tokens, request.where, pool,
-                                                bm25.k1, bm25.b, vectors)
         memory = request.filters.memory().where(request.table)
+        if bm25.engine == "rank-bm25":
+            return engines.rank_bm25_candidates(table, request.table, tokens, memory, request.where,
+                                                pool, bm25.k1, bm25.b, vectors)
         if memory is not None:  # as of a time, or before a hidden step: statistics over that memory
             return engines.memory_bm25_candidates(table, request.table, tokens, memory, request.where,
                                                   pool, vectors)

@@ -206,6 +206,37 @@ def test_both_bm25_engines_agree_on_the_fixture_queries(example):
     assert firsts >= 0.8 * len(queries)
 
 
+@pytest.mark.parametrize("run", ["satake-two-levels", "iwahori-two-levels"])
+def test_the_rank_bm25_engine_keeps_every_step_of_a_run_that_shares_a_word(example, run):
+    """Oracle: the steps of the run whose tokens meet the query's. A word in half of one run's steps
+    is common there, not across the workspace: the rank-bm25 engine counts how rare a word is over
+    all that memory holds (as the native engine does), so a run filter drops none of these."""
+    from mem_retrieval.text.tokenize import token_string
+
+    config = example.config
+    rank_bm25 = Memory(example.workspace, replace(config, bm25=replace(config.bm25, engine="rank-bm25")))
+    rows = example.retriever.searcher.table("steps").search().select(["gid", "run", "tokens"]) \
+        .limit(10_000).to_arrow().to_pylist()
+    texts = [q.query for q in read_queries(EXAMPLE / "eval" / "queries.jsonl") if not ids_in_query(q.query)]
+    for text in texts + ["Iwahori sheaf generation", "residue characteristic 2 pair model"]:
+        words = set(token_string(text).split())
+        oracle = {r["gid"] for r in rows if r["run"] == run and words & set(r["tokens"].split())}
+        for memory in (example, rank_bm25):
+            found = {c.gid for c in memory.retriever.ranked(ArchiveQuery(text, strategy="bm25", run=run))}
+            assert found == oracle, text
+    # as of an event, the cut memory is what both engines count over: rank_bm25's formula gives a
+    # word in exactly half the rows an idf of 0, so it may find a few less, never others
+    kept, native = 0, 0
+    for until in ("13", "60"):
+        for text in texts[:5] + ["residue characteristic 2 pair model"]:
+            query = ArchiveQuery(text, strategy="bm25", run=run, until=until)
+            found = {c.gid for c in rank_bm25.retriever.ranked(query)}
+            expected = {c.gid for c in example.retriever.ranked(query)}
+            assert found <= expected, (text, until)
+            kept, native = kept + len(found), native + len(expected)
+    assert native > 0 and kept >= 0.9 * native
+
+
 def test_no_search_imports_torch(example):
     """archive-get imports neither lancedb nor torch; an exact id lookup loads no model (neither
     ONNX Runtime nor torch); a text search (which embeds its query on ONNX Runtime) and a recall
