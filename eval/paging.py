@@ -29,6 +29,7 @@ from math import ceil
 
 from mem_retrieval.configs import PAGES_LIMIT
 from mem_retrieval.retrieval.hint import Hint
+from mem_retrieval.retrieval.paging import shown_score
 
 MAX_PAGES = 10
 FIXED_K = 2
@@ -59,6 +60,17 @@ class RankedPages:
             raise ValueError(f"{len(self.gids)} ids but {len(self.scores)} scores")
         if self.page_size < 1:
             raise ValueError(f"page_size must be at least 1, not {self.page_size}")
+
+    @classmethod
+    def shown(cls, hits: Sequence, relevant: frozenset[str], page_size: int) -> "RankedPages":
+        """A ranked list (``RankedHit``s, best first) as an agent's search pages show it: each gid
+        at its first place, with the score its page shows (``shown_score``: the hint and the
+        score-drop pager read what the agent reads, not the run's scores nudged apart for
+        trec_eval)."""
+        first: dict[str, float] = {}
+        for hit in hits:
+            first.setdefault(hit.gid, shown_score(hit.score))
+        return cls(tuple(first), tuple(first.values()), relevant, page_size)
 
     @property
     def pages(self) -> int:

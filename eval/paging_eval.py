@@ -106,10 +106,10 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
             lists = []
             for query in chosen:
                 bar.set_postfix_str(name, refresh=False)
-                scores = run_scores(ranker(name, query, depth)[:depth])
-                run[query.qid] = scores
+                hits = ranker(name, query, depth)[:depth]
+                run[query.qid] = run_scores(hits)
                 relevant = frozenset(doc for doc, grade in gold[query.qid].items() if grade > 0)
-                lists.append(RankedPages(tuple(scores), tuple(scores.values()), relevant, page_size))
+                lists.append(RankedPages.shown(hits, relevant, page_size))
                 bar.update(1)
             paging = summarize(lists, pagers, max_pages)
             results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers,

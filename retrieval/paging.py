@@ -11,6 +11,11 @@ from mem_retrieval.records.errors import BadInput, Refused, plural
 T = TypeVar("T")
 
 
+def shown_score(score: float) -> float:
+    """The score a hit shows on its page, and the one the paging hint reads: four decimals."""
+    return round(score, 4)
+
+
 def page_count(total: int, page_size: int) -> int:
     return math.ceil(total / page_size) if total else 0
 

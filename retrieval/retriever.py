@@ -20,7 +20,7 @@ from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
-from mem_retrieval.retrieval.paging import page_count, page_slice
+from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, ids_in_query,
                                            parse_time_arg)
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
@@ -91,11 +91,6 @@ def _reads_index(method):
                 local.searcher = local.failed = None
 
     return guarded
-
-
-def _shown(score: float) -> float:
-    """The score a hit shows (and the paging hint reads): four decimals."""
-    return round(score, 4)
 
 
 class Retriever:
@@ -187,7 +182,7 @@ class Retriever:
         shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
         ontology = self.workspace.ontology if query.setting else None
         found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
-                           [_shown(c.score) for c in ranked], page, query.text, query.setting)
+                           [shown_score(c.score) for c in ranked], page, query.text, query.setting)
         return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending)
 
     def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
@@ -273,7 +268,7 @@ class Retriever:
         return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
                    status=row.status, grade=row.grade, setting=row.setting,
                    setting_match=ontology.match(setting, row.setting) if setting else None,
-                   score=_shown(candidate.score), in_library=row.in_library, via=candidate.via)
+                   score=shown_score(candidate.score), in_library=row.in_library, via=candidate.via)
 
     # ---- recall_search
     @_reads_index
@@ -310,7 +305,7 @@ class Retriever:
             found = self.searcher.rank_events(query.text, filters)
         return [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
                          ids=e.ids, text=e.text, path=e.path,
-                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), score=_shown(c.score))
+                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), score=shown_score(c.score))
                 for c in found for e in (c.row,)]
 
     def _page(self, shown: tuple, total: int, scores: list[float], page: int, query: str | None,

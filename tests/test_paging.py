@@ -663,3 +663,51 @@ def test_a_document_judged_twice_with_two_grades_is_bad_input_at_the_second(tmp_
     path.write_text("q1 0 alpha/a1 2\nq2 0 alpha/a1 1\nq1 0 alpha/a1 1\n")
     with pytest.raises(InputError, match=r"r.qrels:3: grade: alpha/a1 is judged 2 for q1 at line 1 and 1 here"):
         read_qrels(path)
+
+
+def agent_pages(retriever, search, max_pages: int, read_on) -> int:
+    """Pages an agent reads through ``retriever.archive_search``, asking ``read_on(page, first
+    score)`` after each page what it shows."""
+    first = None
+    page = 1
+    while True:
+        shown = retriever.archive_search(search, page)
+        first = shown.hits[0].score if first is None and shown.hits else first
+        if page >= min(max_pages, max(shown.pages, 1)) or not read_on(shown, first):
+            return page
+        page += 1
+
+
+def test_the_hint_and_score_drop_pagers_read_the_pages_an_agent_reads(example):
+    """Oracle: an agent paging with the real search, reading on while the page's ``remaining`` is at
+    least 1 (``hint``), or while the page's best shown score is at least half the first hit's
+    (``score-drop``). The evaluator read its own run's scores (six decimals, ties nudged apart for
+    trec_eval): a list of tied hits said to stop where the page says to read on."""
+    from mem_retrieval.eval.judgments import read_qrels, read_queries
+    from mem_retrieval.eval.ranker import archive_query, make_ranker
+
+    example_dir = Path(__file__).resolve().parent.parent / "examples" / "workspace" / "eval"
+    tied = "satake-two-levels/A5-5 satake-two-levels/A5-7 satake-two-levels/A5-6 satake-two-levels/A2-6 " \
+           "satake-two-levels/A5-8 satake-two-levels/A2-4 satake-two-levels/A4-3"
+    queries = read_queries(example_dir / "queries.jsonl") + [Query("tied", tied)]
+    qrels = {**read_qrels(example_dir / "qrels"), "tied": {"satake-two-levels/A4-3": 1}}
+    retriever, max_pages = example.retriever, 10
+    rules = {"hint": lambda shown, first: shown.remaining >= 1,
+             "score-drop": lambda shown, first: first is not None and first > 0
+             and max(h.score for h in shown.hits) >= 0.5 * first}
+    for strategy in ("rerank-graph", "hybrid-rrf"):
+        evaluation = evaluate_paging(make_ranker(retriever), queries, qrels, page_size=5,
+                                     hint=Hint.of(example.config.search), strategies=[strategy],
+                                     max_pages=max_pages, depth=100)
+        judged_queries = [q for q in queries if any(g > 0 for g in qrels.get(q.qid, {}).values())]
+        for pager, read_on in rules.items():
+            pages = [agent_pages(retriever, archive_query(retriever, q, strategy), max_pages, read_on)
+                     for q in judged_queries]
+            assert evaluation.strategies[strategy].pagers[pager].pages == \
+                pytest.approx(sum(pages) / len(pages)), (strategy, pager)
+    # an exact lookup of seven ids: they tie, page 1 says two more hits like the best; both read on
+    tied_search = archive_query(retriever, Query("tied", tied), "rerank-graph")
+    assert agent_pages(retriever, tied_search, max_pages, rules["hint"]) == 2
+    alone = evaluate_paging(make_ranker(retriever), [Query("tied", tied)], {"tied": qrels["tied"]},
+                            page_size=5, hint=Hint.of(example.config.search), strategies=["rerank-graph"])
+    assert alone.strategies["rerank-graph"].pagers["hint"].pages == 2
