@@ -55,34 +55,53 @@ def admission_problem(status: str, grade: str | None, repaired: bool) -> str | N
 
 @dataclass(frozen=True, slots=True)
 class ReuseProblem:
-    """M3: ``step`` cites the library step ``cited`` of another run, and the run's Fix setting does
-    not imply its setting (an error) or the ontology cannot tell (a warning)."""
+    """M3: ``step`` cites ``cited``, a step of another run (a library entry, or a step of a run of
+    the workspace that is not in the library), and the run's Fix setting does not imply its setting
+    or one of its hypotheses (an error), or the ontology cannot tell whether it implies its setting,
+    or ``cited`` is not in the library (warnings)."""
 
     step: Step
-    cited: LibraryEntry
+    cited: LibraryEntry | Step
     severity: str
     message: str
 
 
-def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry],
-                   ontology: Ontology) -> Iterator[ReuseProblem]:
-    """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id)."""
+def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
+                   steps: Mapping[str, Step] | None = None) -> Iterator[ReuseProblem]:
+    """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;
+    ``steps``: the steps of other runs by global id). A step of another run is reused, in the
+    library or not (a run may cite another run's step): this run's setting must imply its setting,
+    and each of its hypotheses that the ontology knows (SPEC §7: "has hypotheses that r's setting
+    satisfies"; a hypothesis outside the ontology, such as ``n ≥ 1``, is not a setting). One that is
+    not in the library was never admitted to it (M2): a warning saying why."""
     run, setting = tree.run, tree.fix.setting
     for step in tree.steps:
         for parent in step.parents:
-            cited = library.get(parent)
+            entry = library.get(parent)
+            cited = entry or (steps or {}).get(parent)
             if cited is None or cited.run == run:
                 continue
+            what = f"{'library ' if entry is not None else ''}step {cited.gid}"
             match = ontology.match(setting, cited.setting)
             if match == INCOMPATIBLE:
                 yield ReuseProblem(step, cited, ERROR,
-                                   f"step {step.id} cites library step {cited.gid} (setting "
-                                   f"{cited.setting!r}), which this run's setting {setting!r} does not imply")
+                                   f"step {step.id} cites {what} (setting {cited.setting!r}), which "
+                                   f"this run's setting {setting!r} does not imply")
             elif match == UNKNOWN:
                 yield ReuseProblem(step, cited, WARNING,
-                                   f"step {step.id} cites library step {cited.gid}: whether this run's "
-                                   f"setting {setting!r} implies its setting {cited.setting!r} is unknown "
+                                   f"step {step.id} cites {what}: whether this run's setting "
+                                   f"{setting!r} implies its setting {cited.setting!r} is unknown "
                                    "to the ontology (an auditor must look)")
+            for hypothesis in cited.hyp:
+                if match != INCOMPATIBLE and ontology.match(setting, hypothesis) == INCOMPATIBLE:
+                    yield ReuseProblem(step, cited, ERROR,
+                                       f"step {step.id} cites {what}, whose hypothesis {hypothesis!r} "
+                                       f"this run's setting {setting!r} does not imply")
+            if entry is None:
+                why = admission_problem(cited.status, cited.grade, cited.repaired)
+                yield ReuseProblem(step, cited, WARNING,
+                                   f"step {step.id} cites {what}, which is not in the library ("
+                                   + (f"it may not be: {why})" if why else "not recorded yet)"))
 
 
 class Catalog:
@@ -94,6 +113,7 @@ class Catalog:
         self.library = {entry.gid: entry for entry in library}
         self.unreadable = unreadable or set()
         self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
+        self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
         self._runs = set(trees) | {entry.run for entry in library} | self.unreadable
 
@@ -278,7 +298,7 @@ class _Checker:
                     self.add(run, tree.path, step.line, INTEGRITY,
                              f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
                              "source of its run, and no library entry)")
-        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology):
+        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps):
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 
     def cycles(self) -> None:
@@ -286,7 +306,7 @@ class _Checker:
         that cite each other in circles (a strongly connected component) is reported once, at its
         first step of a run being checked, with the shortest circle through it: linear in steps
         and parents, however many circles the set holds."""
-        steps = {step.gid: step for tree in self.catalog.trees.values() for step in tree.steps}
+        steps = self.catalog.steps
         position = {gid: n for n, gid in enumerate(steps)}  # runs in order, steps in file order
         parents = {gid: list(dict.fromkeys(p.gid for p in self._parent_steps(step)))
                    for gid, step in steps.items()}

@@ -145,6 +145,44 @@ def test_m3_implied_setting_passes(workspace, mem):
     assert mem("check") == (0, OK_SUMMARY + "\n", "")
 
 
+def test_m3_a_step_of_another_run_outside_the_library_is_judged_as_a_library_step_is(workspace, mem):
+    # b1 cites alpha/a2 (proved, minor, not recorded) and alpha/a4 (open, never audited): reused
+    # without going through the library, each named in a warning saying why
+    workspace.edit_step("beta", "b1", parents=["alpha/a1", "alpha/a2", "alpha/a4", "d1"])
+    code, out, _ = mem("check")
+    line = step_line(workspace, "beta", "b1")
+    assert code == 0
+    assert found(out) == [
+        f"beta/tree.json:{line}: M3: warning: step b1 cites step alpha/a2, which is not in the library "
+        "(not recorded yet)",
+        f"beta/tree.json:{line}: M3: warning: step b1 cites step alpha/a4, which is not in the library "
+        "(it may not be: status 'open' is not final (proved, refuted, blocked))"]
+    # over a setting that does not imply Qp, each is an error, in the library or not
+    tree = workspace.tree("beta")
+    tree["fix"]["setting"] = "F_q((t))"
+    workspace.save_tree("beta", tree)
+    code, out, _ = mem("check")
+    assert code == 1
+    assert [v for v in found(out) if "warning" not in v] == [
+        f"beta/tree.json:{line}: M3: step b1 cites {what} (setting 'Qp'), which this run's setting "
+        "'F_q((t))' does not imply" for what in ("library step alpha/a1", "step alpha/a2", "step alpha/a4")]
+
+
+def test_m3_a_hypothesis_the_runs_setting_does_not_imply_is_a_violation(workspace, mem):
+    # a1 was established over Qp, which beta's setting is, but it holds only for a local function
+    # field (a hypothesis the ontology knows); "p odd" is outside the ontology and is not judged
+    workspace.edit_step("alpha", "a1", hyp=["p odd", "local function field"])
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0])])
+    code, out, _ = mem("check")
+    assert code == 1
+    assert found(out) == [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: step b1 cites "
+                          "library step alpha/a1, whose hypothesis 'local function field' this run's "
+                          "setting 'Qp' does not imply"]
+    workspace.edit_step("alpha", "a1", hyp=["p odd", "p-adic local field"])  # Qp implies it
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0])])
+    assert mem("check") == (0, OK_SUMMARY + "\n", "")
+
+
 # ---------------------------------------------------------------------------------------------- M4
 
 def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
@@ -168,7 +206,9 @@ def test_parents_that_resolve_to_nothing(workspace, mem):
     line = step_line(workspace, "alpha", "a2")
     assert found(out) == [
         f"alpha/tree.json:{line}: integrity: step a2: parent {ref!r} resolves to nothing (no step or "
-        "source of its run, and no library entry)" for ref in ("zz", "gamma/a1", "beta/b9")]
+        "source of its run, and no library entry)" for ref in ("zz", "gamma/a1", "beta/b9")] + [
+        f"alpha/tree.json:{line}: M3: warning: step a2 cites step beta/b1, which is not in the library "
+        "(not recorded yet)"]  # a step of another run is a parent, reused outside the library
 
 
 def test_events_naming_unknown_ids(workspace, mem):

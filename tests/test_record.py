@@ -153,6 +153,19 @@ def test_a_step_citing_a_library_step_its_setting_does_not_imply_is_left_out(wor
                                  "run's setting 'Qp' does not imply"}]
 
 
+def test_a_step_citing_another_runs_step_its_setting_does_not_imply_is_left_out(workspace, mem):
+    # gamma/g1 holds over Fq((t)) and is in no library: citing it from a Qp run transfers nothing
+    workspace.add_run("gamma", [make_step("g1", setting="Fq((t))")])
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    code, out, err = mem("--json", "record", "beta", "--dry-run")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [a["id"] for a in data["admitted"]] == ["beta/b1"]
+    assert data["left_out"] == [{"id": "beta/b2", "code": "M3", "reason":
+                                 "step b2 cites step gamma/g1 (setting 'Fq((t))'), which this run's "
+                                 "setting 'Qp' does not imply"}]
+
+
 def test_a_step_resting_on_one_left_out_under_m3_is_left_out_too(workspace, mem):
     # b2 cites gamma/g1, which Qp does not imply (M3); b4 cites b3 cites beta/b2 (a global id of
     # its own run), b4 written first; b5 cites b1 alone
