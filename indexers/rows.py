@@ -14,6 +14,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
+from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import first_naming, split_gid
 from mem_retrieval.records.parse import read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
@@ -134,6 +135,8 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
     workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
     rows.library = workspace.library()
     library = {entry.gid: entry for entry in rows.library}
+    for problem in workspace.misnamed_runs():  # a run no search would ever see: bad input
+        raise InputError.of(problem)
     present = set(workspace.runs())
     for run in runs:
         tree = workspace.tree(run)

@@ -214,6 +214,7 @@ class _Checker:
                 unreadable.add(run)
                 problems.extend(error.problems)
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
+        self.found[None].extend((problem, INPUT) for problem in self.ws.misnamed_runs())
         for run in self.ws.runs_without_tree():
             unreadable.add(run)
             path = self.ws.tree_path(run)

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.records.errors import Refused, BadInput
+from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import is_run_slug, split_gid
 from mem_retrieval.records.parse import iter_events, iter_library, parse_core, parse_tree
@@ -94,6 +94,24 @@ class Workspace:
         whose record was lost, which ``runs`` cannot list."""
         return sorted(name for name, folder in self._slug_folders()
                       if (folder / "memory").is_dir() and not (folder / "tree.json").is_file())
+
+    def misnamed_runs(self) -> list[Problem]:
+        """Why each folder holding a tree.json under a name that is not a run slug is no run (SPEC
+        §1: its tree.json's ``run``, as parsing it says), in name order: such a run would be
+        passed over in silence, its steps and events never read."""
+        problems = []
+        for entry in sorted(os.scandir(self.root), key=lambda entry: entry.name):
+            if entry.name.startswith(".") or is_run_slug(entry.name) or not entry.is_dir() \
+                    or not (Path(entry.path) / "tree.json").is_file():
+                continue
+            path = self.tree_path(entry.name)
+            try:
+                parse_tree(path, entry.name, [])
+            except InputError as error:
+                problems.append(error.problem)
+                continue
+            problems.append(Problem(str(path), None, "run", f"its folder {entry.name!r} is not a run slug"))
+        return problems
 
     def _slug_folders(self) -> list[tuple[str, Path]]:
         return [(entry.name, Path(entry.path)) for entry in os.scandir(self.root)

@@ -391,6 +391,27 @@ def test_a_run_folder_that_lost_its_tree_json_is_reported_not_skipped(workspace,
         "; 1 of runs not in this workspace (M2 only: no tree.json to hold M1 against)")  # said PASS alone
 
 
+def test_a_run_folder_named_no_slug_is_reported_and_refused_by_index_not_skipped(workspace, mem):
+    # a run its steps and events were never read from would answer every search with nothing of it
+    (workspace.root / "beta").rename(workspace.root / "Beta_2")
+    code, out, _ = mem("check")
+    assert code == 2
+    assert out.splitlines()[0] == ("Beta_2/tree.json:2: input: run: 'beta' does not match its folder "
+                                   "'Beta_2'")
+    tree = workspace.tree("Beta_2")
+    tree["run"] = "Beta_2"
+    workspace.save_tree("Beta_2", tree)
+    assert mem("check")[1].splitlines()[0] == ("Beta_2/tree.json:2: input: run: 'Beta_2' is not a run "
+                                               "slug ([a-z0-9][a-z0-9-]*)")
+    code, out, err = mem("index")
+    assert (code, out) == (2, "")
+    assert err == f"mem: {workspace.root / 'Beta_2' / 'tree.json'}:2: run: 'Beta_2' is not a run slug " \
+                  "([a-z0-9][a-z0-9-]*)\n"
+    assert not (workspace.root / ".mem").exists()
+    (workspace.root / "Beta_2").rename(workspace.root / ".beta-archived")  # a hidden folder: not a run
+    assert mem("check")[0] == 0
+
+
 def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
     workspace.library_path.write_text("{not json\n")
     code, out, _ = mem("eval", "status")
