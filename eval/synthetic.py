@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-GENERATOR = "synthetic-v1"  # bump when the output changes: a kept workspace is then regenerated
+GENERATOR = "synthetic-v2"  # bump when the output changes: a kept workspace is then regenerated
 STAMP = ".bench-workspace.json"
 RUN_STEPS = 200
 ZIPF_S = 1.1
@@ -286,8 +286,12 @@ def _step(writer: Writer, step_id: str, agent: str, steps: list[dict], earlier: 
         audit = {"grade": grade, "by": "A7", "note": writer.phrase(5),
                  "repaired": grade in ("major", "error") and rng.random() < 0.4}
     setting = writer.setting()
-    step = {"id": step_id, "kind": kind, "agent": agent, "statement": writer.statement(local),
-            "hyp": [writer.setting() for _ in range(int(rng.integers(0, 3)))], "setting": setting,
+    # a step's hypotheses say where it holds, as its setting does (M3 weighs both when another run
+    # cites it); the draws stay as they were, so the rest of the workspace does not move
+    statement = writer.statement(local)
+    hypotheses = [setting] if [writer.setting() for _ in range(int(rng.integers(0, 3)))] else []
+    step = {"id": step_id, "kind": kind, "agent": agent, "statement": statement,
+            "hyp": hypotheses, "setting": setting,
             "parents": parents, "proof": f"1. {writer.phrase(10)} 2. {writer.phrase(10)}",
             "status": status, "audit": audit}
     if kind == "dead_end":
