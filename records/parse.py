@@ -281,13 +281,20 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\r\n")
 
 
+_FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
+
+
 def event_path(kind: str, text: str) -> bool:
-    """Whether an event's text is a path to a brief/return file rather than free text."""
+    """Whether an event's text is a path to a file of the event (SPEC §4: "free text, or a path
+    relative to the run") rather than free text: one word that starts in ``briefs/``,
+    ``returns/``, ``sources/``, ``../`` or ``/``, or, for a brief or a return, holds a ``/`` and
+    ends in a file name with an extension (``notes/A5.md``). A word such as ``GL₄/Sp₄`` or ``n/a``
+    is free text."""
     if not text or any(c.isspace() for c in text):
         return False
     return text.startswith(PATH_PREFIXES) or text.startswith(("../", "/")) or (
         kind in ("brief", "return") and "/" in text
-    )
+        and _FILE_NAME.fullmatch(text.rsplit("/", 1)[1]) is not None)
 
 
 def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:

@@ -604,6 +604,29 @@ def test_empty_event_log_and_empty_library_are_valid_and_hold_no_records(templat
     assert not any(row["in_library"] for row in rows(ws.root, "steps").values())
 
 
+@pytest.mark.parametrize("kind, text", [("brief", "GL₄/Sp₄"), ("return", "n/a"), ("brief", "A2/brief")])
+def test_a_brief_or_return_whose_one_word_holds_a_slash_but_no_file_name_is_free_text(template, tmp_path,
+                                                                                    kind, text):
+    # SPEC §4: text is "free text, or a path relative to the run"; GL₄/Sp₄ names no file
+    ws = fresh_copy(template, tmp_path)
+    append_event(kind=kind, text=text)(ws)
+    code, out, err = index(ws.root)
+    assert (code, err) == (0, ""), err
+    row = rows(ws.root, "events")["alpha#3"]
+    assert (row["text"], row["path"]) == (text, "")  # no file: the text is the event
+
+
+def test_a_brief_naming_a_file_outside_the_usual_folders_is_still_a_path(template, tmp_path):
+    ws = fresh_copy(template, tmp_path)
+    append_event(kind="brief", text="notes/A5.md")(ws)
+    code, _, err = index(ws.root)
+    assert code == 2 and err.rstrip().endswith("text: file 'notes/A5.md' does not exist in the run folder")
+    (ws.root / "alpha" / "notes").mkdir()
+    (ws.root / "alpha" / "notes" / "A5.md").write_text("the brief of A5\n")
+    assert index(ws.root)[0] == 0
+    assert rows(ws.root, "events")["alpha#3"]["path"] == "notes/A5.md"
+
+
 def test_equal_times_are_not_going_backwards(template, tmp_path):
     ws = fresh_copy(template, tmp_path)
     append_event(time="2026-10-17T05:42:00+02:00")(ws)  # = 03:42Z, the time of the event before it
