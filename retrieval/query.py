@@ -32,6 +32,14 @@ def _words(query: str) -> list[str]:
     return [w for w in (w.strip(_STRIP) for w in _SPLIT.split(query.strip())) if w]
 
 
+def _forms(word: str) -> tuple[str, ...]:
+    """The ids a query word may be: the word as written when it ends in punctuation an id may hold
+    (a Lean name such as ``List.get?`` or ``Array.get!``), then the word without it (``A5-7.`` at
+    a sentence's end)."""
+    written, bare = word.lstrip(_STRIP), word.strip(_STRIP)
+    return (bare,) if written == bare else (written, bare)
+
+
 def without_ids(text: str, names: set[str]) -> str:
     """``text`` less the words among ``names`` that it uses as references: those the id lookup
     reads as ids (``ids_in_query``, split as it splits: ``A2-4,A4-3`` holds the word ``A2-4``) and
@@ -50,7 +58,8 @@ def without_ids(text: str, names: set[str]) -> str:
             continue
         word = piece.strip(_STRIP)
         used = alone or citing or _id_like(word)
-        kept.append("" if used and word in names and ref_problem(word) is None else piece)
+        named = any(form in names and ref_problem(form) is None for form in _forms(piece))
+        kept.append("" if used and named else piece)
     return text if kept == pieces else " ".join("".join(kept).split())
 
 
@@ -66,11 +75,22 @@ def ids_in_query(query: str) -> list[str]:
     A query that is one word is always a candidate. Inside a longer query a bare word counts only
     when it looks like an id (a digit, or one of - _ . ' inside it) so that plain words such as
     'concave' do not jump the ranking; a global id (run/step) always counts."""
-    words = _words(query)
-    out: list[str] = []
+    return [form for forms in id_words(query) for form in forms]
+
+
+def id_words(query: str) -> list[tuple[str, ...]]:
+    """``ids_in_query`` by word: each word that may name steps, with the ids it may be, the word
+    as written first (``List.get?``, then ``List.get``); a word names a step when one of them does."""
+    words = [w for w in _SPLIT.split(query.strip()) if w.strip(_STRIP)]
+    out: list[tuple[str, ...]] = []
+    seen: set[str] = set()
     for word in words:
-        if ref_problem(word) is None and (len(words) == 1 or _id_like(word)) and word not in out:
-            out.append(word)
+        bare = word.strip(_STRIP)
+        if len(words) == 1 or _id_like(bare):
+            forms = tuple(f for f in _forms(word) if ref_problem(f) is None and f not in seen)
+            if forms:
+                out.append(forms)
+                seen.update(forms)
     return out
 
 

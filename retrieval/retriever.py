@@ -21,7 +21,7 @@ from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
-from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, ids_in_query,
+from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_words,
                                            parse_time_arg)
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
@@ -224,7 +224,7 @@ class Retriever:
         if not exact_lookup(query.text):
             return []
         named = {part for c in ranked if c.via == "id" for part in (c.gid, split_gid(c.gid)[1])}
-        unnamed = [ref for ref in ids_in_query(query.text) if ref not in named]
+        unnamed = [forms[0] for forms in id_words(query.text) if not named.intersection(forms)]
         if not unnamed:
             return []
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")

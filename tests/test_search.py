@@ -382,6 +382,29 @@ def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
     assert code == 0 and err.getvalue().startswith("mem: QUERY 'satake-two-levels/A5-77': no step this")
 
 
+def test_an_id_ending_in_punctuation_is_looked_up_as_written_first(workspace):
+    """Lean names end in ? or ! (``List.get?``, ``Array.get!``; SPEC §2 allows any character but
+    white space and /): the lookup stripped them as it strips a sentence's full stop, and answered
+    ``List.get?`` with ``List.get``. The word as written comes first, then without the mark
+    (``see b1.`` still finds b1), and a word names a step when either form does."""
+    from conftest import make_step
+
+    workspace.add_step("beta", make_step("List.get?"))
+    workspace.add_step("beta", make_step("List.get"))
+    workspace.add_step("beta", make_step("Array.get!"))
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    for lookup in range(2):  # through the index, then from the id map
+        asked = memory.archive_search("List.get?")
+        assert [h.id for h in asked.hits[:2]] == ["beta/List.get?", "beta/List.get"] and not asked.notes
+        asked = memory.archive_search("beta/Array.get!")
+        assert [h.id for h in asked.hits] == ["beta/Array.get!"] and not asked.notes
+        asked = memory.archive_search("b1. Array.get!")
+        assert [h.id for h in asked.hits] == ["beta/b1", "beta/Array.get!"] and not asked.notes
+    missing = memory.archive_search("beta/Array.set!")
+    assert [n.message.split(":")[0] for n in missing.notes] == ["'beta/Array.set!'"]  # as written
+
+
 def test_id_lookups_from_the_id_map_equal_those_read_from_the_index(example):
     """From its second id lookup a searcher answers from an in-memory id map and reads only the
     rows a page shows. Every id of the example, bare and global, alone and in pairs, must give the
