@@ -457,8 +457,7 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
         if not (index.full and store.is_damage(error)):
             raise
-        index.location.probe()  # an unreachable store is no damage: nothing is deleted
-        index.location.drop_table_files(name)
+        store.drop_damaged(index.location, name, error)  # a store failing is no damage
         index.tables[name] = None
         return {}
     values = [scanned[c].to_pylist() for c in columns]

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -402,14 +403,29 @@ def guard(where: Location | Path) -> Iterator[None]:
         raise IndexDamaged(location, f"{type(error).__name__}: {detail}") from None
 
 
-_NETWORK_WORDS = ("error sending request", "Connection refused", "timed out", "dns error",
-                  "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-                  "403 Forbidden", "Failed to connect")
+_STORE_FAILING = re.compile(
+    r"error sending request|Connection refused|timed out|dns error|Failed to connect"
+    r"|NoSuchBucket|InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|403 Forbidden"
+    r"|after \d+ retries|failed after|status code: (?:429|5\d\d)|SlowDown|Service Unavailable")
 
 
 def _transient(message: str) -> bool:
-    """Whether an error from an object store reads as the store failing, not as damage."""
-    return any(word in message for word in _NETWORK_WORDS)
+    """Whether an error from an object store reads as the store failing (not answering, refusing
+    the credentials, or answering a request with a server error, 429 or 5xx, until the client gave
+    up retrying: ``failed after``, ``after 3 retries``), not as damage: a file of the index that is
+    missing or garbled answers 404 or reads wrong, at once."""
+    return _STORE_FAILING.search(message) is not None
+
+
+def drop_damaged(location: Location, name: str, error: BaseException) -> None:
+    """Delete table ``name``'s files, too damaged to be read or replaced (``--full`` builds it
+    afresh), unless the store is what failed: one that does not answer, or answers ``error``'s
+    request with a server error, is StoreUnreachable, and nothing is deleted (a 503 on a PUT deleted
+    the published steps table, and every reader lost it)."""
+    location.probe()
+    if location.remote and _transient(str(error)):
+        raise StoreUnreachable(location.uri, first_line(str(error))[:200]) from None
+    location.drop_table_files(name)
 
 
 def connect(where: Location | Path):

@@ -79,8 +79,7 @@ def open_or_drop(db, location: Location, name: str, full: bool):
     except BaseException as error:
         if not (full and store.is_damage(error)):
             raise
-        location.probe()  # an unreachable store is no damage: nothing is deleted
-        location.drop_table_files(name)
+        store.drop_damaged(location, name, error)  # a store failing is no damage: nothing is deleted
         return None
 
 
@@ -96,8 +95,7 @@ def create(db, location: Location, name: str, data, stamp: str):
     except BaseException as error:
         if not store.is_damage(error) or store.is_conflict(error):
             raise
-        location.probe()
-        location.drop_table_files(name)
+        store.drop_damaged(location, name, error)
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
 
 

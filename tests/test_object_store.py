@@ -787,3 +787,91 @@ def test_a_warm_server_serves_a_reindex_of_the_store_at_once(s3, tmp_path, onnx_
     second = memories.get(workspace, config)
     assert second is not first
     assert [h.id for h in second.archive_hits("walrus", strategy="bm25")] == ["gen-0/wx"]
+
+
+class FailingProxy:
+    """An HTTP proxy in front of the S3 server that answers 503 SlowDown, while ``fail`` holds
+    (method, path piece), to every matching request: a store refusing for a while."""
+
+    def __init__(self, target: str):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        proxy, host = self, urlsplit(target)
+        self.fail: tuple[str, str] | None = None
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self):
+                size = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(size) if size else None
+                if proxy.fail and self.command == proxy.fail[0] and proxy.fail[1] in self.path:
+                    message = b"<Error><Code>SlowDown</Code><Message>reduce your rate</Message></Error>"
+                    self.send_response(503)
+                    self.send_header("Content-Length", str(len(message)))
+                    self.end_headers()
+                    self.wfile.write(message)
+                    return
+                upstream = http.client.HTTPConnection(host.hostname, host.port, timeout=60)
+                upstream.request(self.command, self.path, body=body,
+                                 headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
+                reply = upstream.getresponse()
+                data = reply.read()
+                self.send_response(reply.status)
+                for name, value in reply.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length", "server",
+                                            "date"):
+                        self.send_header(name, value)
+                length = reply.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length if length is not None else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                upstream.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = answer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_kept(s3, tmp_path, onnx_export):
+    """A 503 on a PUT read as damage: `mem index` said to run --full, and --full deleted the
+    published steps table, so every reader lost it once the store answered again. A store answering
+    with server errors is one that cannot be reached (exit 1): nothing is deleted, the old index
+    answers, and the next run indexes the edit alone."""
+    ws = corpus(tmp_path / "ws", onnx_export)
+    proxy = FailingProxy(s3.endpoint)
+    try:
+        config = s3.config(tmp_path / "proxied.toml", f"s3://{s3.bucket()}/idx", endpoint=proxy.endpoint)
+        assert one_line_cli(ws.root, config, "index", "--no-progress")[0] == 0
+        before = one_line_cli(ws.root, config, "--json", "archive-search", "Hecke lemma for GL3")
+        assert before[0] == 0
+        change_corpus(ws)
+        for fail, argv in ((("PUT", "/steps.lance/data/"), ["index", "--no-progress"]),
+                           (("PUT", "/steps.lance/data/"), ["index", "--full", "--no-progress"]),
+                           (("GET", "/steps.lance/_versions/"), ["archive-search", "Hecke lemma for GL3"])):
+            proxy.fail = fail
+            code, out, err = one_line_cli(ws.root, config, *argv)
+            proxy.fail = None
+            assert code == 1 and err.count("\n") == 1, (argv, err)
+            assert "cannot be reached" in err and "damaged" not in err and "--full" not in err, err
+            assert one_line_cli(ws.root, config, "--json", "archive-search", "Hecke lemma for GL3") == before
+        code, out, err = one_line_cli(ws.root, config, "index", "--no-progress")
+        counts = re.search(r"(\d+) added, (\d+) updated, \d+ removed, \d+ unchanged; (\d+) texts? embedded", out)
+        assert code == 0 and counts, (out, err)
+        added, updated, embedded = map(int, counts.groups())
+        assert embedded <= added + updated  # the edit alone: no table was lost to rebuild
+    finally:
+        proxy.close()
