@@ -6,8 +6,9 @@ applies the prefilter inside the index query. ``rank-bm25`` is the rank_bm25 pac
 each process over the rows in memory and chosen among by the prefilter (a second engine, to
 compare against). Both return candidates best first, ties broken by gid, so that pages are stable
 from call to call (lance #9132: FTS limit/offset can repeat or skip tied rows, so one fixed pool
-is taken and sliced here, never paged in the index). A search that cuts memory (``until``, ``hide``) scores with Lance's formula
-over only the rows in memory (``memory_bm25_candidates``): the index's statistics count them all."""
+is taken and sliced here, never paged in the index). A search that cuts memory (``until``,
+``hide``) scores with Lance's formula over only the rows in memory (``memory_bm25_candidates``):
+the index's statistics count them all."""
 
 from __future__ import annotations
 

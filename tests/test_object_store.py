@@ -846,7 +846,8 @@ class FailingProxy:
         self.server.server_close()
 
 
-def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_kept(s3, tmp_path, onnx_export):
+def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_kept(s3, tmp_path,
+                                                                                    onnx_export):
     """A 503 on a PUT read as damage: `mem index` said to run --full, and --full deleted the
     published steps table, so every reader lost it once the store answered again. A store answering
     with server errors is one that cannot be reached (exit 1): nothing is deleted, the old index
@@ -869,7 +870,8 @@ def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_
             assert "cannot be reached" in err and "damaged" not in err and "--full" not in err, err
             assert one_line_cli(ws.root, config, "--json", "archive-search", "Hecke lemma for GL3") == before
         code, out, err = one_line_cli(ws.root, config, "index", "--no-progress")
-        counts = re.search(r"(\d+) added, (\d+) updated, \d+ removed, \d+ unchanged; (\d+) texts? embedded", out)
+        counts = re.search(r"(\d+) added, (\d+) updated, \d+ removed, \d+ unchanged; (\d+) texts? embedded",
+                           out)
         assert code == 0 and counts, (out, err)
         added, updated, embedded = map(int, counts.groups())
         assert embedded <= added + updated  # the edit alone: no table was lost to rebuild
