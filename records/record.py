@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mem_retrieval.records.errors import BadInput, InputError, Refused, plural
+from mem_retrieval.records.errors import BadInput, Refused, plural
 from mem_retrieval.records.files import replace_atomic, sweep_temporaries
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation, admission_problem, check,
@@ -102,19 +102,6 @@ class RecordRefused(Refused):
         self.problems = (headline, *(str(v) for v in violations))
 
 
-def _cited_steps(ws: Workspace, tree) -> dict[str, Step]:
-    """The steps of the other runs ``tree``'s steps cite by global id, by global id (a run whose
-    tree.json cannot be read gives none: ``check`` has named it)."""
-    runs = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-    found: dict[str, Step] = {}
-    for other in sorted(runs & set(ws.runs())):
-        try:
-            found.update((step.gid, step) for step in ws.tree(other).steps)
-        except InputError:
-            continue
-    return found
-
-
 def plan_record(ws: Workspace, run: str, package: str) -> Record:
     """Check ``run`` and sort its steps: to admit, left out (M2, M3), already in the library.
     Raises ``RecordRefused`` on a blocking violation (``BLOCKING``)."""
@@ -125,7 +112,9 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
         raise RecordRefused(run, blocking)
     tree = ws.tree(run)
     library = {entry.gid: entry for entry in ws.library()}
-    problems = list(reuse_problems(tree, library, ws.ontology, _cited_steps(ws, tree)))
+    cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, run}
+    steps = {s.gid: s for other in ws.readable_trees(cited).values() for s in other.steps}
+    problems = list(reuse_problems(tree, library, ws.ontology, steps))
     excluded = {}
     for problem in problems:
         if problem.severity == ERROR:

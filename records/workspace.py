@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +94,17 @@ class Workspace:
         whose record was lost, which ``runs`` cannot list."""
         return sorted(name for name, folder in self._slug_folders()
                       if (folder / "memory").is_dir() and not (folder / "tree.json").is_file())
+
+    def readable_trees(self, runs: Iterable[str]) -> dict[str, Tree]:
+        """The trees of those of ``runs`` the workspace holds, in name order; one whose tree.json
+        cannot be read is left out (``check`` names it)."""
+        trees: dict[str, Tree] = {}
+        for run in sorted(set(runs) & set(self.runs())):
+            try:
+                trees[run] = self.tree(run)
+            except InputError:
+                continue
+        return trees
 
     def misnamed_runs(self) -> list[Problem]:
         """Why each folder holding a tree.json under a name that is not a run slug is no run (SPEC

@@ -177,11 +177,8 @@ def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
     runs and library entries (global), in order of first mention."""
     forms = [id_candidates(word) for word in mentions(text)]
     others = {split_gid(form)[0] for candidates in forms for form in candidates if "/" in form}
-    trees = {run: ws.tree(run)}
+    trees = {run: ws.tree(run), **ws.readable_trees(others - {run})}  # an unreadable one names nothing
     library: list[LibraryEntry] = []
-    for other in sorted((others & set(ws.runs())) - {run}):
-        with contextlib.suppress(InputError):  # an id in an unreadable file is simply not named
-            trees[other] = ws.tree(other)
     with contextlib.suppress(InputError):
         library = ws.library()
     catalog = Catalog(trees, library)

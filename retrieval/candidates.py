@@ -102,3 +102,14 @@ def from_arrow(data, table: str, score_column: str | None = None, vectors: "np.n
     return [Candidate(row["gid"], row_type.of(row), vector=None if vectors is None else vectors[i],
                       bm25=None if scores is None else float(scores[i]))
             for i, row in enumerate(rows)]
+
+
+def in_gid_order(data) -> tuple:
+    """The ``gid`` column of an Arrow table as an array, and each gid's place in gid order (what
+    a tie of scores is broken by, on every path)."""
+    import numpy as np
+
+    gids = np.asarray(data["gid"].to_pylist(), dtype=object)
+    rank = np.empty(len(gids), dtype=np.int64)
+    rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
+    return gids, rank

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mem_retrieval.indexers.store import in_list, key
-from mem_retrieval.retrieval.candidates import ROW_TYPES, Candidate, from_arrow
+from mem_retrieval.retrieval.candidates import ROW_TYPES, Candidate, from_arrow, in_gid_order
 
 
 def _columns(table_name: str, vectors: bool) -> list[str]:
@@ -61,6 +61,14 @@ def _cut_by_gid(best: Callable[[int], list[Candidate]], limit: int, score: str) 
         fetch *= 2
 
 
+def _memory_rows(table, memory: str | None):
+    """The gid and tokens of every row in memory (all rows, or those the SQL ``memory`` keeps)."""
+    scan = table.search()
+    if memory:
+        scan = scan.where(memory)
+    return scan.select(["gid", "tokens"]).limit(max(table.count_rows(), 1)).to_arrow()
+
+
 _MEMORIES: dict[tuple, tuple] = {}
 FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits of a cut memory
 
@@ -68,19 +76,13 @@ FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits
 def _memory_index(table, memory: str):
     """BM25 over the rows ``memory`` keeps, with their gids and each gid's place in gid order,
     built once per table version and cut."""
-    import numpy as np
-
     from mem_retrieval.retrieval.bm25 import Bm25Index
 
     cache_key = (table.uri, table.version, memory)
     held = _MEMORIES.get(cache_key)
     if held is None:  # (a warm server's threads may build the same one twice: both are right)
-        data = (table.search().where(memory).select(["gid", "tokens"])
-                .limit(max(table.count_rows(), 1)).to_arrow())
-        gids = np.asarray(data["gid"].to_pylist(), dtype=object)
-        rank = np.empty(len(gids), dtype=np.int64)
-        rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
-        held = Bm25Index.build(data["tokens"]), gids, rank
+        data = _memory_rows(table, memory)
+        held = (Bm25Index.build(data["tokens"]), *in_gid_order(data))
         if len(_MEMORIES) > 4:
             _MEMORIES.clear()
         _MEMORIES[cache_key] = held
@@ -128,7 +130,6 @@ _MODELS: dict[tuple, tuple] = {}
 def _rank_bm25_model(table, memory: str | None, k1: float, b: float):
     """The BM25Okapi model over the rows in memory (all rows, or those ``memory`` keeps), with
     their gids and each gid's place in gid order, built once per table version and cut."""
-    import numpy as np
     from rank_bm25 import BM25Okapi
 
     cache_key = (table.uri, table.version, memory, k1, b)
@@ -137,13 +138,8 @@ def _rank_bm25_model(table, memory: str | None, k1: float, b: float):
     if len(_MODELS) > 4:
         _MODELS.clear()
 
-    scan = table.search()
-    if memory:
-        scan = scan.where(memory)
-    data = scan.select(["gid", "tokens"]).limit(max(table.count_rows(), 1)).to_arrow()
-    gids = np.asarray(data["gid"].to_pylist(), dtype=object)
-    rank = np.empty(len(gids), dtype=np.int64)
-    rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
+    data = _memory_rows(table, memory)
+    gids, rank = in_gid_order(data)
     corpus = [t.split() for t in data["tokens"].to_pylist()]
     _MODELS[cache_key] = (BM25Okapi(corpus, k1=k1, b=b) if corpus else None), gids, rank
     return _MODELS[cache_key]

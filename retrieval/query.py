@@ -28,8 +28,13 @@ _ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
 _REFERENCE = re.compile(r"\\[A-Za-z]*ref\*?")  # LaTeX's \ref, \Cref, \cref, \eqref, \autoref …
 
 
+def _written(query: str) -> list[str]:
+    """The query's words as written (split at ``_SPLIT``), leaving out those of end marks alone."""
+    return [w for w in _SPLIT.split(query.strip()) if w.strip(_STRIP)]
+
+
 def _words(query: str) -> list[str]:
-    return [w for w in (w.strip(_STRIP) for w in _SPLIT.split(query.strip())) if w]
+    return [w.strip(_STRIP) for w in _written(query)]
 
 
 def _forms(word: str) -> tuple[str, ...]:
@@ -81,7 +86,7 @@ def ids_in_query(query: str) -> list[str]:
 def id_words(query: str) -> list[tuple[str, ...]]:
     """``ids_in_query`` by word: each word that may name steps, with the ids it may be, the word
     as written first (``List.get?``, then ``List.get``); a word names a step when one of them does."""
-    words = [w for w in _SPLIT.split(query.strip()) if w.strip(_STRIP)]
+    words = _written(query)
     out: list[tuple[str, ...]] = []
     seen: set[str] = set()
     for word in words:

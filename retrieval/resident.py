@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mem_retrieval.retrieval.bm25 import Bm25Index
-from mem_retrieval.retrieval.candidates import Candidate, StepRow, from_arrow
+from mem_retrieval.retrieval.candidates import Candidate, StepRow, from_arrow, in_gid_order
 from mem_retrieval.retrieval.graph import COLUMNS as GRAPH_COLUMNS
 from mem_retrieval.retrieval.graph import CitationGraph
 
@@ -79,9 +79,7 @@ class ResidentSteps:
         if vectors and data.num_rows:
             block = data["vector"].combine_chunks()
             matrix = np.ascontiguousarray(block.flatten().to_numpy().reshape(len(block), -1), dtype=np.float32)
-        gids = data["gid"].to_numpy(zero_copy_only=False)
-        gid_rank = np.empty(len(gids), dtype=np.int64)
-        gid_rank[np.argsort(gids, kind="stable")] = np.arange(len(gids))
+        gid_rank = in_gid_order(data)[1]
         row_ids = np.asarray(data["_rowid"].to_numpy(zero_copy_only=False), dtype=np.uint64)
         by_row_id = np.argsort(row_ids, kind="stable")
         held = cls(rows=data.select(list(StepRow.COLUMNS)).combine_chunks(), columns=columns,
