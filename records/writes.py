@@ -209,8 +209,6 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
         if tokens > CORE_TOKEN_LIMIT:
             raise Refused(f"{path}: W would be {tokens:,} tokens with this {name!r} "
                           f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
-        if core is None:
-            write_atomic(path, with_field(None, name, ""))
         event = append_event(ws, run, "checkpoint", named_ids(ws, run, text),
                              f"core-set {name}: {text}")
         write_atomic(path, new_text)

@@ -115,6 +115,16 @@ def test_core_set_creates_core_md_with_the_five_fields(workspace, mem):
     assert workspace.events("beta")[-1]["ids"] == ["alpha/a1"]
 
 
+def test_a_core_set_refused_on_a_bad_log_writes_no_core_md(workspace, mem):
+    """W is written only after its checkpoint event: a run without core.md keeps none when the
+    append is refused (a malformed log line), not a blank five-field template."""
+    path = workspace.events_path("beta")
+    path.write_bytes(path.read_bytes() + b'{"time": "not a time", "kind": "audit"}\n')
+    code, _, err = mem("core-set", "beta", "next", "audit b2")
+    assert code == 2 and "time: 'not a time' is not an ISO 8601 time" in err
+    assert not workspace.core_path("beta").exists()
+
+
 def test_core_set_refuses_an_unknown_field_with_the_list(workspace, mem):
     before = workspace.events_path("alpha").read_bytes()
     code, out, err = mem("core-set", "alpha", "plan", "x")
