@@ -106,13 +106,19 @@ def _sweep_scratch(target: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: a killed one its parent has not reaped yet (a zombie,
+    state Z in /proc where there is one) will never finish its scratch folder."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # another user's: alive
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS), or it ended meanwhile: trust the signal
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]  # the name, in parentheses, may hold spaces
 
 
 def _umask() -> int:

@@ -467,11 +467,18 @@ def test_a_killed_process_scratch_folder_is_swept_a_live_ones_is_not(tmp_path):
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names no process now
+    zombie = subprocess.Popen(["sleep", "60"])
+    zombie.kill()  # killed, not reaped yet: a zombie until wait(), whose folder no one will finish
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     target = tmp_path / "models" / "onnx-abc"
     dead = target.parent / f".onnx-abc.{gone.pid}.download"
+    undead = target.parent / f".onnx-abc.{zombie.pid}.tmp"
     live = target.parent / f".onnx-abc.{os.getppid()}.download"  # pytest's parent: alive
     other = target.parent / f".onnx-abcd.{gone.pid}.download"    # another folder's: not ours to judge
-    for scratch in (dead, live, other):
+    for scratch in (dead, undead, live, other):
         (scratch / "model.onnx").parent.mkdir(parents=True)
         (scratch / "model.onnx").write_text("half")
 
@@ -481,6 +488,7 @@ def test_a_killed_process_scratch_folder_is_swept_a_live_ones_is_not(tmp_path):
 
     assert replace_folder(target, fill, tag="download") is True
     assert sorted(p.name for p in target.parent.iterdir()) == sorted(["onnx-abc", live.name, other.name])
+    zombie.wait()
 
 
 def test_a_whole_file_write_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path):
