@@ -144,14 +144,14 @@ FUNCTIONS: tuple[Function, ...] = (
         "archive_search", "Steps of the runs and the library, 5 a page",
         "Ids first (a query naming A5-7 or run/A5-7 returns it as hit 1), then text candidates "
         "ranked by the strategy (default: BM25 candidates and the steps similar statements cite, "
-        "scored with embeddings; the embedding never adds a candidate alone). With setting, hits whose setting it does not imply (M3) are left "
-        "out unless any_setting. Each hit: id, run, kind, statement, status, grade, setting, "
-        "setting_match, score, in_library.",
+        "scored with embeddings; the embedding never adds a candidate alone). With setting, hits "
+        "whose setting or a hypothesis it does not imply (M3) are left out unless any_setting. Each "
+        "hit: id, run, kind, statement, status, grade, setting, setting_match, score, in_library.",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
                required=True, positional=True, metavar="QUERY"),
          Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",
                metavar="S"),
-         Param("any_setting", "boolean", "keep hits whose setting is incompatible too"),
+         Param("any_setting", "boolean", "keep hits the setting rule (M3) leaves out too"),
          Param("run", "string", "only steps of this run", metavar="R"),
          Param("kind", "string", "only steps of this kind", choices=KINDS, metavar="K"),
          Param("status", "string", "only steps with this status", choices=STATUSES, metavar="S"),

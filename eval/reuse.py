@@ -191,11 +191,15 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
             continue
         step = entry or step_of(memory, gid)
         match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
+        unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if setting and step is not None else []
         why = ""
         if entry is None:
             why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
         elif match == INCOMPATIBLE:
             why = (f"its setting {entry.setting!r} is incompatible with the Fix setting {setting!r} "
+                   "(M3): the search leaves it out")
+        elif unmet:
+            why = (f"its hypothesis {unmet[0]!r} is incompatible with the Fix setting {setting!r} "
                    "(M3): the search leaves it out")
         finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)
                         for probe, hits in results])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.indexers.store import key
+from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import first_naming, split_gid
 from mem_retrieval.records.parse import read_text, source_file
@@ -94,7 +94,7 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
     row = {
         "gid": step.gid, "key": key(step.gid), "run": step.run, "run_key": key(step.run),
         "sid": step.id, "sid_key": key(step.id), "kind": step.kind, "statement": step.statement,
-        "hyp": list(step.hyp), "setting": step.setting, "setting_key": key(step.setting),
+        "hyp": list(step.hyp), "setting": step.setting, "setting_key": reuse_key(step.setting, step.hyp),
         "parents": list(step.parents), "parent_keys": [key(g) for g in step.cited(sources)],
         "proof": step.proof, "status": step.status,
         "grade": audit.grade if audit else None, "audit_by": audit.by if audit else "",

@@ -15,7 +15,7 @@ import errno
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,11 @@ from mem_retrieval.indexers.location import Location, StoreUnreachable, first_li
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 5  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
+FORMAT = 6  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
 # 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until); 5: the text
-# limits are recorded, and each table is stamped with the parameters of the build that wrote it
+# limits are recorded, and each table is stamped with the parameters of the build that wrote it;
+# 6: setting_key keys a step's setting with its hypotheses (``reuse_key``), which the setting rule
+# (M3) judges together, and meta.json lists those pairs
 STAMP = b"mem.build"  # a table's schema metadata key: the stamp of the build that created it
 LINEAGE = b"mem.lineage"  # and a key naming that creation (each overwrite of the table a new one)
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"
@@ -48,6 +50,12 @@ def key(text: str) -> int:
     """A stable signed 64-bit key for an id, run, or setting text (the only values put in filters)."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big",
                           signed=True)
+
+
+def reuse_key(setting: str, hyp: Sequence[str]) -> int:
+    """The ``setting_key`` of a step: the key of its setting and hypotheses, what the setting rule
+    (M3) judges of it; meta.json's ``settings`` lists each distinct pair once."""
+    return key(json.dumps([setting, list(hyp)], ensure_ascii=False))
 
 
 def in_list(column: str, keys: list[int] | set[int]) -> str:
@@ -228,10 +236,17 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
     settings = meta.get("settings", []) if isinstance(meta, dict) else None
     if (not isinstance(versions, dict) or not isinstance(settings, list)
             or not all(type(v) is int and v > 0 for v in versions.values())
-            or not all(isinstance(s, str) for s in settings)):
+            or not all(_setting_pair(s) for s in settings if meta.get("format") == FORMAT)):
         raise IndexMismatch(f"the index in {location.uri} is corrupt: run `mem index --full`",
                             location.meta_name)
     return meta
+
+
+def _setting_pair(item: Any) -> bool:
+    """Whether ``item`` is one of meta.json's ``settings``: [setting, [hypothesis, …]] (another
+    format's index is refused for its format, by ``mismatch``)."""
+    return (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+            and isinstance(item[1], list) and all(isinstance(h, str) for h in item[1]))
 
 
 MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to rebuild it with yours "

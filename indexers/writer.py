@@ -299,10 +299,13 @@ def _at(index: Index, name: str, version: int | None = None):
     return table
 
 
-def _settings(index: Index, version: int) -> list[str]:
-    """The distinct step settings of the steps table at ``version``."""
+def _settings(index: Index, version: int) -> list[list]:
+    """The distinct [setting, hypotheses] of the steps table at ``version`` (``store.reuse_key``)."""
     steps = _at(index, store.STEPS, version)
-    return sorted(set(scan(steps, ["setting"])["setting"].to_pylist())) if steps.count_rows() else []
+    if not steps.count_rows():
+        return []
+    rows = scan(steps, ["setting", "hyp"]).to_pydict()
+    return [[s, list(h)] for s, h in sorted(set(zip(rows["setting"], map(tuple, rows["hyp"]))))]
 
 
 def _waiting(index: Index, versions: dict[str, int]) -> int:

@@ -92,11 +92,10 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                                    f"step {step.id} cites {what}: whether this run's setting "
                                    f"{setting!r} implies its setting {cited.setting!r} is unknown "
                                    "to the ontology (an auditor must look)")
-            for hypothesis in cited.hyp:
-                if match != INCOMPATIBLE and ontology.match(setting, hypothesis) == INCOMPATIBLE:
-                    yield ReuseProblem(step, cited, ERROR,
-                                       f"step {step.id} cites {what}, whose hypothesis {hypothesis!r} "
-                                       f"this run's setting {setting!r} does not imply")
+            for hypothesis in ontology.unmet_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ():
+                yield ReuseProblem(step, cited, ERROR,
+                                   f"step {step.id} cites {what}, whose hypothesis {hypothesis!r} "
+                                   f"this run's setting {setting!r} does not imply")
             if entry is None:
                 why = admission_problem(cited.status, cited.grade, cited.repaired)
                 yield ReuseProblem(step, cited, WARNING,

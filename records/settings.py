@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -77,6 +78,19 @@ class Ontology:
             return UNKNOWN
         same = {self.entry(c) or c for c in step} == {self.entry(c) or c for c in query}
         return SAME if same else IMPLIED
+
+    def unmet_hypotheses(self, setting: str, hyps: Sequence[str]) -> list[str]:
+        """The hypotheses of a step that ``setting`` does not imply: each read as a setting, and
+        ``incompatible`` with it. A hypothesis outside the ontology (``p odd``, ``n ≥ 1``) is not a
+        setting and never counts."""
+        return [h for h in hyps if self.match(setting, h) == INCOMPATIBLE]
+
+    def reusable(self, setting: str, step_setting: str, hyps: Sequence[str]) -> bool:
+        """M3 (SPEC §7): whether a step of ``step_setting`` with ``hyps`` may be reused where
+        ``setting`` holds: neither its setting nor one of its hypotheses is incompatible with it
+        (``unknown`` ones are for an auditor, not refused)."""
+        return (self.match(setting, step_setting) != INCOMPATIBLE
+                and not self.unmet_hypotheses(setting, hyps))
 
 
 def _read(path: Path) -> list[tuple[dict, str]]:

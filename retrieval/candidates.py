@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class StepRow:
-    """The columns of a steps row a hit shows."""
+    """The columns of a steps row a hit shows, and its hypotheses (the setting rule weighs them)."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("gid", "run", "sid", "kind", "statement", "status",
-                                          "grade", "setting", "in_library")
+                                          "grade", "setting", "in_library", "hyp")
 
     gid: str
     run: str
@@ -30,11 +30,12 @@ class StepRow:
     grade: str | None
     setting: str
     in_library: bool
+    hyp: tuple[str, ...]
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> "StepRow":
         return cls(row["gid"], row["run"], row["sid"], row["kind"], row["statement"], row["status"],
-                   row["grade"], row["setting"], bool(row["in_library"]))
+                   row["grade"], row["setting"], bool(row["in_library"]), tuple(row["hyp"] or ()))
 
 
 @dataclass(frozen=True, slots=True)

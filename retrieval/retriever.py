@@ -213,7 +213,7 @@ class Retriever:
             left_out = len(self.ranked(replace(query, any_setting=True)))
             if left_out:
                 notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
-                                  "setting it does not imply (M3)", see="any_setting"))
+                                  "setting or a hypothesis it does not imply (M3)", see="any_setting"))
         return notes
 
     @staticmethod

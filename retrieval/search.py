@@ -18,7 +18,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.settings import INCOMPATIBLE, Ontology
+from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup,
@@ -96,12 +96,13 @@ class Judged:
 
     ontology: Ontology
     exclusions: dict[str, tuple[int, ...]] = field(default_factory=dict)  # setting -> excluded keys
-    matches: dict[tuple[str, str], bool] = field(default_factory=dict)    # (setting, other) -> incompatible
+    matches: dict[tuple, bool] = field(default_factory=dict)  # (setting, other, hyps) -> refused
 
-    def incompatible(self, setting: str, other: str) -> bool:
-        """Whether a step of setting ``other`` is incompatible with ``setting`` (remembered)."""
-        return _remembered(self.matches, (setting, other), 65536,
-                           lambda: self.ontology.match(setting, other) == INCOMPATIBLE)
+    def refused(self, setting: str, other: str, hyps: Sequence[str]) -> bool:
+        """Whether a step of setting ``other`` with ``hyps`` may not be reused where ``setting``
+        holds (M3; remembered)."""
+        return _remembered(self.matches, (setting, other, tuple(hyps)), 65536,
+                           lambda: not self.ontology.reusable(setting, other, hyps))
 
 
 class Searcher:
@@ -114,7 +115,7 @@ class Searcher:
         self.config = config
         self._ontology = ontology  # the settings ontology as the files stand now (``judging``)
         self._judged: Judged | None = None
-        self.settings = meta.get("settings", [])  # distinct step settings
+        self.settings = meta.get("settings", [])  # distinct [setting, hypotheses] of the steps
         self.pending = int(meta.get("pending") or 0)  # texts whose vectors `mem index` still computes
         self.meta = meta  # meta.json as this searcher read it
         self.versions = meta.get("versions", {})  # the table versions the last index committed
@@ -277,14 +278,14 @@ class Searcher:
 
     def setting_exclusion(self, setting: str | None, any_setting: bool,
                           judged: "Judged | None" = None) -> tuple[int, ...]:
-        """The keys of the step settings incompatible with ``setting`` (the setting rule, M3),
-        worked out once per searcher, ontology and setting (hundreds of distinct settings cost
-        ~7 ms); ``judged``: as the caller read it (default: now)."""
+        """The keys of the steps' settings and hypotheses that ``setting`` does not imply (the
+        setting rule, M3), worked out once per searcher, ontology and setting (hundreds of distinct
+        settings cost ~7 ms); ``judged``: as the caller read it (default: now)."""
         if not setting or any_setting:
             return ()
         judged = judged or self.judging()
         return _remembered(judged.exclusions, setting, 1024, lambda: tuple(
-            store.key(s) for s in self.settings if judged.incompatible(setting, s)))
+            store.reuse_key(s, h) for s, h in self.settings if judged.refused(setting, s, h)))
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:
         """Steps the query names by id, in the order it names them (ties by gid). Without filters,
@@ -355,7 +356,7 @@ class Searcher:
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         found = [c for c in found if c.gid not in seen]
         if judged is not None:
-            found = [c for c in found if not judged.incompatible(query.setting, c.row.setting)]
+            found = [c for c in found if not judged.refused(query.setting, c.row.setting, c.row.hyp)]
         return ids, found
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:

@@ -301,9 +301,10 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
         meta["versions"][name] = db.create_table(name, data=data, mode="overwrite").version
         assert store.stamp_of(db.open_table(name)) is None
     del meta["text"]
+    meta["settings"] = sorted({setting for setting, _ in meta["settings"]})  # settings alone, as then
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
-    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 5): "
+    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 6): "
                           "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
@@ -312,6 +313,30 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     assert all(store.stamp_of(db.open_table(name)) for name in meta["versions"])
     workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
     assert mem("index", "--no-progress")[0] == 0 and embedded() == before + 1
+
+
+def test_an_index_of_format_5_is_refused_for_its_format_not_as_corrupt(memory, workspace, mem):
+    """Format 6 keys a step's setting with its hypotheses (the setting rule weighs both, as M3):
+    a format 5 meta.json, which lists settings alone, is refused for its format, and `mem index
+    --full` rebuilds it without embedding anything again."""
+    path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(path.read_text())
+    assert ["Qp", ["p odd"]] in meta["settings"]
+    meta["settings"] = sorted({setting for setting, _ in meta["settings"]})
+    path.write_text(json.dumps(meta | {"format": 5}))
+    for argv in (("archive-search", "statement", "--setting", "Qp"), ("index", "--no-progress")):
+        code, _, err = mem(*argv)
+        assert code == 2 and ("(index format differs: index has 5, this version of mem reads 6): "
+                              "run `mem index --full`") in err
+    before = embedded()
+    assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
+    assert json.loads(path.read_text())["settings"] == meta_settings(memory)
+
+
+def meta_settings(memory) -> list:
+    """What meta.json's settings should list: each distinct [setting, hypotheses] of the steps."""
+    steps = rows(memory, "steps").values()
+    return [[s, list(h)] for s, h in sorted({(r["setting"], tuple(r["hyp"])) for r in steps})]
 
 
 def test_a_step_removed_from_tree_json_leaves_the_index(memory, workspace):

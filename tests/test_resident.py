@@ -128,11 +128,12 @@ def test_mask_agrees_with_the_sql_prefilter(pair):
     searcher = warm.retriever.searcher
     resident, table = searcher.resident(), searcher.table("steps")
     gids = np.asarray(resident.rows["gid"].to_pylist())
-    settings = sorted(set(resident.rows["setting"].to_pylist()))
-    from mem_retrieval.indexers.store import key
+    rows = resident.rows.to_pydict()
+    settings = sorted(set(zip(rows["setting"], map(tuple, rows["hyp"]))))
+    from mem_retrieval.indexers.store import reuse_key
 
     for filters in filter_cases(table, hidden_step(table)[1]):
-        for excluded in ((), (key(settings[0]),)):
+        for excluded in ((), (reuse_key(*settings[0]),)):
             request = Request("steps", "x", filters, excluded)
             scan = table.search()
             if request.where:

@@ -58,6 +58,43 @@ def test_no_transfer_by_analogy(example):
     assert every and all(h.setting_match != "incompatible" for h in every)
 
 
+def test_the_setting_rule_weighs_hypotheses_as_m3_does(workspace):
+    """A step is left out when the query's setting does not imply its setting or one of its
+    hypotheses that the ontology knows (a hypothesis outside it, `p odd`, never counts): the rule
+    `mem check` applies as M3, by every strategy, kept open or not, after an edit of `hyp` alone."""
+    from mem_retrieval.retrieval.strategies import STRATEGIES
+
+    def step(step_id, setting, hyp):
+        return make_step(step_id, statement=f"Zorb tower descent {step_id}", setting=setting, hyp=hyp)
+
+    workspace.add_run("gamma", [step("odd", "nonarch-local", ["p odd"]),           # kept: not a setting
+                                step("padic", "nonarch-local", ["p-adic local"]),  # F_q((t)) ⇏ p-adic
+                                step("local", "local", ["nonarch-local"]),          # F_q((t)) ⇒ both
+                                step("complex", "C", [])])                          # setting refused
+    kept = ["gamma/local", "gamma/odd"]
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+
+    def found(memory, strategy, **kw):
+        query = ArchiveQuery("Zorb tower descent", strategy=strategy, setting="F_q((t))", **kw)
+        return sorted(c.gid for c in memory.retriever.ranked(query) if c.gid.startswith("gamma/"))
+
+    for strategy in STRATEGIES:
+        assert found(memory, strategy) == kept, strategy
+        assert len(found(memory, strategy, any_setting=True)) == 4, strategy
+    page = memory.archive_search("Zorb tower descent", setting="F_q((t))")
+    assert {h.id: h.setting_match for h in page.hits if h.id.startswith("gamma/")} == {
+        "gamma/odd": "implied", "gamma/local": "implied"}  # setting_match: the setting alone
+
+    tree = workspace.tree("gamma")  # an edit of hyp alone, indexed incrementally
+    tree["steps"][2]["hyp"] = ["Qp"]
+    workspace.save_tree("gamma", tree)
+    memory.index(progress=False)
+    for current in (memory, Memory.open(workspace.root)):
+        assert found(current, "rerank-graph") == ["gamma/odd"]
+        assert found(current, "bm25") == ["gamma/odd"]
+
+
 def test_unicode_and_ascii_spellings_return_the_same_hits(example):
     for a, b in [("E₆/F₄", "E6/F4"), ("GL₄/Sp₄ semismall", "GL4/Sp4 semismall")]:
         assert ids(example.archive_search(a)) == ids(example.archive_search(b))

@@ -117,15 +117,15 @@ def test_a_search_still_judging_by_the_old_file_leaves_nothing_to_the_searches_a
 
     assert settings_of(memory) == ["F_q((t))"]
     started, go = threading.Event(), threading.Event()
-    judge = Judged.incompatible
+    judge = Judged.refused
 
-    def paused(self, setting, other):
+    def paused(self, setting, other, hyps):
         if not started.is_set():
             started.set()
             go.wait(30)
-        return judge(self, setting, other)
+        return judge(self, setting, other, hyps)
 
-    monkeypatch.setattr(Judged, "incompatible", paused)
+    monkeypatch.setattr(Judged, "refused", paused)
     memory.retriever.searcher._judged = None  # A reads the file afresh, then pauses
     first = threading.Thread(target=lambda: memory.archive_hits("statement", "Zorb field", strategy="bm25"))
     first.start()

@@ -233,6 +233,21 @@ def test_reuse_fails_naming_a_cited_step_of_an_incompatible_setting(workspace):
     assert "incompatible with the Fix setting 'Qp' (M3)" in miss["missed"]
 
 
+def test_reuse_names_a_hypothesis_the_fix_setting_does_not_imply(workspace):
+    """Its setting is the Fix's, but one of its hypotheses is `C`: M3 refuses it, the search leaves it
+    out, and the miss says which hypothesis."""
+    memory = _beta_reusing(workspace, "Input (library): alpha/a6.\n")
+    a6 = make_step("a6", setting="Qp", hyp=["C"], statement="Hensel lifting of simple roots")
+    workspace.add_step("alpha", a6)
+    workspace.write_library(workspace.library() + [library_line("alpha", a6)])
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    data = json.loads(text)
+    (miss,) = [t for t in data["cited"] if not t["found"]]
+    assert code == 1 and data["missed"] == ["alpha/a6"] and miss["setting_match"] == "same"
+    assert "its hypothesis 'C' is incompatible with the Fix setting 'Qp' (M3)" in miss["missed"]
+
+
 def test_a_step_named_as_not_an_input_is_not_required(workspace):
     memory = _beta_reusing(workspace, "Input: alpha/a1.\nNot an input here (M3): alpha/a2, alpha/a9.\n")
     memory.index(progress=False)

@@ -33,7 +33,7 @@ def indexed(tmp_path_factory):
 def test_a_setting_that_leaves_every_hit_out_says_so_and_how_to_see_them(indexed):
     code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "C")
     assert (code, out) == (1, "no hits\n")
-    assert err == ("mem: --setting 'C' left out 6 hits whose setting it does not imply (M3) "
+    assert err == ("mem: --setting 'C' left out 6 hits whose setting or a hypothesis it does not imply (M3) "
                    "(--any-setting shows them)\n")
     assert "page 1 of 0" not in out + err
     code, out, _ = cli(indexed.root, "archive-search", "statement", "--setting", "C", "--any-setting")
