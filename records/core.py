@@ -16,6 +16,7 @@ from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
 _HEADING = re.compile(r"^## +(.*?)\s*$")
+_LINKS = frozenset({"is", "now", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})  # A5-8 is now proved
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 
 
@@ -100,10 +101,15 @@ def mentions(text: str) -> Iterator[str]:
 
 
 def claims(text: str) -> Iterator[Claim]:
-    """Each word followed by a status word (open, proved, refuted, blocked, stale)."""
+    """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
+    after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``
+    (``A5-8 is not proved`` states nothing)."""
     for number, line in content_lines(text):
         words = line.split()
-        for word, after in zip(words, words[1:]):
-            status = after.strip(EDGE).casefold()
-            if status in STATUSES:
-                yield Claim(number, word, status)
+        for at, word in enumerate(words):
+            for after in words[at + 1:at + 4]:
+                status = after.strip(EDGE).casefold()
+                if status in STATUSES:
+                    yield Claim(number, word, status)
+                if after not in _LINKS and after.strip(EDGE).casefold() not in _LINKS:
+                    break

@@ -57,6 +57,19 @@ def test_m1_reads_an_id_in_markdown_emphasis(workspace, mem):
                                         f"alpha/tree.json:{line} says open" for n in (2, 3)]
 
 
+def test_m1_reads_a_status_after_linking_words(workspace, mem):
+    """`a4 is proved`, `a4 — proved`, `a4 is now proved` state a status as `a4 proved` does;
+    `a4 is not proved` and `a4 was then proved` state none."""
+    workspace.write_core("alpha", "## phase       a4 is proved\n## portfolio   a4 — proved; a1 is proved\n"
+                                  "## open gaps   a4 is now proved\n## next        a4 is not proved\n"
+                                  "## inputs      a4 was then proved\n")
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "a4")
+    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
+                                        f"alpha/tree.json:{line} says open" for n in (1, 2, 3)]
+    assert "(4 status claims)" in out.splitlines()[-1]  # a1 is proved: right, and counted
+
+
 def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
     core = workspace.core_path("alpha")
     core.write_text("stray words\n## phase   Fix\n## mood   fine\nits text\n## phase   again\n"
