@@ -93,6 +93,10 @@ class Location:
             raise InputError(config.origin("index.uri"), None, "index.uri",
                              f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is read as a URL's "
                              "fragment, query or escape by LanceDB: choose a prefix without")
+        if odd := [s for s in rest.rstrip("/").split("/")[1:] if s in ("", ".", "..")]:
+            raise InputError(config.origin("index.uri"), None, "index.uri",  # object keys have none
+                             f"{uri!r}: a prefix with an empty, '.' or '..' part ({odd[0]!r}) "
+                             "names no object key: write the prefix without")
         storage = config.index.storage
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))

@@ -331,6 +331,20 @@ def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem,
     assert not (workspace.root / ".mem").exists()
 
 
+@pytest.mark.parametrize("uri", ["s3://b//dbl", "s3://b/a/./c", "s3://b/a/../c"])
+def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachable(workspace, mem, uri):
+    """`s3://b//dbl` was "the index store cannot be reached" (exit 1): the store was never asked;
+    the config names a prefix no object key can have."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "{uri}"\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, ""), err
+        assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with an empty, '.' or '..' part")
+        assert len(err.splitlines()) == 1
+    assert not (workspace.root / ".mem").exists()
+
+
 def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, monkeypatch):
     """``~`` is the home folder, as in a shell; it was a folder named ``~`` in the workspace."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
