@@ -386,14 +386,17 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     new_rows = {"steps": rows.steps, "events": rows.events, "sources": rows.sources}
     tables: dict[str, TablePlan] = {}
     stored: dict[str, str] = {}
+
+    def scoped(run: str) -> bool:
+        return index.full or runs is None or run in runs or run not in present
+
     for name in SCHEMAS:
         existing = _existing(index, name)
         if name in EMBEDDED_TABLES and index.model_same:
             for _, _, text_hash, embedded in existing.values():
                 if text_hash and embedded:
                     stored.setdefault(text_hash, name)
-        in_scope = {gid for gid, (run, *_) in existing.items()
-                    if index.full or runs is None or run in runs or run not in present}
+        in_scope = {gid for gid, (run, *_) in existing.items() if scoped(run)}
         incoming = {row["gid"]: row for row in new_rows[name]}
         added = [row for gid, row in incoming.items() if gid not in existing]
         updated = [row for gid, row in incoming.items()
@@ -401,8 +404,7 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
         unfinished = [row for gid, row in incoming.items()  # an interrupted backfill: finish it
                       if gid in existing and existing[gid][1] == row["content_hash"] and not existing[gid][3]]
         removed = sorted(in_scope - set(incoming))
-        report = TableReport(added=len(added), updated=len(updated), removed=len(removed),
-                             unchanged=len(incoming) - len(added) - len(updated))
+        report = _report(incoming, _published(index, name, existing), scoped)
         changed = list(incoming.values()) if index.full else added + updated + unfinished
         tokenize_rows(changed)
         tables[name] = TablePlan(name, changed, removed, report)
@@ -441,6 +443,36 @@ def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry
                 and library_row(entry, Rows(), config)["content_hash"] != content_hash:
             drifted.add(gid)  # the row of the entry alone, edited since
     return sorted({split_gid(gid)[0] for gid in drifted})
+
+
+def _report(incoming: dict[str, dict], seen: dict[str, tuple],
+            scoped: Callable[[str], bool]) -> TableReport:
+    """What this run changes for readers: ``incoming`` rows against the rows ``seen`` (gid ->
+    (run, content hash, …)) at the version readers use; ``scoped(run)``: whether this run may
+    remove that run's rows."""
+    added = len(incoming.keys() - seen.keys())
+    updated = sum(1 for gid, row in incoming.items() if gid in seen and seen[gid][1] != row["content_hash"])
+    removed = sum(1 for gid, (run, *_) in seen.items() if gid not in incoming and scoped(run))
+    return TableReport(added=added, updated=updated, removed=removed,
+                       unchanged=len(incoming) - added - updated)
+
+
+def _published(index: Index, name: str, existing: dict[str, tuple]) -> dict[str, tuple]:
+    """The rows of table ``name`` at the version meta.json pins (``existing`` holds the latest):
+    they differ after a run that committed and was stopped before it published. Its rows are then
+    written already, and this run publishes them: counted against the pinned version, they are
+    added or updated for readers, not unchanged."""
+    version = index.pinned.get(name)
+    if name not in index.unpublished or name in index.rebuilt or version is None or index.full:
+        return existing
+    try:
+        table = index.db.open_table(name)
+        table.checkout(version)
+        scanned = writer.scan(table, ["gid", "run", "content_hash"])
+    except (ValueError, OSError):  # no such version any more: only the latest can be said
+        return existing
+    return {gid: (run, content) for gid, run, content in
+            zip(*(scanned[c].to_pylist() for c in ("gid", "run", "content_hash")))}
 
 
 def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:

@@ -520,6 +520,33 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     assert [h.id for h in after.hits] == before
 
 
+def test_the_run_after_a_stopped_one_counts_what_it_publishes_against_what_readers_had(
+        memory, workspace, monkeypatch):
+    """A run stopped between its commit and its publish leaves its rows written, unpinned; the next
+    run publishes them without embedding again. Its summary said "0 added, 0 updated, 0 removed"
+    (counted against the table's latest version); readers get 1 added, 1 updated, 1 removed."""
+    from mem_retrieval.indexers import writer
+
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    tree = workspace.tree("alpha")
+    tree["steps"] = [s for s in tree["steps"] if s["id"] != "a5"] + [make_step("a9")]
+    workspace.save_tree("alpha", tree)
+    publish = writer.publish
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # stopped between the commit and the publish
+
+    monkeypatch.setattr(writer, "publish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    monkeypatch.setattr(writer, "publish", publish)
+    before = embedded()
+    report = Memory.open(workspace.root).index(progress=False)
+    steps = report.tables["steps"]
+    assert (steps.added, steps.updated, steps.removed) == (1, 1, 1) and embedded() == before
+    assert Memory.open(workspace.root).index(progress=False).total("updated") == 0  # published
+
+
 def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, mem, monkeypatch):
     """A full disk is no damage: `mem index --full` deleted the intact tables to build them afresh
     (and failed again), so every search failed after it."""
