@@ -16,7 +16,7 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import first_naming, split_gid
-from mem_retrieval.records.parse import read_text, source_file
+from mem_retrieval.records.parse import iso_time, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.text.embed import prepare
@@ -85,7 +85,7 @@ def tokenize_rows(changed: list[dict[str, Any]]) -> None:
 
 def inserted_micros(entry: LibraryEntry | None) -> int:
     """When a library entry was inserted (microseconds), NEVER when it was not, or says not when."""
-    return micros(datetime.fromisoformat(entry.inserted)) if entry and entry.inserted else NEVER
+    return micros(iso_time(entry.inserted)) if entry and entry.inserted else NEVER
 
 
 def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | None,

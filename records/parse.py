@@ -7,7 +7,7 @@ import json
 import re
 import tomllib
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +102,33 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(file, int(at.group(1)) if at else None, None, f"invalid TOML: {err}") from None
 
 
+# the two ISO 8601 forms datetime.fromisoformat refuses: an ordinal date (2026-334, 2026334) and
+# 24:00, the end of a day (the next one's 00:00)
+_ORDINAL = re.compile(r"(\d{4})-?(\d{3})(?=[T ]|$)")
+_END_OF_DAY = re.compile(r"(?<=[T ])24(?::?00(?::?00(?:[.,]0+)?)?)?(?=[Zz+-]|$)")
+
+
+def iso_time(value: str) -> datetime:
+    """``value`` as datetime.fromisoformat reads it, with the ordinal date and 24:00 too."""
+    ordinal = _ORDINAL.match(value)
+    if ordinal:
+        day = datetime.strptime(f"{ordinal[1]}-{ordinal[2]}", "%Y-%j").date()
+        if day.year != int(ordinal[1]):  # strptime takes day 366 of a common year for the next's 1st
+            raise ValueError(value)
+        value = day.isoformat() + value[ordinal.end():]
+    end = _END_OF_DAY.search(value)
+    if end is None:
+        return datetime.fromisoformat(value)
+    stamp = datetime.fromisoformat(value[:end.start()] + "00:00" + value[end.end():])
+    try:
+        return stamp + timedelta(days=1)
+    except OverflowError:
+        raise ValueError(f"{value!r} is past the last day datetime holds") from None
+
+
 def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
     try:
-        stamp = datetime.fromisoformat(value)
+        stamp = iso_time(value)
     except ValueError:
         raise InputError(file, line, field, f"{value!r} is not an ISO 8601 time") from None
     if stamp.tzinfo is None:

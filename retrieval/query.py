@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.parse import iso_time
 from mem_retrieval.records.types import KINDS, STATUSES
 from mem_retrieval.records.validate import surrogate_problem
 
@@ -336,7 +337,7 @@ class Filters:
 def parse_time_arg(value: str) -> datetime | None:
     """An ISO time with a zone, or None when ``value`` is not a time."""
     try:
-        stamp = datetime.fromisoformat(value)
+        stamp = iso_time(value)
     except ValueError as err:
         if re.match(r"\d{4}-\d\d-\d\d", value):  # written as a date: not an event's id
             raise BadInput(f"{value!r} is not a valid time ({err})", param="until") from None

@@ -386,6 +386,8 @@ EVENT_VALUES = [
     ("time", DROP, "time", "missing"),
     ("time", "2026-10-17T04:00:00+02:00", "time", "is earlier than the event before it"),
     ("time", "9999-12-31T23:59:59-14:00", "time", "is out of range in UTC"),
+    ("time", "2026-366T10:00:00Z", "time", "'2026-366T10:00:00Z' is not an ISO 8601 time"),  # a common year
+    ("time", "2026-10-17T24:01Z", "time", "'2026-10-17T24:01Z' is not an ISO 8601 time"),
     ("actor", 5, "actor", "must be a string, not a number"),
     ("kind", "chat", "kind", "'chat' is not one of source, brief"),
     ("kind", DROP, "kind", "missing"),
@@ -631,6 +633,26 @@ def test_equal_times_are_not_going_backwards(template, tmp_path):
     ws = fresh_copy(template, tmp_path)
     append_event(time="2026-10-17T05:42:00+02:00")(ws)  # = 03:42Z, the time of the event before it
     assert index(ws.root)[0] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(day=st.integers(0, 3000), zone=st.integers(-14 * 4, 14 * 4), seconds=st.integers(0, 86399))
+def test_an_ordinal_date_and_24_00_are_the_iso_8601_times_they_name(day, zone, seconds):
+    """`2026-290` is day 290 of 2026 and `24:00` the end of a day, the next one's 00:00: both ISO
+    8601, both refused by datetime.fromisoformat (and so by every reader of a time here)."""
+    from mem_retrieval.records.parse import parse_time
+
+    tz = timezone(timedelta(minutes=15 * zone))
+    when = datetime(2025, 1, 1, tzinfo=tz) + timedelta(days=day, seconds=seconds)
+    offset = when.strftime("%z")
+    offset = offset[:3] + ":" + offset[3:]
+    ordinal = f"{when.year}-{when.timetuple().tm_yday:03d}T{when:%H:%M:%S}{offset}"
+    assert parse_time(ordinal, "f", 1, "time") == when
+    assert parse_time(ordinal.replace("-", "", 1), "f", 1, "time") == when  # basic form: 2026290
+    midnight = when.replace(hour=0, minute=0, second=0)
+    for end in ("24:00", "24:00:00", "24:00:00.000", "2400"):
+        earlier = (midnight - timedelta(days=1)).strftime(f"%Y-%m-%dT{end}") + offset
+        assert parse_time(earlier, "f", 1, "time") == midnight
 
 
 def test_a_parent_pointing_nowhere_is_indexed_and_reported_by_check(template, tmp_path):
