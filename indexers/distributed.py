@@ -25,7 +25,9 @@ import os
 import re
 import warnings
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,20 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def _term_as_interrupt() -> Any:
+    """Make SIGTERM stop this process as Ctrl-C does (``KeyboardInterrupt``: the index is left as
+    an interrupted run leaves it, the engine closes, `mem: interrupted`), in place of the handler
+    Ray's core worker installs, which printed a 9-line stack dump and aborted (exit 134). Returns
+    the handler it replaced (None off the main thread, where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
 def _one_line_errors(batches: Iterator[Any]) -> Iterator[Any]:
     """``batches``, an actor's error (which Ray wraps in screens of tracebacks: the model's folder
     not writable, say) raised as one line naming the error at its root."""
@@ -166,6 +182,7 @@ class RayEngine:
                  on_message: Callable[[str], None] | None = None):
         ray = _ray()
         self.started = False
+        self._terminate: Any = None  # the SIGTERM handler to put back in ``close``
         wanted = workers or config.ray.workers or None
         if not ray.is_initialized():
             address = config.ray.address or "local"  # "local": a new instance, whatever cluster
@@ -183,6 +200,7 @@ class RayEngine:
                 raise Refused(f"cannot start or reach Ray at {where}: "
                               f"{str(error).splitlines()[0][:200]}") from None
             self.started = True
+            self._terminate = _term_as_interrupt()
             # Ray prints every error a worker raises (a retried task, an actor that died) to this
             # process's stdout, from a thread of its own, tracebacks and all: a `--json` caller read
             # 200 lines of them before its JSON. The driver's logs are Ray's; errors reach the
@@ -262,3 +280,5 @@ class RayEngine:
         if self.started:
             _ray().shutdown()
             self.started = False
+            if self._terminate is not None:
+                signal.signal(signal.SIGTERM, self._terminate)
