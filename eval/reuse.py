@@ -189,14 +189,14 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
         if entry is not None and not inserted_before(entry.inserted, start, until):
             later.append(gid)
             continue
-        step = entry or step_of(memory, gid)
+        step = step_of(memory, gid) or entry  # as its tree has it, as M3 and the search judge it
         match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
         unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if setting and step is not None else []
         why = ""
         if entry is None:
             why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
         elif match == INCOMPATIBLE:
-            why = (f"its setting {entry.setting!r} is incompatible with the Fix setting {setting!r} "
+            why = (f"its setting {step.setting!r} is incompatible with the Fix setting {setting!r} "
                    "(M3): the search leaves it out")
         elif unmet:
             why = (f"its hypothesis {unmet[0]!r} is incompatible with the Fix setting {setting!r} "

@@ -73,12 +73,14 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
     library or not (a run may cite another run's step): this run's setting must imply its setting,
     and each of its hypotheses that the ontology knows (SPEC §7: "has hypotheses that r's setting
     satisfies"; a hypothesis outside the ontology, such as ``n ≥ 1``, is not a setting). One that is
-    not in the library was never admitted to it (M2): a warning saying why."""
+    not in the library was never admitted to it (M2): a warning saying why. A library step is judged
+    as its tree has it (what the search's setting rule judges, from the index), by its entry only
+    when its run is not read (a step whose entry says otherwise is `check`'s warning)."""
     run, setting = tree.run, tree.fix.setting
     for step in tree.steps:
         for parent in step.parents:
             entry = library.get(parent)
-            cited = entry or (steps or {}).get(parent)
+            cited = (steps or {}).get(parent) or entry
             if cited is None or cited.run == run:
                 continue
             what = f"{'library ' if entry is not None else ''}step {cited.gid}"
@@ -272,6 +274,11 @@ class _Checker:
         if step.kind != entry.kind:
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
+        if (step.setting, step.hyp) != (entry.setting, entry.hyp):
+            self.add(entry.run, file, entry.line, INTEGRITY,
+                     f"{entry.gid}: the library says setting {entry.setting!r} with hyp "
+                     f"{list(entry.hyp)}, {where} says {step.setting!r} with {list(step.hyp)}; M3 and "
+                     "the search judge the step's", WARNING)
 
     # ---- one run: parents and M3, events, core.md (M1, M4)
     def run(self, run: str) -> None:

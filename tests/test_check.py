@@ -198,6 +198,38 @@ def test_m3_a_hypothesis_the_runs_setting_does_not_imply_is_a_violation(workspac
 
 # ---------------------------------------------------------------------------------------------- M4
 
+
+def test_m3_and_the_search_judge_a_library_step_as_its_tree_has_it(workspace, mem):
+    """An audit narrowed a1 after admission: its tree.json hyp says it holds only over a local
+    function field, its library entry still has the hypotheses it was admitted with. The search
+    (which indexes the step) left it out over Qp while `check` passed beta's citation; the other
+    way round, it offered what `check` refused. Both judge the step, and `check` warns that the
+    entry differs."""
+    from mem_retrieval import Memory
+
+    entry = library_line("alpha", workspace.tree("alpha")["steps"][0])  # hyp ["p odd"]
+    workspace.edit_step("alpha", "a1", hyp=["p odd", "local function field"])
+    workspace.write_library([entry])
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "a1")
+    assert code == 1 and found(out) == [
+        f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: step b1 cites library step alpha/a1, "
+        "whose hypothesis 'local function field' this run's setting 'Qp' does not imply",
+        f"solve/library.jsonl:1: integrity: warning: alpha/a1: the library says setting 'Qp' with hyp "
+        f"['p odd'], alpha/tree.json:{line} says 'Qp' with ['p odd', 'local function field']; M3 and "
+        "the search judge the step's"]
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    kept = {h.id for h in memory.archive_hits("statement", setting="Qp", library=True)}
+    assert "alpha/a1" not in kept
+    workspace.edit_step("alpha", "a1", hyp=["p odd"])  # the other way round
+    workspace.write_library([entry | {"hyp": ["p odd", "local function field"]}])
+    memory.index(progress=False)
+    assert "alpha/a1" in {h.id for h in memory.archive_hits("statement", setting="Qp", library=True)}
+    code, out, _ = mem("check")
+    assert code == 0 and [v.split(": ")[1] for v in found(out)] == ["integrity"]
+
+
 def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
     # 16 tokens of empty fields + 1 per word: 1,984 words is exactly 2,000 tokens, 1,990 is 2,006
     workspace.write_core("beta", render({"next": "word " * 1984}))
