@@ -145,6 +145,27 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
 
+_NAMED_VALUES = ("FILE", "DIR", "RUN")
+
+
+def _not_empty(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("is empty")
+    return text
+
+
+def _refuse_empty(parser: argparse.ArgumentParser) -> None:
+    """An option's path or run (metavar FILE, DIR or RUN) given as "" is refused: it read as not given
+    (`--config ""` used no file, `--memory-from ""` scored no run) or as the current folder. Every
+    parser's actions, those of its groups included, in the parser's own list."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _refuse_empty(sub)
+        elif action.option_strings and action.metavar in _NAMED_VALUES and action.type is None:
+            action.type = _not_empty
+
+
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument("--workspace", "-w", metavar="DIR", default=default,
@@ -165,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(common, suppress=True)
     for module in command_modules(""):
         module.register(subparsers, common)
+    _refuse_empty(parser)
     return parser
 
 

@@ -7,6 +7,7 @@ its value. A bad or unknown key is an InputError naming the file that holds it."
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ def rule(*, minimum: float | None = None, maximum: float | None = None,
     return field(metadata={"minimum": minimum, "maximum": maximum, "choices": choices, "empty": empty})
 
 
+INT_LIMIT = 2**31 - 1  # the largest whole number a config key takes (search.pool 2**32: a traceback)
 PAGES_LIMIT = 100  # the most pages an evaluation reads (500 hits): past any agent's reading, and the
 # pager bound's cost grows with its square
 
@@ -49,7 +51,7 @@ class SearchConfig:
 @dataclass(frozen=True)
 class Bm25Config:
     engine: str = rule(choices=("lance", "rank-bm25"))
-    k1: float = rule(minimum=0.0)
+    k1: float = rule(minimum=0.0, maximum=100.0)
     b: float = rule(minimum=0.0, maximum=1.0)
 
 
@@ -67,8 +69,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class GraphConfig:
     voters: int = rule(minimum=0)
-    vote_power: float = rule(minimum=0.0)
-    hub_damping: float = rule(minimum=0.0)
+    vote_power: float = rule(minimum=0.0, maximum=100.0)  # an exponent: past it, floats overflow
+    hub_damping: float = rule(minimum=0.0, maximum=100.0)
     voted: int = rule(minimum=0)
 
 
@@ -111,7 +113,7 @@ def table_of(strategy: str, in_run: bool) -> str:
 @dataclass(frozen=True)
 class ServeConfig:
     auto: bool = rule()
-    idle_timeout: float = rule(minimum=1.0)
+    idle_timeout: float = rule(minimum=1.0, maximum=365 * 86400.0)
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,10 @@ def _table(table: Fields, declared: dict[str, Any]) -> dict[str, Any]:
 def _value(table: Fields, name: str, declared: dataclasses.Field) -> Any:
     rules = declared.metadata
     if declared.type == "int":
-        return table.int(name, minimum=rules["minimum"], maximum=rules["maximum"])
+        value = table.int(name, minimum=rules["minimum"], maximum=rules["maximum"])
+        if value > INT_LIMIT:  # LanceDB's limits overflow past it, and no count is that large
+            table.fail(name, f"must be at most {INT_LIMIT}, not {value}")
+        return value
     if declared.type == "float":
         return table.number(name, minimum=rules["minimum"], maximum=rules["maximum"])
     if declared.type == "bool":
@@ -238,8 +243,9 @@ def config_files(workspace: Path | None = None, override: Path | None = None) ->
     """The files a configuration is read from, in order: default.toml, the workspace's mem.toml,
     ``--config``."""
     files = [DEFAULT]
-    if workspace is not None and (Path(workspace) / WORKSPACE_CONFIG).is_file():
-        files.append(Path(workspace) / WORKSPACE_CONFIG)
+    if workspace is not None and os.path.lexists(Path(workspace) / WORKSPACE_CONFIG):
+        files.append(Path(workspace) / WORKSPACE_CONFIG)  # a folder or a dangling link there is
+        # bad input (its settings would be silently dropped), as for --config
     if override is not None:
         files.append(Path(override))
     return files

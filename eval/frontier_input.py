@@ -4,7 +4,6 @@ with judged queries; and the memory to score (ids given, the ids a run's W names
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from mem_retrieval.eval.frontier import Problem
@@ -33,11 +32,7 @@ def read_problem(path: Path) -> Problem:
         f = Fields(raw, file, lines.get(("queries", i)), f"queries[{i}].", {"qid", "text", "weight"})
         qid = _fresh_id(f, "qid", qids)
         f.str("text")
-        weight = f.obj.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
-                or weight < 0:
-            f.fail("weight", f"must be a number ≥ 0, not {weight!r}")
-        queries.append((qid, float(weight)))
+        queries.append((qid, f.number("weight", minimum=0.0, default=1.0)))
     if not queries:
         top.fail("queries", "is empty (nothing for a memory to answer)")
     if max(weight for _, weight in queries) <= 0:

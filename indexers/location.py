@@ -79,10 +79,14 @@ class Location:
         if workspace.index_root is not None or not uri:
             return cls(str(workspace.index_dir), workspace.index_dir)
         if "://" not in uri:
-            folder = (workspace.root / Path(uri).expanduser()).resolve()
-            if folder.exists() and not folder.is_dir():
+            try:
+                folder = (workspace.root / Path(uri).expanduser()).resolve()
+                if folder.exists() and not folder.is_dir():
+                    raise InputError(config.origin("index.uri"), None, "index.uri",
+                                     f"{uri!r} names a file ({folder}), not a folder")
+            except OSError as error:  # a name too long, a loop of links
                 raise InputError(config.origin("index.uri"), None, "index.uri",
-                                 f"{uri!r} names a file ({folder}), not a folder")
+                                 f"{uri!r}: {error.strerror or error}") from None
             return cls(str(folder), local)
         scheme, _, rest = uri.partition("://")
         if scheme.lower() not in SCHEMES or not rest.split("/")[0]:

@@ -119,6 +119,12 @@ class Fields:
                default: float | None = None) -> float:
         """A finite number (an integer is accepted as a float)."""
         value = self.obj.get(name, default)
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                float(value)
+            except OverflowError:  # JSON and TOML take whole numbers of any size
+                self.fail(name, f"must be a number a float holds, not a whole number of "
+                          f"{len(str(abs(value)))} digits")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             self.fail(name, f"must be a number, not {value!r}" if isinstance(value, float)
                       else f"must be a number, not {type_name(value)}")

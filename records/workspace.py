@@ -30,9 +30,15 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
     try:
         if not where.is_dir():
             raise BadInput(f"workspace {str(chosen)!r} is not a folder")
-        return where.resolve()
+        root = where.resolve()
     except OSError as err:  # a name too long, a loop of links
         raise BadInput(f"workspace {str(chosen)!r}: {err.strerror or err}") from None
+    try:
+        str(root).encode("utf-8")  # bytes that are not UTF-8 come as lone surrogates
+    except UnicodeEncodeError:  # the index's paths go to LanceDB, which takes UTF-8 only
+        raise BadInput(f"workspace {str(root).encode('utf-8', 'surrogateescape')!r}: the path is "
+                       "not valid UTF-8") from None
+    return root
 
 
 @dataclass

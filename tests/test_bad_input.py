@@ -3,11 +3,13 @@
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_step, copy_workspace
+from conftest import build_workspace, copy_workspace, make_step
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -206,6 +208,7 @@ def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     ("--trec-out", "a" * 300, ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # a traceback
     ("--report", "a" * 300 + "/r", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
     ("--plot", "a" * 300 + ".png", ["eval", "frontier", "F"]),
+    ("--trec-out", "newdir/", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # wrote a file
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
         workspace, mem, tmp_path, monkeypatch, flag, value, argv):
@@ -395,3 +398,87 @@ def test_commands_that_read_no_setting_still_refuse_a_bad_config(mem, tmp_path, 
                          ("broken.toml", "mem: broken.toml:1: invalid TOML: ")):
         code, out, err = mem("--config", config, *argv)
         assert (code, out) == (2, "") and err.startswith(said) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("toml, said", [
+    ("[search]\npool = 4294967296\n", "search.pool: must be at most 2147483647, not 4294967296"),
+    ("[bm25]\nk1 = 1" + "0" * 400 + "\n", "bm25.k1: must be a number a float holds, not a whole number "
+     "of 401 digits"),
+    ("[fusion.graph]\nbm25 = 1" + "0" * 400 + "\n", "fusion.graph.bm25: must be a number a float holds"),
+    ("[graph]\nhub_damping = 1e308\n", "graph.hub_damping: must be between 0 and 100, not 1e+308"),
+    ("[graph]\nvote_power = 1e308\n", "graph.vote_power: must be between 0 and 100, not 1e+308"),
+])
+def test_a_config_number_past_what_the_search_can_use_is_bad_input(workspace, mem, toml, said):
+    """A pool of 2**32 overflowed LanceDB's limit, a float key given as a 401-digit whole number
+    overflowed float(), an exponent of 1e308 overflowed numpy (RuntimeWarnings on stderr): each a
+    traceback or noise, where a bad key is one line naming the file and the key."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(toml)
+    for argv in (["archive-search", "statement"], ["recall-search", "statement"]):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: {said}") and err.count("\n") == 1
+
+
+def test_a_huge_whole_number_as_a_frontier_weight_is_bad_input(mem, tmp_path):
+    problem = tmp_path / "problem.json"
+    problem.write_text('{"queries": [{"qid": "q1", "weight": 1' + "0" * 400 + '}], "events": [{"id": "e1"}], '
+                       '"spans": [{"events": ["e1"], "answers": ["q1"]}]}')
+    code, out, err = mem("eval", "frontier", str(problem))
+    assert (code, out) == (2, "") and err == (f"mem: {problem}:1: queries[0].weight: must be a number a "
+                                              "float holds, not a whole number of 401 digits\n")
+
+
+def test_a_workspace_path_that_is_not_utf_8_is_one_line_from_the_environment_too(tmp_path, monkeypatch):
+    """-w with such bytes was refused; $MEM_WORKSPACE or the current folder reached LanceDB, which
+    raised UnicodeEncodeError (a traceback)."""
+    root = build_workspace(Path(os.fsdecode(bytes(tmp_path) + b"/ws\xff"))).root
+    for how in ("env", "cwd"):
+        monkeypatch.delenv("MEM_WORKSPACE", raising=False)
+        if how == "env":
+            monkeypatch.setenv("MEM_WORKSPACE", str(root))
+        else:
+            monkeypatch.chdir(root)
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "index", "--no-progress"],
+                              capture_output=True, env=os.environ | {"MEM_NO_SERVER": "1"})
+        assert (done.returncode, done.stdout) == (2, b"")
+        assert done.stderr.decode() == f"mem: workspace {bytes(root)!r}: the path is not valid UTF-8\n"
+    assert not (root / ".mem").exists()
+
+
+def test_an_index_folder_whose_name_is_too_long_is_bad_input(workspace, mem):
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "{"a" * 300}"\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: index.uri: 'aaa")
+        assert err.endswith(": File name too long\n") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling link"])
+def test_a_workspace_config_that_is_no_file_is_bad_input_not_ignored(workspace, mem, kind):
+    """A folder or a dangling link at solve/mem.toml was passed over: its settings silently not
+    applied (exit 0), where --config naming either is refused."""
+    config = workspace.root / "solve" / "mem.toml"
+    if kind == "folder":
+        config.mkdir()
+    else:
+        config.symlink_to(workspace.root / "solve" / "no-such.toml")
+    code, out, err = mem("archive-search", "statement")
+    reason = "Is a directory" if kind == "folder" else "No such file or directory"
+    assert (code, out, err) == (2, "", f"mem: {config}: cannot read: {reason}\n")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--config", "", "check"], "--config"),
+    (["-w", "", "check"], "--workspace/-w"),
+    (["eval", "paging", "--queries", "", "--qrels", "R"], "--queries"),
+    (["eval", "frontier", "F", "--memory-from", ""], "--memory-from"),
+    (["tune", "--holdout-queries", ""], "--holdout-queries"),
+])
+def test_an_empty_path_or_run_is_refused_naming_the_flag(workspace, mem, tmp_path, monkeypatch, argv, flag):
+    """"" read as not given: `--config ""` used no file, `--memory-from ""` scored no run,
+    `tune --holdout-queries ""` trained on every link."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = mem(*argv)
+    assert (code, out) == (2, "") and err.startswith(f"mem: argument {flag}: is empty (see `mem"), err
+    assert not (workspace.root / ".mem").exists()

@@ -140,6 +140,19 @@ def test_a_damaged_cache_entry_is_exported_again_and_replaced(example, onnx_expo
     assert sha256_file(out / INT8) == sha256_file(onnx_export / INT8)  # byte-deterministic
 
 
+@pytest.mark.slow
+def test_a_cache_folder_the_system_cannot_look_at_costs_only_the_export(example, tmp_path, monkeypatch):
+    """A MEM_CACHE_DIR whose name is too long for the file system: the first index ended in a
+    traceback (the cache's is_dir raised), leaving its lock and tables behind."""
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import place_export
+
+    monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path / ("a" * 300)))
+    out = tmp_path / "index" / "models" / "onnx-x"
+    assert place_export(model_dir(example.config.model.package), out, True, _whole) == "exported"
+    assert _whole(out) is None
+
+
 def test_int8_weights_are_stored_as_uint8_around_128(export):
     """Every product of the int8 model multiplies uint8 activations by uint8 weights with zero point
     128: the kernel every CPU computes exactly (int8 weights saturate on CPUs without VNNI)."""

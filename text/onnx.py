@@ -102,13 +102,13 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
     `mem tune` left 131 MB there for good. Returns "cache" or "exported"."""
     root = cache_dir() if shared else None
     cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
-    if cached is not None and cached.is_dir() and problem(cached) is None:
-        try:
+    try:
+        if cached is not None and cached.is_dir() and problem(cached) is None:
             _link_tree(cached, out)
             if problem(out) is None:
                 return "cache"
-        except OSError:
-            pass  # an unreadable cache: export instead
+    except OSError:
+        pass  # an unreadable cache (a name too long, a folder not ours): export instead
     export(model_dir, out, quantize=quantize)
     if cached is not None:
         try:
