@@ -349,12 +349,11 @@ class Searcher:
             ids = self.id_hits(query.text, filters.where("steps"))
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
-        seen = {c.gid for c in ids}
         judged = self.judging() if query.setting and not query.any_setting else None
         request = Request("steps", query.text, filters,
-                          self.setting_exclusion(query.setting, query.any_setting, judged), query.context_run)
+                          self.setting_exclusion(query.setting, query.any_setting, judged), query.context_run,
+                          frozenset(c.gid for c in ids))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
-        found = [c for c in found if c.gid not in seen]
         if judged is not None:
             found = [c for c in found if not judged.refused(query.setting, c.row.setting, c.row.hyp)]
         return ids, found

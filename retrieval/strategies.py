@@ -45,6 +45,12 @@ class Request:
     filters: Filters
     excluded: tuple[int, ...] = ()
     context: str | None = None      # the run the query is asked from (ArchiveQuery.context_run)
+    named: frozenset[str] = frozenset()  # the steps the query names by id: they lead the list, and
+    # are no text candidates (a feature's best among the candidates is taken without them)
+
+    def unnamed(self, candidates: list[Candidate]) -> list[Candidate]:
+        """``candidates`` without the steps the query names by id."""
+        return [c for c in candidates if c.gid not in self.named] if self.named else candidates
 
     @cached_property
     def where(self) -> str | None:
@@ -138,7 +144,7 @@ class Bm25(_Ranked):
     ids_first: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
-        found = search.bm25(request, vectors=False)
+        found = request.unnamed(search.bm25(request, vectors=False))
         best = max((c.bm25 for c in found), default=1.0) or 1.0
         return [c.scored(c.bm25 / best) for c in found]
 
@@ -152,7 +158,7 @@ class Rerank(_Ranked):
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         vector: Future | None = (search.query_vector_soon(request.text)
                                  if search.table(request.table) is not None else None)
-        found = search.bm25(request)
+        found = request.unnamed(search.bm25(request))
         if not found:
             return []
         config = search.config.search
@@ -207,7 +213,7 @@ class GraphFusion:
         from mem_retrieval.retrieval.graph import graph_candidates
 
         vector = search.query_vector_soon(request.text) if self.cosine else None
-        return graph_candidates(search, request, vector)
+        return request.unnamed(graph_candidates(search, request, vector))
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         weights = search.config.fusion.weights(self.name, in_run=request.context is not None)

@@ -418,3 +418,31 @@ def test_the_fusion_benchmark_says_bad_input_in_one_line(tmp_path, capsys, optio
         bench_fusion.main(argv)
     err = capsys.readouterr().err
     assert stopped.value.code == status and err.splitlines()[-1].endswith(said) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
+def test_the_tuner_ranks_each_query_as_the_search_does_when_its_text_names_steps(example, strategy):
+    """The search took a feature's best over its candidates with the steps the query names by id
+    still among them; the tuner, without them: for a query naming ids, the two ranked other lists,
+    so weights were chosen, and figures printed, for rankings the search never gave."""
+    from mem_retrieval.eval.fusion import collect
+    from mem_retrieval.eval.judgments import Query
+    from mem_retrieval.eval.ranker import archive_query
+
+    retriever = example.retriever
+    texts = ["satake-two-levels/A5-7 Hecke algebra Satake transform",
+             "A2-4 and A5-8 trace dictionary Frobenius", "iwahori-two-levels/A4-1 Iwahori sheaf generation",
+             "spherical Hecke operators generate the Satake category",
+             # an audit step's statement, asked leave-one-out: it names seven steps
+             "Audit, round 1: A2-2, A2-3, A2-4, A4-3, A4-6, A4-7, A6-5 re-derived; A4-5's leading "
+             "coefficient corrected; A4-2 is not semismall at μ = (2,2,0,0); A6-7 holds only under (A) "
+             "for E₆/F₄, not unconditionally."]
+    queries = [Query(f"q{i}", text, run=run, step="satake-two-levels/A7-19" if i == 4 else None)
+               for i, text in enumerate(texts) for run in (None, "iwahori-two-levels")]
+    pool = retriever.config.search.pool
+    for query, features in zip(queries, collect(retriever, strategy, queries)):
+        weights = retriever.config.fusion.weights(strategy, in_run=query.in_run)
+        tuner = list(rank(features, {name: getattr(weights, name) for name in features.features}, pool))
+        search = [c.gid for c in retriever.ranked(archive_query(retriever, query, strategy))]
+        assert tuner == search[:len(tuner)] and len(tuner) == min(len(search), pool), query
+    assert any(f.named for f in collect(retriever, strategy, queries))
