@@ -305,6 +305,12 @@ class _Checker:
                     self.add(run, tree.path, step.line, INTEGRITY,
                              f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
                              "source of its run, and no library entry)")
+                cited = split_gid(parent)[0]
+                if cited not in (None, run) and cited in self.catalog.unreadable:  # its entry may say
+                    self.add(run, tree.path, step.line, INPUT,  # otherwise: M3 judges the step
+                             f"step {step.id} cites {parent}, whose run's "
+                             f"{self._rel(str(self.ws.tree_path(cited)))} cannot be read: M3 cannot "
+                             "judge it")
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps):
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 

@@ -80,6 +80,12 @@ def _admitted_dict(item: LibraryEntry | Step) -> dict[str, Any]:
     return {"id": item.gid, "status": item.status, "grade": item.grade, "line": line}
 
 
+_WHY = ((INPUT, "a file it needs cannot be read, so it cannot be checked"),
+        ("M1", "a status W or L promotes must never enter the library"),
+        ("M4", "W is over its bound"),
+        (INTEGRITY, "its record does not hold together"))
+
+
 class RecordRefused(Refused):
     """The run breaks M1, M4 or the record's integrity, or a file it needs cannot be read (then
     bad input: exit status 2): nothing is admitted. ``problems``: the headline, then each violation
@@ -90,8 +96,7 @@ class RecordRefused(Refused):
         for violation in violations:
             counts[violation.code] = counts.get(violation.code, 0) + 1
         codes = ", ".join(f"{code}: {n}" for code, n in counts.items())
-        why = ("a file it needs cannot be read, so it cannot be checked" if INPUT in counts
-               else "a status W or L promotes must never enter the library")
+        why = "; ".join(reason for code, reason in _WHY if code in counts)
         headline = (f"record {run} refused: {plural(len(violations), 'violation')} ({codes}); "
                     f"nothing was admitted ({why})")
         super().__init__(headline)

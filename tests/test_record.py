@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import library_line, make_step, copy_workspace
+from test_check import step_line
 from mem_retrieval.memory import Memory
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.records.parse import iter_library
@@ -105,7 +106,8 @@ def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, me
     assert status == expected and out == ""
     lines = err.splitlines()
     assert lines[0].startswith(f"mem: record alpha refused: 1 violation ({code}: 1); nothing was admitted")
-    assert lines[0].endswith("so it cannot be checked)" if code == "input" else "enter the library)")
+    assert lines[0].endswith({"input": "so it cannot be checked)", "M1": "enter the library)",
+                              "M4": "W is over its bound)", "integrity": "does not hold together)"}[code])
     assert len(lines) == 2 and where in lines[1]
     assert workspace.library_path.read_bytes() == before
     assert not (workspace.root / ".mem").exists()
@@ -151,6 +153,25 @@ def test_a_step_citing_a_library_step_its_setting_does_not_imply_is_left_out(wor
     assert data["left_out"] == [{"id": "beta/b2", "code": "M3", "reason":
                                  "step b2 cites library step gamma/g1 (setting 'Fq((t))'), which this "
                                  "run's setting 'Qp' does not imply"}]
+
+
+def test_a_cited_run_whose_tree_cannot_be_read_refuses_the_record_and_fails_check(workspace, mem):
+    """gamma's tree.json narrowed g1 to Fq((t)) after its entry was written over Qp, then was damaged:
+    M3 judged g1 by its entry, check said OK and record admitted beta/b2 into the library."""
+    g1 = make_step("g1")
+    workspace.add_run("gamma", [g1 | {"setting": "Fq((t))"}])
+    workspace.write_library(workspace.library() + [library_line("gamma", g1)])
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    (workspace.root / "gamma" / "tree.json").write_text('{"run": "gamma", "steps": [')
+    before = workspace.library_path.read_bytes()
+    said = (f"beta/tree.json:{step_line(workspace, 'beta', 'b2')}: input: step b2 cites gamma/g1, whose "
+            "run's gamma/tree.json cannot be read: M3 cannot judge it")
+    code, out, _ = mem("check", "beta")
+    assert code == 2 and said in out.splitlines()
+    for argv in (("record", "beta", "--dry-run"), ("record", "beta")):
+        code, out, err = mem(*argv)
+        assert (code, out) == (2, "") and err.splitlines()[1:] == [f"mem: {said}"]
+    assert workspace.library_path.read_bytes() == before
 
 
 def test_a_step_citing_another_runs_step_its_setting_does_not_imply_is_left_out(workspace, mem):
