@@ -43,7 +43,13 @@ class Resume:
 
     @property
     def passed(self) -> bool:
-        return all(route.found for route in self.routes)
+        """Every blocked route found; never with none to find (as ``eval reuse``: a test that finds
+        nothing to test has not passed)."""
+        return bool(self.routes) and all(route.found for route in self.routes)
+
+    @property
+    def verdict(self) -> str:
+        return "nothing to test" if not self.routes else "PASS" if self.passed else "FAIL"
 
     @property
     def missed(self) -> list[str]:
@@ -51,7 +57,7 @@ class Resume:
 
     def as_dict(self) -> dict[str, Any]:
         e = self.event
-        return {"test": "resume", "pass": self.passed, "run": self.run, "until": self.until,
+        return {"test": "resume", "pass": self.passed, "verdict": self.verdict, "run": self.run, "until": self.until,
                 "event": None if e is None else {"seq": e.seq, "time": e.time, "kind": e.kind,
                                                  "text": e.text},
                 "w_source": self.w_source, "w": self.w, "notes": list(self.notes), "pages": self.pages,
@@ -74,9 +80,11 @@ class Resume:
         for route in self.routes:
             lines += route.lines()
         found = len(self.routes) - len(self.missed)
-        lines.append(f"resume: {'PASS' if self.passed else 'FAIL'}: {found} of {len(self.routes)} "
-                     f"blocked routes found within {self.pages} pages"
-                     + (f"; missed: {', '.join(self.missed)}" if self.missed else ""))
+        if not self.routes:
+            lines.append("resume: nothing to test: no blocked route was known by then")
+        else:
+            lines.append(f"resume: {self.verdict}: {found} of {len(self.routes)} blocked routes found "
+                         f"within {self.pages} pages" + (f"; missed: {', '.join(self.missed)}" if self.missed else ""))
         return "\n".join(lines)
 
 

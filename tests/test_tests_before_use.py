@@ -154,9 +154,12 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     assert text.splitlines()[-1] == ("resume: FAIL: 0 of 1 blocked routes found within 2 pages; "
                                      "missed: alpha/a3")
     assert "W from the core-set checkpoints" in text
-    # as of event 2 the route was not known yet: nothing to find, pass
+    # as of event 2 the route was not known yet: nothing to test, which is no pass (as eval reuse)
     code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "2")
-    assert code == 0 and "blocked routes known by then: 0" in text
+    assert code == 1 and "blocked routes known by then: 0" in text
+    assert text.splitlines()[-1] == "resume: nothing to test: no blocked route was known by then"
+    code, text = cli(workspace.root, "--json", "eval", "resume", "alpha", "--until", "2")
+    assert code == 1 and (json.loads(text)["pass"], json.loads(text)["verdict"]) == (False, "nothing to test")
     # once W names it, it is found (by id) on page 1
     memory.core_set("alpha", "open gaps", "the quartic twist ← a3 blocked")
     memory.index(progress=False)
