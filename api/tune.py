@@ -70,7 +70,7 @@ class TuneReport:
 def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
          progress: bool | None) -> tuple[dict[str, Any], float, float]:
     """Train on ``mined`` into ``folder/models/tuned-<hash>``; (provenance, seconds, loss)."""
-    from mem_retrieval.indexers.store import model_digest
+    from mem_retrieval.indexers.store import file_sizes, model_digest
     from mem_retrieval.text.train import train
 
     if not mined.pairs:
@@ -100,7 +100,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     scratch.rename(final)
     provenance = {"path": f"{MODELS}/{final.name}", "base": memory.config.model.package,
                   "pairs": len(mined.pairs), "steps": len(mined.anchors), "sha256": sha,
-                  "sizes": {f.name: f.stat().st_size for f in final.iterdir() if f.is_file()},
+                  "sizes": file_sizes(final),
                   "training": asdict(training)}
     return provenance, seconds, loss
 

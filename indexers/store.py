@@ -164,7 +164,7 @@ def fetch_tuned(location: Location, tuned: dict[str, Any]) -> str:
     sizes = tuned.get("sizes", {})
 
     def problem(folder: Path) -> str | None:
-        found = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()} if folder.is_dir() else {}
+        found = file_sizes(folder) if folder.is_dir() else {}
         if not sizes or any(found.get(name) != size for name, size in sizes.items()):
             return "missing or changed"
         return None
@@ -201,6 +201,12 @@ def tuned_changed(tuned: dict[str, Any], location: Location) -> "IndexMismatch":
 def tuned_problem(folder: Path, tuned: dict[str, Any]) -> str | None:
     """Why ``folder`` is not, file for file, the tuned copy ``tuned`` records (its sha256), or None."""
     return None if model_digest(folder) == tuned.get("sha256") else "its sha256 differs"
+
+
+def file_sizes(folder: Path) -> dict[str, int]:
+    """Each file's size by its path in ``folder``, subfolders too (a tuned copy's ``sizes``: its
+    pooling and normalising layers lie in ``1_Pooling/`` and ``2_Normalize/``)."""
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
 def model_digest(folder: Path) -> str:

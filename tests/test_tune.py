@@ -75,6 +75,14 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert (ws.root / ".mem" / "meta.json").read_bytes() == meta_before
     weights.write_bytes(original)
     assert cli(ws.root, "index", "--full")[0] == 0
+    # its pooling layer's config lies in a subfolder: its sizes are recorded and checked too
+    pooling = folder / "1_Pooling" / "config.json"
+    assert tuned["sizes"]["1_Pooling/config.json"] == pooling.stat().st_size
+    kept = pooling.read_bytes()
+    pooling.write_bytes(kept.replace(b'"mean"', b'"max"'))  # another pooling, one byte shorter
+    code, _, err = cli(ws.root, "archive-search", "statement of a4")
+    assert code == 2 and "whose files are missing or changed" in err
+    pooling.write_bytes(kept)
     # the model's files changed: no search may mix its vectors with another model's
     weights.write_bytes(weights.read_bytes()[:-8])
     code, _, err = cli(ws.root, "archive-search", "statement of a4")
