@@ -17,6 +17,8 @@ from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
 _HEADING = re.compile(r"^## +(.*?)\s*$")
 _LINKS = frozenset({"is", "now", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})  # A5-8 is now proved
+_CONDITIONS = frozenset({"if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless",
+                         "after", "before", "assuming", "suppose", "supposing", "provided"})  # state nothing
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 
 
@@ -102,11 +104,14 @@ def mentions(text: str) -> Iterator[str]:
 
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
-    after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``
-    (``A5-8 is not proved`` states nothing)."""
+    after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``.
+    ``A5-8 is not proved`` states nothing, nor does a condition: ``once A5-8 is proved``, ``whether
+    A5-8 is proved``, ``if A5-8 proved``."""
     for number, line in content_lines(text):
         words = line.split()
         for at, word in enumerate(words):
+            if at and words[at - 1].strip(EDGE).casefold() in _CONDITIONS:
+                continue
             for after in words[at + 1:at + 4]:
                 status = after.strip(EDGE).casefold()
                 if status in STATUSES:
