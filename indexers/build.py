@@ -404,7 +404,7 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
         unfinished = [row for gid, row in incoming.items()  # an interrupted backfill: finish it
                       if gid in existing and existing[gid][1] == row["content_hash"] and not existing[gid][3]]
         removed = sorted(in_scope - set(incoming))
-        report = _report(incoming, _published(index, name, existing), scoped)
+        report = _report(incoming, existing, _published(index, name, existing), scoped)
         changed = list(incoming.values()) if index.full else added + updated + unfinished
         tokenize_rows(changed)
         tables[name] = TablePlan(name, changed, removed, report)
@@ -445,16 +445,18 @@ def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry
     return sorted({split_gid(gid)[0] for gid in drifted})
 
 
-def _report(incoming: dict[str, dict], seen: dict[str, tuple],
+def _report(incoming: dict[str, dict], existing: dict[str, tuple], seen: dict[str, tuple],
             scoped: Callable[[str], bool]) -> TableReport:
-    """What this run changes for readers: ``incoming`` rows against the rows ``seen`` (gid ->
-    (run, content hash, …)) at the version readers use; ``scoped(run)``: whether this run may
-    remove that run's rows."""
-    added = len(incoming.keys() - seen.keys())
-    updated = sum(1 for gid, row in incoming.items() if gid in seen and seen[gid][1] != row["content_hash"])
-    removed = sum(1 for gid, (run, *_) in seen.items() if gid not in incoming and scoped(run))
-    return TableReport(added=added, updated=updated, removed=removed,
-                       unchanged=len(incoming) - added - updated)
+    """What this run changes for readers: the table as it will be published (the ``incoming`` rows,
+    and the rows it holds now, ``existing``, of the runs this run leaves alone: ``scoped(run)`` is
+    false) against the rows ``seen`` at the version readers use (gid -> (run, content hash, …))."""
+    after = {gid: content for gid, (run, content, *_) in existing.items() if not scoped(run)}
+    after.update((gid, row["content_hash"]) for gid, row in incoming.items())
+    added = len(after.keys() - seen.keys())
+    updated = sum(1 for gid, content in after.items() if gid in seen and seen[gid][1] != content)
+    removed = len(seen.keys() - after.keys())
+    unchanged = sum(1 for gid, row in incoming.items() if gid in seen and seen[gid][1] == row["content_hash"])
+    return TableReport(added=added, updated=updated, removed=removed, unchanged=unchanged)
 
 
 def _published(index: Index, name: str, existing: dict[str, tuple]) -> dict[str, tuple]:
