@@ -144,18 +144,19 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _term_as_interrupt() -> Any:
+def _term_as_interrupt() -> None:
     """Make SIGTERM stop this process as Ctrl-C does (``KeyboardInterrupt``: the index is left as
-    an interrupted run leaves it, the engine closes, `mem: interrupted`), in place of the handler
-    Ray's core worker installs, which printed a 9-line stack dump and aborted (exit 134). Returns
-    the handler it replaced (None off the main thread, where none can be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
+    an interrupted run leaves it, the engine closes, `mem: interrupted`), in place of the handlers
+    ``ray.init`` and Ray's core worker install, which printed a 9-line stack dump and aborted (exit
+    134). Only on the main thread, where a handler can be set."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _one_line_errors(batches: Iterator[Any]) -> Iterator[Any]:
@@ -191,16 +192,21 @@ class RayEngine:
                                        "logging_level": "ERROR"}
             if address == "local":  # a local instance has this machine's CPUs, however many are wanted
                 options["num_cpus"] = min(wanted or os.cpu_count() or 1, os.cpu_count() or 1)
+            if _main_thread():  # the caller's, put back in ``close`` (ray.init installs its own)
+                self._terminate = signal.getsignal(signal.SIGTERM)
             try:
                 with warnings.catch_warnings():  # Ray forks its processes; they never touch lancedb
                     warnings.filterwarnings("ignore", message="lancedb fork")
                     ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
+                if self._terminate is not None:
+                    signal.signal(signal.SIGTERM, self._terminate)
                 where = "a local instance" if address == "local" else address
                 raise Refused(f"cannot start or reach Ray at {where}: "
                               f"{str(error).splitlines()[0][:200]}") from None
             self.started = True
-            self._terminate = _term_as_interrupt()
+            if self._terminate is not None:
+                _term_as_interrupt()
             # Ray prints every error a worker raises (a retried task, an actor that died) to this
             # process's stdout, from a thread of its own, tracebacks and all: a `--json` caller read
             # 200 lines of them before its JSON. The driver's logs are Ray's; errors reach the
@@ -282,3 +288,4 @@ class RayEngine:
             self.started = False
             if self._terminate is not None:
                 signal.signal(signal.SIGTERM, self._terminate)
+                self._terminate = None

@@ -199,3 +199,19 @@ def test_sigterm_stops_mem_index_as_ctrl_c_does(tmp_path, onnx_export):
                            "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert Memory.open(ws.root).archive_hits("Hecke lemma")
+
+
+def test_a_python_caller_keeps_its_sigterm_handler_after_a_ray_index(tmp_path, onnx_export):
+    """The handler put back after the run was Ray's (ray.init's sys.exit), not the caller's."""
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    script = ("import signal, sys\n"
+              "from mem_retrieval import Memory\n"
+              "def mine(signum, frame): pass\n"
+              "signal.signal(signal.SIGTERM, mine)\n"
+              "report = Memory.open(sys.argv[1]).index(progress=False, engine='ray', workers=1)\n"
+              "print(report.embedded > 0, signal.getsignal(signal.SIGTERM) is mine)\n")
+    env = os.environ | {"RAY_TMPDIR": str(Path("/tmp") / f"mem-rh-{os.getpid()}")}
+    done = subprocess.run([sys.executable, "-c", script, str(ws.root)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "True"], done.stderr[-2000:]
