@@ -190,17 +190,17 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
             later.append(gid)
             continue
         step = step_of(memory, gid) or entry  # as its tree has it, as M3 and the search judge it
-        match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
-        unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if setting and step is not None else []
+        judged = setting and step is not None
+        match = ws.ontology.reuse_match(setting, step.setting, step.hyp) if judged else None
+        unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if judged else []
         why = ""
         if entry is None:
             why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
         elif match == INCOMPATIBLE:
-            why = (f"its setting {step.setting!r} is incompatible with the Fix setting {setting!r} "
-                   "(M3): the search leaves it out")
-        elif unmet:
-            why = (f"its hypothesis {unmet[0]!r} is incompatible with the Fix setting {setting!r} "
-                   "(M3): the search leaves it out")
+            what = (f"setting {step.setting!r}" if ws.ontology.match(setting, step.setting) == INCOMPATIBLE
+                    else f"hypothesis {unmet[0]!r}")
+            why = (f"its {what} is incompatible with the Fix setting {setting!r} (M3): the search "
+                   "leaves it out")
         finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)
                         for probe, hits in results])
         targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import unicodedata
@@ -85,12 +86,18 @@ class Ontology:
         setting and never counts."""
         return [h for h in hyps if self.match(setting, h) == INCOMPATIBLE]
 
+    def reuse_match(self, setting: str, step_setting: str, hyps: Sequence[str]) -> str:
+        """A hit's ``setting_match``: the step's setting against ``setting`` (``match``), and
+        ``incompatible`` as well when one of its hypotheses is (M3 weighs both: a step whose
+        hypothesis the query's setting does not imply is no input there, whatever its setting)."""
+        found = self.match(setting, step_setting)
+        return INCOMPATIBLE if found != INCOMPATIBLE and self.unmet_hypotheses(setting, hyps) else found
+
     def reusable(self, setting: str, step_setting: str, hyps: Sequence[str]) -> bool:
         """M3 (SPEC §7): whether a step of ``step_setting`` with ``hyps`` may be reused where
         ``setting`` holds: neither its setting nor one of its hypotheses is incompatible with it
         (``unknown`` ones are for an auditor, not refused)."""
-        return (self.match(setting, step_setting) != INCOMPATIBLE
-                and not self.unmet_hypotheses(setting, hyps))
+        return self.reuse_match(setting, step_setting, hyps) != INCOMPATIBLE
 
 
 def _read(path: Path) -> list[tuple[dict, str]]:
@@ -228,6 +235,7 @@ def _entry_line(path: str, field: str) -> int | None:
 def load_ontology(workspace: Path | None = None) -> Ontology:
     """The shipped ontology, extended by ``WORKSPACE/solve/settings.toml`` when it exists."""
     paths = [SHIPPED]
-    if workspace is not None and (workspace / "solve" / "settings.toml").is_file():
-        paths.append(workspace / "solve" / "settings.toml")
+    if workspace is not None and os.path.lexists(workspace / "solve" / "settings.toml"):
+        paths.append(workspace / "solve" / "settings.toml")  # a folder or a dangling link there is
+        # bad input: its entries would be silently dropped
     return _load_cached(tuple(str(p) for p in paths), tuple(stamp(p) for p in paths))

@@ -267,7 +267,7 @@ class Retriever:
         row = candidate.row
         return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
                    status=row.status, grade=row.grade, setting=row.setting,
-                   setting_match=ontology.match(setting, row.setting) if setting else None,
+                   setting_match=ontology.reuse_match(setting, row.setting, row.hyp) if setting else None,
                    score=shown_score(candidate.score), in_library=row.in_library, via=candidate.via)
 
     # ---- recall_search

@@ -84,7 +84,14 @@ def test_the_setting_rule_weighs_hypotheses_as_m3_does(workspace):
         assert len(found(memory, strategy, any_setting=True)) == 4, strategy
     page = memory.archive_search("Zorb tower descent", setting="F_q((t))")
     assert {h.id: h.setting_match for h in page.hits if h.id.startswith("gamma/")} == {
-        "gamma/odd": "implied", "gamma/local": "implied"}  # setting_match: the setting alone
+        "gamma/odd": "implied", "gamma/local": "implied"}
+    # what the rule leaves out is marked so: with --any-setting, and when named by id
+    anywhere = memory.archive_search("Zorb tower descent", setting="F_q((t))", any_setting=True)
+    assert {h.id: h.setting_match for h in anywhere.hits if h.id.startswith("gamma/")} == {
+        "gamma/odd": "implied", "gamma/local": "implied", "gamma/padic": "incompatible",
+        "gamma/complex": "incompatible"}
+    (named,) = memory.archive_search("gamma/padic", setting="F_q((t))").hits
+    assert (named.id, named.via, named.setting_match) == ("gamma/padic", "id", "incompatible")
 
     tree = workspace.tree("gamma")  # an edit of hyp alone, indexed incrementally
     tree["steps"][2]["hyp"] = ["Qp"]
