@@ -145,25 +145,31 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
 
-_NAMED_VALUES = ("FILE", "DIR", "RUN")
+
+def _not_empty(hint: str = ""):
+    def check(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"is empty{hint}")
+        return text
+    return check
 
 
-def _not_empty(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("is empty")
-    return text
+_EMPTY_HINTS = {"until": " (leave it out for memory as it is now)"}  # `--until "$CUT"`, CUT unset
 
 
 def _refuse_empty(parser: argparse.ArgumentParser) -> None:
-    """An option's path or run (metavar FILE, DIR or RUN) given as "" is refused: it read as not given
-    (`--config ""` used no file, `--memory-from ""` scored no run) or as the current folder. Every
-    parser's actions, those of its groups included, in the parser's own list."""
+    """An option's text value given as "" is refused: it read as not given (`--config ""` used no
+    file, `--memory-from ""` scored no run, `--setting ""` judged no setting, `--context-run ""`
+    asked from no run) or as the current folder. Every parser's actions, those of its groups
+    included, in the parser's own list; a positional's "" is its command's to judge (`core-set`
+    clears a field with it)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
                 _refuse_empty(sub)
-        elif action.option_strings and action.metavar in _NAMED_VALUES and action.type is None:
-            action.type = _not_empty
+        elif (action.option_strings and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+              and action.type is None and action.choices is None):
+            action.type = _not_empty(_EMPTY_HINTS.get(action.dest, ""))
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:

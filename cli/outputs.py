@@ -32,8 +32,9 @@ def _fits(file: str, param: str, given: str) -> None:
     """Nothing stands at ``file`` that a written file could not replace: a folder, or a device,
     pipe or socket (the file replaces what stands there, and as root that could be /dev/null)."""
     target, where = Path(file), "" if file == given else f"{file!r}, a file it writes, "
-    if file.endswith(os.sep):  # Path drops it: `newdir/` wrote a file named newdir
-        raise BadInput(f"{given!r}: {where}names a folder (it ends in {os.sep!r}), not a file", param=param)
+    if file.endswith(os.sep) or os.path.basename(file) in (".", ".."):  # Path drops `/` and `/.`:
+        raise BadInput(f"{given!r}: {where}names a folder (it ends in {os.sep!r}, '.' or '..'), not a file",
+                       param=param)
     with writing(given, param, tried=""):  # a name too long, a loop of links
         if target.is_dir():
             raise BadInput(f"{given!r}: {where}is a folder, not a file", param=param)

@@ -209,6 +209,7 @@ def test_json_errors_go_to_stdout_as_an_object(mem, workspace):
     ("--report", "a" * 300 + "/r", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
     ("--plot", "a" * 300 + ".png", ["eval", "frontier", "F"]),
     ("--trec-out", "newdir/", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),  # wrote a file
+    ("--trec-out", "newdir/.", ["eval", "paging", "--queries", "Q", "--qrels", "R"]),
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line_before_the_work(
         workspace, mem, tmp_path, monkeypatch, flag, value, argv):
@@ -454,16 +455,17 @@ def test_an_index_folder_whose_name_is_too_long_is_bad_input(workspace, mem):
         assert err.endswith(": File name too long\n") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("name", ["mem.toml", "settings.toml"])
 @pytest.mark.parametrize("kind", ["folder", "dangling link"])
-def test_a_workspace_config_that_is_no_file_is_bad_input_not_ignored(workspace, mem, kind):
-    """A folder or a dangling link at solve/mem.toml was passed over: its settings silently not
-    applied (exit 0), where --config naming either is refused."""
-    config = workspace.root / "solve" / "mem.toml"
+def test_a_workspace_config_that_is_no_file_is_bad_input_not_ignored(workspace, mem, kind, name):
+    """A folder or a dangling link at solve/mem.toml or solve/settings.toml was passed over: its
+    settings or ontology silently not applied (exit 0), where --config naming either is refused."""
+    config = workspace.root / "solve" / name
     if kind == "folder":
         config.mkdir()
     else:
         config.symlink_to(workspace.root / "solve" / "no-such.toml")
-    code, out, err = mem("archive-search", "statement")
+    code, out, err = mem("index", "--no-progress")
     reason = "Is a directory" if kind == "folder" else "No such file or directory"
     assert (code, out, err) == (2, "", f"mem: {config}: cannot read: {reason}\n")
 
@@ -474,6 +476,9 @@ def test_a_workspace_config_that_is_no_file_is_bad_input_not_ignored(workspace, 
     (["eval", "paging", "--queries", "", "--qrels", "R"], "--queries"),
     (["eval", "frontier", "F", "--memory-from", ""], "--memory-from"),
     (["tune", "--holdout-queries", ""], "--holdout-queries"),
+    (["archive-search", "x", "--setting", ""], "--setting"),          # judged no setting
+    (["archive-search", "x", "--context-run", ""], "--context-run"),  # asked from no run
+    (["eval", "frontier", "--queries", "", "--qrels", "R"], "--queries"),
 ])
 def test_an_empty_path_or_run_is_refused_naming_the_flag(workspace, mem, tmp_path, monkeypatch, argv, flag):
     """"" read as not given: `--config ""` used no file, `--memory-from ""` scored no run,
