@@ -146,7 +146,8 @@ FUNCTIONS: tuple[Function, ...] = (
         "ranked by the strategy (default: BM25 candidates and the steps similar statements cite, "
         "scored with embeddings; the embedding never adds a candidate alone). With setting, hits "
         "whose setting or a hypothesis it does not imply (M3) are left out unless any_setting. Each "
-        "hit: id, run, kind, statement, status, grade, setting, setting_match, score, in_library.",
+        "hit: id, run, kind, statement, status, grade, setting, setting_match, score, in_library, "
+        "unmet_hyp (its hypotheses the setting does not imply).",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
                required=True, positional=True, metavar="QUERY"),
          Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",

@@ -75,7 +75,8 @@ def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
              + (" · BM25 order: vectors not computed yet" if page.pending else "")]
     for rank, hit in enumerate(page.hits, start=page.first_rank):
         grade = hit.grade or "not audited"
-        match = f" ({hit.setting_match})" if hit.setting_match else ""
+        unmet = f"; hyp {', '.join(map(repr, hit.unmet_hyp))} not implied" if hit.unmet_hyp else ""
+        match = f" ({hit.setting_match}{unmet})" if hit.setting_match else ""
         lib = " · library" if hit.in_library else ""
         lines.append(f"{rank}. {hit.id}  {hit.kind} · {hit.status} · {grade}{lib} · "
                      f"setting: {hit.setting or '—'}{match} · {hit.score:.3f}"

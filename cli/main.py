@@ -146,30 +146,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 
-def _not_empty(hint: str = ""):
-    def check(text: str) -> str:
-        if not text:
-            raise argparse.ArgumentTypeError(f"is empty{hint}")
-        return text
-    return check
+_NAMES_A_PLACE = ("FILE", "DIR", "RUN", "Q", "R", "FILE.png")  # metavars of files, folders and runs
 
 
-_EMPTY_HINTS = {"until": " (leave it out for memory as it is now)"}  # `--until "$CUT"`, CUT unset
+def _not_empty(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("is empty")
+    return text
 
 
 def _refuse_empty(parser: argparse.ArgumentParser) -> None:
-    """An option's text value given as "" is refused: it read as not given (`--config ""` used no
-    file, `--memory-from ""` scored no run, `--setting ""` judged no setting, `--context-run ""`
-    asked from no run) or as the current folder. Every parser's actions, those of its groups
-    included, in the parser's own list; a positional's "" is its command's to judge (`core-set`
-    clears a field with it)."""
+    """An option naming a file, a folder or a run (``_NAMES_A_PLACE``) given as "" is refused: it
+    read as not given (`--config ""` used no file, `--memory-from ""` scored no run, `tune
+    --holdout-queries ""` held out nothing) or as the current folder. Only the command line takes
+    such options; the values the functions take (`setting`, `run`, `until`, …) are the API's to
+    judge, alike on every path (a blank setting is none). Every parser's actions, those of its
+    groups included, in the parser's own list; a positional's "" is its command's to judge."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
                 _refuse_empty(sub)
-        elif (action.option_strings and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
-              and action.type is None and action.choices is None):
-            action.type = _not_empty(_EMPTY_HINTS.get(action.dest, ""))
+        elif action.option_strings and action.metavar in _NAMES_A_PLACE and action.type is None:
+            action.type = _not_empty
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:

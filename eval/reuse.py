@@ -191,14 +191,13 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
             continue
         step = step_of(memory, gid) or entry  # as its tree has it, as M3 and the search judge it
         judged = setting and step is not None
-        match = ws.ontology.reuse_match(setting, step.setting, step.hyp) if judged else None
+        match = ws.ontology.match(setting, step.setting) if judged else None
         unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if judged else []
         why = ""
         if entry is None:
             why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
-        elif match == INCOMPATIBLE:
-            what = (f"setting {step.setting!r}" if ws.ontology.match(setting, step.setting) == INCOMPATIBLE
-                    else f"hypothesis {unmet[0]!r}")
+        elif match == INCOMPATIBLE or unmet:
+            what = f"setting {step.setting!r}" if match == INCOMPATIBLE else f"hypothesis {unmet[0]!r}"
             why = (f"its {what} is incompatible with the Fix setting {setting!r} (M3): the search "
                    "leaves it out")
         finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)

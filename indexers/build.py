@@ -465,14 +465,14 @@ def _published(index: Index, name: str, existing: dict[str, tuple]) -> dict[str,
     written already, and this run publishes them: counted against the pinned version, they are
     added or updated for readers, not unchanged."""
     version = index.pinned.get(name)
-    if name not in index.unpublished or name in index.rebuilt or version is None or index.full:
+    if name not in index.unpublished or name in index.rebuilt or version is None:
         return existing
     try:
         table = index.db.open_table(name)
         table.checkout(version)
         scanned = writer.scan(table, ["gid", "run", "content_hash"])
-    except (ValueError, OSError):  # no such version any more: only the latest can be said
-        return existing
+    except Exception:  # no such version any more, a damaged table (--full rebuilds it): only the
+        return existing  # latest can be said, and a summary never fails the index
     return {gid: (run, content) for gid, run, content in
             zip(*(scanned[c].to_pylist() for c in ("gid", "run", "content_hash")))}
 

@@ -18,7 +18,8 @@ EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's empha
 _HEADING = re.compile(r"^## +(.*?)\s*$")
 _LINKS = frozenset({"is", "now", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})  # A5-8 is now proved
 _CONDITIONS = frozenset({"if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless",
-                         "after", "before", "assuming", "suppose", "supposing", "provided"})  # state nothing
+                         "after", "before", "assuming", "suppose", "supposing", "provided", "soon"})
+_CLAUSE_END = ",;.:!?"  # a word ending so (its closing brackets and quotes aside) ends a clause
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 
 
@@ -102,15 +103,34 @@ def mentions(text: str) -> Iterator[str]:
         yield from line.split()
 
 
+def _ends_clause(word: str) -> bool:
+    return word.rstrip(")]}\"'”’*`")[-1:] in tuple(_CLAUSE_END)
+
+
+def _asked(words: list[str], at: int) -> bool:
+    """Whether ``words[at]`` lies in a condition or a question: its clause (words between two that
+    end one) has a condition word before it, or ends in ``?``."""
+    start = at
+    while start and not _ends_clause(words[start - 1]):
+        start -= 1
+    if any(w.strip(EDGE).casefold() in _CONDITIONS for w in words[start:at]):
+        return True
+    end = at
+    while end < len(words) - 1 and not _ends_clause(words[end]):
+        end += 1
+    return words[end].rstrip(")]}\"'”’*`").endswith("?")
+
+
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
     after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``.
-    ``A5-8 is not proved`` states nothing, nor does a condition: ``once A5-8 is proved``, ``whether
-    A5-8 is proved``, ``if A5-8 proved``."""
+    ``A5-8 is not proved`` states nothing, nor does a word in a condition (a clause where a
+    condition word comes before it: ``once A5-8 is proved``, ``retry E6 if step A5-8 is proved``,
+    ``as soon as A5-8 is proved``) or in a question (``is A5-8 proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
         for at, word in enumerate(words):
-            if at and words[at - 1].strip(EDGE).casefold() in _CONDITIONS:
+            if _asked(words, at):
                 continue
             for after in words[at + 1:at + 4]:
                 status = after.strip(EDGE).casefold()

@@ -86,18 +86,12 @@ class Ontology:
         setting and never counts."""
         return [h for h in hyps if self.match(setting, h) == INCOMPATIBLE]
 
-    def reuse_match(self, setting: str, step_setting: str, hyps: Sequence[str]) -> str:
-        """A hit's ``setting_match``: the step's setting against ``setting`` (``match``), and
-        ``incompatible`` as well when one of its hypotheses is (M3 weighs both: a step whose
-        hypothesis the query's setting does not imply is no input there, whatever its setting)."""
-        found = self.match(setting, step_setting)
-        return INCOMPATIBLE if found != INCOMPATIBLE and self.unmet_hypotheses(setting, hyps) else found
-
     def reusable(self, setting: str, step_setting: str, hyps: Sequence[str]) -> bool:
         """M3 (SPEC §7): whether a step of ``step_setting`` with ``hyps`` may be reused where
         ``setting`` holds: neither its setting nor one of its hypotheses is incompatible with it
         (``unknown`` ones are for an auditor, not refused)."""
-        return self.reuse_match(setting, step_setting, hyps) != INCOMPATIBLE
+        return (self.match(setting, step_setting) != INCOMPATIBLE
+                and not self.unmet_hypotheses(setting, hyps))
 
 
 def _read(path: Path) -> list[tuple[dict, str]]:

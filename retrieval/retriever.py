@@ -267,8 +267,9 @@ class Retriever:
         row = candidate.row
         return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
                    status=row.status, grade=row.grade, setting=row.setting,
-                   setting_match=ontology.reuse_match(setting, row.setting, row.hyp) if setting else None,
-                   score=shown_score(candidate.score), in_library=row.in_library, via=candidate.via)
+                   setting_match=ontology.match(setting, row.setting) if setting else None,
+                   score=shown_score(candidate.score), in_library=row.in_library, via=candidate.via,
+                   unmet_hyp=tuple(ontology.unmet_hypotheses(setting, row.hyp)) if setting else ())
 
     # ---- recall_search
     @_reads_index

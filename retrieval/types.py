@@ -22,6 +22,8 @@ class Hit:
     score: float
     in_library: bool = False
     via: str = "text"   # "id" when the query named it, else "text"
+    unmet_hyp: tuple[str, ...] = ()  # its hypotheses the query's setting does not imply (M3 refuses
+    # it then, whatever its setting_match: only a hit named by id or asked with any_setting has any)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -476,9 +476,8 @@ def test_a_workspace_config_that_is_no_file_is_bad_input_not_ignored(workspace, 
     (["eval", "paging", "--queries", "", "--qrels", "R"], "--queries"),
     (["eval", "frontier", "F", "--memory-from", ""], "--memory-from"),
     (["tune", "--holdout-queries", ""], "--holdout-queries"),
-    (["archive-search", "x", "--setting", ""], "--setting"),          # judged no setting
-    (["archive-search", "x", "--context-run", ""], "--context-run"),  # asked from no run
     (["eval", "frontier", "--queries", "", "--qrels", "R"], "--queries"),
+    (["eval", "frontier", "F", "--plot", ""], "--plot"),
 ])
 def test_an_empty_path_or_run_is_refused_naming_the_flag(workspace, mem, tmp_path, monkeypatch, argv, flag):
     """"" read as not given: `--config ""` used no file, `--memory-from ""` scored no run,

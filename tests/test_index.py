@@ -555,6 +555,14 @@ def test_the_run_after_a_stopped_one_counts_what_it_publishes_against_what_reade
     assert (steps.added, steps.updated, steps.removed) == (0, 1, 0)
     hits = Memory.open(workspace.root).archive_search("okapis", strategy="bm25").hits
     assert [h.id for h in hits] == ["alpha/a2"]
+    # and when the next run is a full rebuild
+    workspace.edit_step("alpha", "a2", statement="a statement about tapirs")
+    monkeypatch.setattr(writer, "publish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    monkeypatch.setattr(writer, "publish", publish)
+    steps = Memory.open(workspace.root).index(full=True, progress=False).tables["steps"]
+    assert (steps.added, steps.updated, steps.removed) == (0, 1, 0)
 
 
 def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, mem, monkeypatch):

@@ -58,7 +58,7 @@ def test_no_transfer_by_analogy(example):
     assert every and all(h.setting_match != "incompatible" for h in every)
 
 
-def test_the_setting_rule_weighs_hypotheses_as_m3_does(workspace):
+def test_the_setting_rule_weighs_hypotheses_as_m3_does(workspace, mem):
     """A step is left out when the query's setting does not imply its setting or one of its
     hypotheses that the ontology knows (a hypothesis outside it, `p odd`, never counts): the rule
     `mem check` applies as M3, by every strategy, kept open or not, after an edit of `hyp` alone."""
@@ -85,13 +85,16 @@ def test_the_setting_rule_weighs_hypotheses_as_m3_does(workspace):
     page = memory.archive_search("Zorb tower descent", setting="F_q((t))")
     assert {h.id: h.setting_match for h in page.hits if h.id.startswith("gamma/")} == {
         "gamma/odd": "implied", "gamma/local": "implied"}
-    # what the rule leaves out is marked so: with --any-setting, and when named by id
+    # what the rule leaves out says why: with --any-setting, and when named by id (setting_match
+    # judges the setting, SPEC §8; unmet_hyp the hypotheses)
     anywhere = memory.archive_search("Zorb tower descent", setting="F_q((t))", any_setting=True)
-    assert {h.id: h.setting_match for h in anywhere.hits if h.id.startswith("gamma/")} == {
-        "gamma/odd": "implied", "gamma/local": "implied", "gamma/padic": "incompatible",
-        "gamma/complex": "incompatible"}
+    assert {h.id: (h.setting_match, h.unmet_hyp) for h in anywhere.hits if h.id.startswith("gamma/")} == {
+        "gamma/odd": ("implied", ()), "gamma/local": ("implied", ()),
+        "gamma/padic": ("implied", ("p-adic local",)), "gamma/complex": ("incompatible", ())}
     (named,) = memory.archive_search("gamma/padic", setting="F_q((t))").hits
-    assert (named.id, named.via, named.setting_match) == ("gamma/padic", "id", "incompatible")
+    assert (named.id, named.via, named.unmet_hyp) == ("gamma/padic", "id", ("p-adic local",))
+    code, out, _ = mem("archive-search", "gamma/padic", "--setting", "F_q((t))")
+    assert code == 0 and "setting: nonarch-local (implied; hyp 'p-adic local' not implied)" in out
 
     tree = workspace.tree("gamma")  # an edit of hyp alone, indexed incrementally
     tree["steps"][2]["hyp"] = ["Qp"]
