@@ -145,7 +145,6 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
 
-
 _NAMES_A_PLACE = ("FILE", "DIR", "RUN", "Q", "R", "FILE.png")  # metavars of files, folders and runs
 
 
