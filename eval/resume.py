@@ -57,7 +57,8 @@ class Resume:
 
     def as_dict(self) -> dict[str, Any]:
         e = self.event
-        return {"test": "resume", "pass": self.passed, "verdict": self.verdict, "run": self.run, "until": self.until,
+        return {"test": "resume", "pass": self.passed, "verdict": self.verdict, "run": self.run,
+                "until": self.until,
                 "event": None if e is None else {"seq": e.seq, "time": e.time, "kind": e.kind,
                                                  "text": e.text},
                 "w_source": self.w_source, "w": self.w, "notes": list(self.notes), "pages": self.pages,
@@ -83,8 +84,9 @@ class Resume:
         if not self.routes:
             lines.append("resume: nothing to test: no blocked route was known by then")
         else:
+            missed = f"; missed: {', '.join(self.missed)}" if self.missed else ""
             lines.append(f"resume: {self.verdict}: {found} of {len(self.routes)} blocked routes found "
-                         f"within {self.pages} pages" + (f"; missed: {', '.join(self.missed)}" if self.missed else ""))
+                         f"within {self.pages} pages{missed}")
         return "\n".join(lines)
 
 
