@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mem_retrieval.cli.outputs import named
 from mem_retrieval.records.errors import BadInput, MemError, one_line, plural
 
 
@@ -145,37 +146,13 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
 
-_NAMES_A_PLACE = ("FILE", "DIR", "RUN", "Q", "R", "FILE.png")  # metavars of files, folders and runs
-
-
-def _not_empty(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("is empty")
-    return text
-
-
-def _refuse_empty(parser: argparse.ArgumentParser) -> None:
-    """An option naming a file, a folder or a run (``_NAMES_A_PLACE``) given as "" is refused: it
-    read as not given (`--config ""` used no file, `--memory-from ""` scored no run, `tune
-    --holdout-queries ""` held out nothing) or as the current folder. Only the command line takes
-    such options; the values the functions take (`setting`, `run`, `until`, …) are the API's to
-    judge, alike on every path (a blank setting is none). Every parser's actions, those of its
-    groups included, in the parser's own list; a positional's "" is its command's to judge."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                _refuse_empty(sub)
-        elif action.option_strings and action.metavar in _NAMES_A_PLACE and action.type is None:
-            action.type = _not_empty
-
-
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--workspace", "-w", metavar="DIR", default=default,
+    parser.add_argument("--workspace", "-w", metavar="DIR", default=default, type=named,
                         help="workspace folder (default: $MEM_WORKSPACE, else the current folder)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
                         help="machine-readable output on stdout")
-    parser.add_argument("--config", metavar="FILE", default=default,
+    parser.add_argument("--config", metavar="FILE", default=default, type=named,
                         help="a TOML file overriding configs/default.toml")
 
 
@@ -189,7 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(common, suppress=True)
     for module in command_modules(""):
         module.register(subparsers, common)
-    _refuse_empty(parser)
     return parser
 
 

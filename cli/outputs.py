@@ -1,7 +1,8 @@
 """Files and folders a command writes where its flags say (``--trec-out``, ``--report``,
 ``--plot``, ``--write-queries``): checked before the (long) work that fills them, so a path that
 can never be written is refused at once, and a write that fails anyway is one line (exit 2) naming
-the flag and the path, not a traceback after the work is done."""
+the flag and the path, not a traceback after the work is done. And the one check of every path
+(or run) a command-line option names: ``named`` refuses "" at parsing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput
+
+
+def named(text: str) -> str:
+    """The argparse ``type`` of an option naming a file, a folder or a run: "" read as not given
+    (`--config ""` used no file, `--memory-from ""` scored no run, `tune --holdout-queries ""`
+    held out nothing) or as the current folder. Only command-line options take it: the values the
+    memory functions take (``setting``, ``run``, ``until``…) are the API's to judge, alike on every
+    path."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("is empty")
+    return text
 
 
 def _writable_folder(folder: Path, param: str, given: str) -> None:

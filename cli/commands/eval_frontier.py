@@ -3,6 +3,8 @@ and how far a given memory (ids, a run's W, the library) sits below it."""
 
 from __future__ import annotations
 
+from mem_retrieval.cli.outputs import named
+
 import argparse
 from pathlib import Path
 
@@ -20,9 +22,11 @@ def register(subparsers, common) -> None:
         "(coverage − precision) and loss (precision frontier at its size − its precision).")
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="JSON with queries, events and spans (or use --queries/--qrels)")
-    parser.add_argument("--queries", metavar="Q", help="queries JSONL: the workspace's library steps "
+    parser.add_argument("--queries", type=named,
+                        metavar="Q", help="queries JSONL: the workspace's library steps "
                         "are the events, true when admissible (M2)")
-    parser.add_argument("--qrels", metavar="R", help="TREC qrels: a step judged > 0 answers its query")
+    parser.add_argument("--qrels", type=named,
+                        metavar="R", help="TREC qrels: a step judged > 0 answers its query")
     parser.add_argument("--max-size", type=_count, metavar="N",
                         help="largest memory size on the frontier (default: every event)")
     parser.add_argument("--exact-limit", type=_count, metavar="N",
@@ -30,9 +34,10 @@ def register(subparsers, common) -> None:
                         "are at most N (default 2^20; never beyond n = 24)")
     given = parser.add_mutually_exclusive_group()
     given.add_argument("--memory", metavar="IDS", help="a memory to score: event ids, comma-separated")
-    given.add_argument("--memory-from", metavar="RUN", help="score the events RUN's core.md names, "
+    given.add_argument("--memory-from", type=named,
+                       metavar="RUN", help="score the events RUN's core.md names, "
                        "or 'library' for the library's steps")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw both frontiers and the memory")
+    parser.add_argument("--plot", type=named, metavar="FILE.png", help="draw both frontiers and the memory")
     parser.set_defaults(handler=run_frontier)
 
 

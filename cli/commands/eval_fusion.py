@@ -4,6 +4,8 @@ a run or from none, chosen by cross-validation with folds by run or by setting (
 
 from __future__ import annotations
 
+from mem_retrieval.cli.outputs import named
+
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
 ASKED = {"run": True, "none": False}     # --asked: the queries asked from a run, or from none
@@ -18,8 +20,9 @@ def register(subparsers, common) -> None:
                     "should hold, or [fusion.<S>_in_run] for queries asked from a run) and, for "
                     "each fold of runs (or of settings), on the other folds only (the "
                     "cross-validated figures: how well the choice generalises).")
-    parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
-    parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+    parser.add_argument("--queries", type=named,
+                        required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
+    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
                         metavar="S", help=f"{' or '.join(GRAPH_STRATEGIES)} (default {GRAPH_STRATEGIES[0]})")
     parser.add_argument("--asked", choices=tuple(ASKED), metavar="run|none",

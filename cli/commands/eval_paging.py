@@ -3,6 +3,8 @@ recall per page, simulated pagers' early-stop loss and the standard metrics, str
 
 from __future__ import annotations
 
+from mem_retrieval.cli.outputs import named
+
 from pathlib import Path
 
 from mem_retrieval.retrieval.strategies import STRATEGIES
@@ -16,14 +18,17 @@ def register(subparsers, common) -> None:
         description="Run each retrieval strategy over the judged queries: R@5, R@10, R@50, RR@10, "
                     "nDCG@10, AP (ir_measures), recall after each page of 5, and the early-stop "
                     "loss of simulated pagers (first-page, fixed-2, patience-1, score-drop, hint).")
-    parser.add_argument("--queries", required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
-    parser.add_argument("--qrels", required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+    parser.add_argument("--queries", type=named,
+                        required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
+    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="S",
                         help=f"one of {', '.join(STRATEGIES)}; repeatable (default: all)")
     parser.add_argument("--max-pages", type=int, default=10, metavar="N",
                         help="the most pages read: recall by page up to N, loss against N (default 10)")
-    parser.add_argument("--trec-out", metavar="FILE", help="write every strategy's ranking as a TREC run")
-    parser.add_argument("--report", metavar="DIR", help="write DIR/report.md and DIR/recall_by_page.png")
+    parser.add_argument("--trec-out", type=named,
+                        metavar="FILE", help="write every strategy's ranking as a TREC run")
+    parser.add_argument("--report", type=named,
+                        metavar="DIR", help="write DIR/report.md and DIR/recall_by_page.png")
     parser.set_defaults(handler=run_paging)
 
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from mem_retrieval.cli.outputs import named
+
 ORDER = 60
 
 
@@ -52,9 +54,10 @@ def register(subparsers, common) -> None:
                         f"{', '.join(STRATEGY_NAMES)})")
     parser.add_argument("--max-pages", type=int, default=10, metavar="N",
                         help="--per-step: recall by page up to N pages (default 10)")
-    parser.add_argument("--trec-out", metavar="FILE", help="--per-step: every ranking as a TREC run")
-    parser.add_argument("--report", metavar="DIR", help="--per-step: DIR/report.md and the plot")
-    parser.add_argument("--write-queries", metavar="DIR",
+    parser.add_argument("--trec-out", type=named,
+                        metavar="FILE", help="--per-step: every ranking as a TREC run")
+    parser.add_argument("--report", type=named, metavar="DIR", help="--per-step: DIR/report.md and the plot")
+    parser.add_argument("--write-queries", type=named, metavar="DIR",
                         help="--per-step: write the derived queries and qrels as SPEC §10 files")
     parser.set_defaults(handler=reuse)
 

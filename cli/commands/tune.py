@@ -4,6 +4,8 @@ fine-tune the rerank model on the workspace's own citations (mem_retrieval/tune.
 
 from __future__ import annotations
 
+from mem_retrieval.cli.outputs import named
+
 ORDER = 15
 
 
@@ -29,7 +31,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--precision", default="auto", metavar="P",
                         help="the encoding's arithmetic while training, bf16 or fp32: bf16 runs 1.4-1.9x "
                              "as fast where the CPU has it natively; auto (the default) uses it there")
-    parser.add_argument("--holdout-queries", metavar="FILE",
+    parser.add_argument("--holdout-queries", type=named, metavar="FILE",
                         help="queries JSONL: the steps they name, and the work written after them, never "
                              "train the model (evaluate them after)")
     parser.add_argument("--progress", dest="progress", action="store_true", default=None,
