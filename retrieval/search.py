@@ -276,14 +276,13 @@ class Searcher:
             judged = self._judged = Judged(current)
         return judged
 
-    def setting_exclusion(self, setting: str | None, any_setting: bool,
-                          judged: "Judged | None" = None) -> tuple[int, ...]:
+    def setting_exclusion(self, setting: str | None, any_setting: bool) -> tuple[int, ...]:
         """The keys of the steps' settings and hypotheses that ``setting`` does not imply (the
-        setting rule, M3), worked out once per searcher, ontology and setting (hundreds of distinct
-        settings cost ~7 ms); ``judged``: as the caller read it (default: now)."""
+        setting rule, M3: the prefilter of every engine), worked out once per searcher, ontology
+        and setting (hundreds of distinct settings cost ~7 ms)."""
         if not setting or any_setting:
             return ()
-        judged = judged or self.judging()
+        judged = self.judging()
         return _remembered(judged.exclusions, setting, 1024, lambda: tuple(
             store.reuse_key(s, h) for s, h in self.settings if judged.refused(setting, s, h)))
 
@@ -349,14 +348,10 @@ class Searcher:
             ids = self.id_hits(query.text, filters.where("steps"))
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
-        judged = self.judging() if query.setting and not query.any_setting else None
-        request = Request("steps", query.text, filters,
-                          self.setting_exclusion(query.setting, query.any_setting, judged), query.context_run,
-                          frozenset(c.gid for c in ids))
+        request = Request("steps", query.text, filters, self.setting_exclusion(query.setting, query.any_setting),
+                          query.context_run, frozenset(c.gid for c in ids))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
-        if judged is not None:
-            found = [c for c in found if not judged.refused(query.setting, c.row.setting, c.row.hyp)]
-        return ids, found
+        return ids, found  # the setting rule is the prefilter's (``setting_key``, every engine's)
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
