@@ -348,8 +348,8 @@ class Searcher:
             ids = self.id_hits(query.text, filters.where("steps"))
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
-        request = Request("steps", query.text, filters, self.setting_exclusion(query.setting, query.any_setting),
-                          query.context_run, frozenset(c.gid for c in ids))
+        excluded = self.setting_exclusion(query.setting, query.any_setting)
+        request = Request("steps", query.text, filters, excluded, query.context_run, frozenset(c.gid for c in ids))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         return ids, found  # the setting rule is the prefilter's (``setting_key``, every engine's)
 
