@@ -349,7 +349,8 @@ class Searcher:
             if ids and exact_lookup(query.text):
                 return ids, []  # an exact id lookup: the steps it names, no text search, no model
         excluded = self.setting_exclusion(query.setting, query.any_setting)
-        request = Request("steps", query.text, filters, excluded, query.context_run, frozenset(c.gid for c in ids))
+        request = Request("steps", query.text, filters, excluded, query.context_run,
+                          frozenset(c.gid for c in ids))
         found = strategy.rank(self, request) if scored else strategy.candidates(self, request)
         return ids, found  # the setting rule is the prefilter's (``setting_key``, every engine's)
 
