@@ -126,15 +126,16 @@ def claims(text: str) -> Iterator[Claim]:
     after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``.
     ``A5-8 is not proved`` states nothing, nor does a word in a condition (a clause where a
     condition word comes before it: ``once A5-8 is proved``, ``retry E6 if step A5-8 is proved``,
-    ``as soon as A5-8 is proved``) or in a question (``is A5-8 proved?``)."""
+    ``as soon as A5-8 is proved``) or in a question (``is A5-8 proved?``), the status word's clause
+    included (``A5-8: proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
         for at, word in enumerate(words):
             if _asked(words, at):
                 continue
-            for after in words[at + 1:at + 4]:
+            for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
                 status = after.strip(EDGE).casefold()
-                if status in STATUSES:
+                if status in STATUSES and not _asked(words, place):  # `A5-8: proved?`
                     yield Claim(number, word, status)
                 if after not in _LINKS and after.strip(EDGE).casefold() not in _LINKS:
                     break

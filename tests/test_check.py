@@ -61,12 +61,13 @@ def test_m1_reads_a_status_after_linking_words(workspace, mem):
     """`a4 is proved`, `a4 — proved`, `a4 is now proved` state a status as `a4 proved` does (also
     after a clause that ends in a condition word: `Iwahori after; a4 …`); `a4 is not proved`, `a4
     was then proved`, a condition (`once a4 is proved`, `whether a4 is proved`, `if a4 proved`,
-    `retry E6 if step a4 is proved`, `as soon as a4 is proved`) and a question state none."""
+    `retry E6 if step a4 is proved`, `as soon as a4 is proved`, `a4: if proved`) and a question
+    (`Is a4 proved?`, `a4: proved?`: the status word's clause asks) state none."""
     workspace.write_core("alpha", "## phase       a4 is proved\n## portfolio   a4 — proved; a1 is proved\n"
                                   "## open gaps   Satake first, Iwahori after; a4 is now proved\n"
                                   "## next        a4 is not proved, once a4 is proved, check whether a4 "
                                   "is proved (if a4 proved); retry E6 if step a4 is proved. Is a4 "
-                                  "proved? As soon as a4 is proved, audit\n"
+                                  "proved? As soon as a4 is proved, audit; a4: proved? a4: if proved, go\n"
                                   "## inputs      a4 was then proved\n")
     code, out, _ = mem("check")
     line = step_line(workspace, "alpha", "a4")
