@@ -173,10 +173,11 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(
         "recall_search", "Events with their briefs and returns, 5 a page",
         "Give query (the events matching it, best first) or id (every event naming that step, in "
-        "log order), not both.",
+        "time order, each run's in log order), not both.",
         (Param("query", "string", "what to look for in the events, their briefs and returns",
                positional=True, metavar="QUERY"),
-         Param("id", "string", "every event naming this step, in log order", metavar="ID"),
+         Param("id", "string", "every event naming this step (a bare id with run: that run's), in "
+               "time order", metavar="ID"),
          Param("run", "string", "only events of this run", metavar="R"),
          UNTIL, PAGE)),
     Function(

@@ -84,7 +84,7 @@ class Memory:
     def recall_search(self, query: str | None = None, *, id: str | None = None,
                       run: str | None = None, until: str | Until | None = None,
                       page: int = 1) -> Page[EventHit]:
-        """Events with their briefs and returns: every event naming ``id`` in log order, or the
+        """Events with their briefs and returns: every event naming ``id`` in time order, or the
         events matching ``query``, a page at a time."""
         return self.retriever.recall_search(self._recall_query(query, id, run, until),
                                             _page("recall_search", page))

@@ -206,7 +206,7 @@ class ArchiveQuery:
 
 @dataclass(frozen=True)
 class RecallQuery:
-    """One recall_search: a text query, or every event naming ``id`` (in log order); ``run`` and
+    """One recall_search: a text query, or every event naming ``id`` (in time order); ``run`` and
     ``until`` narrow it."""
 
     text: str | None = None

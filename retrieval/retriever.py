@@ -274,7 +274,7 @@ class Retriever:
     # ---- recall_search
     @_reads_index
     def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
-        """Events with their briefs and returns: by id in log order, or by text, a page."""
+        """Events with their briefs and returns: by id in time order, or by text, a page."""
         hits = self.recall_hits(query)
         shown = page_slice(hits, page, self.config.search.page_size)
         found = self._page(shown, len(hits), [h.score for h in hits], page,
@@ -295,8 +295,9 @@ class Retriever:
         from mem_retrieval.retrieval.query import Filters
 
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
-        if query.id is not None:
-            found = self.searcher.events_naming(query.id, filters)
+        if query.id is not None:  # a bare id with a run is that run's step (SPEC §2)
+            ref = query.id if "/" in query.id or query.run is None else f"{query.run}/{query.id}"
+            found = self.searcher.events_naming(ref, filters)
             if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
                 named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
                          if ref == query.id or ref.endswith("/" + query.id)}

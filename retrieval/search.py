@@ -360,14 +360,16 @@ class Searcher:
         return ranked[: self.config.search.pool]
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:
-        """Every event naming the step ``ref`` (in its ids), in log order."""
+        """Every event naming the step ``ref`` (in its ids: a global id, or, bare, a step of any
+        run with that id), in time order; a run's events in its log order (its times never
+        decrease; ties by run, then sequence number)."""
         table = self.table("events")
         if table is None:
             return []
         column = "id_keys" if "/" in ref else "sid_keys"
         where = filters.where("events", [f"array_has({column}, {store.key(ref)})"])
-        data = (table.search().where(where).select(list(EventRow.COLUMNS))
+        data = (table.search().where(where).select(list(EventRow.COLUMNS) + ["ts"])
                 .limit(max(table.count_rows(), 1)).to_arrow())
-        found = from_arrow(data, "events")
-        return sorted((replace(c, score=1.0) for c in found), key=lambda c: (c.row.run, c.row.seq))
+        found = zip(data["ts"].to_pylist(), from_arrow(data, "events"))
+        return [replace(c, score=1.0) for _, c in sorted(found, key=lambda t: (t[0], t[1].row.run, t[1].row.seq))]
 

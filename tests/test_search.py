@@ -232,6 +232,31 @@ def test_recall_by_a_bare_id_several_runs_use_is_refused_not_merged(example):
     assert {h.run for h in example.recall_hits(id="A5-8")} == {"satake-two-levels"}
 
 
+def test_recall_by_id_means_the_runs_own_step_and_lists_events_in_time_order(workspace, mem):
+    """A bare id with a run is that run's step (SPEC §2): an event of alpha naming beta/a1 is not
+    about alpha/a1. Events of several runs naming one step come in time order, each run's in its
+    log order."""
+    workspace.add_step("beta", make_step("a1"))
+    events = workspace.events("alpha") + [
+        {"time": "2026-10-17T05:00:00Z", "actor": "root", "kind": "audit", "ids": ["beta/a1"],
+         "text": "beta's a1 has the wrong sign"},
+        {"time": "2026-10-17T06:00:00Z", "actor": "root", "kind": "audit", "ids": ["a1"],
+         "text": "a1 checked again"}]
+    workspace.write_events("alpha", events)
+    workspace.write_events("beta", [{"time": "2026-10-17T04:00:00Z", "actor": "B1", "kind": "return",
+                                     "ids": ["b1", "alpha/a1"], "text": "one step"}])
+    assert mem("index")[0] == 0
+
+    def listed(*argv: str) -> list[str]:
+        code, out, _ = mem("--json", "recall-search", *argv)
+        return [hit["id"] for hit in json.loads(out)["hits"]] if code == 0 else []
+
+    assert listed("--id", "a1", "--run", "alpha") == ["alpha#2", "alpha#4"]
+    assert listed("--id", "alpha/a1") == ["alpha#2", "beta#1", "alpha#4"]  # 03:42, 04:00, 06:00
+    assert listed("--id", "beta/a1") == listed("--id", "beta/a1", "--run", "alpha") == ["alpha#3"]
+    assert listed("--id", "a1", "--run", "beta") == []  # beta's own events never name its a1
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
