@@ -19,7 +19,7 @@ from mem_retrieval.records.core import clean_field, field_name, id_candidates, m
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic
 from mem_retrieval.records.invariants import Catalog, admission_problem
-from mem_retrieval.records.ids import is_run_slug, split_gid
+from mem_retrieval.records.ids import is_run_slug, owner_run, split_gid
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
                                          parse_time, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
@@ -234,10 +234,7 @@ def library_record(step: Step, inserted: str) -> dict:
 def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
     """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails or the
     id is already there."""
-    ref_run, step_id = split_gid(ref)
-    if ref_run is not None and run is not None and ref_run != run:
-        raise BadInput(f"{run!r} is not the run {ref!r} names ({ref_run!r})", param="run")
-    run = ref_run or run
+    run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         raise BadInput(f"{ref!r} is a bare step id: name its run too (RUN/{ref})", param="id")
     if not is_run_slug(run):

@@ -15,7 +15,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.ids import owner_run, ref_problem, split_gid
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -360,7 +360,7 @@ class Retriever:
         if problem:
             raise BadInput(problem, param="id")
         ref_run, step_id = split_gid(ref)
-        owner = ref_run or run
+        owner = owner_run(ref, run)
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
         for name in [owner] if owner else self.workspace.runs():
@@ -388,7 +388,8 @@ class Retriever:
         if wrong_run:
             message = wrong_run[0].message
             raise Refused(f"{ref!r}: run {message}") if ref_run else Refused(message, param="run")
-        raise Refused(f"no step {ref!r}" + self._suggest(ref, library))
+        raise Refused(f"no step {ref!r}" + (f" in run {run!r}" if ref_run is None and run else "")
+                      + self._suggest(ref, library))
 
     def _library(self) -> dict[str, LibraryEntry]:
         return {entry.gid: entry for entry in self.workspace.library()}

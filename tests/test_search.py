@@ -203,6 +203,21 @@ def test_archive_get_with_a_run_that_names_none_says_so_not_no_step(example):
         example.archive_get("satake-two-level/A5-7")
 
 
+def test_archive_get_with_a_run_judges_it_as_archive_insert_does(example):
+    """A global id and a --run naming another run: one of them is a mistake, refused as
+    archive-insert refuses it; a bare id missing from the run given says which run it looked in."""
+    from mem_retrieval.records.errors import BadInput
+
+    for call in (example.archive_get, example.archive_insert):
+        with pytest.raises(BadInput, match=r"^run 'iwahori-two-levels' is not the run 'satake-two-levels/A5-7' "
+                                           r"names \('satake-two-levels'\)$"):
+            call("satake-two-levels/A5-7", run="iwahori-two-levels")
+    assert example.archive_get("satake-two-levels/A5-7", run="satake-two-levels").as_dict()["id"] == \
+        "satake-two-levels/A5-7"
+    with pytest.raises(Refused, match=r"^no step 'A5-7' in run 'iwahori-two-levels'; nearest: "):
+        example.archive_get("A5-7", run="iwahori-two-levels")
+
+
 def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
     page = example.recall_search(id="A5-8", run="satake-two-levels")
     events = [json.loads(line) for line in (EXAMPLE / "satake-two-levels" / "memory" / "events.jsonl")
