@@ -109,17 +109,20 @@ def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) 
 
 def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"])
+    notes = tuple(note.render(spell) for note in page.notes)
     if not page.total:
-        return Answer(page.as_dict(), "no events", 1, tuple(note.render(spell) for note in page.notes))
+        return Answer(page.as_dict(), "no events", 1, notes)
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
     for hit in page.hits:
         ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""
         lines.append(f"{hit.run} #{hit.seq}  {hit.time} · {hit.actor} · {hit.kind}{ids}")
-        lines.append(f"   {textwrap.shorten(hit.text, 200, placeholder=' …')}")
+        lines.append(textwrap.indent(hit.text, "   "))  # the event, whole; its file's start:
         if hit.excerpt:
             lines.append(f"   | {textwrap.shorten(hit.excerpt, 200, placeholder=' …')}")
+        if hit.body is not None and len(hit.body) > 200:
+            lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole in --json)")
     lines.append(_footer(page, spell))
-    return Answer(page.as_dict(), "\n".join(lines))
+    return Answer(page.as_dict(), "\n".join(lines), 0, notes)
 
 
 def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:

@@ -305,6 +305,19 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\r\n")
 
 
+def lines_after(path: Path, number: int) -> int:
+    """How many non-blank lines ``path`` holds after line ``number`` (an event's sequence number is
+    its line number: the events logged after that one), unparsed; 0 when there is no file."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    if data.count(b"\n") + (not data.endswith(b"\n")) <= number:  # no line after it (the usual
+        return 0                                                  # answer, counted in C)
+    rest = data.split(b"\n", number)[number:]
+    return sum(1 for line in rest[0].split(b"\n") if line.decode("utf-8", "replace").strip()) if rest else 0
+
+
 _FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import is_run_slug, split_gid
-from mem_retrieval.records.parse import iter_events, iter_library, parse_core, parse_tree
+from mem_retrieval.records.parse import iter_events, iter_library, lines_after, parse_core, parse_tree
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
@@ -173,6 +173,16 @@ class Workspace:
         path = self.events_path(run)
         if path.is_file():
             yield from iter_events(path, run, self.run_dir(run))
+
+    def logged_after(self, run: str, seq: int) -> int:
+        """How many events the run's events.jsonl holds after the one numbered ``seq`` (0 for
+        none), the lines not parsed; cached while the file is unchanged (``files.stamp``)."""
+        cache = self.__dict__.setdefault("_logged", {})
+        path = self.events_path(run)
+        found = stamp(path)
+        if cache.get(run, (None, None))[:2] != (found, seq):
+            cache[run] = (found, seq, lines_after(path, seq) if found else 0)
+        return cache[run][2]
 
     def core(self, run: str) -> CoreMemory | None:
         path = self.core_path(run)

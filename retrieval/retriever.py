@@ -16,6 +16,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import owner_run, ref_problem, split_gid
+from mem_retrieval.records.parse import read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -279,7 +280,24 @@ class Retriever:
         shown = page_slice(hits, page, self.config.search.page_size)
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
-        return replace(found, notes=() if hits else tuple(self._recall_notes(query)))
+        notes = self._unindexed(query) + ([] if hits else self._recall_notes(query))
+        return replace(found, notes=tuple(notes))
+
+    def _unindexed(self, query: RecallQuery) -> list[Note]:
+        """A note naming the events the search cannot see: those written to the logs it reads
+        (``run``'s, or every run's) after the last `mem index` read them."""
+        logged = self.searcher.logged_events()
+        runs = [query.run] if query.run is not None else self.workspace.runs()
+        ahead = {run: count for run in runs if self.workspace.run_dir(run).is_dir()
+                 and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
+        if not ahead:
+            return []
+        total = sum(ahead.values())
+        listed = list(ahead.items())[:5]
+        where = ", ".join(f"{run}: {count}" for run, count in listed) + (", …" if len(ahead) > 5 else "")
+        command = " ".join(["mem index", *ahead] if len(ahead) <= 5 else ["mem index"])
+        return [Note("", f"{plural(total, 'event')} written since the last `mem index` "
+                     f"{'is' if total == 1 else 'are'} not searched ({where}): run `{command}`")]
 
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
         """Why a recall search found nothing, when a run it names is none: ``run``'s, or the run
@@ -307,8 +325,19 @@ class Retriever:
             found = self.searcher.rank_events(query.text, filters)
         return [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
                          ids=e.ids, text=e.text, path=e.path,
-                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), score=shown_score(c.score))
+                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()),
+                         body=self._whole(e.run, e.path), score=shown_score(c.score))
                 for c in found for e in (c.row,)]
+
+    def _whole(self, run: str, path: str) -> str | None:
+        """The brief or return an event points to, whole, as the file stands now (None: the event
+        points to none, or it cannot be read now)."""
+        if not path:
+            return None
+        try:
+            return read_text(self.workspace.run_dir(run) / path)
+        except InputError:
+            return None
 
     def _page(self, shown: tuple, total: int, scores: list[float], page: int, query: str | None,
               setting: str | None) -> Page:

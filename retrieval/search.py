@@ -123,6 +123,7 @@ class Searcher:
         self._id_map: IdMap | None = None
         self._id_lookups = 0
         self._graph: CitationGraph | None = None
+        self._logged: dict[str, int] | None = None
         self._lock = threading.Lock()
         self._searches = 0
         self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
@@ -358,6 +359,19 @@ class Searcher:
         """The result list of a recall query: events by the default rerank over their text."""
         ranked = self.strategy("rerank").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
+
+    def logged_events(self) -> dict[str, int]:
+        """Per run, the last sequence number of its events the index holds (its log as the last
+        `mem index` read it); read once a searcher (its tables are pinned)."""
+        if self._logged is None:
+            table = self.table("events")
+            logged: dict[str, int] = {}
+            if table is not None:
+                data = table.search().select(["run", "seq"]).limit(max(table.count_rows(), 1)).to_arrow()
+                for run, seq in zip(data["run"].to_pylist(), data["seq"].to_pylist()):
+                    logged[run] = max(logged.get(run, 0), seq)
+            self._logged = logged
+        return self._logged
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:
         """Every event naming the step ``ref`` (in its ids: a global id, or, bare, a step of any

@@ -31,7 +31,7 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class EventHit:
-    """One event found by recall_search, with an excerpt of its brief or return."""
+    """One event found by recall_search, with its brief or return: an excerpt, and whole."""
 
     id: str             # run#seq
     run: str
@@ -42,7 +42,8 @@ class EventHit:
     ids: tuple[str, ...]
     text: str
     path: str
-    excerpt: str
+    excerpt: str        # the first 300 characters of the brief or return, white space folded
+    body: str | None    # the brief or return, whole, as the file stands (None: the event has none)
     score: float
 
     def as_dict(self) -> dict[str, Any]:
@@ -57,7 +58,7 @@ H = TypeVar("H", Hit, EventHit)
 @dataclass(frozen=True, slots=True)
 class Note:
     """Something to know about a result: why it is empty, or what a parameter did. ``message``
-    starts with the value of ``param``; ``see`` names a parameter that would show more. The API
+    starts with the value of ``param`` (none: "", a note on the result as a whole); ``see`` names a parameter that would show more. The API
     spells parameters by name, the command line as its flags (``render(spell)``)."""
 
     param: str
@@ -65,7 +66,7 @@ class Note:
     see: str | None = None
 
     def render(self, spell: "Callable[[str], str]" = str) -> str:
-        text = f"{spell(self.param)} {self.message}"
+        text = f"{spell(self.param)} {self.message}" if self.param else self.message
         return text + (f" ({spell(self.see)} shows them)" if self.see else "")
 
 

@@ -924,3 +924,20 @@ def test_mutations_do_reach_every_parser(pristine, tmp_path):
         with pytest.raises(InputError, match=re.escape(str(path))):
             workspace = Records.open(root)
             build_rows(workspace, load_config(root, None), workspace.runs())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.sampled_from(["", " ", "\r", "\t", "\u3000", "{}", "x"]), max_size=8),
+       end=st.sampled_from(["", "\n", "\n\n"]), after=st.integers(0, 10))
+def test_events_logged_after_a_line_are_counted_as_the_log_reader_numbers_them(lines, end, after, tmp_path):
+    """The unindexed-events note counts (records.parse.lines_after) what iter_events would read
+    after line ``after``: its non-blank lines, numbered as it numbers them (the oracle: the text's
+    lines, blank ones counted in the numbering and skipped)."""
+    from mem_retrieval.records.parse import lines_after
+
+    text = "\n".join(lines) + end
+    log = tmp_path / "events.jsonl"
+    log.write_text(text, encoding="utf-8")
+    expected = sum(1 for number, line in enumerate(text.split("\n"), start=1) if number > after and line.strip())
+    assert lines_after(log, after) == expected
+    assert lines_after(tmp_path / "none.jsonl", after) == 0

@@ -272,6 +272,49 @@ def test_recall_by_id_means_the_runs_own_step_and_lists_events_in_time_order(wor
     assert listed("--id", "a1", "--run", "beta") == []  # beta's own events never name its a1
 
 
+def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(workspace, mem):
+    """A brief comes whole in --json (its first 300 characters as the excerpt); an event's text is
+    shown whole. Events appended after `mem index` cannot be searched until the next one: every
+    page says how many, of which runs, and the command that indexes them; none once indexed."""
+    brief = "pair model audit notes. " + "filler " * 400 + "platypus verdict"
+    (workspace.root / "alpha" / "briefs").mkdir()
+    (workspace.root / "alpha" / "briefs" / "A2.md").write_text(brief, encoding="utf-8")
+    long_text = "the sign " + "word " * 80 + "wombat verdict"
+    workspace.write_events("alpha", workspace.events("alpha") + [
+        {"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "brief", "ids": ["a4"],
+         "text": "briefs/A2.md"},
+        {"time": "2026-10-17T04:10:00Z", "actor": "audit", "kind": "audit", "ids": ["a4"],
+         "text": long_text}])
+    assert mem("index")[0] == 0
+    code, out, err = mem("--json", "recall-search", "platypus")
+    hit = json.loads(out)["hits"][0]
+    assert (code, err, hit["id"], hit["body"]) == (0, "", "alpha#3", brief)
+    assert hit["excerpt"] == " ".join(brief[:300].split())
+    code, out, _ = mem("recall-search", "platypus")
+    assert f"({len(brief):,} characters: alpha/briefs/A2.md; whole in --json)" in out
+    code, out, _ = mem("recall-search", "wombat verdict")
+    assert code == 0 and "wombat verdict" in out  # the event's own text, not cut at 200 characters
+    assert json.loads(mem("--json", "recall-search", "wombat")[1])["hits"][0]["body"] is None
+
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        for minute in (20, 30):
+            log.write(json.dumps({"time": f"2026-10-17T04:{minute}:00Z", "actor": "root",
+                                  "kind": "audit", "ids": ["a4"], "text": "echidna"}) + "\n\n")
+    workspace.write_events("gamma-new", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                          "kind": "audit", "ids": [], "text": "echidna"}])
+    workspace.add_run("gamma-new", [make_step("g1")])
+    unseen = ("mem: 3 events written since the last `mem index` are not searched (alpha: 2, "
+              "gamma-new: 1): run `mem index alpha gamma-new`\n")
+    assert mem("recall-search", "echidna")[::2] == (1, unseen)
+    assert mem("recall-search", "platypus")[::2] == (0, unseen)  # a page with hits says it too
+    assert mem("recall-search", "--id", "a4", "--run", "alpha")[2] == unseen.replace(
+        "3 events", "2 events").replace(", gamma-new: 1", "").replace(" gamma-new`", "`")
+    assert mem("recall-search", "--id", "b1", "--run", "beta")[2] == ""  # beta's log is indexed
+    assert mem("index", "alpha", "gamma-new")[0] == 0
+    code, out, err = mem("recall-search", "echidna")
+    assert (code, err) == (0, "") and out.startswith("page 1 of 1 · 3 events")
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
