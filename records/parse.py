@@ -100,6 +100,8 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     except tomllib.TOMLDecodeError as err:
         at = re.search(r"at line (\d+)", str(err))
         raise InputError(file, int(at.group(1)) if at else None, None, f"invalid TOML: {err}") from None
+    except RecursionError:  # arrays or inline tables nested some 500 deep
+        raise InputError(file, _line_of(text, _DEEP), None, "invalid TOML: nested too deeply") from None
 
 
 # the two ISO 8601 forms datetime.fromisoformat refuses: an ordinal date (2026-334, 2026334) and

@@ -420,6 +420,20 @@ def test_a_config_number_past_what_the_search_can_use_is_bad_input(workspace, me
         assert (code, out) == (2, "") and err.startswith(f"mem: {config}: {said}") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("where", ["config", "mem.toml", "settings.toml"])
+def test_toml_nested_too_deeply_is_one_line_not_a_traceback(workspace, mem, tmp_path, where):
+    """tomllib recurses once a level: arrays 2,000 deep raised RecursionError (a 3,000-line
+    traceback, exit 1) from --config, solve/mem.toml and solve/settings.toml alike."""
+    text = "[search]\npool = " + "[" * 2000 + "]" * 2000 + "\n"
+    path = {"config": tmp_path / "deep.toml", "mem.toml": workspace.root / "solve" / "mem.toml",
+            "settings.toml": workspace.root / "solve" / "settings.toml"}[where]
+    path.write_text(text if where != "settings.toml" else "[x]\naliases = " + "[" * 2000 + "]" * 2000 + "\n")
+    argv = ["--config", str(path)] if where == "config" else []
+    code, out, err = mem(*argv, "index")
+    assert (code, out, err) == (2, "", f"mem: {path}:2: invalid TOML: nested too deeply\n")
+    assert not (workspace.root / ".mem").exists()
+
+
 def test_a_huge_whole_number_as_a_frontier_weight_is_bad_input(mem, tmp_path):
     problem = tmp_path / "problem.json"
     problem.write_text('{"queries": [{"qid": "q1", "weight": 1' + "0" * 400 + '}], "events": [{"id": "e1"}], '
