@@ -107,18 +107,25 @@ def _ends_clause(word: str) -> bool:
     return word.rstrip(")]}\"'”’*`")[-1:] in tuple(_CLAUSE_END)
 
 
-def _asked(words: list[str], at: int) -> bool:
-    """Whether ``words[at]`` lies in a condition or a question: its clause (words between two that
-    end one) has a condition word before it, or ends in ``?``."""
-    start = at
-    while start and not _ends_clause(words[start - 1]):
-        start -= 1
-    if any(w.strip(EDGE).casefold() in _CONDITIONS for w in words[start:at]):
-        return True
-    end = at
-    while end < len(words) - 1 and not _ends_clause(words[end]):
-        end += 1
-    return words[end].rstrip(")]}\"'”’*`").endswith("?")
+def asked(words: list[str]) -> list[bool]:
+    """For each word, whether it lies in a condition or a question: its clause (the words between
+    two that end one) has a condition word before it, or ends in ``?``. One pass each way, so a
+    line of many words costs no more than their number."""
+    count = len(words)
+    ends = [_ends_clause(word) for word in words]
+    last = [False] * count  # whether the word's clause ends in "?"
+    question = False
+    for at in range(count - 1, -1, -1):
+        if ends[at] or at == count - 1:
+            question = words[at].rstrip(")]}\"'”’*`").endswith("?")
+        last[at] = question
+    out, condition = [], False
+    for at, word in enumerate(words):
+        if at and ends[at - 1]:
+            condition = False
+        out.append(condition or last[at])
+        condition = condition or word.strip(EDGE).casefold() in _CONDITIONS
+    return out
 
 
 def claims(text: str) -> Iterator[Claim]:
@@ -130,12 +137,13 @@ def claims(text: str) -> Iterator[Claim]:
     included (``A5-8: proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
+        asking = asked(words)
         for at, word in enumerate(words):
-            if _asked(words, at):
+            if asking[at]:
                 continue
             for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
                 status = after.strip(EDGE).casefold()
-                if status in STATUSES and not _asked(words, place):  # `A5-8: proved?`
+                if status in STATUSES and not asking[place]:  # `A5-8: proved?`
                     yield Claim(number, word, status)
                 if after not in _LINKS and after.strip(EDGE).casefold() not in _LINKS:
                     break

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import library_line, make_step
 from mem_retrieval.records.core import render
@@ -627,3 +629,25 @@ def test_eval_status_fails_on_an_entry_that_names_no_step_of_its_run(workspace, 
     assert out.splitlines() == [
         "solve/library.jsonl:2: integrity: alpha/a9 is not a step of alpha/tree.json",
         "status: FAIL: 2 library entries; 0 promoted statuses (M1), 0 not admissible (M2)"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a4", "a4,", "proved", "proved?", "if", "(if", "once", "is", "x;", "y.",
+                                 "z?)", "soon", "A", "ok:", "¿", "**a4**"]), max_size=12))
+def test_m1_reads_conditions_and_questions_clause_by_clause_in_one_pass(words):
+    """records.core.asked against its definition, word by word (the brute force it replaced: it
+    scanned each word's clause, so a long line cost the square of its words: 100,000 characters of
+    core.md took 204 s in `mem check`)."""
+    from mem_retrieval.records.core import _CONDITIONS, EDGE, _ends_clause, asked
+
+    def brute(at: int) -> bool:
+        start = at
+        while start and not _ends_clause(words[start - 1]):
+            start -= 1
+        end = at
+        while end < len(words) - 1 and not _ends_clause(words[end]):
+            end += 1
+        return any(w.strip(EDGE).casefold() in _CONDITIONS for w in words[start:at]) \
+            or words[end].rstrip(")]}\"'”’*`").endswith("?")
+
+    assert asked(words) == [brute(at) for at in range(len(words))]
