@@ -7,7 +7,9 @@ search never sees a half-finished index (a crash or a concurrent reindex)."""
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -83,6 +85,25 @@ def _worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
 
+_SEARCHERS: "weakref.WeakSet[Searcher]" = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a child forked from a process that searched (multiprocessing's fork, a pre-forking
+    server): the parent's threads are not there, so the pools are made afresh (the old ones would
+    queue work no thread runs, and every search would wait for ever), and each searcher's lock and
+    unfinished in-memory table are dropped (the table is built again when asked)."""
+    _builder.cache_clear()
+    _worker.cache_clear()
+    for searcher in list(_SEARCHERS):
+        searcher._lock = threading.Lock()
+        if searcher._resident is not None and not searcher._resident.done():
+            searcher._resident = None
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 @lru_cache(maxsize=256)
 def _query_vector(text: str, spec, max_chars: int):
     from mem_retrieval.text.embed import embed_query, prepare
@@ -127,6 +148,7 @@ class Searcher:
         self._lock = threading.Lock()
         self._searches = 0
         self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
+        _SEARCHERS.add(self)
 
     def table(self, name: str):
         """The table as the last completed `mem index` left it (None when it holds nothing)."""
