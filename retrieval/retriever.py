@@ -77,6 +77,8 @@ def _reads_index(method):
         try:
             try:
                 with store.guard(self.location):
+                    if outermost:  # one searcher for the whole search, whatever another thread's
+                        local.pinned = self.searcher  # reopen() does meanwhile (row ids are its own)
                     return method(self, *args, **kwargs)
             except (store.IndexMismatch, store.IndexDamaged):
                 if getattr(local, "searcher", None) is not None or not self.index_replaced():
@@ -86,6 +88,8 @@ def _reads_index(method):
                 return method(self, *args, **kwargs)
         finally:
             local.depth -= 1
+            if outermost:
+                local.pinned = None
             if outermost and getattr(local, "searcher", None) is not None:
                 if self._searcher is local.failed:  # not reopened meanwhile: the retried one serves on
                     self._searcher = local.searcher
@@ -115,9 +119,10 @@ class Retriever:
 
     @property
     def searcher(self):
-        """The searcher of the index as the last `mem index` left it (opened on first use; a search
-        retried on a replaced index uses one of its own, ``_reads_index``)."""
-        retried = getattr(self._local, "searcher", None)
+        """The searcher of the index as the last `mem index` left it (opened on first use); within a
+        search, the one it began with, and a search retried on a replaced index uses one of its
+        own (``_reads_index``)."""
+        retried = getattr(self._local, "searcher", None) or getattr(self._local, "pinned", None)
         if retried is not None:
             return retried
         if self._searcher is None:

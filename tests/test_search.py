@@ -566,3 +566,61 @@ def test_id_lookups_from_the_id_map_equal_those_read_from_the_index(example):
     marked = warm.archive_search("A2-4", setting="F_q((t))")
     assert marked == Memory.open(ws.root).archive_search("A2-4", setting="F_q((t))")
     assert all(h.setting_match is not None for h in marked.hits)
+
+
+def test_a_search_reads_one_index_version_though_another_thread_reindexes_meanwhile(workspace, mem):
+    """A search took its row ids from one searcher and read the rows through whichever searcher
+    the retriever held next: a reindex meanwhile (Memory.index() in another thread) replaced it, and
+    an id lookup of a step just edited raised KeyError. Here the reindex runs between the two."""
+    from mem_retrieval.retrieval.retriever import Retriever
+
+    assert mem("index")[0] == 0
+    memory = Memory.open(workspace.root)
+    for _ in range(2):  # the searcher's id map is built: a lookup gives row ids, read by complete()
+        memory.archive_search("alpha/a2")
+    ranked = Retriever.ranked
+
+    def ranked_then_reindexed(self, query):
+        found = ranked(self, query)
+        workspace.edit_step("alpha", "a2", statement="a statement edited while the search ran")
+        memory.index()  # reopens: the retriever's next searcher reads the new version
+        return found
+
+    Retriever.ranked = ranked_then_reindexed
+    try:
+        page = memory.archive_search("alpha/a2")
+    finally:
+        Retriever.ranked = ranked
+    assert page.hits[0].id == "alpha/a2" and page.hits[0].statement != "a statement edited while the search ran"
+    assert memory.archive_search("alpha/a2").hits[0].statement == "a statement edited while the search ran"
+
+
+def test_a_forked_child_searches_as_its_parent_does(example):
+    """A host that searched, then forked workers (multiprocessing's fork, a pre-forking server):
+    the query-embedding pool's thread was the parent's, so in the child every search that embeds
+    its query waited for ever, with the parent's Memory and with a new one alike."""
+    import multiprocessing
+    import warnings
+
+    query = "GL2m/Sp2m generation"
+    for _ in range(3):  # the warm path too: the id map, the steps table held in memory
+        parent = [h.id for h in example.archive_search(query).hits]
+    recall = [h.id for h in example.recall_search("audit of the pair model").hits]
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+
+    def child() -> None:
+        fresh = Memory.open(example.workspace.root)
+        answers.put(([h.id for h in example.archive_search(query).hits],
+                     [h.id for h in example.recall_search("audit of the pair model").hits],
+                     [h.id for h in fresh.archive_search(query).hits]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Python's and lancedb's warnings about fork and threads
+        process = context.Process(target=child)
+        process.start()
+    process.join(120)
+    hung = process.is_alive()
+    if hung:
+        process.kill()
+    assert not hung and answers.get(timeout=10) == (parent, recall, parent)
