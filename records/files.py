@@ -122,6 +122,16 @@ def _alive(pid: int) -> bool:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process's umask, read where the system shows it (Linux): setting it to read it back
+    changes it for the whole process meanwhile, and a host's thread creating a file then made it
+    world-writable."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)  # elsewhere: the only way there is
     os.umask(mask)
     return mask

@@ -521,3 +521,22 @@ def test_a_memory_kept_open_reads_a_tree_edited_in_place_with_its_time_put_back(
     assert memory.archive_get("alpha/a2").step.audit.grade == "major"
     with pytest.raises(Refused, match="major"):
         memory.archive_insert("alpha/a2")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the umask from /proc")
+def test_a_new_file_takes_the_umask_without_setting_it_for_the_process(tmp_path, monkeypatch):
+    """replace_atomic read the umask by setting it to 0 and back: meanwhile every file the host's
+    other threads created was world-writable. The new file still gets 0666 less the umask."""
+    from mem_retrieval.records.files import write_atomic
+
+    old = os.umask(0o027)
+    try:
+        def no_umask(mask):
+            raise AssertionError(f"the process's umask set to {mask:o}")
+
+        monkeypatch.setattr(os, "umask", no_umask)
+        write_atomic(tmp_path / "new.md", "text")
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    assert (tmp_path / "new.md").stat().st_mode & 0o777 == 0o640
