@@ -138,7 +138,8 @@ def test_accents_never_change_the_tokens(marked):
 
 GOLDEN = {  # VERSION -> sha256 of GOLDEN_TEXTS' token strings, one a line
     "math-v6": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",
-}
+    "math-v7": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",  # (a chain of
+}  # more than text.tokenize.SCRIPTS scripts before an operator's bracket is no operator)
 GOLDEN_TEXTS = [
     "GL₄/Sp₄ generation over F_q((t)) and \\mathrm{GL}_{2m}/\\operatorname{Sp}_{2m}",
     "For $\\bbH[X|Y] \\le \\bbH[X]$ with \\bbI[X:Y|Z] = 0, apply the chain rule",
@@ -189,3 +190,29 @@ def test_tokenising_ignores_case(text):
 def test_words_joined_by_spaces_tokenise_independently(words):
     joined = tokenize(" ".join(words))
     assert joined == [t for w in words for t in tokenize(w)]
+
+
+PIECES = ["H", "a", "bc", "_", "^", "1", "{x}", "{y_2}", "(", "[", "x, y)", "u : v]", " ", "\\mathrm{G}", "φ",
+          "\\bbI", "\\f"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14))
+def test_operator_scripts_are_bounded_only_past_the_bound(pieces):
+    """The operators found with at most SCRIPTS digits and scripts before the bracket, against the
+    pattern without the bound (the oracle): the same on every text whose chains are shorter (14
+    pieces hold at most 7 scripts), so the bound changes nothing but a chain past it."""
+    from mem_retrieval.text import tokenize as module
+
+    unbounded = re.compile(module._APPLIED.pattern.replace("){0,%d}[" % module.SCRIPTS, ")*["))
+    assert unbounded.pattern != module._APPLIED.pattern
+    text = "".join(pieces)
+    assert [m.span() for m in module._APPLIED.finditer(text)] == [m.span() for m in unbounded.finditer(text)]
+
+
+def test_a_chain_of_scripts_longer_than_the_bound_applies_no_operator():
+    from mem_retrieval.text.tokenize import SCRIPTS
+
+    assert signatures("H" + "_1" * SCRIPTS + "(x, y)") == ["h_sig_c"]
+    assert signatures("H" + "_1" * (SCRIPTS + 1) + "(x, y)") == []
+    assert signatures("a_" * 5000 + "(x, y)") == []  # each letter of the chain may start one
