@@ -17,6 +17,7 @@ import mem_retrieval.retrieval.search as search_module
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
+from mem_retrieval.retrieval.strategies import Request
 from mem_retrieval.retrieval.bm25 import Bm25Index
 from mem_retrieval.retrieval.resident import best
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request
@@ -319,6 +320,11 @@ def test_a_tie_across_the_pool_cut_is_broken_by_gid_on_every_path(tmp_path, monk
         hits = memory.retriever.ranked(ArchiveQuery("zircon", strategy="bm25"))
         assert [c.gid for c in hits] == tied[:5]
         assert len({c.bm25 for c in hits}) == 1
+    # the index read the tie's gids alone, then the five rows it kept, whole (none of them among
+    # the first six it gave: it holds them in the other order)
+    hits = cold.retriever.searcher.bm25(Request("steps", "zircon", Filters()))
+    assert [(c.gid, c.row.statement, c.vector is not None) for c in hits] == [
+        (gid, "zircon lemma", True) for gid in tied[:5]]
     # the nearest vectors alike: twelve steps with one text, so one vector (an index built
     # incrementally lays rows out otherwise than a full one: the cut must not depend on it)
     hits = cold.retriever.ranked(ArchiveQuery("zircon lemma", strategy="vector"))
