@@ -387,3 +387,44 @@ def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fa
     stopped = len(done)
     time.sleep(1.0)
     assert len(done) == stopped < len(corpus) // 2  # no worker embeds on after the call returned
+
+
+def test_quantizing_keeps_a_host_threads_log_and_drops_only_the_quantizers_advice(export, tmp_path):
+    """The quantizer logs advice on the root logger; to hide it the export set the root's level to
+    ERROR meanwhile, so a host thread's warnings in those seconds were lost. Only its own records
+    are left out now, whatever thread logs."""
+    import logging
+    import threading
+
+    from mem_retrieval.text.onnx import _quantize
+
+    heard: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            heard.append(record)
+
+    root, handler = logging.getLogger(), Keep(logging.WARNING)
+    level, stop, said = root.level, threading.Event(), []
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+    def host() -> None:
+        while not stop.is_set():
+            said.append(len(said))
+            logging.getLogger("host").warning("host line %d", said[-1])
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=host)
+    thread.start()
+    try:
+        _quantize(Path(export) / "model.onnx", tmp_path / "int8.onnx", tmp_path / "signed.onnx")
+    finally:
+        stop.set()
+        thread.join()
+        root.removeHandler(handler)
+        root.setLevel(level)
+    hosts = [r for r in heard if r.name == "host"]
+    assert len(said) > 10 and len(hosts) == len(said)
+    assert not [r for r in heard if "onnxruntime" in r.pathname]
+    assert root.filters == []

@@ -193,8 +193,12 @@ def _trace(model_dir: Path, path: Path) -> int:
 
     ids = torch.tensor([[101, 7592, 2088, 102, 0], [101, 7592, 2088, 2003, 102]], dtype=torch.long)
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS} | {"sentence_embedding": {0: "batch"}}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice
+    # The legacy exporter's deprecation notices, and only them: catch_warnings() would silence
+    # every warning of the process (a host's other threads too) and put back the filters as they
+    # were, undoing whatever the host set meanwhile.
+    warnings.filterwarnings("ignore", category=DeprecationWarning,
+                            module=r"mem_retrieval\.text\.onnx$|torch\.onnx(\.|$)")
+    with torch.no_grad():
         torch.onnx.export(Encoder(bert).eval(), (ids, (ids != 0).long(), torch.zeros_like(ids)),
                           str(path), dynamo=False, opset_version=OPSET, input_names=list(INPUTS),
                           output_names=["sentence_embedding"], dynamic_axes=axes,
@@ -210,13 +214,19 @@ def _quantize(fp32: Path, int8: Path, signed: Path) -> None:
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    import onnxruntime.quantization
+
+    quantizer = str(Path(onnxruntime.quantization.__file__).parent)
+
+    def not_quantizer(record: logging.LogRecord) -> bool:  # its advice on pre-processing, logged
+        return not record.pathname.startswith(quantizer)  # on the root logger, and only that
+
     root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # it logs advice about pre-processing on the root logger
-    try:
+    root.addFilter(not_quantizer)  # (the root's level is the host's: a host thread logging
+    try:                           # meanwhile is heard)
         quantize_dynamic(str(fp32), str(signed), weight_type=QuantType.QInt8, per_channel=True)
     finally:
-        root.setLevel(level)
+        root.removeFilter(not_quantizer)
     shutil.copyfile(signed, int8)
     _unsigned_weights(int8)
 
