@@ -17,7 +17,6 @@ import mem_retrieval.retrieval.search as search_module
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
-from mem_retrieval.retrieval.strategies import Request
 from mem_retrieval.retrieval.bm25 import Bm25Index
 from mem_retrieval.retrieval.resident import best
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request
