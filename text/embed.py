@@ -144,6 +144,18 @@ _SESSIONS: "dict[tuple, Any]" = {}  # ONNX embedders by what they compute (``_co
 _SESSIONS_KEPT = 4
 
 
+def _forked() -> None:
+    """In a child forked from a process that embedded: ONNX Runtime's sessions are the parent's,
+    whose threads the child has not (running one crashed it, now and then), and the lock may be
+    held by a thread that is gone; the child makes its own (~0.1 s a session)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _SESSIONS.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _onnx(spec: ModelSpec, workers: int):
     """The embedder of an export, shared by every index whose export has the same files (each
     workspace links its own copy of one export: loading it again cost ~0.1 s a session)."""
