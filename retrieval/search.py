@@ -407,5 +407,6 @@ class Searcher:
         data = (table.search().where(where).select(list(EventRow.COLUMNS) + ["ts"])
                 .limit(max(table.count_rows(), 1)).to_arrow())
         found = zip(data["ts"].to_pylist(), from_arrow(data, "events"))
-        return [replace(c, score=1.0) for _, c in sorted(found, key=lambda t: (t[0], t[1].row.run, t[1].row.seq))]
+        ordered = sorted(found, key=lambda t: (t[0], t[1].row.run, t[1].row.seq))
+        return [replace(c, score=1.0) for _, c in ordered]
 

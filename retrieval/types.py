@@ -58,8 +58,9 @@ H = TypeVar("H", Hit, EventHit)
 @dataclass(frozen=True, slots=True)
 class Note:
     """Something to know about a result: why it is empty, or what a parameter did. ``message``
-    starts with the value of ``param`` (none: "", a note on the result as a whole); ``see`` names a parameter that would show more. The API
-    spells parameters by name, the command line as its flags (``render(spell)``)."""
+    starts with the value of ``param`` (none: "", a note on the result as a whole); ``see`` names
+    a parameter that would show more. The API spells parameters by name, the command line as its
+    flags (``render(spell)``)."""
 
     param: str
     message: str

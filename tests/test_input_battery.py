@@ -938,6 +938,7 @@ def test_events_logged_after_a_line_are_counted_as_the_log_reader_numbers_them(l
     text = "\n".join(lines) + end
     log = tmp_path / "events.jsonl"
     log.write_text(text, encoding="utf-8")
-    expected = sum(1 for number, line in enumerate(text.split("\n"), start=1) if number > after and line.strip())
+    expected = sum(1 for number, line in enumerate(text.split("\n"), start=1)
+                   if number > after and line.strip())
     assert lines_after(log, after) == expected
     assert lines_after(tmp_path / "none.jsonl", after) == 0

@@ -210,8 +210,8 @@ def test_archive_get_with_a_run_judges_it_as_archive_insert_does(example):
     from mem_retrieval.records.errors import BadInput
 
     for call in (example.archive_get, example.archive_insert):
-        with pytest.raises(BadInput, match=r"^run 'iwahori-two-levels' is not the run 'satake-two-levels/A5-7' "
-                                           r"names \('satake-two-levels'\)$"):
+        with pytest.raises(BadInput, match=r"^run 'iwahori-two-levels' is not the run "
+                                           r"'satake-two-levels/A5-7' names \('satake-two-levels'\)$"):
             call("satake-two-levels/A5-7", run="iwahori-two-levels")
     assert example.archive_get("satake-two-levels/A5-7", run="satake-two-levels").as_dict()["id"] == \
         "satake-two-levels/A5-7"
@@ -592,8 +592,9 @@ def test_a_search_reads_one_index_version_though_another_thread_reindexes_meanwh
         page = memory.archive_search("alpha/a2")
     finally:
         Retriever.ranked = ranked
-    assert page.hits[0].id == "alpha/a2" and page.hits[0].statement != "a statement edited while the search ran"
-    assert memory.archive_search("alpha/a2").hits[0].statement == "a statement edited while the search ran"
+    edited = "a statement edited while the search ran"
+    assert page.hits[0].id == "alpha/a2" and page.hits[0].statement != edited
+    assert memory.archive_search("alpha/a2").hits[0].statement == edited
 
 
 HOST = """
@@ -627,4 +628,5 @@ def test_a_forked_child_embeds_its_queries_as_its_parent_does(example):
     README says to fork before opening a Memory, or to spawn.)"""
     done = subprocess.run([sys.executable, "-c", HOST, str(example.workspace.root)], capture_output=True,
                           text=True, timeout=300, env={**os.environ, "MEM_NO_SERVER": "1"})
-    assert (done.returncode, json.loads(done.stdout)) == (0, {"hung": False, "same": True}), done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert (done.returncode, found) == (0, {"hung": False, "same": True}), done.stderr[-2000:]

@@ -192,8 +192,8 @@ def test_words_joined_by_spaces_tokenise_independently(words):
     assert joined == [t for w in words for t in tokenize(w)]
 
 
-PIECES = ["H", "a", "bc", "_", "^", "1", "{x}", "{y_2}", "(", "[", "x, y)", "u : v]", " ", "\\mathrm{G}", "φ",
-          "\\bbI", "\\f"]
+PIECES = ["H", "a", "bc", "_", "^", "1", "{x}", "{y_2}", "(", "[", "x, y)", "u : v]", " ", "\\mathrm{G}",
+          "φ", "\\bbI", "\\f"]
 
 
 @settings(max_examples=400, deadline=None)
