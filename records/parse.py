@@ -309,7 +309,9 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def lines_after(path: Path, number: int) -> int:
     """How many non-blank lines ``path`` holds after line ``number`` (an event's sequence number is
-    its line number: the events logged after that one), unparsed; 0 when there is no file."""
+    its line number: the events logged after that one), unparsed but for a last line without its
+    line break, which counts once it is whole JSON (a writer may be half-way through it); 0 when
+    there is no file."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -317,7 +319,13 @@ def lines_after(path: Path, number: int) -> int:
     if data.count(b"\n") + (not data.endswith(b"\n")) <= number:  # no line after it (the usual
         return 0                                                  # answer, counted in C)
     rest = data.split(b"\n", number)[number:]
-    return sum(1 for line in rest[0].split(b"\n") if line.decode("utf-8", "replace").strip()) if rest else 0
+    lines = [line.decode("utf-8", "replace").strip() for line in rest[0].split(b"\n")] if rest else []
+    if lines and lines[-1]:  # the last line has no line break: it may be still being written
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            lines.pop()
+    return sum(1 for line in lines if line)
 
 
 _FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
