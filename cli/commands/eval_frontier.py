@@ -3,11 +3,10 @@ and how far a given memory (ids, a run's W, the library) sits below it."""
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import named
-
 import argparse
 from pathlib import Path
 
+from mem_retrieval.cli.outputs import named
 from mem_retrieval.records.errors import BadInput
 
 ORDER = 30

@@ -3,10 +3,9 @@ recall per page, simulated pagers' early-stop loss and the standard metrics, str
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import named
-
 from pathlib import Path
 
+from mem_retrieval.cli.outputs import named
 from mem_retrieval.retrieval.strategies import STRATEGIES
 
 ORDER = 10
