@@ -176,7 +176,8 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
                 findings[gid].append(locate(hits, lambda hit, g=gid: hit.id == g, probe, size))
         else:
             hits = memory.recall_hits(RecallQuery(None if probe.by_id else probe.text,
-                                                  probe.text if probe.by_id else None, run, cut))
+                                                  probe.text if probe.by_id else None, run, cut),
+                                      whole=False)  # which events, not their briefs
             for gid in routes:
                 findings[gid].append(locate(hits, lambda hit, g=gid: _names(hit, g), probe, size))
     targets = tuple(Target(gid, step.kind, step.status, step.setting,

@@ -281,8 +281,8 @@ class Retriever:
     @_reads_index
     def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
         """Events with their briefs and returns: by id in time order, or by text, a page."""
-        hits = self.recall_hits(query)
-        shown = page_slice(hits, page, self.config.search.page_size)
+        hits = self.recall_hits(query, whole=False)
+        shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         notes = self._unindexed(query) + ([] if hits else self._recall_notes(query))
@@ -313,8 +313,9 @@ class Retriever:
         return self.unknown_run("run", query.run) + wrong_id
 
     @_reads_index
-    def recall_hits(self, query: RecallQuery) -> list[EventHit]:
-        """The whole result list of ``recall_search``, before paging."""
+    def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:
+        """The whole result list of ``recall_search``, before paging; ``whole``: each hit with its
+        brief or return read whole (else ``body`` is None: a page reads only those it shows)."""
         from mem_retrieval.retrieval.query import Filters
 
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
@@ -328,21 +329,23 @@ class Retriever:
                     raise _several_runs(query.id, named)
         else:
             found = self.searcher.rank_events(query.text, filters)
-        return [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
+        hits = [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
                          ids=e.ids, text=e.text, path=e.path,
-                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()),
-                         body=self._whole(e.run, e.path), score=shown_score(c.score))
+                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), body=None,
+                         score=shown_score(c.score))
                 for c in found for e in (c.row,)]
+        return list(self._with_bodies(hits)) if whole else hits
 
-    def _whole(self, run: str, path: str) -> str | None:
-        """The brief or return an event points to, whole, as the file stands now (None: the event
-        points to none, or it cannot be read now)."""
-        if not path:
-            return None
-        try:
-            return read_text(self.workspace.run_dir(run) / path)
-        except InputError:
-            return None
+    def _with_bodies(self, hits: Sequence[EventHit]) -> tuple[EventHit, ...]:
+        """``hits`` with the brief or return each points to, whole, as the file stands now (None:
+        it points to none, or the file cannot be read now)."""
+        def whole(hit: EventHit) -> str | None:
+            try:
+                return read_text(self.workspace.run_dir(hit.run) / hit.path) if hit.path else None
+            except InputError:
+                return None
+
+        return tuple(replace(hit, body=whole(hit)) for hit in hits)
 
     def _page(self, shown: tuple, total: int, scores: list[float], page: int, query: str | None,
               setting: str | None) -> Page:

@@ -389,9 +389,9 @@ class Searcher:
             table = self.table("events")
             logged: dict[str, int] = {}
             if table is not None:
-                data = table.search().select(["run", "seq"]).limit(max(table.count_rows(), 1)).to_arrow()
-                for run, seq in zip(data["run"].to_pylist(), data["seq"].to_pylist()):
-                    logged[run] = max(logged.get(run, 0), seq)
+                last = (table.search().select(["run", "seq"]).limit(max(table.count_rows(), 1)).to_arrow()
+                        .group_by("run").aggregate([("seq", "max")]))
+                logged = dict(zip(last["run"].to_pylist(), last["seq_max"].to_pylist()))
             self._logged = logged
         return self._logged
 
