@@ -175,7 +175,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "Give query (the events matching it, best first) or id (every event naming that step, in "
         "time order, each run's in log order), not both. Each hit carries its brief or return "
         "whole (body). Events written since the last `mem index` are not searched: a note says "
-        "how many, and the command that indexes them.",
+        "how many (of those until and id would keep), and the command that indexes them.",
         (Param("query", "string", "what to look for in the events, their briefs and returns",
                positional=True, metavar="QUERY"),
          Param("id", "string", "every event naming this step (a bare id with run: that run's), in "

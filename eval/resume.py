@@ -21,7 +21,7 @@ from mem_retrieval.records.core import id_candidates, render
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
-from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery
 from mem_retrieval.retrieval.retriever import Retriever
 
 # the text of the checkpoint event records.writes.core_set appends before it rewrites core.md
@@ -110,16 +110,6 @@ def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str,
     return {name: core.get(name) or "" for name in CORE_FIELDS}, "core.md", [note]
 
 
-def kept(event: Event, until: Until | None) -> bool:
-    """Whether ``event`` is part of memory as of ``until`` (by position in the cut's own run, else
-    by time)."""
-    if until is None:
-        return True
-    if until.seq is not None and until.run == event.run:
-        return event.seq <= until.seq
-    return int(event.timestamp.timestamp() * 1_000_000) <= until.micros
-
-
 def blocked_routes(memory: Retriever, run: str, events: list[Event]) -> dict[str, Route]:
     """Steps with status blocked or kind dead_end/error that ``events`` name, by global id: in their
     ids (a bare id is a step of ``run``) or, for another run's step, as a global id in their text."""
@@ -163,7 +153,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     check_pages(pages)
     memory.workspace.check_runs([run])  # BadInput: not a slug; Refused: no such run
     cut = memory.resolve(until, run)
-    events = [e for e in memory.workspace.events(run) if kept(e, cut)]
+    events = [e for e in memory.workspace.events(run) if cut is None or cut.admits(e)]
     w, source, notes = w_as_of(memory, run, events)
     probes = probes_from(memory, run, w)
     routes = blocked_routes(memory, run, events)

@@ -8,7 +8,6 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,13 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import first_naming, split_gid
-from mem_retrieval.records.parse import iso_time, read_text, source_file
+from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.text.embed import prepare
 from mem_retrieval.text.tokenize import token_string
 
 NEVER = -1  # named_ts of a step no event has named
-
-
-def micros(stamp: datetime) -> int:
-    return int(stamp.timestamp() * 1_000_000)
 
 
 def digest(obj: Any) -> str:
@@ -111,7 +106,7 @@ def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
     body = ""
     if event.path:
         body = read_text(run_dir / event.path)[: config.index.event_body_chars]
-    gids = [ref if "/" in ref else f"{event.run}/{ref}" for ref in event.ids]
+    gids = event.step_gids
     row = {
         "gid": event.gid, "key": key(event.gid), "run": event.run, "run_key": key(event.run),
         "seq": event.seq, "time": event.time, "ts": micros(event.timestamp), "actor": event.actor,

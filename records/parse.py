@@ -128,6 +128,11 @@ def iso_time(value: str) -> datetime:
         raise ValueError(f"{value!r} is past the last day datetime holds") from None
 
 
+def micros(stamp: datetime) -> int:
+    """``stamp`` in epoch microseconds, the index's time columns (``ts``, ``named_ts``…)."""
+    return int(stamp.timestamp() * 1_000_000)
+
+
 def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
     try:
         stamp = iso_time(value)
@@ -329,6 +334,27 @@ def lines_after(path: Path, number: int) -> int:
 
 
 _FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
+
+
+def events_after(path: Path, number: int, run: str, run_dir: Path) -> Iterator[Event]:
+    """The events ``path`` holds after line ``number`` (those ``lines_after`` counts), parsed; a
+    line that is not a whole event (malformed, or still being written) is passed over, as no
+    search could find it either."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    rest = data.split(b"\n", number)[number:]
+    if not rest:
+        return
+    file = str(path)
+    for offset, raw in enumerate(rest[0].split(b"\n"), start=number + 1):
+        try:
+            line = decode_utf8(raw, file, offset - 1)
+            if line.strip():
+                yield _parse_event(line.rstrip("\r"), file, offset, run, run_dir)
+        except InputError:
+            continue
 
 
 def event_path(kind: str, text: str) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from mem_retrieval.records.ids import split_gid
+
 KINDS = ("lemma", "dead_end", "error")
 STATUSES = ("open", "proved", "refuted", "blocked", "stale")
 FINAL_STATUSES = ("proved", "refuted", "blocked")
@@ -162,6 +164,18 @@ class Event:
     @property
     def gid(self) -> str:
         return f"{self.run}#{self.seq}"
+
+    @property
+    def step_gids(self) -> list[str]:
+        """The global ids of the steps it names: a bare id in ``ids`` is a step of its own run."""
+        return [ref if "/" in ref else f"{self.run}/{ref}" for ref in self.ids]
+
+    def names(self, ref: str) -> bool:
+        """Whether it names the step ``ref``: a global id, or, bare, a step of any run with that id
+        (as ``recall_search --id`` reads it)."""
+        if "/" in ref:
+            return ref in self.step_gids
+        return any(split_gid(named)[1] == ref for named in self.ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import is_run_slug, split_gid
-from mem_retrieval.records.parse import iter_events, iter_library, lines_after, parse_core, parse_tree
+from mem_retrieval.records.parse import (events_after, iter_events, iter_library, lines_after, parse_core,
+                                         parse_tree)
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
@@ -183,6 +184,11 @@ class Workspace:
         if cache.get(run, (None, None))[:2] != (found, seq):
             cache[run] = (found, seq, lines_after(path, seq) if found else 0)
         return cache[run][2]
+
+    def events_after(self, run: str, seq: int) -> Iterator[Event]:
+        """The run's events after the one numbered ``seq``, those ``logged_after`` counts; a line
+        that is not a whole event is passed over."""
+        yield from events_after(self.events_path(run), seq, run, self.run_dir(run))
 
     def core(self, run: str) -> CoreMemory | None:
         path = self.core_path(run)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import ref_problem, split_gid
-from mem_retrieval.records.parse import iso_time
-from mem_retrieval.records.types import KINDS, STATUSES
+from mem_retrieval.records.parse import iso_time, micros
+from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
 
 if TYPE_CHECKING:
@@ -133,6 +133,13 @@ class Until:
     run: str | None = None      # with ``seq``: the run whose log position is exact
     seq: int | None = None
 
+    def admits(self, event: Event) -> bool:
+        """Whether ``event`` is in memory as of this cut (what ``Filters.where("events")`` keeps):
+        by its position in the cut's own run, else by time."""
+        if self.seq is not None and self.run == event.run:
+            return event.seq <= self.seq
+        return micros(event.timestamp) <= self.micros
+
 
 @dataclass(frozen=True)
 class Hidden:
@@ -225,6 +232,14 @@ class RecallQuery:
             problem = ref_problem(self.id)
             if problem:
                 raise BadInput(problem, param="id")
+
+    @property
+    def ref(self) -> str | None:
+        """The step ``id`` names: a bare id with a run is that run's step (SPEC §2); a bare id
+        alone, a step of any run with that id."""
+        if self.id is None or "/" in self.id or self.run is None:
+            return self.id
+        return f"{self.run}/{self.id}"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import owner_run, ref_problem, split_gid
-from mem_retrieval.records.parse import read_text
+from mem_retrieval.records.parse import micros, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -281,6 +281,7 @@ class Retriever:
     @_reads_index
     def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
         """Events with their briefs and returns: by id in time order, or by text, a page."""
+        query = replace(query, until=self.resolve(query.until, query.run))
         hits = self.recall_hits(query, whole=False)
         shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
@@ -290,11 +291,18 @@ class Retriever:
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:
         """A note naming the events the search cannot see: those written to the logs it reads
-        (``run``'s, or every run's) after the last `mem index` read them."""
+        (``run``'s, or every run's) after the last `mem index` read them, and, when the query
+        narrows by ``until`` or ``id``, that it would have kept (``until`` resolved)."""
         logged = self.searcher.logged_events()
         runs = [query.run] if query.run is not None else self.workspace.runs()
         ahead = {run: count for run in runs if self.workspace.run_dir(run).is_dir()
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
+        until = query.until
+        if ahead and (until is not None or query.id is not None):  # rare: those lines are read
+            ahead = {run: count for run in ahead
+                     if (count := sum(1 for event in self.workspace.events_after(run, logged.get(run, 0))
+                                      if (until is None or until.admits(event))
+                                      and (query.id is None or event.names(query.ref)))) > 0}
         if not ahead:
             return []
         total = sum(ahead.values())
@@ -319,9 +327,8 @@ class Retriever:
         from mem_retrieval.retrieval.query import Filters
 
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
-        if query.id is not None:  # a bare id with a run is that run's step (SPEC §2)
-            ref = query.id if "/" in query.id or query.run is None else f"{query.run}/{query.id}"
-            found = self.searcher.events_naming(ref, filters)
+        if query.id is not None:
+            found = self.searcher.events_naming(query.ref, filters)
             if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
                 named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
                          if ref == query.id or ref.endswith("/" + query.id)}
@@ -373,7 +380,7 @@ class Retriever:
             if value.isascii() and value.isdigit() else None
         stamp = parse_time_arg(value) if number is None else None
         if stamp is not None:
-            return Until(micros=int(stamp.timestamp() * 1_000_000))
+            return Until(micros=micros(stamp))
         ref_run, local = split_gid(value)
         run = run or ref_run
         if run is None:
@@ -384,10 +391,10 @@ class Retriever:
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
-                return Until(micros=int(event.timestamp.timestamp() * 1_000_000), run=run, seq=event.seq)
+                return Until(micros=micros(event.timestamp), run=run, seq=event.seq)
             last = event
         if number is not None and last is not None and number > last.seq:  # as of the log's end
-            return Until(micros=int(last.timestamp.timestamp() * 1_000_000), run=run, seq=last.seq)
+            return Until(micros=micros(last.timestamp), run=run, seq=last.seq)
         raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
 
     # ---- archive_get

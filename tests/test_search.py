@@ -316,6 +316,42 @@ def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(
     assert (code, err) == (0, "") and out.startswith("page 1 of 1 · 3 events")
 
 
+def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(workspace, mem):
+    """With --until or --id, the note counts the events written since `mem index` that the search
+    would have kept: logged by the cut (by position in the cut's own run, else by time), naming
+    the step (a bare id with --run: that run's; alone: any run's). Oracle: the lines by hand."""
+    assert mem("index")[0] == 0
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        for minute, ids in ((20, ["a4"]), (30, ["a1"]), (40, ["beta/a4"])):
+            log.write(json.dumps({"time": f"2026-10-17T04:{minute}:00Z", "actor": "root",
+                                  "kind": "audit", "ids": ids, "text": "echidna"}) + "\n")
+        log.write('{"time": "2026-10-17T04:50:00Z", "actor": "ro')  # still being written
+    workspace.write_events("gamma-new", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                          "kind": "audit", "ids": ["a4"], "text": "echidna"}])
+    workspace.add_run("gamma-new", [make_step("g1")])
+    lines = workspace.events_path("alpha").read_text(encoding="utf-8").split("\n")
+    first = next(n for n, line in enumerate(lines, 1) if "04:20" in line)  # the first unindexed
+
+    def note(*args):
+        code, _, err = mem("recall-search", *args)
+        assert code in (0, 1)
+        return err
+
+    def says(total, where, command):
+        return (f"mem: {total} written since the last `mem index` "
+                f"{'is' if total.startswith('1 ') else 'are'} not searched ({where}): "
+                f"run `mem index {command}`\n")
+
+    assert note("echidna") == says("4 events", "alpha: 3, gamma-new: 1", "alpha gamma-new")
+    assert note("echidna", "--until", "2026-10-17T04:35:00Z") == says("2 events", "alpha: 2", "alpha")
+    assert note("echidna", "--until", "2026-10-17T04:15:00Z") == ""
+    assert note("echidna", "--run", "alpha", "--until", str(first)) == says("1 event", "alpha: 1", "alpha")
+    assert note("--id", "a4", "--run", "alpha") == says("1 event", "alpha: 1", "alpha")
+    assert note("--id", "beta/a4") == says("1 event", "alpha: 1", "alpha")
+    assert note("--id", "a1", "--run", "alpha", "--until", str(first)) == ""
+    assert note("--id", "g1") == ""
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
