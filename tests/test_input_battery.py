@@ -948,3 +948,25 @@ def test_events_logged_after_a_line_are_counted_as_the_log_reader_numbers_them(l
         log.write_text(text + '{"time": "2026-10-17T0', encoding="utf-8")  # a line half-written
         assert lines_after(log, after) == expected
     assert lines_after(tmp_path / "none.jsonl", after) == 0
+
+
+_EVENT = json.dumps({"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "audit", "ids": ["a1"],
+                     "text": "t"})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.sampled_from(["", " ", "\r", "\u3000", _EVENT, _EVENT + "\r", "x", "{}"]),
+                      max_size=8),
+       end=st.sampled_from(["", "\n", "\n\n", '\n{"time": "2026-10-17T0']), after=st.integers(0, 10))
+def test_the_events_after_a_line_are_those_the_log_reader_reads_after_it(lines, end, after, tmp_path):
+    """What the note narrows by --until and --id (records.parse.events_after): the events
+    iter_events reads after line ``after``, numbered as it numbers them, lines that are not events
+    passed over (the oracle: iter_events keeping its malformed lines aside)."""
+    from mem_retrieval.records.parse import events_after, iter_events
+
+    log = tmp_path / "memory" / "events.jsonl"
+    log.parent.mkdir(exist_ok=True)
+    log.write_text("\n".join(lines) + end, encoding="utf-8")
+    read = [(e.seq, e.ids, e.text) for e in iter_events(log, "alpha", tmp_path, malformed=[])]
+    expected = [event for event in read if event[0] > after]
+    assert [(e.seq, e.ids, e.text) for e in events_after(log, after, "alpha", tmp_path)] == expected
