@@ -8,8 +8,8 @@ Each query names its ``step`` (leave-one-out, SPEC §10: the search answers as m
 the step was written, without it, its library copy, its links and the work written after it) and
 its ``run`` (a run cannot reuse itself: its own steps are no candidates). With ``runs_before``,
 only library entries inserted before the run started count as reusable, the way a real run meets
-the library; with ``until``, only entries inserted by then, and only steps some event had named by
-then are asked."""
+the library; with ``until``, only entries inserted by then, and only steps written by then
+(``records.workspace.first_written``) are asked."""
 
 from __future__ import annotations
 
@@ -42,20 +42,21 @@ def run_start(workspace: Workspace, run: str) -> datetime | None:
 def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = False,
            until: datetime | None = None) -> Derived:
     """One query per step of ``runs`` citing at least one (counting) library step."""
-    library = {entry.gid: entry for entry in workspace.library()}
+    entries = workspace.library()
+    library = {entry.gid: entry for entry in entries}
     queries: list[Query] = []
     qrels: Qrels = {}
     steps = citing = 0
     for run in runs:
         tree = workspace.tree(run)
         start = run_start(workspace, run) if runs_before else None
-        named = _named_by(workspace, run, until) if until is not None else None
+        written = _written_by(workspace, run, entries, until) if until is not None else None
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             steps += 1
             parents = step.cited(sources)
             citing += bool(parents)
-            if named is not None and step.id not in named:
+            if written is not None and step.id not in written:
                 continue
             gold = [gid for gid in dict.fromkeys(parents) if gid in library
                     and library[gid].run != run  # a run cannot reuse itself
@@ -91,12 +92,13 @@ def inserted_before(inserted: str, start: datetime | None, until: datetime | Non
     return (start is None or stamp < start) and (until is None or stamp <= until)
 
 
-def _named_by(workspace: Workspace, run: str, until: datetime) -> set[str]:
-    """The step ids of ``run`` some event had named by ``until`` (first named at or before it)."""
-    from mem_retrieval.records.ids import first_naming
+def _written_by(workspace: Workspace, run: str, library: list, until: datetime) -> set[str]:
+    """The step ids of ``run`` written by ``until`` (``first_written``: first named, or inserted
+    in ``library`` when no event names it, at or before it)."""
+    from mem_retrieval.records.workspace import first_written
 
-    return {step for step, event in first_naming(workspace.events(run), run).items()
-            if event.timestamp <= until}
+    return {step for step, (_, stamp) in first_written(workspace.events(run), run, library).items()
+            if stamp <= until}
 
 
 def written_files(folder, name: str = "reuse") -> list:

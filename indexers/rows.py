@@ -14,10 +14,10 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.ids import first_naming, split_gid
+from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
-from mem_retrieval.records.workspace import Workspace, library_as_step
+from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
 from mem_retrieval.text.tokenize import token_string
 
@@ -138,7 +138,8 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
         workspace.core(run)  # not indexed, but validated: bad input is reported at index time
         run_dir = workspace.run_dir(run)
         events = list(workspace.events(run))
-        named = {step: (event.seq, micros(event.timestamp)) for step, event in first_naming(events, run).items()}
+        named = {step: (seq, micros(stamp)) for step, (seq, stamp) in
+                 first_written(events, run, rows.library).items()}
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             row = step_row(step, library.get(step.gid), named.get(step.id), sources)

@@ -64,8 +64,7 @@ def ref_problem(value: object) -> str | None:
 
 def first_naming(events: Iterable["Event"], run: str) -> dict[str, "Event"]:
     """For each step id of ``run``: the first event (in log order) naming it, by a bare id or by
-    ``run/id``. What "named by then" means everywhere: the index's as-of cut (``named_seq``,
-    ``named_ts``) and the reuse test's ``--until``."""
+    ``run/id`` (``records.workspace.first_written`` adds the steps no event names)."""
     first: dict[str, Event] = {}
     for event in events:
         for ref in event.ids:

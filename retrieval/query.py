@@ -144,12 +144,12 @@ class Until:
 @dataclass(frozen=True)
 class Hidden:
     """Memory as it stood before a step was written (leave-one-out, SPEC §10), what ``hide``
-    resolves to (``CitationGraph.before``): of its own run only the steps its log had named by the
-    event naming it are in memory, as ``until`` that event would leave them (``run_key``, ``seq``:
-    its run and that event's position; ``seq`` None when no event names it: nothing says which
-    run-mates came before it, and they stay); and the step itself (with its library copy, the
-    same key) and every step citing it or one of the run-mates cut, directly or through others
-    (each written after it), are invisible (``keys``). Other runs are not cut by time: their
+    resolves to (``CitationGraph.before``): of its own run only the steps written by its own log
+    position (``records.workspace.first_written``) are in memory, as ``until`` that position
+    would leave them (``run_key``, ``seq``: its run and that position; ``seq`` None when it is
+    neither named nor dated: nothing says which run-mates came before it, and they stay); and the
+    step itself (with its library copy, the same key) and every step citing it or one of the
+    run-mates cut, directly or through others (each written after it), are invisible (``keys``). Other runs are not cut by time: their
     clocks need not agree with this run's, while a citation always points back in time."""
 
     keys: tuple[int, ...]

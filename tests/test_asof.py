@@ -197,3 +197,31 @@ def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
     assert {h.id for h in memory.archive_hits("alpha/a2")} == {"alpha/a2"}
     assert {h.id for h in memory.archive_hits("alpha/a2", run="alpha", until="2")} == {"alpha/a2"}
     assert not memory.archive_hits("alpha/a9", run="alpha", until="2")  # never named: never there
+
+
+def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertion(workspace):
+    """A step no event names counts as written when its library copy was inserted: by time, at
+    that time; by position in its run's log, at the first event logged at or after it (alpha's
+    log: #1 at 02:05, #2 at 03:42). Inserted after the last event: past the log's end, where no
+    sequence-number cut reaches. A step neither named nor dated is in memory as of no cut."""
+    ws = workspace
+    steps = {name: make_step(name) for name in ("a7", "a8", "a9")}
+    for step in steps.values():
+        ws.add_step("alpha", step)
+    ws.write_library(ws.library() + [library_line("alpha", steps["a8"], inserted="2026-10-17T03:00:00Z"),
+                                     library_line("alpha", steps["a9"], inserted="2026-10-17T05:00:00Z")])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    query = "alpha/a7 alpha/a8 alpha/a9"
+
+    def seen(**cut) -> set[str]:
+        return {h.id for h in memory.archive_hits(query, **cut)}
+
+    assert seen() == {"alpha/a7", "alpha/a8", "alpha/a9"}
+    assert seen(until="2026-10-17T02:59:59Z") == set()
+    assert seen(until="2026-10-17T03:00:00Z") == {"alpha/a8"}
+    assert seen(until="2026-10-17T05:00:00Z") == {"alpha/a8", "alpha/a9"}
+    assert seen(run="alpha", until="1") == set()
+    assert seen(run="alpha", until="2") == {"alpha/a8"}
+    assert seen(run="alpha", until="99") == {"alpha/a8"}  # the log's last event: before a9's insertion
+    assert {h.id for h in memory.archive_hits("a8", library=True, until="2099-01-01T00:00:00Z")} == {"alpha/a8"}
