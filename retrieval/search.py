@@ -366,11 +366,9 @@ class Searcher:
         strategy = self.strategy(query.strategy)
         filters = query.filters(until, self.before(query.hide) if query.hide is not None else None)
         self._searched()
-        ids: list[Candidate] = []
-        if strategy.ids_first:
-            ids = self.id_hits(query.text, filters.where("steps"))
-            if ids and exact_lookup(query.text):
-                return ids, []  # an exact id lookup: the steps it names, no text search, no model
+        ids = self.id_hits(query.text, filters.where("steps"))
+        if ids and exact_lookup(query.text):
+            return ids, []  # an exact id lookup: the steps it names, no text search, no model
         excluded = self.setting_exclusion(query.setting, query.any_setting)
         request = Request("steps", query.text, filters, excluded, query.context_run,
                           frozenset(c.gid for c in ids))

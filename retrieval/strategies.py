@@ -1,8 +1,8 @@
 """Ranking strategies: each turns a query text into candidates in final order, over one table.
 
 A strategy implements ``Strategy``; ``STRATEGIES`` holds them by name. The searcher runs what they
-share around them: the ids a query names come first (for strategies with ``ids_first``), the
-setting rule (M3) and the pool cut. The paging evaluator, the CLI's ``--strategy`` and the API all
+share around them: the ids a query names come first (every strategy: a lookup by id is no
+ranking), the setting rule (M3) and the pool cut. The paging evaluator, the CLI's ``--strategy`` and the API all
 take a strategy by its name from here.
 
 - ``rerank`` (the default): BM25 candidates; embeddings rerank the top K of them, never adding one.
@@ -84,7 +84,6 @@ class Strategy(Protocol):
     orders; the fusion tuner and an explain mode read it)."""
 
     name: str
-    ids_first: bool     # the steps the query names by id lead the list
     without_vectors: str | None  # the strategy answering while vectors are being computed
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]: ...
@@ -141,7 +140,6 @@ def rrf(lists: list[list[Candidate]], limit: int) -> list[Candidate]:
 class Bm25(_Ranked):
     name: str = "bm25"
     without_vectors: str | None = None
-    ids_first: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         found = request.unnamed(search.bm25(request, vectors=False))
@@ -153,7 +151,6 @@ class Bm25(_Ranked):
 class Rerank(_Ranked):
     name: str = "rerank"
     without_vectors: str | None = "bm25"
-    ids_first: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         vector: Future | None = (search.query_vector_soon(request.text)
@@ -169,20 +166,19 @@ class Rerank(_Ranked):
 class Vector(_Ranked):
     name: str = "vector"
     without_vectors: str | None = "bm25"
-    ids_first: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
-        return [c.scored(c.cosine) for c in search.nearest(request)]
+        return [c.scored(c.cosine) for c in request.unnamed(search.nearest(request))]
 
 
 @dataclass(frozen=True)
 class HybridRrf(_Ranked):
     name: str = "hybrid-rrf"
     without_vectors: str | None = "bm25"
-    ids_first: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
-        return rrf([search.bm25(request), search.nearest(request)], search.config.search.pool)
+        return rrf([request.unnamed(search.bm25(request)), request.unnamed(search.nearest(request))],
+                   search.config.search.pool)
 
 
 @dataclass(frozen=True)
@@ -198,7 +194,6 @@ class GraphFusion:
 
     name: str
     cosine: bool
-    ids_first: bool = True
 
     @property
     def without_vectors(self) -> str | None:

@@ -352,6 +352,25 @@ def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(w
     assert note("--id", "g1") == ""
 
 
+def test_every_strategy_looks_ids_up_first(workspace, mem):
+    """A step named by id leads the list whatever the strategy (``vector`` and ``hybrid-rrf`` once
+    ranked it as text and said no step had the id), once, even when the setting rule would leave
+    it out; an exact lookup lists the named steps alone."""
+    from mem_retrieval.retrieval.strategies import STRATEGIES
+
+    workspace.add_run("gamma", [make_step("g1", statement="Zorb tower descent", setting="C"),
+                                make_step("g2", statement="Zorb tower ascent", setting="F_q((t))")])
+    assert mem("index")[0] == 0
+    memory = Memory.open(workspace.root)
+    for strategy in STRATEGIES:
+        hits = memory.archive_hits("gamma/g1 Zorb tower", setting="F_q((t))", strategy=strategy)
+        assert [(h.id, h.via) for h in hits[:1]] == [("gamma/g1", "id")], strategy
+        assert len({h.id for h in hits}) == len(hits) and "gamma/g2" in {h.id for h in hits}, strategy
+        assert [h.id for h in memory.archive_hits("gamma/g2", strategy=strategy)] == ["gamma/g2"]
+        code, out, err = mem("archive-search", "Zorb gamma/g1", "--strategy", strategy)
+        assert (code, err) == (0, "") and out.split("\n")[1].startswith("1. gamma/g1 "), strategy
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
