@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,16 @@ def ref_problem(value: object) -> str | None:
         return f"{value!r}: run {run!r} is not a run slug ([a-z0-9][a-z0-9-]*)"
     problem = step_id_problem(step)
     return f"{value!r}: step id {problem}" if problem and run is not None else problem
+
+
+def spellings(value: str) -> tuple[str, ...]:
+    """``value`` and the same letters in Unicode's other normal forms (composed NFC, decomposed
+    NFD): an id typed on one system can reach another decomposed (``Ü`` as ``U`` and a combining
+    diaeresis), and must name the same step. ``value`` alone when it is ASCII."""
+    if value.isascii():
+        return (value,)
+    return tuple(dict.fromkeys((value, unicodedata.normalize("NFC", value),
+                                unicodedata.normalize("NFD", value))))
 
 
 def first_naming(events: Iterable["Event"], run: str) -> dict[str, "Event"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.ids import spellings, split_gid
 
 KINDS = ("lemma", "dead_end", "error")
 STATUSES = ("open", "proved", "refuted", "blocked", "stale")
@@ -173,9 +173,10 @@ class Event:
     def names(self, ref: str) -> bool:
         """Whether it names the step ``ref``: a global id, or, bare, a step of any run with that id
         (as ``recall_search --id`` reads it)."""
+        refs = spellings(ref)
         if "/" in ref:
-            return ref in self.step_gids
-        return any(split_gid(named)[1] == ref for named in self.ids)
+            return any(gid in refs for gid in self.step_gids)
+        return any(split_gid(named)[1] in refs for named in self.ids)
 
 
 @dataclass(frozen=True, slots=True)

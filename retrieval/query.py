@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.ids import ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import iso_time, micros
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
@@ -43,7 +43,8 @@ def _forms(word: str) -> tuple[str, ...]:
     (a Lean name such as ``List.get?`` or ``Array.get!``), then the word without it (``A5-7.`` at
     a sentence's end)."""
     written, bare = word.lstrip(_STRIP), word.strip(_STRIP)
-    return (bare,) if written == bare else (written, bare)
+    return tuple(dict.fromkeys(spelled for form in ((bare,) if written == bare else (written, bare))
+                               for spelled in spellings(form)))
 
 
 def without_ids(text: str, names: set[str]) -> str:

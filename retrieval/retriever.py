@@ -15,7 +15,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import owner_run, ref_problem, split_gid
+from mem_retrieval.records.ids import owner_run, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import micros, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -405,24 +405,25 @@ class Retriever:
             raise BadInput(problem, param="id")
         ref_run, step_id = split_gid(ref)
         owner = owner_run(ref, run)
+        step_ids = spellings(step_id)  # typed composed or decomposed, one step
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
         for name in [owner] if owner else self.workspace.runs():
             if not self.workspace.tree_path(name).is_file():
                 continue
             tree = self.workspace.tree(name)
-            step = tree.step(step_id)
+            step = next(filter(None, map(tree.step, step_ids)), None)
             if step is not None:
                 library = library if library is not None else self._library()
                 entry = library.get(step.gid)
                 found[step.gid] = StepView(step, entry is not None, entry.inserted if entry else "")
                 continue
-            source = next((s for s in tree.sources if s.id == step_id), None)
+            source = next((s for s in tree.sources if s.id in step_ids), None)
             if source is not None:
                 found[source.gid] = SourceView(source)
         library = library if library is not None else self._library()
         for entry in library.values():
-            if entry.id == step_id and (entry.run == owner or not owner) and entry.gid not in found:
+            if entry.id in step_ids and (entry.run == owner or not owner) and entry.gid not in found:
                 found[entry.gid] = StepView(library_as_step(entry), True, entry.inserted)
         if len(found) == 1 or (found and owner):
             return next(iter(found.values()))

@@ -20,6 +20,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
 from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.ids import spellings
 from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
@@ -401,7 +402,8 @@ class Searcher:
         if table is None:
             return []
         column = "id_keys" if "/" in ref else "sid_keys"
-        where = filters.where("events", [f"array_has({column}, {store.key(ref)})"])
+        where = filters.where("events", [" OR ".join(f"array_has({column}, {store.key(spelled)})"
+                                                     for spelled in spellings(ref))])
         data = (table.search().where(where).select(list(EventRow.COLUMNS) + ["ts"])
                 .limit(max(table.count_rows(), 1)).to_arrow())
         found = zip(data["ts"].to_pylist(), from_arrow(data, "events"))

@@ -371,6 +371,28 @@ def test_every_strategy_looks_ids_up_first(workspace, mem):
         assert (code, err) == (0, "") and out.split("\n")[1].startswith("1. gamma/g1 "), strategy
 
 
+def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
+    """Unicode writes Ü as one letter (NFC) or as U and a combining diaeresis (NFD); an id typed
+    either way names the step, in archive-search, archive-get and recall-search --id."""
+    import unicodedata
+
+    composed = unicodedata.normalize("NFC", "Ünïcode_ид")
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed
+    workspace.add_run("gamma", [make_step(composed, statement="Zorb tower descent")])
+    workspace.write_events("gamma", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                      "kind": "audit", "ids": [composed], "text": "checked"}])
+    assert mem("index")[0] == 0
+    gid = f"gamma/{composed}"
+    for typed in (decomposed, f"gamma/{decomposed}"):
+        code, out, err = mem("--json", "archive-search", typed)
+        assert (code, err) == (0, "") and [(h["id"], h["via"]) for h in json.loads(out)["hits"]] == [(gid, "id")]
+        code, out, _ = mem("--json", "archive-get", typed)
+        assert code == 0 and json.loads(out)["id"] == gid
+        code, out, _ = mem("--json", "recall-search", "--id", typed)
+        assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma#1"]
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
