@@ -22,8 +22,8 @@ from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
-from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_words,
-                                           parse_time_arg)
+from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_shape,
+                                           id_words, parse_time_arg)
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
 EXCERPT_CHARS = 300
@@ -222,15 +222,19 @@ class Retriever:
                                   "setting or a hypothesis it does not imply (M3)", see="any_setting"))
         return notes
 
-    @staticmethod
-    def unnamed_ids(query: ArchiveQuery, ranked: Sequence) -> list[Note]:
+    def unnamed_ids(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """A note for each id of a query made only of ids (an exact lookup) that names no step the
         search may return: without it a typo, or a step added since the last `mem index`, gave
-        text hits as if they were the step asked for."""
+        text hits as if they were the step asked for. A bare word of the shape of no step id the
+        index holds (``id_shape``: ``E6``, ``SL2`` among ids such as ``A5-7``) is a symbol asked
+        for, not a mistyped id: no note for it."""
         if not exact_lookup(query.text):
             return []
         named = {part for c in ranked if c.via == "id" for part in (c.gid, split_gid(c.gid)[1])}
         unnamed = [forms[0] for forms in id_words(query.text) if not named.intersection(forms)]
+        if any("/" not in word for word in unnamed):
+            shapes = self.searcher.id_shapes()
+            unnamed = [word for word in unnamed if "/" in word or id_shape(word) in shapes]
         if not unnamed:
             return []
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")

@@ -24,7 +24,7 @@ from mem_retrieval.records.ids import spellings
 from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
-from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup,
+from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_shape,
                                             ids_in_query)
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
@@ -146,6 +146,7 @@ class Searcher:
         self._id_lookups = 0
         self._graph: CitationGraph | None = None
         self._logged: dict[str, int] | None = None
+        self._shapes: frozenset[str] | None = None
         self._lock = threading.Lock()
         self._searches = 0
         self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
@@ -380,6 +381,20 @@ class Searcher:
         """The result list of a recall query: events by the default rerank over their text."""
         ranked = self.strategy("rerank").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
+
+    def id_shapes(self) -> frozenset[str]:
+        """The shapes (``query.id_shape``) of the step ids the index holds; read once a searcher
+        (about 40 ms at 100,000 steps, from the id map when it is built)."""
+        if self._shapes is None:
+            if self._id_map is not None:
+                sids = list(self._id_map.by_sid)
+            else:
+                table = self.table("steps")
+                sids = ([] if table is None else
+                        table.search().select(["sid"]).limit(max(table.count_rows(), 1)).to_arrow()["sid"]
+                        .to_pylist())
+            self._shapes = frozenset(map(id_shape, sids))
+        return self._shapes
 
     def logged_events(self) -> dict[str, int]:
         """Per run, the last sequence number of its events the index holds (its log as the last

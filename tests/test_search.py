@@ -580,6 +580,12 @@ def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
     assert [n.message.split(":")[0] for n in half.notes] == ["'A5-77'"]
     filtered = example.archive_search("A5-9", run="iwahori-two-levels")  # satake's, left out
     assert filtered.notes and "'A5-9'" in filtered.notes[0].message
+    # a symbol is no mistyped id: a bare word of the shape of no step id here (a9-9, a-9) says
+    # nothing (it did: "E6: no step has this id (a typo…)" on the maths agent's commonest query)
+    for symbols in ("E6", "SL2", "GL2m", "C_K", "E6 F4", "GL2m Sp2m"):
+        found = example.archive_search(symbols)
+        assert found.total > 0 and found.notes == (), symbols
+    assert [n.message.split(":")[0] for n in example.archive_search("E6 A5-77").notes] == ["'A5-77'"]
     import io
 
     from mem_retrieval.cli.main import run
