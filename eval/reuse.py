@@ -22,7 +22,7 @@ from mem_retrieval.eval.derived import inserted_before, run_start
 from mem_retrieval.eval.paging import check_pages
 from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, locate, step_of
 from mem_retrieval.records.core import id_candidates, mentions
-from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.errors import InputError, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
 from mem_retrieval.retrieval.hint import Hint
@@ -208,6 +208,16 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
                  tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when))
+
+
+def overall(fixes: Sequence[Reuse]) -> tuple[str, str]:
+    """The verdict of the Fix tests of several runs, and its line: FAIL when one fails; PASS when
+    the others pass and one at least had something to test (a run citing no library step, such as
+    the one the library came from, fails none of the others); else nothing to test."""
+    counts = {name: sum(f.verdict == name for f in fixes) for name in ("PASS", "FAIL", "nothing to test")}
+    verdict = "FAIL" if counts["FAIL"] else "PASS" if counts["PASS"] else "nothing to test"
+    listed = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+    return verdict, f"reuse: {verdict}: {plural(len(fixes), 'run')} ({listed})"
 
 
 # ------------------------------------------------------------------------------------- per step

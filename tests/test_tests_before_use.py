@@ -200,6 +200,22 @@ def _beta_reusing(workspace, brief: str, setting: str = "Qp") -> Memory:
     return Memory.open(workspace.root)
 
 
+def test_reuse_of_every_run_passes_when_those_with_something_to_test_pass(example, workspace):
+    """`--all` on the example exited 1 with no verdict of its own: satake, the run the library
+    came from, cites no library step. A run with nothing to test fails none of the others; one
+    that fails fails them all; the last line says the verdict and how many runs had each."""
+    code, text = cli(example.workspace.root, "eval", "reuse", "--all")
+    assert (code, text.splitlines()[-1]) == (0, "reuse: PASS: 2 runs (1 PASS, 1 nothing to test)")
+    code, text = cli(example.workspace.root, "--json", "eval", "reuse", "--all")
+    data = json.loads(text)
+    assert (data["verdict"], data["pass"]) == ("PASS", True)
+    assert [f["verdict"] for f in data["fix"]] == ["PASS", "nothing to test"]
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1, and\n- alpha/a2 for the lift.\n")
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "reuse", "--all")
+    assert (code, text.splitlines()[-1]) == (1, "reuse: FAIL: 2 runs (1 FAIL, 1 nothing to test)")
+
+
 def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):
     memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n")
     memory.index(progress=False)

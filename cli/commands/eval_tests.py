@@ -72,7 +72,7 @@ def resume(args, ctx) -> int:
 
 def reuse(args, ctx) -> int:
     from mem_retrieval.eval.paging import check_pages
-    from mem_retrieval.eval.reuse import reuse as run_reuse
+    from mem_retrieval.eval.reuse import overall, reuse as run_reuse
     from mem_retrieval.records.errors import BadInput
     from mem_retrieval.retrieval.query import parse_time_arg
 
@@ -97,13 +97,18 @@ def reuse(args, ctx) -> int:
     fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall, runs_before=args.runs_before,
                        until=until, cut=cut) for run in runs]
     fixes = [f for f in fixes if f.recall is not None] or fixes[:1] if per_step else fixes
-    text = "\n\n".join([f.text() for f in fixes] + ([per_step.text()] if per_step else []))
-    data = ({"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()} if per_step
-            else fixes[0].as_dict() if len(fixes) == 1 else {"fix": [f.as_dict() for f in fixes]})
+    if per_step:  # its own verdict (the Fix queries, reported apart, often have no Fix problem to
+        verdict = per_step.verdict  # ask at the step's grain)
+        text = "\n\n".join([f.text() for f in fixes] + [per_step.text()])
+        data = {"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()}
+    elif len(fixes) == 1:
+        verdict, text, data = fixes[0].verdict, fixes[0].text(), fixes[0].as_dict()
+    else:
+        verdict, line = overall(fixes)
+        text = "\n\n".join([f.text() for f in fixes] + [line])
+        data = {"fix": [f.as_dict() for f in fixes], "verdict": verdict, "pass": verdict == "PASS"}
     ctx.emit(data, text)
-    verdicts = [per_step.verdict] if per_step else [f.verdict for f in fixes]  # --per-step: its own
-    # verdict (the Fix queries, reported apart, often have no Fix problem to ask at the step's grain)
-    return 0 if all(v == "PASS" for v in verdicts) else 1
+    return 0 if verdict == "PASS" else 1
 
 
 PER_STEP_ONLY = ("strategy", "trec_out", "report", "write_queries")  # --max-pages has a default
