@@ -369,6 +369,23 @@ def bench_workspace(root: Path, options: Options, scratch: Path) -> dict[str, An
     return {"workspace": str(root), "steps": steps, "figures": figures}
 
 
+WORKSPACE_FIGURES = ("id", "gid", "bm25", "hybrid", "hybrid_setting", "bm25_asof", "hybrid_asof", "naive")
+
+
+def workspace_markdown(result: dict[str, Any]) -> str:
+    """``bench_workspace``'s figures as the lines it prints and writes to ``workspace.md``."""
+    figures = result["figures"]
+    lines = [f"{result['workspace']}: {result['steps']} steps, {figures['records']} records, "
+             f"{figures['embedded']} texts embedded; full index {figures['full_index_s']:.1f} s"]
+    for name in WORKSPACE_FIGURES:
+        if figures[f"{name}_p50_ms"] is None:  # (no event to search as of)
+            lines.append(f"  warm {name:<15} not measured: the workspace has no event")
+        else:
+            lines.append(f"  warm {name:<15} p50 {figures[f'{name}_p50_ms']:8.2f} ms   "
+                         f"p95 {figures[f'{name}_p95_ms']:8.2f} ms")
+    return "\n".join(lines) + "\n"
+
+
 def _retriever(root: Path):
     """The read side of the workspace at ``root``, with its configuration."""
     from mem_retrieval.retrieval.retriever import Retriever
@@ -491,17 +508,13 @@ def main(argv: list[str] | None = None) -> int:
     if options.workspace is not None:
         import tempfile
 
+        options.out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as scratch:
             result = bench_workspace(options.workspace.resolve(), options, Path(scratch))
-        figures = result["figures"]
-        print(f"{result['workspace']}: {result['steps']} steps, {figures['records']} records, "
-              f"{figures['embedded']} texts embedded; full index {figures['full_index_s']:.1f} s")
-        for name in ("id", "gid", "bm25", "hybrid", "hybrid_setting", "bm25_asof", "hybrid_asof", "naive"):
-            if figures[f"{name}_p50_ms"] is None:  # (no event to search as of)
-                print(f"  warm {name:<15} not measured: the workspace has no event")
-                continue
-            print(f"  warm {name:<15} p50 {figures[f'{name}_p50_ms']:8.2f} ms   "
-                  f"p95 {figures[f'{name}_p95_ms']:8.2f} ms")
+        table = workspace_markdown(result)
+        (options.out / "workspace.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        (options.out / "workspace.md").write_text(table, encoding="utf-8")
+        print(table, end="")
         return 0
     results = run(options)
     print(markdown(results))

@@ -84,6 +84,25 @@ def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_of_a_workspace_writes_its_figures_to_out_and_leaves_the_workspace_alone(tmp_path: Path) -> None:
+    """``--workspace DIR`` printed its figures and wrote nothing, though --out says where they go."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    before = _tree_files(ws.root)
+    out = tmp_path / "out"
+    assert bench_main(["--workspace", str(ws.root), "--queries", "2", "--out", str(out)]) == 0
+    result = json.loads((out / "workspace.json").read_text())
+    assert (result["workspace"], result["steps"]) == (str(ws.root), 6)
+    figures = result["figures"]
+    assert figures["records"] > 0 and figures["full_index_s"] > 0
+    table = (out / "workspace.md").read_text()
+    assert table.startswith(f"{ws.root}: 6 steps,") and table.count("  warm ") == 8
+    assert all(f"warm {name} " in table for name in ("id", "gid", "bm25", "hybrid", "naive"))
+    assert _tree_files(ws.root) == before  # measured on a copy
+
+
+@pytest.mark.slow
 def test_the_scale_benchmark_measures_both_engines_and_both_stores_and_projects(tmp_path: Path) -> None:
     """``--scale``: the local engine against Ray with 1 and 2 workers (same rows), local disk
     against loopback S3 (same result lists), and a projection whose time falls with workers."""
