@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import BadInput, Refused
+from mem_retrieval.records.errors import BadInput, Refused, install_hint
 from mem_retrieval.records.files import replace_folder
 
 
@@ -41,7 +41,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise BadInput("--engine ray needs Ray: pip install -e \".[distributed]\"") from None
+        raise BadInput(f"--engine ray needs Ray: {install_hint('distributed')}") from None
     return ray
 
 

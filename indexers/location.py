@@ -96,11 +96,11 @@ class Location:
             # fragment, `?x` a query, `%41` an escape; its tables and meta.json then parted ways
             raise InputError(config.origin("index.uri"), None, "index.uri",
                              f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is read as a URL's "
-                             "fragment, query or escape by LanceDB: choose a prefix without")
+                             f"fragment, query or escape by LanceDB: choose a prefix without {' or '.join(map(repr, odd))}")
         if odd := [s for s in rest.rstrip("/").split("/")[1:] if s in ("", ".", "..")]:
             raise InputError(config.origin("index.uri"), None, "index.uri",  # object keys have none
                              f"{uri!r}: a prefix with an empty, '.' or '..' part ({odd[0]!r}) "
-                             "names no object key: write the prefix without")
+                             "names no object key: write the prefix without such parts")
         storage = config.index.storage
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))

@@ -42,6 +42,21 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
+def install_hint(extra: str) -> str:
+    """How to install what the project's optional ``extra`` brings, as its metadata names it
+    (``pip install 'ray[data]<2.61,>=2.60'``): it works however the project was installed (from a
+    checkout, a path or a wheel), where ``pip install -e ".[extra]"`` needs the checkout."""
+    from importlib import metadata
+
+    try:
+        wanted = [r.split(";")[0].strip() for r in metadata.requires("mem-retrieval") or ()
+                  if r.replace(" ", "").endswith(f'extra=="{extra}"')]
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        wanted = []
+    packages = " ".join(f"'{w}'" for w in wanted) if wanted else f"'mem-retrieval[{extra}]'"
+    return f"pip install {packages} (the extra [{extra}])"
+
+
 class MemError(Exception):
     """Base of every error raised on purpose. ``message`` says what is wrong; ``param``, when set,
     names the parameter at fault (the message then starts with its value, so that

@@ -332,6 +332,7 @@ def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem,
         assert (code, out) == (2, ""), err
         assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with "), err
         assert len(err.splitlines()) == 1 and "read as a URL's fragment, query or escape" in err
+        assert err.endswith(f"choose a prefix without {uri.split('/')[-1][1]!r}\n"), err  # said whole
     assert not (workspace.root / ".mem").exists()
 
 
@@ -345,7 +346,7 @@ def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachab
         code, out, err = mem(*argv)
         assert (code, out) == (2, ""), err
         assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with an empty, '.' or '..' part")
-        assert len(err.splitlines()) == 1
+        assert len(err.splitlines()) == 1 and err.endswith("write the prefix without such parts\n"), err
     assert not (workspace.root / ".mem").exists()
 
 

@@ -274,3 +274,22 @@ def test_a_warm_memory_reads_a_step_from_the_files_while_the_store_is_out_of_rea
     assert memories.get(Workspace.open(workspace.root)) is memory  # kept while the store stays down
     with pytest.raises(MemError, match="cannot be reached"):
         memory.archive_search("statement")
+
+
+@pytest.mark.parametrize("extra", ["mcp", "distributed"])
+def test_the_install_hint_of_an_extra_names_its_packages_however_the_project_was_installed(extra):
+    """`pip install -e ".[distributed]"` needs a checkout; the hint names the packages themselves,
+    as pyproject.toml's extra lists them (the oracle), which works from a path or a wheel too."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    from mem_retrieval.records.errors import install_hint
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    listed = pyproject["project"]["optional-dependencies"][extra]
+    hint = install_hint(extra)
+    assert hint.startswith("pip install '") and hint.endswith(f"' (the extra [{extra}])")
+    named = hint.removeprefix("pip install ").rsplit(" (", 1)[0].split(" ")
+    assert sorted(str(Requirement(n.strip("'"))) for n in named) == sorted(str(Requirement(r)) for r in listed)

@@ -18,7 +18,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--engine", choices=("local", "ray"), default=None,
                         help="embed in this process (local) or on a Ray actor pool (ray; needs "
-                             "pip install -e \".[distributed]\"); default: index.engine")
+                             "Ray: the extra [distributed]); default: index.engine")
     parser.add_argument("--workers", type=_positive, default=None, metavar="N",
                         help="Ray actors embedding (default: ray.workers, 0 = one per CPU)")
     parser.set_defaults(handler=run)

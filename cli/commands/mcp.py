@@ -12,8 +12,7 @@ def register(subparsers, common) -> None:
                     "recall_search, archive_search, archive_get, archive_insert, check and record, "
                     "with the same arguments, answers and messages as the commands. Over stdio by "
                     "default; --http PORT serves streamable HTTP at http://127.0.0.1:PORT/mcp "
-                    "(port 0: a free one) and prints where. Needs the MCP SDK: pip install "
-                    "'mem-retrieval[mcp]'.")
+                    "(port 0: a free one) and prints where. Needs the MCP SDK: the extra [mcp].")
     parser.add_argument("--http", type=_port, metavar="PORT",
                         help="streamable HTTP on 127.0.0.1:PORT instead of stdio")
     parser.add_argument("--lazy", action="store_true",
@@ -32,12 +31,12 @@ def _port(text: str) -> int:
 def serve(args, ctx) -> int:
     import os
 
-    from mem_retrieval.records.errors import Refused
+    from mem_retrieval.records.errors import Refused, install_hint
 
     try:
         import mcp.server  # noqa: F401  (an optional dependency: the extra [mcp])
     except ImportError:
-        raise Refused("mem mcp needs the MCP SDK: pip install 'mem-retrieval[mcp]' (mcp>=2.3,<3)") from None
+        raise Refused(f"the MCP server needs the MCP SDK: {install_hint('mcp')}") from None
     from mem_retrieval.cli.mcp import Tools, serve_http, serve_stdio
 
     workspace = ctx.workspace()

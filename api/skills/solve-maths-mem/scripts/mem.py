@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The skill's memory functions on the command line: `python scripts/mem.py COMMAND …` is `mem
 COMMAND …` (core-set, recall-search, archive-search, archive-get, archive-insert, check, record).
-Needs the mem-retrieval package installed (pip install mem-retrieval)."""
+Needs this project's package, mem_retrieval, installed in the Python that runs it (the README's
+install command)."""
 
 import sys
 
