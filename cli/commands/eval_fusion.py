@@ -176,6 +176,6 @@ def _text(choice, asked_folds: int) -> str:
     elif choice.admissible == 0:
         lines.append(f"no weight vector keeps the guard set at {choice.guard_floor:.3f}: chosen among "
                      f"those coming closest (nDCG@10 {choice.guard_ndcg:.3f})")
-    lines += ["chosen on every query (put in configs/default.toml or solve/mem.toml):", "",
+    lines += ["chosen on every query (put in the workspace's solve/mem.toml, or a file for --config):", "",
               choice.toml().rstrip()]
     return "\n".join(lines)
