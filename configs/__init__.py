@@ -48,10 +48,13 @@ class SearchConfig:
     hint_depth: int = rule(minimum=1)
 
 
+LANCE_K1, LANCE_B = 1.2, 0.75  # what LanceDB's full-text index scores with (not configurable there)
+
+
 @dataclass(frozen=True)
 class Bm25Config:
     engine: str = rule(choices=("lance", "rank-bm25"))
-    k1: float = rule(minimum=0.0, maximum=100.0)
+    k1: float = rule(minimum=0.001, maximum=100.0)  # 0: rank-bm25 divides 0 by 0 for absent words
     b: float = rule(minimum=0.0, maximum=1.0)
 
 
@@ -268,6 +271,12 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
                              "an index of int8 ones then needs `mem index --full`)")
         raise InputError(config.origin("model.quantize"), None, "model.quantize",
                          "int8 weights need backend = \"onnx\"")
+    if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
+        name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
+        raise InputError(config.origin(name), None, name, f"{getattr(config.bm25, name[5:])}: the engine "
+                         f"\"lance\" scores with LanceDB's own k1 = {LANCE_K1}, b = {LANCE_B}, which "
+                         "it does not take; set bm25.engine = \"rank-bm25\" to score with others "
+                         "(read per query: the index stays as it is)")
     for table in (f.name for f in fields(FusionConfig)):
         weights = vars(getattr(config.fusion, table))
         if not any(weights.values()):  # every score 0: the lists in id order

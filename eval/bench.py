@@ -198,7 +198,7 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
     figures["naive_build_s"] = naive.build_seconds
     overlaps = []
     for text in texts:
-        ours = [c.gid for c in retriever.ranked(ArchiveQuery(text))[:10]]
+        ours = [c.gid for c in retriever.ranked(ArchiveQuery(text, strategy="rerank"))[:10]]  # alike
         theirs = naive_lists[text][:10]
         if ours or theirs:
             overlaps.append(len(set(ours) & set(theirs)) / max(len(ours), len(theirs)))

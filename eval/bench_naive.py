@@ -1,13 +1,16 @@
 """The naive baseline the speed benchmark compares the search against, in the same process.
 
 What a first build would do: rank_bm25's ``BM25Okapi`` rebuilt in the process over every step's
-tokens (``retrieval.tokenize.tokenize`` of the text BM25 sees, ``indexers.rows.step_search_text``),
+tokens (``text.tokenize.tokenize`` of the text BM25 sees, ``indexers.rows.step_search_text``),
 and an exhaustive cosine of the query against every step vector (numpy, the vectors read from the
-index). The two are fused as the default search fuses them: over the top ``search.rerank_k`` of the
-``search.pool`` BM25 candidates, ``w·cosine + (1−w)·bm25/max bm25``; the rest keep BM25 order.
+index). The two are fused as the ``rerank`` strategy fuses them: over the top ``search.rerank_k``
+of the ``search.pool`` BM25 candidates, ``w·cosine + (1−w)·bm25/max bm25``; the rest keep BM25
+order. (The default, ``rerank-graph``, adds the citation graph's candidates and features; the
+benchmark times it against this baseline, the work a first build would do for a query.)
 
-The fusion is written out here rather than reusing ``Searcher.rerank``: a second implementation,
-so the benchmark's top-10 overlap between the two is a check that both rank alike."""
+The fusion is written out here rather than reusing ``retrieval.strategies.rerank``: a second
+implementation, so the benchmark's top-10 overlap between the two (against the ``rerank``
+strategy, the same ranking) is a check that both rank alike."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "bm25_vs_naive": ("ours / naive, BM25-only p50", "ratio"),
     "hybrid_vs_naive": ("ours / naive, hybrid p50", "ratio"),
     "hybrid_speedup": ("naive / ours, hybrid p50 (speed-up)", "×"),
-    "top10_overlap": ("top-10 overlap, ours vs naive", "share"),
+    "top10_overlap": ("top-10 overlap, rerank vs naive", "share"),
     "cold_search_p50_s": ("cold `mem archive-search`, no server, p50", "s"),
     "cold_search_asof_p50_s": ("cold `mem archive-search --until` (half the workspace), no server, p50", "s"),
     "cold_get_p50_s": ("cold `mem archive-get`, no server, p50", "s"),

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mem_retrieval.configs import Config
+from mem_retrieval.configs import LANCE_B, LANCE_K1, Config
 from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
@@ -75,7 +75,8 @@ def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[st
     return {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
-        "bm25": {"k1": config.bm25.k1, "b": config.bm25.b},  # the engine is each reader's choice
+        "bm25": {"k1": LANCE_K1, "b": LANCE_B},  # its full-text index's; bm25.k1/b (the rank-bm25
+        # engine's) are read per query, and change nothing stored
         "model": model | ({"tuned": tuned} if tuned else {}),
         "text": {"max_chars": config.model.max_chars, "event_body_chars": config.index.event_body_chars,
                  "source_chars": config.index.source_chars},  # what rows hold and vectors embed

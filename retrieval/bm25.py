@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mem_retrieval.configs import LANCE_B, LANCE_K1
+
 if TYPE_CHECKING:
     import numpy as np
 
-LANCE_K1, LANCE_B = 1.2, 0.75     # what LanceDB's full-text index scores with (not configurable there)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The query pipeline, in the order the design requires: ids first, then the strategy's text
-candidates (by default BM25, reranked by embeddings, which never add a candidate), then the setting
-rule (M3), then the pool cut.
+candidates (by default, ``rerank-graph``: BM25's and the steps the query's nearest citing steps vote
+for, scored with the embedding, which never adds a candidate), then the pool cut. The setting rule
+(M3) and the other filters are the prefilter of every step read (``Request.where``).
 
 A ``Searcher`` reads the table versions the last completed `mem index` pinned in meta.json, so a
 search never sees a half-finished index (a crash or a concurrent reindex)."""

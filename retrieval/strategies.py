@@ -5,13 +5,15 @@ share around them: the ids a query names come first (every strategy: a lookup by
 ranking), the setting rule (M3) and the pool cut. The paging evaluator, the CLI's ``--strategy`` and the API all
 take a strategy by its name from here.
 
-- ``rerank`` (the default): BM25 candidates; embeddings rerank the top K of them, never adding one.
+- ``rerank`` (the default before the graph features): BM25 candidates; embeddings rerank the top K
+  of them, never adding one.
 - ``bm25``: BM25 candidates in BM25 order.
 - ``vector``: embedding nearest neighbours only (for comparison).
 - ``hybrid-rrf``: BM25 and vector lists fused by reciprocal rank (for comparison).
 - ``graph``: BM25 candidates and the steps the query's nearest steps cite (k-NN dependency votes),
   with a citation prior, fused; no model.
-- ``rerank-graph``: ``graph``, with the embedding's cosine among the fused features."""
+- ``rerank-graph`` (the default, ``search.strategy``): ``graph``, with the embedding's cosine among
+  the fused features."""
 
 from __future__ import annotations
 

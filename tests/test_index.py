@@ -279,11 +279,38 @@ def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
     """It named the first group alone (BM25): a user who matched it met a second refusal."""
     assert mem("index", "--no-progress")[0] == 0
     other = tmp_path / "other.toml"
-    other.write_text("[bm25]\nk1 = 1.5\n[model]\nmax_chars = 100\n")
+    other.write_text("[model]\nquantize = false\nmax_chars = 100\n")
     code, _, err = mem("--config", str(other), "archive-search", "statement")
-    assert code == 2 and ("(BM25 parameters differ: index has {'k1': 1.2}, config wants {'k1': 1.5}; "
-                          "text limits differ: index has {'max_chars': 2000}, config wants "
+    assert code == 2 and ("(model differs: index has {'quantized': True}, config wants {'quantized': "
+                          "False}; text limits differ: index has {'max_chars': 2000}, config wants "
                           "{'max_chars': 100}): set the config to the index's") in err
+
+
+def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_them(workspace, mem,
+                                                                                     tmp_path):
+    """k1 and b change no stored token or vector: they asked for `mem index --full` (which then
+    changed nothing) and the default engine, LanceDB's full-text index, ignored them. Now the
+    engine "lance" refuses any but its own in one line; "rank-bm25" scores with them at once."""
+    workspace.add_run("gamma", [make_step("g1", statement="zorb zorb zorb zorb tower"),
+                                make_step("g2", statement="zorb tower tower descent")])
+    assert mem("index", "--no-progress")[0] == 0
+    lance = tmp_path / "lance.toml"
+    lance.write_text("[bm25]\nk1 = 2.0\n")
+    code, out, err = mem("--config", str(lance), "archive-search", "statement")
+    assert (code, out) == (2, "") and err == (
+        f"mem: {lance}: bm25.k1: 2.0: the engine \"lance\" scores with LanceDB's own k1 = 1.2, "
+        "b = 0.75, which it does not take; set bm25.engine = \"rank-bm25\" to score with others (read "
+        "per query: the index stays as it is)\n")
+
+    def scores(k1: float) -> list:
+        config = tmp_path / f"rank-{k1}.toml"
+        config.write_text(f'[bm25]\nengine = "rank-bm25"\nk1 = {k1}\n')
+        code, out, err = mem("--config", str(config), "--json", "archive-search", "zorb tower",
+                             "--strategy", "bm25")
+        assert (code, err) == (0, "")
+        return [(h["id"], h["score"]) for h in json.loads(out)["hits"]]
+
+    assert scores(1.2) != scores(0.1)  # k1 small: a term counts about once however often it occurs
 
 
 def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(memory, workspace, mem):
