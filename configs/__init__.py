@@ -92,6 +92,15 @@ class Weights:
     context: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
     affinity: float = rule(minimum=0.0, maximum=MAX_WEIGHT)
 
+    def read(self, in_run: bool) -> dict[str, float]:
+        """The weights a query reads: one asked from no run has no context or affinity (both
+        features 0 for every candidate), so a weight on them ranks nothing."""
+        weights = vars(self)
+        return weights if in_run else {k: v for k, v in weights.items() if k not in RUN_FEATURES}
+
+
+RUN_FEATURES = ("context", "affinity")  # features of a query asked from a run (0 from no run)
+
 
 @dataclass(frozen=True)
 class FusionConfig:
@@ -278,10 +287,13 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
                          "it does not take; set bm25.engine = \"rank-bm25\" to score with others "
                          "(read per query: the index stays as it is)")
     for table in (f.name for f in fields(FusionConfig)):
-        weights = vars(getattr(config.fusion, table))
+        in_run = table.endswith("_in_run")
+        weights = getattr(config.fusion, table).read(in_run)
         if not any(weights.values()):  # every score 0: the lists in id order
-            keys = [f"fusion.{table}.{name}" for name in weights]
+            keys = [f"fusion.{table}.{name}" for name in vars(getattr(config.fusion, table))]
             blamed = next((config.origins[k] for k in keys if k in config.origins), str(DEFAULT))
             raise InputError(blamed, None, f"fusion.{table}", "every weight is 0: no feature would "
-                             "rank the hits")
+                             "rank the hits" if in_run else "every weight a query from no run reads "
+                             f"is 0 ({', '.join(RUN_FEATURES)} are those of a query from a run): no "
+                             "feature would rank the hits")
     return config

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mem_retrieval.configs import table_of
+from mem_retrieval.configs import RUN_FEATURES, table_of
 from mem_retrieval.eval.folds import FOLDS_BY, group_folds
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.eval.judgments import judged
@@ -180,6 +180,12 @@ def simplex(names: Sequence[str], step: float) -> list[dict[str, float]]:
     return grid
 
 
+def _read(point: Mapping[str, float], in_run: bool) -> dict[str, float]:
+    """``point`` as a query of this kind reads it: from no run, context and affinity are 0 for
+    every candidate, so their weights tie whatever they are, and are given as 0."""
+    return {k: 0.0 if k in RUN_FEATURES and not in_run else v for k, v in point.items()}
+
+
 @dataclass(frozen=True)
 class FusionChoice:
     strategy: str
@@ -299,13 +305,14 @@ def choose_weights(features: Sequence[QueryFeatures], qrels: Qrels, strategy: st
     in_folds = eligible(fold_floor)
     for k in range(folds if folds > 1 else 0):
         point, _ = best(fold != k, in_folds)
-        fold_weights.append(grid[point])
+        fold_weights.append(_read(grid[point], in_run))
         held.update(figures(point, [f for f, g in zip(features, fold) if g == k]))
     chosen, tied = best(np.ones(len(features), dtype=bool), eligible(floor))
     qids = [f.qid for f in features]
     mean = lambda per: {m: sum(per.get(q, {}).get(m, 0.0) for q in qids) / max(len(qids), 1)
                         for m in REPORTED}
-    return FusionChoice(strategy, in_run, len(qids), folds, len(grid), grid[chosen], fold_weights,
+    return FusionChoice(strategy, in_run, len(qids), folds, len(grid), _read(grid[chosen], in_run),
+                        fold_weights,
                         mean(held) if folds > 1 else None, mean(figures(chosen, features)), tied, by,
                         len(keeping(floor)) if guard else None,
                         guarded_ndcg(guard, grid[chosen], depth) if guard else None,

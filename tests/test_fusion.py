@@ -10,6 +10,7 @@ import math
 import pytest
 
 from conftest import build_workspace, make_step
+from mem_retrieval.configs import RUN_FEATURES
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.eval.folds import group_folds
 from mem_retrieval.eval.fusion import (OBJECTIVE, Guard, QueryFeatures, choose_weights, grid_metrics,
@@ -86,7 +87,8 @@ def random_queries(seed: int, count: int = 12) -> tuple[list[QueryFeatures], dic
     data, qrels = [], {}
     for q in range(count):
         gids = [f"s{rng.randrange(100):02d}-{q}-{i}" for i in range(rng.randrange(0, 14))]
-        columns = {name: [rng.choice((0.0, 0.5, 1.0, 2.0)) for _ in gids] for name in FEATURES}
+        columns = {name: [0.0 if name in RUN_FEATURES else rng.choice((0.0, 0.5, 1.0, 2.0)) for _ in gids]
+                   for name in FEATURES}  # asked from no run: no context, no affinity
         named = ("x/named",) * (1 + (q % 8 == 0)) if q % 4 == 0 else ()  # named twice in q0, q8
         ids = tuple(rng.sample(gids, 1) if gids and q % 3 == 0 else ()) + named
         data.append(QueryFeatures(f"q{q}", f"run{q % 3}", ids, tuple(gids), columns, in_run=False))
@@ -124,7 +126,8 @@ def test_the_choice_is_the_best_point_by_ir_measures(seed):
         value = [round(sum(s.get(q, {}).get(m, 0.0) for q in qids for m in OBJECTIVE), 9) for s in slow]
         tied = [p for p in range(len(grid)) if value[p] == max(value)]
         near = lambda p: (round(sum(abs(grid[p][n] - configured.get(n, 0.0)) for n in grid[p]), 9), p)
-        return grid[min(tied, key=near)], len(tied)
+        read = {n: 0.0 if n in RUN_FEATURES else w for n, w in grid[min(tied, key=near)].items()}
+        return read, len(tied)  # from no run, the weights of context and affinity rank nothing: 0
 
     choice = choose_weights(data, qrels, "rerank-graph", folds=3, step=0.5, configured=configured)
     assert (choice.chosen, choice.tied) == best([f.qid for f in data])

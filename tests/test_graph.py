@@ -575,7 +575,7 @@ def test_a_query_asked_from_a_run_is_ranked_by_the_in_run_weights(working, strat
 
     by_context, by_prior, by_bm25 = {"context": 1.0}, {"prior": 1.0}, {"bm25": 1.0}
     assert ranked(by_bm25, by_context, context_run="work")[0] == "lib/l3"
-    assert ranked(by_context, by_bm25, context_run="work") == ["lib/l1", "lib/l2", "lib/l3"]
+    assert ranked(by_prior, by_bm25, context_run="work") == ["lib/l1", "lib/l2", "lib/l3"]
     assert ranked(by_prior, by_bm25)[0] == "lib/l3"
     assert ranked(by_bm25, by_prior) == ["lib/l1", "lib/l2", "lib/l3"]
 

@@ -155,6 +155,9 @@ def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
     ("[fusion.graph_in_run]\n" + "".join(f"{w} = 0\n" for w in
                                         ("bm25", "cosine", "vote", "expanded", "prior", "context", "affinity")),
      "fusion.graph_in_run", "every weight is 0: no feature would rank the hits"),
+    ("[fusion.graph]\n" + "".join(f"{w} = 0\n" for w in ("bm25", "cosine", "vote", "expanded", "prior"))
+     + "affinity = 1\n", "fusion.graph", "every weight a query from no run reads is 0 (context, "
+     "affinity are those of a query from a run): no feature would rank the hits"),
 ])
 def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text, key, message):
     """A hint window of 0 pages says no relevant hit remains, ever; a weight table all 0 scores

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-EMBEDDED = {"texts": 0, "calls": 0}
+EMBEDDED = {"texts": 0}
 _LOCK = threading.Lock()
 
 
@@ -83,12 +83,14 @@ def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progres
           workers: int | None = None) -> "np.ndarray":
     """Unit-length float32 vectors, one row per text, in the order given.
 
-    Texts go to the model longest first, so that each batch holds texts of about one length: a
-    batch is padded to its longest text, and in hash order one long brief padded 63 short
-    statements (sorting measured 2.6x faster on the synthetic 100k workspace; vectors equal to
-    1e-6). ``progress(texts, chars)`` is called after each batch; the cost of a sorted batch grows
-    with its characters, so a bar counted in characters gives an honest time left. ``workers``:
-    ONNX Runtime sessions side by side, or torch's threads for this call (default: one per core,
+    Texts go to the model longest first. With an ONNX export (``spec.export``), one text at a time
+    on each of ``workers`` sessions side by side (``batch_size`` is not read: no padding);
+    ``progress(texts, chars)`` after each text. With torch, in batches of ``batch_size``, so that
+    each holds texts of about one length: a batch is padded to its longest text, and in hash order
+    one long brief padded 63 short statements (sorting measured 2.6x faster on the synthetic 100k
+    workspace; vectors equal to 1e-6); ``progress`` after each batch. The cost of sorted texts
+    grows with their characters, so a bar counted in characters gives an honest time left.
+    ``workers``: ONNX Runtime sessions, or torch's threads for this call (default: one per core,
     torch's own; a Ray actor owning one CPU runs one)."""
     import numpy as np
 
@@ -101,7 +103,6 @@ def embed(texts: list[str], spec: ModelSpec | str, batch_size: int = 64, progres
         else:
             out = _torch_embed(texts, spec.model, batch_size, progress, workers)
         EMBEDDED["texts"] += len(texts)
-        EMBEDDED["calls"] += -(-len(texts) // batch_size)
     return out
 
 
@@ -191,7 +192,6 @@ def embed_query(text: str, spec: ModelSpec | str) -> "np.ndarray":
     spec = spec if isinstance(spec, ModelSpec) else ModelSpec(spec)
     with _LOCK:
         EMBEDDED["texts"] += 1
-        EMBEDDED["calls"] += 1
         if spec.export is not None:
             return _onnx(spec, 1).embed_query(text)  # one session on one thread
         model = load_model(spec.model)
