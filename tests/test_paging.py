@@ -642,7 +642,7 @@ def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["eval", "paging", "--queries", "Q", "--qrels", "R"],
-                                  ["eval", "reuse", "--all", "--per-step"], ["eval", "reuse", "--all"]])
+                                  ["eval", "reuse", "--all", "--per-step"]])
 @pytest.mark.parametrize("pages", ["0", "-3", "101", "100000"])
 def test_a_number_of_pages_outside_1_to_100_is_refused_before_any_work(tmp_path, argv, pages):
     """``--max-pages 100000`` ran for hours (the bound's cost grows with the square of the pages);

@@ -305,7 +305,9 @@ def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_b
         "reuse: nothing to test: recall 0/0 = n/a (it cites no library step inserted by then)")
     assert "inserted in the library after that (not required): alpha/a1, alpha/a2" in text
     for argv, message in [(["--until", "soon"], "--until 'soon' is not an ISO time with a zone"),
-                          (["--strategy", "bm25"], "--strategy: only with --per-step")]:
+                          (["--strategy", "bm25"], "--strategy: only with --per-step"),
+                          (["--max-pages", "3"], "--max-pages: only with --per-step"),  # was ignored
+                          (["--max-pages", "0"], "--max-pages: only with --per-step")]:
         code, text = cli(workspace.root, "eval", "reuse", "beta", *argv)
         assert (code, text) == (2, f"mem: {message}\n")
 

@@ -52,7 +52,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--strategy", action="append", choices=STRATEGY_NAMES, metavar="S",
                         help="--per-step: strategies to compare beside the default (repeatable; "
                         f"{', '.join(STRATEGY_NAMES)})")
-    parser.add_argument("--max-pages", type=int, default=10, metavar="N",
+    parser.add_argument("--max-pages", type=int, default=None, metavar="N",
                         help="--per-step: recall by page up to N pages (default 10)")
     parser.add_argument("--trec-out", type=named,
                         metavar="FILE", help="--per-step: every ranking as a TREC run")
@@ -78,10 +78,12 @@ def reuse(args, ctx) -> int:
 
     if args.all == bool(args.runs):
         raise BadInput("give RUN… or --all, not both" if args.all else "give RUN… or --all")
-    given = [f"--{name.replace('_', '-')}" for name in PER_STEP_ONLY if getattr(args, name)]
+    given = [f"--{name.replace('_', '-')}" for name in PER_STEP_ONLY if getattr(args, name) is not None]
     if given and not args.per_step:
         raise BadInput(f"{', '.join(given)}: only with --per-step")
-    check_pages(args.max_pages, "max_pages")
+    if args.per_step:
+        args.max_pages = MAX_PAGES if args.max_pages is None else args.max_pages
+        check_pages(args.max_pages, "max_pages")
     until = parse_time_arg(args.until) if args.until is not None else None  # '' too: not "now"
     if args.until is not None and until is None:
         raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
@@ -111,7 +113,8 @@ def reuse(args, ctx) -> int:
     return 0 if verdict == "PASS" else 1
 
 
-PER_STEP_ONLY = ("strategy", "trec_out", "report", "write_queries")  # --max-pages has a default
+PER_STEP_ONLY = ("strategy", "trec_out", "report", "write_queries", "max_pages")
+MAX_PAGES = 10  # --per-step's default --max-pages
 
 
 def _per_step(args, ctx, memory, runs, pages, until, cut):
