@@ -82,9 +82,7 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
                     page_size: int, hint: Hint, strategies: Iterable[str] = STRATEGIES,
-                    max_pages: int = MAX_PAGES, depth: int = 100,
-                    fixed_k: int = FIXED_K, fraction: float = SCORE_DROP,
-                    progress: bool = False, qrels_file: str | Path = "qrels",
+                    max_pages: int = MAX_PAGES, depth: int = 100, progress: bool = False, qrels_file: str | Path = "qrels",
                     default: str | None = None) -> PagingEvaluation:
     """Run each strategy over each judged query and score the lists."""
     from tqdm import tqdm
@@ -95,7 +93,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
         raise ValueError(f"unknown strategy {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     chosen = judged_queries(queries, qrels, qrels_file)
     gold = judged(qrels)
-    pagers = standard_pagers(hint, fixed_k, fraction)
+    pagers = standard_pagers(hint, FIXED_K, SCORE_DROP)
     results: dict[str, StrategyResult] = {}
     runs: dict[str, Run] = {}
     # disable=None: a bar on a terminal, nothing in a log file.

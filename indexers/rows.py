@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,8 +121,7 @@ def event_search_text(row: dict[str, Any]) -> str:
     return " ".join([row["actor"], row["kind"], " ".join(row["ids"]), row["text"], row["body"]])
 
 
-def build_rows(workspace: Workspace, config: Config, runs: list[str],
-               on_run: Callable[[str], None] | None = None) -> Rows:
+def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     """Parse and validate ``runs`` and the library into rows. Raises InputError before anything
     is written, so bad input never reaches the index."""
     rows = Rows()
@@ -156,8 +154,6 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str],
                    "hash": source.hash, "path": source.path, "text": text[: config.index.source_chars]}
             rows.sources.append(_finish(row, rows, None, " ".join([source.id, source.origin, row["text"]]),
                                         config))
-        if on_run:
-            on_run(run)
     from_trees = {row["gid"] for row in rows.steps}
     for gid, entry in library.items():
         if gid in from_trees or (entry.run in present and entry.run not in runs):

@@ -481,10 +481,6 @@ def iter_library(path: Path, problems: list[Problem] | None = None,
         yield entry
 
 
-def read_library(path: Path) -> list[LibraryEntry]:
-    return list(iter_library(path)) if path.exists() else []
-
-
 # ---------------------------------------------------------------------------------------- core.md
 
 _HEADING = re.compile(r"^## +(.*?)\s*$")

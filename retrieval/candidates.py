@@ -88,18 +88,16 @@ class Candidate:
         return replace(self, score=score, **features)
 
 
-def from_arrow(data, table: str, score_column: str | None = None, vectors: "np.ndarray | None" = None,
+def from_arrow(data, table: str, vectors: "np.ndarray | None" = None,
                scores: list[float] | None = None) -> list[Candidate]:
-    """Candidates from an Arrow result of ``table`` (its row columns, ``vector`` when selected,
-    and ``score_column`` read into ``bm25``); vectors are sliced from one numpy block. ``vectors``
-    and ``scores`` give them from elsewhere (a table held in memory), row for row."""
+    """Candidates from an Arrow result of ``table`` (its row columns, and ``vector`` when
+    selected); vectors are sliced from one numpy block. ``vectors`` and ``scores`` (read into
+    ``bm25``) give them from elsewhere (a table held in memory), row for row."""
     row_type = ROW_TYPES[table]
     rows = data.select([c for c in row_type.COLUMNS]).to_pylist()
     if vectors is None and "vector" in data.column_names and data.num_rows:
         column = data["vector"].combine_chunks()
         vectors = column.flatten().to_numpy().reshape(len(column), -1)
-    if scores is None and score_column:
-        scores = data[score_column].to_pylist()
     return [Candidate(row["gid"], row_type.of(row), vector=None if vectors is None else vectors[i],
                       bm25=None if scores is None else float(scores[i]))
             for i, row in enumerate(rows)]

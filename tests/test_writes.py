@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import build_workspace, library_line, make_step
 from mem_retrieval.records.core import clean_field, render
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.parse import parse_core, parse_core_text, read_library
+from mem_retrieval.records.parse import iter_library, parse_core, parse_core_text
 from mem_retrieval.records.tokens import count_tokens
 from mem_retrieval.records.workspace import Workspace as RecordsWorkspace
 from mem_retrieval.configs import load_config
@@ -274,7 +274,7 @@ def test_archive_insert_bare_id_with_run_and_kind_fields(workspace, mem):
     dead_end, repaired = workspace.library()[-2:]
     assert dead_end["missing"] == "what would unblock a3" and dead_end["status"] == "blocked"
     assert (repaired["grade"], repaired["repair"]) == ("major", "input (b) restated")
-    assert [e.gid for e in read_library(workspace.library_path)] == ["alpha/a1", "alpha/a3", "alpha/a5"]
+    assert [e.gid for e in iter_library(workspace.library_path)] == ["alpha/a1", "alpha/a3", "alpha/a5"]
 
 
 def test_a_repaired_entry_whose_run_is_gone_keeps_its_repair_as_the_audit_note(workspace, mem):
