@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.parse import split_core_heading
+from mem_retrieval.records.parse import split_core_heading, text_lines
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
@@ -19,7 +19,8 @@ _HEADING = re.compile(r"^## +(.*?)\s*$")
 _LINKS = frozenset({"is", "now", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})  # A5-8 is now proved
 _CONDITIONS = frozenset({"if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless",
                          "after", "before", "assuming", "suppose", "supposing", "provided", "soon"})
-_CLAUSE_END = ",;.:!?"  # a word ending so (its closing brackets and quotes aside) ends a clause
+_CLAUSE_END = ",;.:!?·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
+# · and • separate W's items (SPEC §6: `A2-4 audited · A5-7 not yet`)
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 
 
@@ -45,7 +46,7 @@ def clean_field(text: str) -> str:
     stripped. BadInput for a line that would start a new field or a NUL byte."""
     if "\x00" in text:
         raise BadInput("field text contains a NUL byte")
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in text_lines(text) if line.strip()]
     if lines:
         lines[0] = lines[0].lstrip()
     for number, line in enumerate(lines[1:], start=2):
@@ -74,7 +75,7 @@ def with_field(core: CoreMemory | None, field: str, text: str) -> str:
 
 def content_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number, prose) for each line of core.md, the ``## field`` part of headings removed."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text_lines(text), start=1):
         match = _HEADING.match(line)
         if match:
             split = split_core_heading(match.group(1))

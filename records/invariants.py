@@ -15,7 +15,7 @@ from mem_retrieval.records.core import claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, read_text,
-                                         source_file)
+                                         source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
@@ -390,7 +390,7 @@ class _Checker:
 
     def bound(self, run: str, path: Path, text: str) -> None:
         """M4: W at most 2,000 tokens; the violation points at the line that passes the limit."""
-        counts = count_line_tokens(text.splitlines(), self.package)
+        counts = count_line_tokens(text_lines(text), self.package)
         total, crossing, running = sum(counts), None, 0
         for number, n in enumerate(counts, start=1):
             running += n

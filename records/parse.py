@@ -78,6 +78,15 @@ def _record(problems: list[Problem] | None, error: InputError) -> None:
     problems.append(error.problem)
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a text file as editors, the records' readers and the line numbers in messages
+    count them: split at line feeds alone (a CR before one dropped). ``str.splitlines`` also splits
+    at form feeds, U+0085, U+2028 and others, which the tokenizer reads as none: M4 counted those
+    lines apart, and named line 997 of a five-line core.md."""
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def read_text(path: Path) -> str:
     """A whole UTF-8 file; a non-UTF-8 byte is an InputError naming its line."""
     try:
@@ -500,7 +509,7 @@ def parse_core_text(text: str, run: str, file: str) -> CoreMemory:
     fields: list[tuple[str, list[str]]] = []
     bad: list[Problem] = []
     current: list[str] | None = None  # the lines of the field being read (None: before any, or a bad one)
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text_lines(text), start=1):
         match = _HEADING.match(line)
         if match:
             split = split_core_heading(match.group(1))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.files import stamp
-from mem_retrieval.records.parse import read_toml
+from mem_retrieval.records.parse import read_toml, text_lines
 from mem_retrieval.records.validate import Fields
 
 SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatible"
@@ -202,7 +202,7 @@ def _entry_line(path: str, field: str) -> int | None:
     (the third [[setting]] of the file) or ``NAME.implies`` (the entry named NAME)."""
     head, _, key = field.rpartition(".")
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = text_lines(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
     blocks: list[tuple[int, dict[str, int], list[str]]] = []  # header line, key lines, name

@@ -78,6 +78,19 @@ def test_m1_reads_a_status_after_linking_words(workspace, mem):
     assert "(4 status claims)" in out.splitlines()[-1]  # a1 is proved: right, and counted
 
 
+def test_m1_reads_each_item_of_a_line_whose_items_are_separated_by_dots(workspace, mem):
+    """SPEC §6 writes W's items as `A2-4 audited · A5-7 not yet`: a `·` ends an item as `;` does,
+    so a condition (`once a1 is proved`) or a question (`is a2 refuted?`) in one item no longer
+    hid a claim in another, and `check` and `record` passed a W saying an open step is proved."""
+    workspace.write_core("alpha", "## phase       x\n## portfolio   y\n## open gaps   none\n"
+                                  "## next        audit a2 once a1 is proved · a4 proved\n"
+                                  "## inputs      a4 proved • is a2 refuted?\n")
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "a4")
+    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
+                                        f"alpha/tree.json:{line} says open" for n in (4, 5)]
+
+
 def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
     core = workspace.core_path("alpha")
     core.write_text("stray words\n## phase   Fix\n## mood   fine\nits text\n## phase   again\n"
@@ -247,6 +260,26 @@ def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, m
     assert code == 1
     assert found(out) == ["beta/memory/core.md:4: M4: W is 2,009 tokens (limit 2,000); this line "
                           "passes the limit"]  # + '## inputs alpha/a1' = 3 + 3 more tokens
+
+
+def test_m4_counts_the_file_as_the_model_reads_it_and_lines_are_those_of_line_feeds(workspace, mem):
+    """U+0085, U+2028 and form feeds are no line breaks to an editor or the tokenizer: M4 counted
+    the lines `str.splitlines` cuts there apart (over the bound and passed; under it and refused,
+    at line 997 of a five-line file), and M1 named a line further down than its own."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.records.tokens import count_tokens
+
+    words = "word\u0085 " * 1990
+    text = ("## phase       x\n## portfolio   A1\u2028A2\f\n## open gaps   none\n"
+            f"## next        {words}\n## inputs      a4 proved\n")
+    workspace.write_core("alpha", text)
+    total = count_tokens(text, load_config(workspace.root).model.package)  # the oracle: the whole file
+    assert total > 2000
+    code, out, _ = mem("check", "alpha")
+    line = step_line(workspace, "alpha", "a4")
+    assert code == 1 and found(out) == [
+        f"alpha/memory/core.md:4: M4: W is {total:,} tokens (limit 2,000); this line passes the limit",
+        f"alpha/memory/core.md:5: M1: W says a4 proved, alpha/tree.json:{line} says open"]
 
 
 # ----------------------------------------------------------------------------------------- integrity
