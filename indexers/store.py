@@ -256,6 +256,8 @@ def _setting_pair(item: Any) -> bool:
             and isinstance(item[1], list) and all(isinstance(h, str) for h in item[1]))
 
 
+FIXED = ("format", "tokenizer", "bm25")  # what this version sets, not the config: only --full moves an index
+# (bm25: LanceDB's k1 and b; until 2026-12-04 the config's were recorded, and read per query only)
 MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to rebuild it with yours "
                     "(then every machine sharing the index needs your config)")
 
@@ -274,13 +276,13 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
         if isinstance(have, dict):  # the values that differ, each by its name
             have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | wanted.keys())
                              if have.get(k) != wanted.get(k)} for v in (have, wanted))
-        reader = "this version of mem reads" if name in ("format", "tokenizer") else "config wants"
+        reader = "this version of mem reads" if name in FIXED else "config wants"
         found.append((name, f"{label}: index has {have!r}, {reader} {wanted!r}"))
         if name == "format":  # what else meta.json records is another format's
             break
     if not found:
         return None
-    fix = "run `mem index --full`" if {"format", "tokenizer"} & {n for n, _ in found} else MATCH_OR_REBUILD
+    fix = "run `mem index --full`" if set(FIXED) & {n for n, _ in found} else MATCH_OR_REBUILD
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
 
 

@@ -311,6 +311,16 @@ def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_
         return [(h["id"], h["score"]) for h in json.loads(out)["hits"]]
 
     assert scores(1.2) != scores(0.1)  # k1 small: a term counts about once however often it occurs
+    # an index whose meta.json recorded other values (versions before 2026-12-04 recorded the
+    # config's): its tables carry that build's stamp, so only --full moves it, and that is said
+    meta_path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["bm25"]["k1"] = 1.5
+    meta_path.write_text(json.dumps(meta))
+    code, _, err = mem("archive-search", "zorb")
+    assert code == 2 and err.endswith("(BM25 parameters differ: index has {'k1': 1.5}, this version of "
+                                      "mem reads {'k1': 1.2}): run `mem index --full`\n"), err
+    assert mem("index", "--full", "--no-progress")[0] == 0 and mem("archive-search", "zorb")[0] == 0
 
 
 def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(memory, workspace, mem):
