@@ -231,10 +231,11 @@ class Retriever:
         if not exact_lookup(query.text):
             return []
         named = {part for c in ranked if c.via == "id" for part in (c.gid, split_gid(c.gid)[1])}
-        unnamed = [forms[0] for forms in id_words(query.text) if not named.intersection(forms)]
-        if any("/" not in word for word in unnamed):
+        words = [forms for forms in id_words(query.text) if not named.intersection(forms)]
+        if any("/" not in forms[0] for forms in words):  # each form: as written, bare, composed…
             shapes = self.searcher.id_shapes()
-            unnamed = [word for word in unnamed if "/" in word or id_shape(word) in shapes]
+            words = [forms for forms in words if "/" in forms[0] or any(id_shape(f) in shapes for f in forms)]
+        unnamed = [forms[0] for forms in words]
         if not unnamed:
             return []
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")

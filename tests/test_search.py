@@ -386,11 +386,14 @@ def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
     gid = f"gamma/{composed}"
     for typed in (decomposed, f"gamma/{decomposed}"):
         code, out, err = mem("--json", "archive-search", typed)
-        assert (code, err) == (0, "") and [(h["id"], h["via"]) for h in json.loads(out)["hits"]] == [(gid, "id")]
+        hits = [(h["id"], h["via"]) for h in json.loads(out)["hits"]]
+        assert (code, err, hits) == (0, "", [(gid, "id")])
         code, out, _ = mem("--json", "archive-get", typed)
         assert code == 0 and json.loads(out)["id"] == gid
         code, out, _ = mem("--json", "recall-search", "--id", typed)
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma#1"]
+    typo = unicodedata.normalize("NFD", "Ünïcode_иж")  # a typo, typed decomposed: noted as composed
+    assert "no step this search may return has this id" in mem("archive-search", typo)[2]
 
 
 def test_recall_query_searches_briefs_and_returns(example):
@@ -586,6 +589,9 @@ def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
         found = example.archive_search(symbols)
         assert found.total > 0 and found.notes == (), symbols
     assert [n.message.split(":")[0] for n in example.archive_search("E6 A5-77").notes] == ["'A5-77'"]
+    for typo in ("A5-77.", "A5-77:", "(A5-77)"):  # a typo is judged by its shape without the marks
+        (note,) = example.archive_search(typo).notes
+        assert "A5-77" in note.message.split(": no step")[0], typo
     import io
 
     from mem_retrieval.cli.main import run
