@@ -462,6 +462,14 @@ def test_reuse_of_every_run_of_a_workspace_without_runs_is_nothing_to_test(tmp_p
     (tmp_path / "empty").mkdir()
     code, text = cli(tmp_path / "empty", "eval", "reuse", "--all")
     assert (code, text) == (1, "reuse: nothing to test (the workspace has no runs)\n")
+    import jsonschema
+
+    from mem_retrieval.functions import output_schema
+
+    code, text = cli(tmp_path / "empty", "--json", "eval", "reuse", "--all")
+    data = json.loads(text)
+    assert (code, data) == (1, {"fix": [], "verdict": "nothing to test", "pass": False})
+    jsonschema.validate(data, output_schema("eval-reuse"))
 
 
 def test_reuse_refuses_an_empty_until_rather_than_reading_it_as_now(workspace):

@@ -46,7 +46,8 @@ def register(subparsers, common) -> None:
                         help="pages read per query (default: the config's reuse.pages)")
     parser.add_argument("--until", metavar="TIME",
                         help="memory as it stood then: the search, the library entries required "
-                        "(inserted by then) and, --per-step, the steps asked (named by then)")
+                             "(inserted by then) and, --per-step, the steps asked (written by then: "
+                             "named, or inserted)")
     parser.add_argument("--runs-before", action="store_true",
                         help="only library entries inserted before the run started are required")
     parser.add_argument("--strategy", action="append", choices=STRATEGY_NAMES, metavar="S",
@@ -91,7 +92,8 @@ def reuse(args, ctx) -> int:
     config = memory.config.reuse
     runs = memory.workspace.check_runs(None if args.all else args.runs)
     if not runs and not args.per_step:  # --all of a workspace without runs: never PASS
-        ctx.emit({"fix": []}, "reuse: nothing to test (the workspace has no runs)")
+        ctx.emit({"fix": [], "verdict": "nothing to test", "pass": False},
+                 "reuse: nothing to test (the workspace has no runs)")
         return 1
     pages = args.pages if args.pages is not None else config.pages
     cut = memory.retriever.resolve_until(args.until, None) if until is not None else None
