@@ -82,7 +82,8 @@ def search_depth(pool: int, max_pages: int, page_size: int) -> int:
 
 def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
                     page_size: int, hint: Hint, strategies: Iterable[str] = STRATEGIES,
-                    max_pages: int = MAX_PAGES, depth: int = 100, progress: bool = False, qrels_file: str | Path = "qrels",
+                    max_pages: int = MAX_PAGES, depth: int = 100, progress: bool = False,
+                    qrels_file: str | Path = "qrels",
                     default: str | None = None) -> PagingEvaluation:
     """Run each strategy over each judged query and score the lists."""
     from tqdm import tqdm

@@ -96,7 +96,8 @@ class Location:
             # fragment, `?x` a query, `%41` an escape; its tables and meta.json then parted ways
             raise InputError(config.origin("index.uri"), None, "index.uri",
                              f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is read as a URL's "
-                             f"fragment, query or escape by LanceDB: choose a prefix without {' or '.join(map(repr, odd))}")
+                             "fragment, query or escape by LanceDB: choose a prefix without "
+                             f"{' or '.join(map(repr, odd))}")
         if odd := [s for s in rest.rstrip("/").split("/")[1:] if s in ("", ".", "..")]:
             raise InputError(config.origin("index.uri"), None, "index.uri",  # object keys have none
                              f"{uri!r}: a prefix with an empty, '.' or '..' part ({odd[0]!r}) "

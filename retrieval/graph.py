@@ -8,7 +8,7 @@ rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
 SPEC §10) is gone with every link from it, and so is what was written after it (``before``: its
 run-mates its log names after it, and the steps citing it or them, directly or through others); with
-``until``, only steps some event had named by then.
+``until``, only steps written by then (``records.workspace.first_written``).
 Citation counts and neighbours are computed over what is visible only, so nothing a query may not
 see informs its answer. The other filters (a run excluded because a run cannot reuse itself, a
 kind, a setting) choose which steps may be *candidates*; the rest of memory still votes and counts."""

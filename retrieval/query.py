@@ -137,7 +137,8 @@ def check_text(text: str, param: str = "query") -> None:
 
 @dataclass(frozen=True)
 class Until:
-    """Memory as it stood at an event: events up to it, steps some event had named by then."""
+    """Memory as it stood at an event: events up to it, steps written by then (first named, or
+    inserted in the library when no event names them: ``records.workspace.first_written``)."""
 
     micros: int                 # the time cut (epoch microseconds)
     run: str | None = None      # with ``seq``: the run whose log position is exact
@@ -159,8 +160,9 @@ class Hidden:
     would leave them (``run_key``, ``seq``: its run and that position; ``seq`` None when it is
     neither named nor dated: nothing says which run-mates came before it, and they stay); and the
     step itself (with its library copy, the same key) and every step citing it or one of the
-    run-mates cut, directly or through others (each written after it), are invisible (``keys``). Other runs are not cut by time: their
-    clocks need not agree with this run's, while a citation always points back in time."""
+    run-mates cut, directly or through others (each written after it), are invisible (``keys``).
+    Other runs are not cut by time: their clocks need not agree with this run's, while a citation
+    always points back in time."""
 
     keys: tuple[int, ...]
     run_key: int | None = None

@@ -2,8 +2,8 @@
 
 A strategy implements ``Strategy``; ``STRATEGIES`` holds them by name. The searcher runs what they
 share around them: the ids a query names come first (every strategy: a lookup by id is no
-ranking), the setting rule (M3) and the pool cut. The paging evaluator, the CLI's ``--strategy`` and the API all
-take a strategy by its name from here.
+ranking), the setting rule (M3) and the pool cut. The paging evaluator, the CLI's ``--strategy``
+and the API all take a strategy by its name from here.
 
 - ``rerank`` (the default before the graph features): BM25 candidates; embeddings rerank the top K
   of them, never adding one.

@@ -224,4 +224,5 @@ def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertio
     assert seen(run="alpha", until="1") == set()
     assert seen(run="alpha", until="2") == {"alpha/a8"}
     assert seen(run="alpha", until="99") == {"alpha/a8"}  # the log's last event: before a9's insertion
-    assert {h.id for h in memory.archive_hits("a8", library=True, until="2099-01-01T00:00:00Z")} == {"alpha/a8"}
+    later = memory.archive_hits("a8", library=True, until="2099-01-01T00:00:00Z")
+    assert {h.id for h in later} == {"alpha/a8"}

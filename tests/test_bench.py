@@ -84,7 +84,7 @@ def test_bench_reports_every_figure_and_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bench_of_a_workspace_writes_its_figures_to_out_and_leaves_the_workspace_alone(tmp_path: Path) -> None:
+def test_bench_of_a_workspace_writes_its_figures_to_out_and_leaves_the_workspace_alone(tmp_path: Path):
     """``--workspace DIR`` printed its figures and wrote nothing, though --out says where they go."""
     from conftest import build_workspace
 

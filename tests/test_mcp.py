@@ -474,7 +474,8 @@ def test_mem_mcp_without_the_sdk_says_how_to_install_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(tmp_path), "mcp"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert done.stderr == "mem: the MCP server needs the MCP SDK: pip install 'mcp<3,>=2.3' (the extra [mcp])\n"
+    assert done.stderr == ("mem: the MCP server needs the MCP SDK: pip install 'mcp<3,>=2.3' "
+                           "(the extra [mcp])\n")
 
 
 class RawStdio:

@@ -295,4 +295,5 @@ def test_the_install_hint_of_an_extra_names_its_packages_however_the_project_was
     hint = install_hint(extra)
     assert hint.startswith("pip install '") and hint.endswith(f"' (the extra [{extra}])")
     named = hint.removeprefix("pip install ").rsplit(" (", 1)[0].split(" ")
-    assert sorted(str(Requirement(n.strip("'"))) for n in named) == sorted(str(Requirement(r)) for r in listed)
+    assert (sorted(str(Requirement(n.strip("'"))) for n in named)
+            == sorted(str(Requirement(r)) for r in listed))
