@@ -63,6 +63,15 @@ def ref_problem(value: object) -> str | None:
     return f"{value!r}: step id {problem}" if problem and run is not None else problem
 
 
+_LETTERS, _DIGITS = re.compile(r"[^\W\d_]+"), re.compile(r"\d+")
+
+
+def id_shape(word: str) -> str:
+    """An id's shape: each run of letters written a, each run of digits 9, the rest as written
+    (``A5-7`` and ``A5-77``: ``a9-9``; ``E6`` and ``SL2``: ``a9``; ``C_K``: ``a_a``)."""
+    return _DIGITS.sub("9", _LETTERS.sub("a", word))
+
+
 def spellings(value: str) -> tuple[str, ...]:
     """``value`` and the same letters in Unicode's other normal forms (composed NFC, decomposed
     NFD): an id typed on one system can reach another decomposed (``Ü`` as ``U`` and a combining

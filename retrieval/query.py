@@ -101,15 +101,6 @@ def id_words(query: str) -> list[tuple[str, ...]]:
     return out
 
 
-_SHAPE = re.compile(r"(\d+)|[^\W\d_]+")
-
-
-def id_shape(word: str) -> str:
-    """An id's shape: each run of digits written 9, each run of letters a, the rest as written
-    (``A5-7`` and ``A5-77``: ``a9-9``; ``E6`` and ``SL2``: ``a9``; ``C_K``: ``a_a``)."""
-    return _SHAPE.sub(lambda m: "9" if m.group(1) else "a", word)
-
-
 def exact_lookup(query: str) -> bool:
     """Whether the query is only ids that look like ids (``A5-7``, ``run/A5-7 A2-4``): an exact
     lookup, answered by the id hits alone (a one-word plain query such as 'concave' is also a text

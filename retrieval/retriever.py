@@ -15,15 +15,15 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import owner_run, ref_problem, spellings, split_gid
+from mem_retrieval.records.ids import id_shape, owner_run, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import micros, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
-from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_shape,
-                                           id_words, parse_time_arg)
+from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_words,
+                                           parse_time_arg)
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
 EXCERPT_CHARS = 300
@@ -226,7 +226,7 @@ class Retriever:
         """A note for each id of a query made only of ids (an exact lookup) that names no step the
         search may return: without it a typo, or a step added since the last `mem index`, gave
         text hits as if they were the step asked for. A bare word of the shape of no step id the
-        index holds (``id_shape``: ``E6``, ``SL2`` among ids such as ``A5-7``) is a symbol asked
+        index holds (``records.ids.id_shape``: ``E6``, ``SL2`` among ids such as ``A5-7``) is a symbol asked
         for, not a mistyped id: no note for it."""
         if not exact_lookup(query.text):
             return []
