@@ -135,7 +135,8 @@ def _strategies() -> tuple[str, ...]:
 RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/step names it)",
                   metavar="RUN")
 UNTIL = Param("until", "string", "memory as it stood at that event: a sequence number or event id "
-              "(with run), or an ISO time with a zone", metavar="SEQ|TIME|EVENT")
+              "(with run), an event hit's id (run#seq), or an ISO time with a zone",
+              metavar="SEQ|TIME|EVENT")
 PAGE = Param("page", "integer", "which page of 5 hits (pages start at 1)", default=1, minimum=1,
              metavar="N")
 

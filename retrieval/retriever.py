@@ -7,6 +7,7 @@ needs the model). ``archive_get`` reads the workspace files directly, so it impo
 from __future__ import annotations
 
 import difflib
+import re
 import functools
 import threading
 from collections.abc import Sequence
@@ -377,9 +378,14 @@ class Retriever:
 
     def resolve_until(self, value: str, run: str | None) -> Until:
         """``until``: a sequence number or an event's id (needs the run, which a global id
-        gives), or an ISO time. An event's id is an id in its ``ids`` (bare or global) or the first
-        word of its text (``R-1: …``, ``R-4 (verdict draft): …``); the first such event counts."""
+        gives), an event as a recall hit names it (``RUN#SEQ``), or an ISO time. An event's id is an
+        id in its ``ids`` (bare or global) or the first word of its text (``R-1: …``, ``R-4 (verdict
+        draft): …``); the first such event counts."""
         value = value.strip()
+        if (hit := _EVENT_GID.fullmatch(value)) is not None:  # satake-two-levels#38, a hit's id
+            if run is not None and run != hit[1]:
+                raise BadInput(f"{value!r} is an event of run {hit[1]!r}, not of {run!r}", param="until")
+            run, value = hit[1], hit[2]
         # a sequence number (ASCII digits: int() would read '³' too); past 18 digits, past any log
         number = (int(value) if len(value.lstrip("0")) <= 18 else 10 ** 18) \
             if value.isascii() and value.isdigit() else None
@@ -460,6 +466,9 @@ class Retriever:
             near = difflib.get_close_matches(ref, list(by_sid), n=5, cutoff=0.5)
             close = [gid for sid in near for gid in by_sid[sid]][:5]
         return f"; nearest: {', '.join(close)}" if close else ""
+
+
+_EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)
 
 
 def _several_runs(ref: str, gids) -> Refused:

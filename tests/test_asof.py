@@ -16,7 +16,7 @@ import pytest
 
 from conftest import library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.errors import BadInput, Refused
 from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
@@ -82,6 +82,11 @@ def test_recall_returns_no_event_after_the_cut(example):
         example.retriever.resolve_until("R-1", SATAKE)
     assert example.recall_hits("audit", run=SATAKE, until=f"{SATAKE}/R-1") == \
         example.recall_hits("audit", run=SATAKE, until="R-1")
+    # and as a recall hit names it, run#seq: refused before as "needs the run" or "no such event"
+    resolve = example.retriever.resolve_until
+    assert resolve(f"{SATAKE}#{r1}", None) == resolve("R-1", SATAKE) == resolve(f"{SATAKE}#{r1}", SATAKE)
+    with pytest.raises(BadInput, match=f"is an event of run '{SATAKE}', not of '{IWAHORI}'"):
+        example.retriever.resolve_until(f"{SATAKE}#{r1}", IWAHORI)
 
 
 def test_recall_by_id_as_of_an_event(example):
