@@ -319,12 +319,30 @@ class Retriever:
                      f"{'is' if total == 1 else 'are'} not searched ({where}): run `{command}`")]
 
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
-        """Why a recall search found nothing, when a run it names is none: ``run``'s, or the run
-        of a global ``id``."""
+        """Why a recall search found nothing, when a run it names is none (``run``'s, or the run
+        of a global ``id``), or its ``id`` names no step (with the nearest ids: "no events" alone
+        read as a step nothing was said about)."""
         id_run = split_gid(query.id)[0] if query.id is not None else None
         wrong_id = [Note("id", f"{query.id!r}: run {note.message}")
                     for note in self.unknown_run("id", id_run)]
-        return self.unknown_run("run", query.run) + wrong_id
+        wrong_run = self.unknown_run("run", query.run)
+        if query.id is None or wrong_id or wrong_run or self._names_a_step(query.ref):
+            return wrong_run + wrong_id
+        where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
+        return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
+                     + self._suggest(query.id, self._library()))]
+
+    def _names_a_step(self, ref: str) -> bool:
+        """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
+        spelling, names a step or a source of a run, or a library entry."""
+        ref_run, step_id = split_gid(ref)
+        ids = spellings(step_id)
+        for run in [ref_run] if ref_run else self.workspace.runs():
+            if self.workspace.tree_path(run).is_file():
+                tree = self.workspace.tree(run)
+                if any(tree.step(i) is not None for i in ids) or any(s.id in ids for s in tree.sources):
+                    return True
+        return any(e.id in ids and ref_run in (None, e.run) for e in self.workspace.library())
 
     @_reads_index
     def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:

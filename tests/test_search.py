@@ -322,7 +322,7 @@ def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(w
     the step (a bare id with --run: that run's; alone: any run's). Oracle: the lines by hand."""
     assert mem("index")[0] == 0
     with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
-        for minute, ids in ((20, ["a4"]), (30, ["a1"]), (40, ["beta/a4"])):
+        for minute, ids in ((20, ["a4"]), (30, ["a1"]), (40, ["beta/b1"])):
             log.write(json.dumps({"time": f"2026-10-17T04:{minute}:00Z", "actor": "root",
                                   "kind": "audit", "ids": ids, "text": "echidna"}) + "\n")
         log.write('{"time": "2026-10-17T04:50:00Z", "actor": "ro')  # still being written
@@ -347,7 +347,7 @@ def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(w
     assert note("echidna", "--until", "2026-10-17T04:15:00Z") == ""
     assert note("echidna", "--run", "alpha", "--until", str(first)) == says("1 event", "alpha: 1", "alpha")
     assert note("--id", "a4", "--run", "alpha") == says("1 event", "alpha: 1", "alpha")
-    assert note("--id", "beta/a4") == says("1 event", "alpha: 1", "alpha")
+    assert note("--id", "beta/b1") == says("1 event", "alpha: 1", "alpha")
     assert note("--id", "a1", "--run", "alpha", "--until", str(first)) == ""
     assert note("--id", "g1") == ""
 
@@ -394,6 +394,24 @@ def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma#1"]
     typo = unicodedata.normalize("NFD", "Ünïcode_иж")  # a typo, typed decomposed: noted as composed
     assert "no step this search may return has this id" in mem("archive-search", typo)[2]
+
+
+def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
+    """`recall-search --id` answered a mistyped id, an id with a full stop, or a step of another
+    run with "no events" alone: an agent resuming read it as a step nothing was said about."""
+    satake, iwahori = "satake-two-levels", "iwahori-two-levels"
+    cases = [({"id": "A9-99", "run": satake}, f"'A9-99' names no step of run '{satake}'"),
+             ({"id": "A5-7", "run": iwahori}, f"'A5-7' names no step of run '{iwahori}'"),
+             ({"id": "satake-two-levels/A5-7."}, "'satake-two-levels/A5-7.' names no step")]
+    for options, said in cases:
+        page = example.recall_search(None, **options)
+        (note,) = page.notes
+        assert page.total == 0 and note.param == "id" and note.message.startswith(said + "; nearest: ")
+        if "A5-7" in options["id"]:  # the step meant is among the nearest first
+            assert "satake-two-levels/A5-7" in note.message.split("nearest: ")[1].split(", ")[:2]
+    assert example.recall_search(None, id="A5-7", run="satake-two-levels").notes == ()  # it has events
+    before = example.recall_search(None, id="A5-7", run="satake-two-levels", until="1")
+    assert (before.total, before.notes) == (0, ())  # a step no event had named yet: no such note
 
 
 def test_recall_query_searches_briefs_and_returns(example):

@@ -59,7 +59,8 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     code, out, err = cli(indexed.root, "recall-search", "--id", "alpah/a1")
     assert (code, out, err) == (1, "no events\n", "mem: --id 'alpah/a1': run 'alpah' names no run of this "
                                 "workspace; nearest: alpha\n")
-    assert cli(indexed.root, "recall-search", "--id", "alpha/a9")[::2] == (1, "")  # the run is known
+    assert cli(indexed.root, "recall-search", "--id", "alpha/a9")[::2] == (  # the run is known, the step not
+        1, "mem: --id 'alpha/a9' names no step; nearest: alpha/a5, alpha/a4, alpha/a3, alpha/a2, alpha/a1\n")
     # the run a query is asked from shapes the ranking: a typo there is said even with hits
     code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
     assert code == 0 and out.startswith("page 1 of 2")
