@@ -16,15 +16,14 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import id_shape, owner_run, ref_problem, spellings, split_gid
+from mem_retrieval.records.ids import owner_run, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import micros, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
-from mem_retrieval.retrieval.query import (ArchiveQuery, RecallQuery, Until, exact_lookup, id_words,
-                                           parse_time_arg)
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, exact_lookup, parse_time_arg
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
 EXCERPT_CHARS = 300
@@ -226,21 +225,17 @@ class Retriever:
     def unnamed_ids(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """A note for each id of a query made only of ids (an exact lookup) that names no step the
         search may return: without it a typo, or a step added since the last `mem index`, gave
-        text hits as if they were the step asked for. A bare word of the shape of no step id the
-        index holds (``records.ids.id_shape``: ``E6``, ``SL2`` among ids such as ``A5-7``) is a symbol asked
-        for, not a mistyped id: no note for it."""
+        text hits as if they were the step asked for. A word that is a symbol (``Searcher.
+        unnamed_words``: ``E6``, ``SL2`` among ids such as ``A5-7``) gets no note."""
         if not exact_lookup(query.text):
             return []
-        named = {part for c in ranked if c.via == "id" for part in (c.gid, split_gid(c.gid)[1])}
-        words = [forms for forms in id_words(query.text) if not named.intersection(forms)]
-        if any("/" not in forms[0] for forms in words):  # each form: as written, bare, composed…
-            shapes = self.searcher.id_shapes()
-            words = [forms for forms in words if "/" in forms[0] or any(id_shape(f) in shapes for f in forms)]
-        unnamed = [forms[0] for forms in words]
+        named = [c for c in ranked if c.via == "id"]
+        unnamed, symbols = self.searcher.unnamed_words(query.text, named)
         if not unnamed:
             return []
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")
-        found = "the hits are those the others name" if len(named) else "the hits are a text search"
+        found = ("the hits are a text search" if not named else "the hits are those the others name"
+                 + (", then a text search" if symbols else ""))
         return [Note("query", f"{listed}: no step this search may return has "
                      f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
                      f"the last `mem index`, or one the filters leave out); {found}")]

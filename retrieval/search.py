@@ -25,7 +25,8 @@ from mem_retrieval.records.ids import id_shape, spellings
 from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
-from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until, exact_lookup, ids_in_query
+from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_words,
+                                            ids_in_query)
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
 from mem_retrieval.text.tokenize import token_string
@@ -369,7 +370,7 @@ class Searcher:
         filters = query.filters(until, self.before(query.hide) if query.hide is not None else None)
         self._searched()
         ids = self.id_hits(query.text, filters.where("steps"))
-        if ids and exact_lookup(query.text):
+        if ids and exact_lookup(query.text) and not self.unnamed_words(query.text, ids)[1]:
             return ids, []  # an exact id lookup: the steps it names, no text search, no model
         excluded = self.setting_exclusion(query.setting, query.any_setting)
         request = Request("steps", query.text, filters, excluded, query.context_run,
@@ -381,6 +382,18 @@ class Searcher:
         """The result list of a recall query: events by the default rerank over their text."""
         ranked = self.strategy("rerank").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
+
+    def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:
+        """The id-like words of ``text`` that name none of the steps ``named`` (id hits), as
+        written: (those of the shape of a step id the index holds, or global: a typo, a step not
+        indexed yet, one the filters leave out; the others: symbols, ``E6`` or ``SL2`` where ids
+        look like ``A5-7``, asked for as words). A query of ids with a symbol among them is no
+        exact lookup: its text is searched too (``E6 A5-9`` listed A5-9 alone, as the last page)."""
+        names = {part for c in named for part in (c.gid, c.gid.split("/", 1)[1])}
+        words = [forms for forms in id_words(text) if not names.intersection(forms)]
+        shapes = self.id_shapes() if any("/" not in forms[0] for forms in words) else frozenset()
+        typos = [forms[0] for forms in words if "/" in forms[0] or any(id_shape(f) in shapes for f in forms)]
+        return typos, [forms[0] for forms in words if forms[0] not in typos]
 
     def id_shapes(self) -> frozenset[str]:
         """The shapes (``records.ids.id_shape``) of the step ids the index holds: meta.json's

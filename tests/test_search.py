@@ -607,6 +607,10 @@ def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
         found = example.archive_search(symbols)
         assert found.total > 0 and found.notes == (), symbols
     assert [n.message.split(":")[0] for n in example.archive_search("E6 A5-77").notes] == ["'A5-77'"]
+    mixed = example.archive_search("E6 A5-9")  # a symbol beside an id: the id first, then E6's text
+    assert (mixed.hits[0].id, mixed.hits[0].via, mixed.notes) == ("satake-two-levels/A5-9", "id", ())
+    assert mixed.total > 1 and all(h.via == "text" for h in mixed.hits[1:])
+    assert example.archive_search("A5-9 A5-77").total == 1  # a typo beside an id: the id alone, noted
     for typo in ("A5-77.", "A5-77:", "(A5-77)"):  # a typo is judged by its shape without the marks
         (note,) = example.archive_search(typo).notes
         assert "A5-77" in note.message.split(": no step")[0], typo
