@@ -188,3 +188,23 @@ def test_the_skill_front_matter_names_it():
     head = (SKILL_DIR / "SKILL.md").read_text(encoding="utf-8").split("---")[1]
     assert re.search(r"^name: solve-maths-mem$", head, re.M)
     assert re.search(r"^description: .{80,}$", head, re.M)
+
+
+def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_line(tmp_path):
+    """`python scripts/mem.py` with a Python that lacks mem_retrieval (the system's, not the
+    virtual environment's) ended in a traceback; it says which Python and what to do (exit 2).
+    With the package it is `mem`."""
+    import subprocess
+    import sys
+
+    from mem_retrieval.skill import skill_files
+
+    script = tmp_path / "mem.py"
+    script.write_text(skill_files()["scripts/mem.py"], encoding="utf-8")
+    bare = subprocess.run([sys.executable, "-I", "-S", str(script), "--help"], capture_output=True,
+                          text=True, timeout=60)  # -S: no site-packages, so no mem_retrieval
+    assert (bare.returncode, bare.stdout) == (2, "")
+    assert bare.stderr == (f"mem.py: {sys.executable} has no mem_retrieval package: run this script with "
+                           "the Python that `mem` was installed in, or call `mem` itself\n")
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: mem")

@@ -2,11 +2,18 @@
 """The skill's memory functions on the command line: `python scripts/mem.py COMMAND …` is `mem
 COMMAND …` (core-set, recall-search, archive-search, archive-get, archive-insert, check, record).
 Needs this project's package, mem_retrieval, installed in the Python that runs it (the README's
-install command)."""
+install command); without it, one line says so (exit 2)."""
 
 import sys
 
-from mem_retrieval.cli.main import main
+try:
+    from mem_retrieval.cli.main import main
+except ImportError as error:
+    if error.name is None or not error.name.startswith("mem_retrieval"):
+        raise
+    sys.stderr.write(f"mem.py: {sys.executable} has no mem_retrieval package: run this script with the "
+                     "Python that `mem` was installed in, or call `mem` itself\n")
+    sys.exit(2)
 
 if __name__ == "__main__":
     sys.exit(main())
