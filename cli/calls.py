@@ -68,8 +68,9 @@ def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
         any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"],
         context_run=a["context_run"])
     notes = tuple(note.render(spell) for note in page.notes)
+    data = page.as_dict() | {"notes": list(notes)}  # the JSON and MCP's structured content say them too
     if not page.total:
-        return Answer(page.as_dict(), "no hits", 1, notes)
+        return Answer(data, "no hits", 1, notes)
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'hit')}"
              + (f" · setting {page.setting}" if page.setting else "")
              + (" · BM25 order: vectors not computed yet" if page.pending else "")]
@@ -83,7 +84,7 @@ def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
                      + ("  [id]" if hit.via == "id" else ""))
         lines.append(textwrap.shorten(hit.statement, 300, placeholder=" …").join(["   ", ""]))
     lines.append(_footer(page, spell))
-    return Answer(page.as_dict(), "\n".join(lines), 0, notes)
+    return Answer(data, "\n".join(lines), 0, notes)
 
 
 def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
@@ -110,8 +111,9 @@ def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) 
 def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"])
     notes = tuple(note.render(spell) for note in page.notes)
+    data = page.as_dict() | {"notes": list(notes)}
     if not page.total:
-        return Answer(page.as_dict(), "no events", 1, notes)
+        return Answer(data, "no events", 1, notes)
     lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
     for hit in page.hits:
         ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""
@@ -122,7 +124,7 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
         if hit.body is not None and len(hit.body) > 200:
             lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole in --json)")
     lines.append(_footer(page, spell))
-    return Answer(page.as_dict(), "\n".join(lines), 0, notes)
+    return Answer(data, "\n".join(lines), 0, notes)
 
 
 def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:

@@ -409,6 +409,12 @@ def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
         assert page.total == 0 and note.param == "id" and note.message.startswith(said + "; nearest: ")
         if "A5-7" in options["id"]:  # the step meant is among the nearest first
             assert "satake-two-levels/A5-7" in note.message.split("nearest: ")[1].split(", ")[:2]
+    from mem_retrieval.cli.calls import call
+
+    done = call(example, "recall_search", {"id": "A9-99", "run": satake})  # --json and MCP say it too
+    assert done.data["notes"] == list(done.notes) and done.notes[0].startswith("id 'A9-99' names no step")
+    done = call(example, "archive_search", {"query": "A5-77"})
+    assert done.data["notes"] == list(done.notes) and done.notes[0].startswith("query 'A5-77': no step")
     assert example.recall_search(None, id="A5-7", run="satake-two-levels").notes == ()  # it has events
     before = example.recall_search(None, id="A5-7", run="satake-two-levels", until="1")
     assert (before.total, before.notes) == (0, ())  # a step no event had named yet: no such note
