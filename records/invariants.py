@@ -66,6 +66,42 @@ class ReuseProblem:
     message: str
 
 
+def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry]
+                ) -> tuple[list[ReuseProblem], dict[str, str]]:
+    """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
+    library for them (step id -> why): each citing a reuse its run's setting does not allow, and
+    each resting on such a step through its own run's steps. `record` leaves them out, and
+    `archive-insert` refuses them, by this one rule."""
+    cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
+    steps = {s.gid: s for other in ws.readable_trees(cited).values() for s in other.steps}
+    problems = list(reuse_problems(tree, library, ws.ontology, steps))
+    excluded: dict[str, str] = {}
+    for problem in problems:
+        if problem.severity == ERROR:
+            excluded.setdefault(problem.step.id, problem.message)
+    _rests_on_excluded(tree.steps, tree.run, excluded)
+    return problems, excluded
+
+
+def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
+    """Add to ``excluded`` (step id -> reason) every step citing, through its own run's steps, one
+    left out under M3: its proof rests on a reuse the run's setting does not allow."""
+    cited_by: dict[str, list[Step]] = {}
+    for step in steps:
+        for parent in step.parents:
+            local = parent.removeprefix(f"{run}/")
+            if "/" not in local:
+                cited_by.setdefault(local, []).append(step)
+    todo = list(excluded)
+    while todo:
+        left = todo.pop()
+        for step in cited_by.get(left, ()):
+            if step.id not in excluded:
+                excluded[step.id] = f"step {step.id} cites {left}, left out under M3"
+                todo.append(step.id)
+
+
+
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
                    steps: Mapping[str, Step] | None = None) -> Iterator[ReuseProblem]:
     """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;

@@ -20,9 +20,8 @@ from typing import Any
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
 from mem_retrieval.records.files import replace_atomic, sweep_temporaries
-from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation, admission_problem, check,
-                                              reuse_problems)
+                                              m3_excluded)
 from mem_retrieval.records.parse import iter_library, parse_library_entry
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
@@ -117,14 +116,7 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
         raise RecordRefused(run, blocking)
     tree = ws.tree(run)
     library = {entry.gid: entry for entry in ws.library()}
-    cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, run}
-    steps = {s.gid: s for other in ws.readable_trees(cited).values() for s in other.steps}
-    problems = list(reuse_problems(tree, library, ws.ontology, steps))
-    excluded = {}
-    for problem in problems:
-        if problem.severity == ERROR:
-            excluded.setdefault(problem.step.id, problem.message)
-    _rests_on_excluded(tree.steps, run, excluded)
+    problems, excluded = m3_excluded(ws, tree, library)
     admit, left_out, already = [], [], []
     for step in tree.steps:
         if step.gid in library:
@@ -142,24 +134,6 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
     warnings = tuple(Violation(tree_file, p.step.line, "M3", p.message, p.severity)
                      for p in problems if p.severity != ERROR and p.step.id in chosen)
     return Record(run, True, tuple(admit), tuple(left_out), tuple(already), warnings)
-
-
-def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
-    """Add to ``excluded`` (step id -> reason) every step citing, through its own run's steps, one
-    left out under M3: its proof rests on a reuse the run's setting does not allow."""
-    cited_by: dict[str, list[Step]] = {}
-    for step in steps:
-        for parent in step.parents:
-            local = parent.removeprefix(f"{run}/")
-            if "/" not in local:
-                cited_by.setdefault(local, []).append(step)
-    todo = list(excluded)
-    while todo:
-        left = todo.pop()
-        for step in cited_by.get(left, ()):
-            if step.id not in excluded:
-                excluded[step.id] = f"step {step.id} cites {left}, left out under M3"
-                todo.append(step.id)
 
 
 def admit(ws: Workspace, plan: Record) -> Record:

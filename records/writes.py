@@ -18,7 +18,7 @@ from pathlib import Path
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic
-from mem_retrieval.records.invariants import Catalog, admission_problem
+from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
 from mem_retrieval.records.ids import is_run_slug, owner_run, split_gid
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
                                          parse_time, read_text)
@@ -232,8 +232,8 @@ def library_record(step: Step, inserted: str) -> dict:
 
 
 def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
-    """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails or the
-    id is already there."""
+    """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails, when
+    M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         raise BadInput(f"{ref!r} is a bare step id: name its run too (RUN/{ref})", param="id")
@@ -245,6 +245,9 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
+    _, excluded = m3_excluded(ws, ws.tree(run), {entry.gid: entry for entry in ws.library()})
+    if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
+        raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):

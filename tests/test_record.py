@@ -205,6 +205,15 @@ def test_a_step_resting_on_one_left_out_under_m3_is_left_out_too(workspace, mem)
         ("beta/b2", "M3", "step b2 cites library step gamma/g1 (setting 'Fq((t))'), which this run's "
                           "setting 'Qp' does not imply"),
         ("beta/b3", "M3", "step b3 cites b2, left out under M3")]
+    # archive-insert refuses what record leaves out, by the same rule (it admitted them: M2 alone)
+    before = workspace.library_path.read_bytes()
+    for gid, reason in (("beta/b2", "step b2 cites library step gamma/g1 (setting 'Fq((t))'), which "
+                                     "this run's setting 'Qp' does not imply"),
+                        ("beta/b4", "step b4 cites b3, left out under M3")):
+        code, out, err = mem("archive-insert", gid)
+        assert (code, out, err) == (1, "", f"mem: {gid} may not enter the library (M3): {reason}\n")
+    assert workspace.library_path.read_bytes() == before
+    assert mem("archive-insert", "beta/b5")[0] == 0
 
 
 def test_a_setting_the_ontology_cannot_judge_is_admitted_with_a_warning(workspace, mem):
