@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from mem_retrieval.indexers import store
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.retrieval.candidates import ROW_TYPES, Candidate, from_arrow, in_gid_order
 
@@ -87,6 +88,14 @@ def _memory_rows(table, memory: str | None):
 
 
 _MEMORIES: dict[tuple, tuple] = {}
+
+
+def _build_of(table) -> tuple:
+    """What names one table version's rows for the process-wide caches: its path, its creation
+    (``store.lineage_of``) and its version. A table made anew at the same path (``.mem`` deleted
+    and indexed again, or a damaged table rebuilt) counts its versions from 1 again: keyed on path
+    and version alone, a long-lived process answered from the old rows."""
+    return table.uri, store.lineage_of(table), table.version
 FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits of a cut memory
 
 
@@ -95,7 +104,7 @@ def _memory_index(table, memory: str):
     built once per table version and cut."""
     from mem_retrieval.retrieval.bm25 import Bm25Index
 
-    cache_key = (table.uri, table.version, memory)
+    cache_key = (*_build_of(table), memory)
     held = _MEMORIES.get(cache_key)
     if held is None:  # (a warm server's threads may build the same one twice: both are right)
         data = _memory_rows(table, memory)
@@ -149,7 +158,7 @@ def _rank_bm25_model(table, memory: str | None, k1: float, b: float):
     their gids and each gid's place in gid order, built once per table version and cut."""
     from rank_bm25 import BM25Okapi
 
-    cache_key = (table.uri, table.version, memory, k1, b)
+    cache_key = (*_build_of(table), memory, k1, b)
     if cache_key in _MODELS:
         return _MODELS[cache_key]
     if len(_MODELS) > 4:

@@ -231,3 +231,23 @@ def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertio
     assert seen(run="alpha", until="99") == {"alpha/a8"}  # the log's last event: before a9's insertion
     later = memory.archive_hits("a8", library=True, until="2099-01-01T00:00:00Z")
     assert {h.id for h in later} == {"alpha/a8"}
+
+
+def test_a_cut_searched_after_the_index_was_made_anew_reads_the_new_rows(workspace):
+    """A cut memory's BM25 is cached for the process by table version; an index made anew at the
+    same path (`.mem` deleted and indexed again: it loses nothing) counts its versions from 1
+    again, and a long-lived process answered the cut from the old rows (a reviewer's fuzzing of
+    incremental against full indexes in one process)."""
+    import shutil
+
+    cut = "2026-10-17T12:00:00Z"
+    first = Memory.open(workspace.root)
+    first.index(progress=False)
+    assert first.recall_hits("hecke", until=cut) == []
+    workspace.write_events("alpha", workspace.events("alpha") + [
+        {"time": "2026-10-17T04:00:00Z", "actor": "A1", "kind": "audit", "ids": ["a1"],
+         "text": "hecke operator"}])
+    shutil.rmtree(workspace.root / ".mem")
+    again = Memory.open(workspace.root)
+    again.index(progress=False)
+    assert [h.id for h in again.recall_hits("hecke", until=cut)] == ["alpha#3"]
