@@ -101,7 +101,6 @@ def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, st
                 todo.append(step.id)
 
 
-
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
                    steps: Mapping[str, Step] | None = None) -> Iterator[ReuseProblem]:
     """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;

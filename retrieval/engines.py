@@ -88,6 +88,7 @@ def _memory_rows(table, memory: str | None):
 
 
 _MEMORIES: dict[tuple, tuple] = {}
+FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits of a cut memory
 
 
 def _build_of(table) -> tuple:
@@ -96,7 +97,6 @@ def _build_of(table) -> tuple:
     and indexed again, or a damaged table rebuilt) counts its versions from 1 again: keyed on path
     and version alone, a long-lived process answered from the old rows."""
     return table.uri, store.lineage_of(table), table.version
-FETCH_AT_LEAST = 256  # rows asked of the table at a time for the best BM25 hits of a cut memory
 
 
 def _memory_index(table, memory: str):

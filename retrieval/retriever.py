@@ -7,8 +7,8 @@ needs the model). ``archive_get`` reads the workspace files directly, so it impo
 from __future__ import annotations
 
 import difflib
-import re
 import functools
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
