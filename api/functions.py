@@ -198,8 +198,8 @@ FUNCTIONS: tuple[Function, ...] = (
         "archive_insert", "Copy one audited step to solve/library.jsonl",
         "Copied from its tree.json. Refused when M2 fails (status not final, not audited, or not "
         "passed and not repaired), when M3 would leave it out of record (it cites a reuse its run's "
-        "setting does not allow, or rests on such a step), or when the id is already in the library. Index afterwards (or "
-        "use record) to make it searchable.",
+        "setting does not allow, or rests on such a step), or when the id is already in the "
+        "library. Index afterwards (or use record) to make it searchable.",
         (Param("id", "string", "a global id run/step, or a step id with run", required=True,
                positional=True, metavar="ID"),
          RUN_OF_ID),
