@@ -321,23 +321,27 @@ class Retriever:
         wrong_id = [Note("id", f"{query.id!r}: run {note.message}")
                     for note in self.unknown_run("id", id_run)]
         wrong_run = self.unknown_run("run", query.run)
-        if query.id is None or wrong_id or wrong_run or self._names_a_step(query.ref):
+        if query.id is None or wrong_id or wrong_run:
             return wrong_run + wrong_id
+        try:  # advice: a tree.json or library that cannot be read is left out (`check` names it)
+            library = self._library()
+        except InputError:
+            library = {}
+        if self._names_a_step(query.ref, library):
+            return []
         where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
-                     + self._suggest(query.id, self._library()))]
+                     + self._suggest(query.id, library))]
 
-    def _names_a_step(self, ref: str) -> bool:
+    def _names_a_step(self, ref: str, library: dict[str, LibraryEntry]) -> bool:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
-        spelling, names a step or a source of a run, or a library entry."""
+        spelling, names a step or a source of a run's readable tree, or an entry of ``library``."""
         ref_run, step_id = split_gid(ref)
         ids = spellings(step_id)
-        for run in [ref_run] if ref_run else self.workspace.runs():
-            if self.workspace.tree_path(run).is_file():
-                tree = self.workspace.tree(run)
-                if any(tree.step(i) is not None for i in ids) or any(s.id in ids for s in tree.sources):
-                    return True
-        return any(e.id in ids and ref_run in (None, e.run) for e in self.workspace.library())
+        for tree in self.workspace.readable_trees([ref_run] if ref_run else self.workspace.runs()).values():
+            if any(tree.step(i) is not None for i in ids) or any(s.id in ids for s in tree.sources):
+                return True
+        return any(e.id in ids and ref_run in (None, e.run) for e in library.values())
 
     @_reads_index
     def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:
@@ -466,8 +470,7 @@ class Retriever:
     def _suggest(self, ref: str, library: dict[str, LibraryEntry]) -> str:
         """``; nearest: …`` naming up to five known ids close to ``ref``."""
         known: dict[str, None] = {}
-        for name in self.workspace.runs():
-            tree = self.workspace.tree(name)
+        for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known.update(dict.fromkeys([s.gid for s in tree.steps] + [s.gid for s in tree.sources]))
         known.update(dict.fromkeys(library))
         if "/" in ref:

@@ -420,6 +420,21 @@ def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
     assert (before.total, before.notes) == (0, ())  # a step no event had named yet: no such note
 
 
+def test_the_names_no_step_note_passes_over_a_tree_or_library_it_cannot_read(workspace, mem):
+    """The note is advice: a half-written tree.json of another run made every no-hit `recall-search
+    --id` fail as bad input (exit 2), for every run (a review of the commit adding the note)."""
+    assert mem("index")[0] == 0
+    (workspace.root / "live").mkdir()
+    (workspace.root / "live" / "tree.json").write_text('{"run": "live", "steps": [')
+    code, out, err = mem("recall-search", "--id", "alpha/a9")
+    assert (code, out) == (1, "no events\n")
+    assert err.startswith("mem: --id 'alpha/a9' names no step; nearest: alpha/")
+    assert mem("recall-search", "--id", "a9", "--run", "alpha")[0] == 1
+    workspace.library_path.write_text(workspace.library_path.read_text() + "{not json\n")
+    code, out, err = mem("recall-search", "--id", "alpha/a9")
+    assert (code, out) == (1, "no events\n") and err.startswith("mem: --id 'alpha/a9' names no step")
+
+
 def test_recall_query_searches_briefs_and_returns(example):
     assert "fibre" in (EXAMPLE / "satake-two-levels" / "briefs" / "A8.md").read_text().lower()
     hits = example.recall_search("fibre method E6/F4 sheaf").hits
