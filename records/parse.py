@@ -321,19 +321,25 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\r\n")
 
 
+def _raw_lines_after(path: Path, number: int) -> list[tuple[int, bytes]]:
+    """(line number, bytes without the line feed) of each line of ``path`` after line ``number``,
+    numbered as ``_iter_lines`` numbers them; none when there is no file or no such line (the
+    usual answer, found by counting line feeds in C)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if data.count(b"\n") + (not data.endswith(b"\n")) <= number:
+        return []
+    return list(enumerate(data.split(b"\n", number)[number].split(b"\n"), start=number + 1))
+
+
 def lines_after(path: Path, number: int) -> int:
     """How many non-blank lines ``path`` holds after line ``number`` (an event's sequence number is
     its line number: the events logged after that one), unparsed but for a last line without its
     line break, which counts once it is whole JSON (a writer may be half-way through it); 0 when
     there is no file."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return 0
-    if data.count(b"\n") + (not data.endswith(b"\n")) <= number:  # no line after it (the usual
-        return 0                                                  # answer, counted in C)
-    rest = data.split(b"\n", number)[number:]
-    lines = [line.decode("utf-8", "replace").strip() for line in rest[0].split(b"\n")] if rest else []
+    lines = [raw.decode("utf-8", "replace").strip() for _, raw in _raw_lines_after(path, number)]
     if lines and lines[-1]:  # the last line has no line break: it may be still being written
         try:
             json.loads(lines[-1])
@@ -349,15 +355,8 @@ def events_after(path: Path, number: int, run: str, run_dir: Path) -> Iterator[E
     """The events ``path`` holds after line ``number`` (those ``lines_after`` counts), parsed; a
     line that is not a whole event (malformed, or still being written) is passed over, as no
     search could find it either."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return
-    rest = data.split(b"\n", number)[number:]
-    if not rest:
-        return
     file = str(path)
-    for offset, raw in enumerate(rest[0].split(b"\n"), start=number + 1):
+    for offset, raw in _raw_lines_after(path, number):
         try:
             line = decode_utf8(raw, file, offset - 1)
             if line.strip():
