@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+import contextlib
 from pathlib import Path
 
+from mem_retrieval.records.files import writing as _writing
 from mem_retrieval.records.errors import BadInput
 
 
@@ -112,11 +112,8 @@ def check_folder(path: str | None, param: str) -> None:
         _writable_folder(target.absolute(), param, path)
 
 
-@contextmanager
-def writing(path: str, param: str, tried: str = "cannot write it: ") -> Iterator[None]:
+def writing(path: str, param: str,
+            tried: str = "cannot write it: ") -> contextlib.AbstractContextManager[None]:
     """Writes to ``path`` (for ``param``), or looks at it (``tried`` ""): an OSError becomes the
     one-line BadInput."""
-    try:
-        yield
-    except OSError as err:
-        raise BadInput(f"{path!r}: {tried}{err.strerror or err}", param=param) from None
+    return _writing(repr(path), param, tried)

@@ -156,7 +156,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             lock.acquire()
             waited = True
     except OSError as error:  # a read-only file system or folder, a file in the way
-        raise BadInput(f"cannot write the index in {location.folder}: {error.strerror or error}") from None
+        why = "it is a file, not a folder; move it away" if location.folder.is_file() else \
+            error.strerror or error
+        raise BadInput(f"cannot write the index in {location.folder}: {why}") from None
     index = None
     try:
         if waited or location.meta_version() != read_against:  # another run held the lock, or
@@ -221,7 +223,12 @@ def open_index(location: Location, config: Config, full: bool,
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
     (``--full`` deletes one too damaged to open), choose the model, and decide whether this is a
     full build (it is when the model changes)."""
-    token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
+    if full:
+        location.clear_stray_meta()
+    try:
+        token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
+    except OSError:
+        token = None  # no file: read_meta says it in one line (a corrupt meta.json)
     try:
         meta = store.read_meta(location)
     except store.IndexMismatch:

@@ -168,11 +168,22 @@ class Location:
         """meta.json's bytes and a token naming that version of it (None, None when absent)."""
         if not self.remote:
             path = Path(self.uri) / META
-            if not path.is_file():
+            if not os.path.lexists(path):
                 return None, None
-            data = path.read_bytes()
+            data = path.read_bytes()  # an OSError for a folder or a dead link there: no index reads it
             return data, hashlib.sha256(data).hexdigest()
         return self._get(META) or (None, None)
+
+    def clear_stray_meta(self) -> None:
+        """Remove what stands where a folder index's meta.json goes when it is not a file (a
+        folder, a dead link): ``mem index --full`` writes it anew, as it replaces a corrupt one."""
+        path = Path(self.uri) / META
+        if self.remote or path.is_file() or not os.path.lexists(path):
+            return
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
     def _get(self, key: str) -> tuple[bytes, str] | None:
         """A remote index's object ``key`` (relative to the URI) and its ETag; None: absent."""

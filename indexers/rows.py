@@ -14,7 +14,7 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
-from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
+from mem_retrieval.records.parse import iso_time, micros, present, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
@@ -130,7 +130,9 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     library = {entry.gid: entry for entry in rows.library}
     for problem in workspace.misnamed_runs():  # a run no search would ever see: bad input
         raise InputError.of(problem)
-    present = set(workspace.runs())
+    for run in workspace.runs_without_tree():  # its tree.json a folder or a dead link: bad input, not
+        present(workspace.tree_path(run))      # a run whose rows silently go (as a lost tree.json's do)
+    in_workspace = set(workspace.runs())
     for run in runs:
         tree = workspace.tree(run)
         workspace.core(run)  # not indexed, but validated: bad input is reported at index time
@@ -156,7 +158,7 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
                                         config))
     from_trees = {row["gid"] for row in rows.steps}
     for gid, entry in library.items():
-        if gid in from_trees or (entry.run in present and entry.run not in runs):
+        if gid in from_trees or (entry.run in in_workspace and entry.run not in runs):
             continue  # merged into its step's row, or owned by a run not being indexed now
         rows.steps.append(library_row(entry, rows, config))
     return rows

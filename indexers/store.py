@@ -299,6 +299,9 @@ def check_meta(where: Location | Path, config: Config) -> dict[str, Any]:
     location = at(where)
     meta = read_meta(location)
     if meta is None:
+        if location.folder.exists() and not location.folder.is_dir():  # `mem index` could not write there
+            raise IndexMismatch(f"no index: {location.folder} is a file, not a folder; move it away, "
+                                "then run `mem index`", location.meta_name)
         raise IndexMismatch(f"no index in {location.uri}: run `mem index`", location.meta_name)
     why = mismatch(meta, config)
     if why:
@@ -351,7 +354,7 @@ _DAMAGE_WORDS = ("LanceError(IO)", "Not found", "no longer exists", "corrupt", "
 _REFUSALS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
              errno.EROFS: "Read-only file system", errno.EACCES: "Permission denied",
              errno.EMFILE: "Too many open files", errno.ENFILE: "Too many open files in system",
-             errno.EPERM: "Operation not permitted"}
+             errno.EPERM: "Operation not permitted", errno.EFBIG: "File too large"}
 
 
 class IndexUnwritable(InputError):

@@ -10,8 +10,11 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from mem_retrieval.records.errors import BadInput
 
 
 def stamp(path: Path) -> tuple[int, int, int, int] | None:
@@ -25,24 +28,40 @@ def stamp(path: Path) -> tuple[int, int, int, int] | None:
     return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
 
 
-def replace_atomic(path: Path, write: Callable[[Path], None]) -> None:
+@contextmanager
+def writing(name: str, param: str | None = None, tried: str = "cannot write it: ") -> Iterator[None]:
+    """The machine refusing a write (a full disk, a file size limit, a folder or a read-only file
+    where a file is written): one line, ``NAME: cannot write it: why`` (BadInput, exit 2), not a
+    traceback. ``tried`` "" for a look at a path rather than a write."""
+    try:
+        yield
+    except OSError as err:
+        raise BadInput(f"{name}: {tried}{err.strerror or err}", param=param) from None
+
+
+def replace_atomic(path: Path, write: Callable[[Path], None],
+                   before_replace: Callable[[], None] | None = None) -> None:
     """Replace ``path`` by what ``write(temporary_path)`` writes; a symbolic link's target is
-    replaced, and the link stays."""
+    replaced, and the link stays. ``before_replace`` runs once the new content is written and
+    synced, just before the rename: a write-ahead record of it (core-set's event) is then never
+    left behind by a write the machine refused."""
     path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     tmp = Path(name)
     try:
         try:
             mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o666 & ~_umask()
-        os.fchmod(fd, mode)
-        os.close(fd)
         write(tmp)
         with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), mode)  # after the writing: a read-only file's mode would stop it
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -62,9 +81,9 @@ def sweep_temporaries(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, before_replace: Callable[[], None] | None = None) -> None:
     """Replace ``path`` by ``text`` (UTF-8)."""
-    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), before_replace)
 
 
 def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",

@@ -14,8 +14,8 @@ from pathlib import Path
 from mem_retrieval.records.core import claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import split_gid
-from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, read_text,
-                                         source_file, text_lines)
+from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, present,
+                                         read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
@@ -218,7 +218,7 @@ class _Checker:
     def _rel(self, file: str) -> str:
         try:
             return str(Path(file).resolve().relative_to(self.ws.root))
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):  # not in the workspace; a loop of links
             return file
 
     def wants(self, run: str | None) -> bool:
@@ -235,6 +235,18 @@ class _Checker:
     def add_problem(self, run: str | None, problem: Problem, code: str) -> None:
         message = f"{problem.field}: {problem.message}" if problem.field else problem.message
         self.add(run, problem.file, problem.line, code, message)
+
+    def _present(self, run: str | None, path: Path) -> bool:
+        """Whether the record file ``path`` is there to read (``parse.present``); what stands there
+        instead of a file is an input problem (the library's kept with its others, for library())."""
+        try:
+            return present(path)
+        except InputError as error:
+            if run is None:
+                self.found[None].append((error.problem, INPUT))
+            else:
+                self.add_problem(run, error.problem, INPUT)
+            return False
 
     # ---- loading
     def _load(self) -> Catalog:
@@ -258,7 +270,7 @@ class _Checker:
             self.found[run] = [(Problem(str(path), None, None, f"{what}: the run folder holds memory/ "
                                         "but not its record"), INPUT)]
         path = self.ws.library_path
-        if path.is_file():
+        if self._present(None, path):
             problems, malformed = [], []
             try:
                 for entry in iter_library(path, problems, malformed):
@@ -381,7 +393,7 @@ class _Checker:
 
     def events(self, run: str) -> None:
         path = self.ws.events_path(run)
-        if not path.is_file():
+        if not self._present(run, path):
             return
         problems: list[Problem] = []
         malformed: list[Problem] = []
@@ -406,7 +418,7 @@ class _Checker:
 
     def core(self, run: str) -> None:
         path = self.ws.core_path(run)
-        if not path.is_file():
+        if not self._present(run, path):
             return
         self.report.counts["cores"] += 1
         try:

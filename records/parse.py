@@ -4,6 +4,7 @@ the line and the field. Valid input is never rejected; unknown fields are (they 
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from collections.abc import Iterator
@@ -85,6 +86,19 @@ def text_lines(text: str) -> list[str]:
     lines apart, and named line 997 of a five-line core.md."""
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     return lines[:-1] if lines and not lines[-1] else lines
+
+
+def present(path: Path) -> bool:
+    """Whether a record file is there to read: False when nothing stands at ``path`` (no file is no
+    record), True for a file. Anything else (a folder, a link to nothing or a loop of links) is an
+    InputError: read as absent, it silently dropped a run's events or the library from the index."""
+    if path.is_file():
+        return True
+    if not os.path.lexists(path):
+        return False
+    what = "is a folder" if path.is_dir() else "is a link to nothing (or a loop of links)" \
+        if path.is_symlink() else "is not a regular file"
+    raise InputError(str(path), None, None, f"{what}, not a file")
 
 
 def read_text(path: Path) -> str:

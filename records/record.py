@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
-from mem_retrieval.records.files import replace_atomic, sweep_temporaries
+from mem_retrieval.records.files import replace_atomic, sweep_temporaries, writing
 from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation, admission_problem, check,
                                               m3_excluded)
-from mem_retrieval.records.parse import iter_library, parse_library_entry
+from mem_retrieval.records.parse import iter_library, parse_library_entry, present
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.records.writes import library_record, locked, utc_iso
@@ -143,19 +143,21 @@ def admit(ws: Workspace, plan: Record) -> Record:
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):
         sweep_temporaries(path)  # left by a killed writer
-        present = {entry.gid for entry in iter_library(path)} if path.is_file() else set()
-        todo = [step for step in plan.admitted if step.gid not in present]
-        already = plan.already + tuple(step.gid for step in plan.admitted if step.gid in present)
+        there = present(path)
+        held = {entry.gid for entry in iter_library(path)} if there else set()
+        todo = [step for step in plan.admitted if step.gid not in held]
+        already = plan.already + tuple(step.gid for step in plan.admitted if step.gid in held)
         entries: list[LibraryEntry] = []
         if todo:
-            old = path.read_bytes() if path.is_file() else b""
+            old = path.read_bytes() if there else b""
             if old and not old.endswith(b"\n"):
                 old += b"\n"
             stamp = utc_iso(datetime.now(UTC).replace(microsecond=0))
             records = [library_record(step, stamp) for step in todo]
             first = old.count(b"\n") + 1
             new = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records)
-            replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
+            with writing(str(path)):
+                replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
             entries = [parse_library_entry(r, str(path), first + i) for i, r in enumerate(records)]
     return Record(plan.run, False, tuple(entries), plan.left_out, already, plan.warnings)
 

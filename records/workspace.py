@@ -13,7 +13,7 @@ from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import first_naming, is_run_slug, split_gid
 from mem_retrieval.records.parse import (events_after, iso_time, iter_events, iter_library, lines_after,
-                                         parse_core, parse_tree)
+                                         parse_core, parse_tree, present)
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
@@ -174,7 +174,7 @@ class Workspace:
 
     def events(self, run: str) -> Iterator[Event]:
         path = self.events_path(run)
-        if path.is_file():
+        if present(path):
             yield from iter_events(path, run, self.run_dir(run))
 
     def logged_after(self, run: str, seq: int) -> int:
@@ -194,11 +194,11 @@ class Workspace:
 
     def core(self, run: str) -> CoreMemory | None:
         path = self.core_path(run)
-        return parse_core(path, run) if path.is_file() else None
+        return parse_core(path, run) if present(path) else None
 
     def library(self) -> list[LibraryEntry]:
         path = self.library_path
-        return list(iter_library(path)) if path.is_file() else []
+        return list(iter_library(path)) if present(path) else []
 
     def step(self, ref: str, run: str | None = None) -> Step | LibraryEntry | None:
         """A step by global id, or by bare id in ``run``; library entries for runs not present."""

@@ -3,7 +3,9 @@
 Both are safe against crashes and concurrent writers: appends are one ``os.write`` of a whole line on
 an O_APPEND descriptor, fsynced, under a file lock; core.md is replaced atomically
 (records.files.write_atomic) after its ``checkpoint`` event has been appended (write-ahead), so a
-crash leaves the old core.md and an event that carries the new text."""
+crash leaves the old core.md and an event that carries the new text. The new core.md is written
+whole before that event: a write the machine refuses (a full disk) leaves neither. Such a refusal
+is one line (``files.writing``), and an append it cut short is taken back."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from pathlib import Path
 
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
-from mem_retrieval.records.files import sweep_temporaries, write_atomic
+from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
 from mem_retrieval.records.ids import is_run_slug, owner_run, split_gid
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
-                                         parse_time, read_text)
+                                         parse_time, present, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
@@ -60,24 +62,31 @@ def fsync_dir(folder: Path) -> None:
 
 def append_line(path: Path, record: dict) -> int:
     """Append ``record`` as one JSON line with one ``os.write`` (O_APPEND), fsynced; the caller holds
-    the file's lock. A file not ending in a newline gets one first. Returns the new line's number."""
+    the file's lock. A file not ending in a newline gets one first. Returns the new line's number.
+    A write the machine refuses (a full disk, a file size limit) is taken back whole: the file is
+    cut to its old length, and the refusal is one line (``files.writing``)."""
     data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        unfinished = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        if unfinished:
-            data = b"\n" + data
-        number = _count_lines(fd, size) + 1 + unfinished
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if created:
-        fsync_dir(path.parent)
+    with writing(str(path)):
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            unfinished = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+            if unfinished:
+                data = b"\n" + data
+            number = _count_lines(fd, size) + 1 + unfinished
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # never half a line: the next append and every reader would stop at it
+                raise
+        finally:
+            os.close(fd)
+        if created:
+            fsync_dir(path.parent)
     return number
 
 
@@ -203,16 +212,17 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
         sweep_temporaries(path)  # left by a killed core-set
-        core = parse_core_text(read_text(path), run, str(path)) if path.is_file() else None
+        core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
         new_text = with_field(core, name, text)
         tokens = count_tokens(new_text, package)
         if tokens > CORE_TOKEN_LIMIT:
             raise Refused(f"{path}: W would be {tokens:,} tokens with this {name!r} "
                           f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
-        event = append_event(ws, run, "checkpoint", named_ids(ws, run, text),
-                             f"core-set {name}: {text}")
-        write_atomic(path, new_text)
-    return CoreSet(run=run, field=name, tokens=tokens, event=event)
+        events: list[Event] = []
+        with writing(str(path)):  # the event once the new W is written whole, before it replaces W
+            write_atomic(path, new_text, lambda: events.append(
+                append_event(ws, run, "checkpoint", named_ids(ws, run, text), f"core-set {name}: {text}")))
+    return CoreSet(run=run, field=name, tokens=tokens, event=events[0])
 
 
 # ------------------------------------------------------------------------------------ archive_insert
@@ -252,7 +262,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):
         # read whole before any answer: a malformed line anywhere is bad input, not "already there"
-        for entry in list(iter_library(path)) if path.is_file() else ():
+        for entry in list(iter_library(path)) if present(path) else ():
             if entry.gid == step.gid:
                 raise Refused(f"{step.gid} is already in the library ({path}:{entry.line})")
         record = library_record(step, utc_iso(datetime.now(UTC).replace(microsecond=0)))

@@ -115,6 +115,37 @@ def bad_id_with_space(ws):
     ws.add_step("alpha", make_step("a 9"))
 
 
+def _no_file(path: Path, kind: str) -> None:
+    """Put a folder or a link to nothing where the record file ``path`` stands."""
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(path.with_name("nowhere"))
+
+
+def events_a_folder(ws):
+    _no_file(ws.events_path("alpha"), "folder")
+
+
+def events_a_dead_link(ws):
+    _no_file(ws.events_path("alpha"), "link")
+
+
+def core_a_folder(ws):
+    _no_file(ws.core_path("alpha"), "folder")
+
+
+def library_a_folder(ws):
+    _no_file(ws.library_path, "folder")
+
+
+def tree_a_folder(ws):
+    _no_file(ws.root / "alpha" / "tree.json", "folder")
+
+
+NO_FILE = "is a folder, not a file"
+DEAD_LINK = "is a link to nothing (or a loop of links), not a file"
 CASES = [
     (break_tree_json, "alpha/tree.json:3", "invalid JSON"),
     (missing_statement, "alpha/tree.json:", "steps[5].statement: missing"),
@@ -132,7 +163,41 @@ CASES = [
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
+    # a record file that is no file was read as absent: its rows went from the index, exit 0
+    (events_a_folder, "alpha/memory/events.jsonl", NO_FILE),
+    (events_a_dead_link, "alpha/memory/events.jsonl", DEAD_LINK),
+    (core_a_folder, "alpha/memory/core.md", NO_FILE),
+    (library_a_folder, "solve/library.jsonl", NO_FILE),
+    (tree_a_folder, "alpha/tree.json", NO_FILE),
 ]
+
+
+@pytest.mark.parametrize("damage, write, said", [
+    (events_a_folder, ["core-set", "alpha", "next", "x"],
+     "alpha/memory/events.jsonl: cannot write it: Is a directory"),
+    (core_a_folder, ["core-set", "alpha", "next", "x"], f"alpha/memory/core.md: {NO_FILE}"),
+    (library_a_folder, ["archive-insert", "alpha/a2"], f"solve/library.jsonl: {NO_FILE}"),
+])
+def test_check_names_a_record_file_that_is_no_file_as_input(workspace, mem, damage, write, said):
+    """check passed over such a file (0 violations: the run's events or the library simply not
+    there), and core-set or archive-insert then ended in a traceback."""
+    from conftest import Workspace
+
+    damage(Workspace(workspace.root))
+    code, out, err = mem("check")
+    assert (code, err) == (2, "") and f": input: {NO_FILE}" in out and "(input: 1)" in out
+    assert mem(*write) == (2, "", f"mem: {workspace.root}/{said}\n")
+
+
+def test_check_of_a_tree_that_is_a_loop_of_links_is_no_traceback(workspace, mem):
+    tree = workspace.root / "alpha" / "tree.json"
+    tree.unlink()
+    tree.symlink_to(tree.with_name("loop"))
+    tree.with_name("loop").symlink_to(tree)
+    code, out, err = mem("check")
+    assert (code, err) == (2, "") and "alpha/tree.json: input: is missing" in out
+    code, out, err = mem("index", "--no-progress")
+    assert (code, out, err) == (2, "", f"mem: {tree}: {DEAD_LINK}\n")
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +370,12 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     written, where each was an OSError traceback."""
     (workspace.root / ".mem").write_text("not a folder")
     code, out, err = mem("index", "--no-progress")
-    assert (code, out) == (2, "") and err == f"mem: cannot write the index in {workspace.root / '.mem'}: File exists\n"
+    dot_mem = workspace.root / ".mem"
+    assert (code, out, err) == (2, "", f"mem: cannot write the index in {dot_mem}: it is a file, not a "
+                                       "folder; move it away\n")
+    code, out, err = mem("archive-search", "statement")
+    assert (code, out) == (2, "") and err.endswith(f"no index: {dot_mem} is a file, not a folder; move it "
+                                                   "away, then run `mem index`\n")
     (workspace.root / ".mem").unlink()
     (workspace.root / "afile").write_text("hi")
     (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "afile"\n')

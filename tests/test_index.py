@@ -1,6 +1,7 @@
 """Incremental indexing: nothing embedded twice, a change re-embeds only itself, removals leave."""
 
 import json
+import os
 
 import pytest
 
@@ -624,6 +625,46 @@ def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, 
     monkeypatch.undo()
     after = Memory.open(workspace.root).archive_search("statement", strategy="bm25")
     assert [h.id for h in after.hits] == before
+
+
+def test_a_file_size_limit_keeps_the_index_like_a_full_disk(memory, workspace):
+    """"File too large" (a size limit, EFBIG) was read as damage: `mem index --full`, as advised,
+    deleted the steps table and could not write it again, and every search then failed. A real
+    process under RLIMIT_FSIZE, which lets no new table file past 4 KiB."""
+    import resource
+    import subprocess
+    import sys
+
+    before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
+    lance = workspace.root / ".mem" / "lance"
+    files = sorted(p for p in lance.rglob("*") if p.is_file())
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
+                           "index", "--full", "--no-progress"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=cap, env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr == (
+        f"mem: {lance.parent}: File too large: the index is kept as it was (mend that, then run it again)\n")
+    assert all(p.is_file() for p in files)
+    after = Memory.open(workspace.root).archive_search("statement", strategy="bm25")
+    assert [h.id for h in after.hits] == before
+
+
+def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(workspace, mem):
+    """meta.json a folder: searches said "no index: run `mem index`", and `mem index` (and --full)
+    then ended in a traceback, writing over the folder."""
+    assert mem("index", "--no-progress")[0] == 0
+    meta = workspace.root / ".mem" / "meta.json"
+    meta.unlink()
+    meta.mkdir()
+    said = (f"mem: {meta}: the index in {meta.parent} is corrupt (unreadable meta.json): run "
+            "`mem index --full`\n")
+    assert mem("archive-search", "statement") == (2, "", said)
+    assert mem("index", "--no-progress") == (2, "", said)
+    assert mem("index", "--full", "--no-progress")[0] == 0 and meta.is_file()
+    assert mem("archive-search", "statement")[0] == 0
 
 
 def test_meta_lists_the_shapes_of_the_step_ids_and_an_index_brings_them_up_to_date(workspace, mem):

@@ -227,7 +227,7 @@ def test_crash_before_the_rename_leaves_core_md_intact(workspace, monkeypatch):
         raise OSError("simulated crash between write and rename")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(BadInput, match="core.md: cannot write it: simulated crash"):
         core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan", PACKAGE)
     assert workspace.core_path("alpha").read_bytes() == before
     assert workspace.events("alpha")[-1]["text"] == "core-set next: new plan"  # write-ahead
@@ -253,6 +253,68 @@ def test_killed_between_write_and_rename_leaves_core_md_intact(workspace, mem):
     assert mem("core-set", "alpha", "next", "the plan after")[0] == 0
     assert not leftovers[0].exists()
     assert [p for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
+
+
+def _mem_within(root: Path, limit: int, *argv: str) -> subprocess.CompletedProcess:
+    """``mem`` as a process that may write files up to ``limit`` bytes (RLIMIT_FSIZE, as a full
+    disk refuses a write part way: the writes past it fail with EFBIG)."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root), *argv],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=cap,
+                          env={**os.environ, "MEM_NO_SERVER": "1"})
+
+
+def test_a_write_the_machine_refuses_is_taken_back_whole_and_said_in_one_line(workspace, mem):
+    """A full disk cut core-set's checkpoint event and archive-insert's library line part way: half
+    a line stayed, and every later check, index and core-set failed on it as bad input (mending it
+    meant editing the log by hand); the refusal was a traceback. Now the file is cut back to its
+    old bytes, core.md stays as it was (its new text is written before the event), one line says
+    why, and the next call, with room, works."""
+    events, core = workspace.events_path("alpha"), workspace.core_path("alpha")
+    library = workspace.library_path
+    with events.open("a") as log:  # room for core.md's new text, not for the event
+        log.write(json.dumps({"time": "2026-10-17T03:42:00Z", "actor": "root", "kind": "checkpoint",
+                              "ids": [], "text": "x" * 4000}) + "\n")
+    before = {path: path.read_bytes() for path in (events, core, library)}
+    done = _mem_within(workspace.root, events.stat().st_size + 10, "core-set", "alpha", "next", "a new plan")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"mem: {events}: cannot write it: File too large\n"
+    done = _mem_within(workspace.root, library.stat().st_size + 10, "archive-insert", "alpha/a2")
+    assert (done.returncode, done.stderr) == (2, f"mem: {library}: cannot write it: File too large\n")
+    assert {path: path.read_bytes() for path in before} == before
+    assert [p.name for p in core.parent.iterdir() if p.suffix == ".tmp"] == []
+    assert mem("core-set", "alpha", "next", "a new plan")[0] == 0
+    assert mem("archive-insert", "alpha/a2")[0] == 0
+    assert workspace.events("alpha")[-1]["text"] == "core-set next: a new plan"
+    assert mem("check")[0] == 0
+
+
+def test_a_read_only_core_md_is_rewritten_and_stays_read_only(workspace):
+    """The temporary file took core.md's mode before it was written: for a user who is not root,
+    a core.md made read-only (in a folder they may write) failed with a traceback after the
+    checkpoint event was appended. Run as a user without root's override of file modes (capsh
+    drops it when the tests run as root)."""
+    import stat
+
+    core = workspace.core_path("alpha")
+    os.chmod(core, 0o444)
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
+            "core-set", "alpha", "next", "the plan"]
+    if os.geteuid() == 0:
+        capsh = shutil.which("capsh")
+        if capsh is None:
+            pytest.skip("run as root without capsh: root writes a read-only file anyway")
+        argv = [capsh, "--drop=cap_dac_override,cap_dac_read_search,cap_fowner", "--", "-c",
+                " ".join(f"'{a}'" for a in argv)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "## next        the plan\n" in core.read_text() and stat.S_IMODE(core.stat().st_mode) == 0o444
+    assert workspace.events("alpha")[-1]["text"] == "core-set next: the plan"
 
 
 # ------------------------------------------------------------------------------------ archive-insert
