@@ -23,6 +23,17 @@ MAX_MESSAGE = 1 << 20          # bytes in one request (and the size a client acc
 CONNECT_TIMEOUT = 1.0          # seconds to reach the server
 ANSWER_TIMEOUT = 30.0          # seconds for its answer (a server still warming up may take a while)
 _GLOBAL_WITH_VALUE = ("--workspace", "-w", "--config")
+_ENV_PREFIXES = ("AWS_", "MEM_")  # an s3:// index's credentials, endpoint, region; this package's own
+_ENV_NAMES = frozenset({"HOME", "XDG_CACHE_HOME"})  # what `~` in index.uri and the model cache follow
+_PER_CALL = frozenset({"MEM_WORKSPACE", "MEM_NO_SERVER", "MEM_NO_AUTOSTART"})  # sent apart, or the server's
+
+
+def environment() -> dict[str, str]:
+    """The variables of this process a read command's answer may depend on: a server answers
+    only a caller whose are its own (it started with the environment of the call that started
+    it), the others run in-process. ``$MEM_WORKSPACE`` is sent apart: it names the workspace."""
+    return {name: value for name, value in os.environ.items()
+            if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and name not in _PER_CALL}
 
 
 def read_command(argv: list[str]) -> tuple[str, str | None] | None:
@@ -124,8 +135,8 @@ def forward(argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    answer = exchange(path, {"argv": list(argv), "cwd": cwd,
-                             "env": {"MEM_WORKSPACE": os.environ.get("MEM_WORKSPACE")}})
+    env = {"MEM_WORKSPACE": os.environ.get("MEM_WORKSPACE"), "vars": environment()}
+    answer = exchange(path, {"argv": list(argv), "cwd": cwd, "env": env})
     if answer is None or not isinstance(answer.get("code"), int) \
             or not isinstance(answer.get("stdout"), str) or not isinstance(answer.get("stderr"), str):
         return None

@@ -199,6 +199,10 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
         if caller is not None and args.config and not Path(args.config).is_absolute():
             # its messages name the file as given, relative to the caller's folder: run it there
             raise InProcessOnly("a relative --config runs in-process")
+        if caller is not None and args.config and (not os.path.isfile(args.config)
+                                                   or args.config.startswith(("/dev/", "/proc/"))):
+            # /dev/stdin, <(…) (/dev/fd/N): the caller's own, which the server cannot read
+            raise InProcessOnly("a --config that is no file (a pipe, /dev/stdin) runs in-process")
         ctx = Context(args.workspace, args.json, Path(args.config) if args.config else None, out, err,
                       caller)
         return int(args.handler(args, ctx) or 0)

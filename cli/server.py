@@ -2,10 +2,11 @@
 embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serve.sock``.
 
 Protocol: one JSON request per connection, the client closing its side when done:
-``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null}}`` → ``{"code": int,
-"stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer (the client then
-runs the command in-process); ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}`` (``peak``: the most
-requests it has answered at once). A request
+``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null, "vars": {NAME: VALUE}}}`` →
+``{"code": int, "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer
+(the client then runs the command in-process): ``vars`` (cli.forward.environment: AWS_*, MEM_*,
+HOME) must be the server's own; ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}``
+(``peak``: the most requests it has answered at once). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
 for byte.
@@ -33,7 +34,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, read_command
+from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, environment,
+                                      read_command)
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -174,9 +176,10 @@ class Server:
 
     def handle(self, conn: socket.socket) -> None:
         """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash. A status
-        ping does not count as work: it neither keeps an idle server alive nor delays its stop."""
+        ping does not count as work: it neither keeps an idle server alive nor delays its stop; nor
+        does a request sent back to run in-process (a caller of another environment, a bug)."""
         conn.settimeout(READ_TIMEOUT)
-        working = False
+        working, answer = False, {}
         try:
             request = _receive(conn)
             if request.get("ping") is not True:
@@ -190,7 +193,8 @@ class Server:
             if working:
                 with self._lock:
                     self._working -= 1
-                    self._last = time.monotonic()
+                    if "code" in answer:  # answered: a call sent back to run in-process keeps it not alive
+                        self._last = time.monotonic()
         try:
             conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
         except OSError:
@@ -209,6 +213,8 @@ class Server:
             return {"error": "bad request: cwd must be a string, env.MEM_WORKSPACE a string or null"}
         if read_command(argv) is None:
             return {"error": "not a read command: it runs in-process"}
+        if env.get("vars") != environment():
+            return {"error": "the caller's AWS_*, MEM_* or HOME differ from the server's: it runs in-process"}
         if not os.path.isdir(cwd):
             return {"error": f"no folder {cwd}"}
         from mem_retrieval.cli.main import Caller, InProcessOnly, run

@@ -2,11 +2,13 @@
 workspace, configuration and index version, and each thread's own standard output.
 
 A ``Memory`` opens the table versions ``.mem/meta.json`` (or ``index.uri``'s) pins on its first
-search and keeps them (its id map included), so it is reused only while meta.json, the
-configuration files and the settings ontology are the files it was built from: a `mem index` run meanwhile (a new meta.json,
-written by rename) gives the next call a new ``Memory`` on the new versions. Calls may come from
-several threads at once; the cache is guarded by a lock, and a ``Memory``'s read path is safe to
-share (embedding is serialised in text.embed, LanceDB tables are safe to read concurrently)."""
+search and keeps them (its id map included), so it is reused only while meta.json, the table
+folders and model files, the configuration files and the settings ontology are the files it was
+built from: a `mem index` run meanwhile (a new meta.json, written by rename) gives the next call a
+new ``Memory`` on the new versions, and a table or model deleted or changed one that finds it so.
+Calls may come from several threads at once; the cache is guarded by a lock, and a ``Memory``'s
+read path is safe to share (embedding is serialised in text.embed, LanceDB tables are safe to read
+concurrently)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ UNREACHED = "unreached"  # the index version of a store that did not answer
 
 def _index_version(root: Path, config_file: Path | None) -> Any:
     """The version of the meta.json the workspace's index is read through, wherever ``index.uri``
-    puts it (``.mem/meta.json``'s stat, or an object store's ETag)."""
+    puts it (``.mem/meta.json``'s stat, or an object store's ETag), and of the table and model
+    files a search's opening checks (``Location.files_version``)."""
     from mem_retrieval.configs import load_config
     from mem_retrieval.indexers.location import Location
     from mem_retrieval.records.errors import MemError
@@ -38,7 +41,8 @@ def _index_version(root: Path, config_file: Path | None) -> Any:
     except MemError:  # the Memory built for this call reports it
         return stamp(root / ".mem" / "meta.json")
     try:
-        return Location.of(Workspace(root), config).meta_version()
+        location = Location.of(Workspace(root), config)
+        return location.meta_version(), location.files_version()
     except MemError:  # a bad index.uri, a store out of reach: the Memory built for this call says
         # so when the call needs the index (archive-get reads the files alone, as in-process)
         return UNREACHED

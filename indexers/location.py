@@ -209,6 +209,22 @@ class Location:
         except FileNotFoundError:
             return None
 
+    def files_version(self) -> tuple:
+        """A cheap token of the files a search's opening checks besides meta.json: this machine's
+        table folders (a folder index) and model files (the export, a tuned copy). A warm server
+        keys its cache on it with ``meta_version``: a table or model deleted or changed under it
+        is then found as a new process finds it (one line naming the fix), not answered from what
+        it loaded. Stats alone (0.3 ms for an index of three tables and one export)."""
+        folders = [self.folder / "models"]
+        if not self.remote:
+            lance = Path(self.lance_uri)
+            tables = sorted(lance.glob("*.lance"))
+            folders += [lance, *tables, *(table / "data" for table in tables)]
+        found = [(str(folder), stamp(folder)) for folder in folders]
+        for root, _, names in os.walk(folders[0]):
+            found += [(os.path.join(root, name), stamp(Path(root) / name)) for name in sorted(names)]
+        return tuple(found)
+
     def swap_meta(self, data: bytes, token: str | None) -> bool:
         """Replace meta.json by ``data`` if it is still the version ``token`` names (None: if
         there is none yet); False when another writer replaced it first. A folder index is written

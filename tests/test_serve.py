@@ -251,6 +251,55 @@ def test_a_reindex_is_served_without_restarting(server):
     assert (code, out, err) == in_process(*argv)
 
 
+@pytest.mark.parametrize("damage", ["models", "tables"])
+def test_a_model_or_table_deleted_under_a_warm_server_is_said_as_in_process(spare, servers, damage):
+    """The server kept answering (exit 0, a page of hits) from what it had loaded after the index's
+    ONNX export or its tables were deleted, where a new process says the index is damaged (exit
+    2): it now keys its cache on those files too (Location.files_version)."""
+    servers.start(spare)
+    argv = ("-w", str(spare), "archive-search", "GL2m/Sp2m generation")
+    assert forwarded(spare, *argv)[0] == 0
+    folder = spare / ".mem" / ("models" if damage == "models" else "lance")
+    for entry in folder.iterdir():
+        shutil.rmtree(entry)
+    code, out, err = forwarded(spare, *argv)
+    assert (code, out, err) == in_process(*argv) and code == 2
+    assert "run `mem index --full`" in err
+
+
+def test_a_caller_of_another_environment_runs_in_process(spare, servers):
+    """The server answered with the environment of the call that started it: another caller's
+    AWS_* (an s3:// index's endpoint and keys), MEM_* or HOME were not its own. Such a call now runs
+    in-process, and does not keep the server alive."""
+    proc = servers.start(spare, "--lazy", "--idle-timeout", "3")
+    argv = ("-w", str(spare), "archive-get", "satake-two-levels/A5-7")
+    before = served(spare)
+    for name in ("AWS_ENDPOINT_URL", "MEM_CACHE_DIR", "HOME"):
+        assert mem(*argv, **{name: "/elsewhere"}) == in_process(*argv)
+    assert served(spare) == before
+    assert forwarded(spare, *argv) == in_process(*argv)
+    other = {"argv": list(argv), "cwd": str(REPO),
+             "env": {"MEM_WORKSPACE": None, "vars": {"AWS_REGION": "x"}}}
+    deadline = time.monotonic() + 20
+    while proc.poll() is None and time.monotonic() < deadline:  # sent back each time: it idles out
+        assert "error" in (exchange(sock(spare), other) or {"error": "stopped meanwhile"})
+        time.sleep(0.3)
+    assert proc.poll() == 0 and "idle for 3 s" in servers.log(proc)
+
+
+def test_a_config_read_from_a_pipe_runs_in_process(spare, servers):
+    """`--config /dev/stdin` or `--config <(…)` names the caller's own pipe: the server read its own
+    standard input (the setting silently lost) or found no such file (exit 2)."""
+    servers.start(spare, "--lazy")
+    argv = ["-w", str(spare), "--config", "/dev/stdin", "archive-search", "GL2m generation"]
+    before = served(spare)
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", *argv], cwd=REPO, env=client_env(),
+                          input="[search]\npage_size = 2\n", capture_output=True, text=True, timeout=120)
+    assert served(spare) == before
+    assert done.returncode == 0 and done.stdout.startswith("page 1 of ") and "\n3. " not in done.stdout
+    assert "\n2. " in done.stdout
+
+
 def test_a_killed_server_leaves_a_socket_that_changes_nothing(spare, servers):
     proc = servers.start(spare, "--lazy")
     argv = [("-w", str(spare), "archive-get", "satake-two-levels/A5-7"),
