@@ -342,7 +342,7 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     meta["settings"] = sorted({setting for setting, _ in meta["settings"]})  # settings alone, as then
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
-    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 6): "
+    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 7): "
                           "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
@@ -351,6 +351,20 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     assert all(store.stamp_of(db.open_table(name)) for name in meta["versions"])
     workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
     assert mem("index", "--no-progress")[0] == 0 and embedded() == before + 1
+
+
+def test_an_index_of_format_6_is_refused_and_index_full_embeds_nothing_again(memory, workspace, mem):
+    """Format 6 wrote "never" as the first event of a step its log never names (a library copy
+    alone puts it in memory, from its insertion): every `--until` then hid it, silently, where a
+    rebuild finds it (found by a review building indexes with older versions)."""
+    path = workspace.root / ".mem" / "meta.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"format": 6}))
+    code, _, err = mem("archive-search", "statement", "--until", "2099-01-01T00:00:00Z")
+    assert code == 2 and ("(index format differs: index has 6, this version of mem reads 7): "
+                          "run `mem index --full`") in err
+    before = embedded()
+    assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
+    assert mem("archive-search", "statement", "--until", "2099-01-01T00:00:00Z")[0] == 0
 
 
 def test_an_index_of_format_5_is_refused_for_its_format_not_as_corrupt(memory, workspace, mem):
@@ -364,7 +378,7 @@ def test_an_index_of_format_5_is_refused_for_its_format_not_as_corrupt(memory, w
     path.write_text(json.dumps(meta | {"format": 5}))
     for argv in (("archive-search", "statement", "--setting", "Qp"), ("index", "--no-progress")):
         code, _, err = mem(*argv)
-        assert code == 2 and ("(index format differs: index has 5, this version of mem reads 6): "
+        assert code == 2 and ("(index format differs: index has 5, this version of mem reads 7): "
                               "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
