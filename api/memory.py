@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from mem_retrieval.functions import BY_NAME, Param
 from mem_retrieval.records.errors import BadInput, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.retrieval.paging import check_page
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
 from mem_retrieval.retrieval.retriever import Retriever, SourceView, StepView
+from mem_retrieval.retrieval.strategies import check_strategy
 from mem_retrieval.retrieval.types import EventHit, Hit, Page
 
 
@@ -73,26 +76,26 @@ class Memory:
         """Steps of the runs and the library, a page at a time (SPEC §9). ``options`` are the
         fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library,
         context_run, exclude_run, hide)."""
-        return self.retriever.archive_search(self._archive_query(query, setting, options),
-                                             _page("archive_search", page))
+        page = _page("archive_search", page)
+        return self.retriever.archive_search(self._cut(self._archive_query(query, setting, options)), page)
 
     def archive_hits(self, query: str | ArchiveQuery, setting: str | None = None,
                      **options: Any) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging."""
-        return self.retriever.archive_hits(self._archive_query(query, setting, options))
+        return self.retriever.archive_hits(self._cut(self._archive_query(query, setting, options)))
 
     def recall_search(self, query: str | None = None, *, id: str | None = None,
                       run: str | None = None, until: str | Until | None = None,
                       page: int = 1) -> Page[EventHit]:
         """Events with their briefs and returns: every event naming ``id`` in time order, or the
         events matching ``query``, a page at a time."""
-        return self.retriever.recall_search(self._recall_query(query, id, run, until),
-                                            _page("recall_search", page))
+        page = _page("recall_search", page)
+        return self.retriever.recall_search(self._cut(self._recall_query(query, id, run, until)), page)
 
     def recall_hits(self, query: str | None = None, *, id: str | None = None,
                     run: str | None = None, until: str | Until | None = None) -> list[EventHit]:
         """The whole result list of ``recall_search``, before paging."""
-        return self.retriever.recall_hits(self._recall_query(query, id, run, until))
+        return self.retriever.recall_hits(self._cut(self._recall_query(query, id, run, until)))
 
     def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
         """One full step (or source), read from the files: no index, no model."""
@@ -121,7 +124,6 @@ class Memory:
         with an M3 problem, in one all-or-nothing write, then index incrementally. Idempotent, and
         safe to rerun after a crash. ``dry_run``: the plan, nothing written. Should the index step
         fail after the write, the error (of the index's kind) starts with what was written."""
-        from dataclasses import replace
 
         from mem_retrieval.records.record import admit, plan_record
 
@@ -144,6 +146,11 @@ class Memory:
         _typed("check", runs=runs)
         return check(self.workspace, runs, self.config.model.package)
 
+    def _cut(self, query: ArchiveQuery | RecallQuery):
+        """``query`` with its ``until`` resolved against the workspace's files, before the search
+        opens the index: a bad value is refused without importing lancedb."""
+        return replace(query, until=self.retriever.resolve(query.until, query.run))
+
     @staticmethod
     def _archive_query(query: str | ArchiveQuery, setting: str | None,
                        options: dict[str, Any]) -> ArchiveQuery:
@@ -157,6 +164,8 @@ class Memory:
             problem = options.get(param.name) is not None and param.type_problem(options[param.name])
             if problem:
                 raise BadInput(problem, param=param.name)
+        if options.get("strategy") is not None:  # before the search: a bad value opens no index
+            check_strategy(options["strategy"])
         return ArchiveQuery(query, setting, **options)
 
     @staticmethod
@@ -172,9 +181,10 @@ _QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has 
 
 
 def _page(function: str, page: int | None) -> int:
-    """``page`` checked; None (not given, as a tool's null) is page 1."""
+    """``page`` checked (before the search: a bad value opens no index); None (not given, as a
+    tool's null) is page 1."""
     _typed(function, page=page)
-    return 1 if page is None else page
+    return 1 if page is None else check_page(page)
 
 
 def _typed(function: str, **values: Any) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.memory import Memory
-from mem_retrieval.records.errors import Refused, plural
+from mem_retrieval.records.errors import BadInput, Refused, plural
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.pairs import Mined, mine_pairs
 from mem_retrieval.retrieval.retriever import Retriever
@@ -70,7 +70,7 @@ class TuneReport:
 def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
          progress: bool | None) -> tuple[dict[str, Any], float, float]:
     """Train on ``mined`` into ``folder/models/tuned-<hash>``; (provenance, seconds, loss)."""
-    from mem_retrieval.indexers.store import file_sizes, model_digest
+    from mem_retrieval.indexers.store import file_sizes, model_digest, refusal
     from mem_retrieval.text.train import train
 
     if not mined.pairs:
@@ -86,8 +86,11 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     try:
         loss = train(memory.config.model.package, mined.pairs, scratch, training,
                      bar.update if bar else None, on_start=start)
-    except BaseException:  # stopped or failed: no half-saved model stays (a tune's lock cleans too)
+    except BaseException as error:  # stopped or failed: no half-saved model stays (a tune's lock cleans too)
         shutil.rmtree(scratch, ignore_errors=True)
+        # a full disk or size limit while saving: one line (safetensors names the OS error in its own type)
+        if isinstance(error, Exception) and (why := refusal(error)):
+            raise BadInput(f"{scratch.parent}: cannot write the tuned model: {why}") from None
         raise
     finally:
         if bar:

@@ -23,17 +23,25 @@ MAX_MESSAGE = 1 << 20          # bytes in one request (and the size a client acc
 CONNECT_TIMEOUT = 1.0          # seconds to reach the server
 ANSWER_TIMEOUT = 30.0          # seconds for its answer (a server still warming up may take a while)
 _GLOBAL_WITH_VALUE = ("--workspace", "-w", "--config")
-_ENV_PREFIXES = ("AWS_", "MEM_")  # an s3:// index's credentials, endpoint, region; this package's own
-_ENV_NAMES = frozenset({"HOME", "XDG_CACHE_HOME"})  # what `~` in index.uri and the model cache follow
-_PER_CALL = frozenset({"MEM_WORKSPACE", "MEM_NO_SERVER", "MEM_NO_AUTOSTART"})  # sent apart, or the server's
+_ENV_NAMES = frozenset({"HOME", "XDG_CACHE_HOME", "MEM_CACHE_DIR"})  # `~` in index.uri; the model cache
+_STORE_PREFIX = "AWS_"  # an s3:// index's credentials, endpoint, region, profile (read by the store)
 
 
 def environment() -> dict[str, str]:
-    """The variables of this process a read command's answer may depend on: a server answers
-    only a caller whose are its own (it started with the environment of the call that started
-    it), the others run in-process. ``$MEM_WORKSPACE`` is sent apart: it names the workspace."""
+    """The variables of this process a read command's answer may depend on, sent with each
+    request: a server (which runs with the environment of the call that started it) answers a
+    caller only when they are its own (``environment_differs``); ``$MEM_WORKSPACE`` is sent
+    apart, as it names the workspace."""
     return {name: value for name, value in os.environ.items()
-            if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and name not in _PER_CALL}
+            if name in _ENV_NAMES or name.startswith(_STORE_PREFIX)}
+
+
+def environment_differs(theirs: dict[str, str], remote: bool) -> list[str]:
+    """The names of ``environment()`` whose values ``theirs`` (a caller's) does not share with
+    this process; the AWS_* ones only when the index is on an object store (``remote``)."""
+    ours = environment()
+    names = {n for n in set(ours) | set(theirs) if remote or not n.startswith(_STORE_PREFIX)}
+    return sorted(name for name in names if ours.get(name) != theirs.get(name))
 
 
 def read_command(argv: list[str]) -> tuple[str, str | None] | None:

@@ -4,8 +4,9 @@ embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serv
 Protocol: one JSON request per connection, the client closing its side when done:
 ``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null, "vars": {NAME: VALUE}}}`` →
 ``{"code": int, "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer
-(the client then runs the command in-process): ``vars`` (cli.forward.environment: AWS_*, MEM_*,
-HOME) must be the server's own; ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}``
+(the client then runs the command in-process): ``vars`` (cli.forward.environment: HOME,
+XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an object store) must be the server's own;
+``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}``
 (``peak``: the most requests it has answered at once). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
@@ -34,8 +35,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, environment,
-                                      read_command)
+from mem_retrieval.cli.forward import INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, read_command
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -213,14 +213,15 @@ class Server:
             return {"error": "bad request: cwd must be a string, env.MEM_WORKSPACE a string or null"}
         if read_command(argv) is None:
             return {"error": "not a read command: it runs in-process"}
-        if env.get("vars") != environment():
-            return {"error": "the caller's AWS_*, MEM_* or HOME differ from the server's: it runs in-process"}
+        found = env.get("vars")
+        if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
+            return {"error": "bad request: env.vars must map names to strings"}
         if not os.path.isdir(cwd):
             return {"error": f"no folder {cwd}"}
         from mem_retrieval.cli.main import Caller, InProcessOnly, run
 
         out, err = io.StringIO(), io.StringIO()
-        caller = Caller(Path(cwd), env.get("MEM_WORKSPACE"), self.memories)
+        caller = Caller(Path(cwd), env.get("MEM_WORKSPACE"), self.memories, found)
         try:
             with self._output(out, err):
                 code = run(argv, out=out, err=err, caller=caller)

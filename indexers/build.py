@@ -156,8 +156,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             lock.acquire()
             waited = True
     except OSError as error:  # a read-only file system or folder, a file in the way
-        why = "it is a file, not a folder; move it away" if location.folder.is_file() else \
-            error.strerror or error
+        why = "it is not a folder; move it away" if location.blocked() else error.strerror or error
         raise BadInput(f"cannot write the index in {location.folder}: {why}") from None
     index = None
     try:
@@ -227,8 +226,8 @@ def open_index(location: Location, config: Config, full: bool,
         location.clear_stray_meta()
     try:
         token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
-    except OSError:
-        token = None  # no file: read_meta says it in one line (a corrupt meta.json)
+    except (IsADirectoryError, FileNotFoundError):  # a folder or dead link: read_meta says it in one
+        token = None  # line (a corrupt meta.json); a refusal (permission) is the machine's, as before
     try:
         meta = store.read_meta(location)
     except store.IndexMismatch:

@@ -174,6 +174,11 @@ class Location:
             return data, hashlib.sha256(data).hexdigest()
         return self._get(META) or (None, None)
 
+    def blocked(self) -> bool:
+        """Whether something other than a folder (a file, a pipe) stands where the index's local
+        folder goes: nothing can be written there, and no index read."""
+        return self.folder.exists() and not self.folder.is_dir()
+
     def clear_stray_meta(self) -> None:
         """Remove what stands where a folder index's meta.json goes when it is not a file (a
         folder, a dead link): ``mem index --full`` writes it anew, as it replaces a corrupt one."""
@@ -211,15 +216,19 @@ class Location:
 
     def files_version(self) -> tuple:
         """A cheap token of the files a search's opening checks besides meta.json: this machine's
-        table folders (a folder index) and model files (the export, a tuned copy). A warm server
-        keys its cache on it with ``meta_version``: a table or model deleted or changed under it
-        is then found as a new process finds it (one line naming the fix), not answered from what
-        it loaded. Stats alone (0.3 ms for an index of three tables and one export)."""
+        model files (the export, a tuned copy) and, for a folder index, its table folders (whose
+        stats change when a file in them is added or deleted: a data file, a version's manifest,
+        an index part). A warm server keys its cache on it with ``meta_version``: a model file
+        deleted or changed, a table's file deleted, is then found as a new process finds it (one
+        line naming the fix), not answered from what it loaded. Stats alone (0.3 ms for an index
+        of three tables and one export); a table file changed in place goes unseen."""
         folders = [self.folder / "models"]
         if not self.remote:
             lance = Path(self.lance_uri)
             tables = sorted(lance.glob("*.lance"))
-            folders += [lance, *tables, *(table / "data" for table in tables)]
+            folders += [lance, *tables, *(table / part for table in tables
+                                          for part in ("data", "_versions", "_indices"))]
+            folders += sorted(part for table in tables for part in (table / "_indices").glob("*"))
         found = [(str(folder), stamp(folder)) for folder in folders]
         for root, _, names in os.walk(folders[0]):
             found += [(os.path.join(root, name), stamp(Path(root) / name)) for name in sorted(names)]

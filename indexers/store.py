@@ -301,9 +301,9 @@ def check_meta(where: Location | Path, config: Config) -> dict[str, Any]:
     location = at(where)
     meta = read_meta(location)
     if meta is None:
-        if location.folder.exists() and not location.folder.is_dir():  # `mem index` could not write there
-            raise IndexMismatch(f"no index: {location.folder} is a file, not a folder; move it away, "
-                                "then run `mem index`", location.meta_name)
+        if location.blocked():  # `mem index` could not write there either
+            raise IndexMismatch(f"no index: {location.folder} is not a folder; move it away, then run "
+                                "`mem index`", location.meta_name)
         raise IndexMismatch(f"no index in {location.uri}: run `mem index`", location.meta_name)
     why = mismatch(meta, config)
     if why:

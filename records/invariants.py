@@ -6,6 +6,7 @@ and times going backwards in a ``problems`` list, and a file that cannot be read
 
 from __future__ import annotations
 
+import os
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -216,9 +217,9 @@ class _Checker:
 
     # ---- recording
     def _rel(self, file: str) -> str:
-        try:
-            return str(Path(file).resolve().relative_to(self.ws.root))
-        except (ValueError, OSError, RuntimeError):  # not in the workspace; a loop of links
+        try:  # as named (a link's own path, not its target's)
+            return str(Path(os.path.abspath(file)).relative_to(self.ws.root))
+        except ValueError:
             return file
 
     def wants(self, run: str | None) -> bool:
@@ -266,7 +267,11 @@ class _Checker:
         for run in self.ws.runs_without_tree():
             unreadable.add(run)
             path = self.ws.tree_path(run)
-            what = "is not a file" if path.exists() else "is missing"
+            try:
+                present(path)  # not a file (the run would be listed): nothing there, or it raises
+                what = "is missing"
+            except InputError as error:  # a folder, a dead link: as every reader says it
+                what = error.problem.message
             self.found[run] = [(Problem(str(path), None, None, f"{what}: the run folder holds memory/ "
                                         "but not its record"), INPUT)]
         path = self.ws.library_path

@@ -206,7 +206,7 @@ class Workspace:
         run = ref_run or run
         if run is None:
             return None
-        if self.tree_path(run).is_file():
+        if present(self.tree_path(run)):  # a folder there is bad input, not a run to read from the library
             return self.tree(run).step(step_id)
         for entry in self.library():
             if entry.run == run and entry.id == step_id:

@@ -2,10 +2,11 @@
 
 Both are safe against crashes and concurrent writers: appends are one ``os.write`` of a whole line on
 an O_APPEND descriptor, fsynced, under a file lock; core.md is replaced atomically
-(records.files.write_atomic) after its ``checkpoint`` event has been appended (write-ahead), so a
-crash leaves the old core.md and an event that carries the new text. The new core.md is written
-whole before that event: a write the machine refuses (a full disk) leaves neither. Such a refusal
-is one line (``files.writing``), and an append it cut short is taken back."""
+(records.files.write_atomic): its new text is written to a temporary file and synced, then its
+``checkpoint`` event is appended (write-ahead), then the file is renamed over core.md. A crash
+leaves the old core.md, with the event that carries the new text if it came after the append; a
+write the machine refuses (a full disk) leaves neither, in one line (``files.writing``), and an
+append it cut short is taken back."""
 
 from __future__ import annotations
 
@@ -161,7 +162,9 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
         now = datetime.now(UTC).replace(microsecond=0)
-        last = _last_time(path)
+        present(path)  # a folder or dead link is no log to append to (O_CREAT made its target)
+        with writing(str(path), tried="cannot read it: "):  # its own name, not the caller's file's
+            last = _last_time(path)
         stamp = max(now, last) if last else now
         record = {"time": utc_iso(stamp), "actor": actor, "kind": kind, "ids": ids, "text": text}
         seq = append_line(path, record)

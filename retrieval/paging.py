@@ -20,10 +20,16 @@ def page_count(total: int, page_size: int) -> int:
     return math.ceil(total / page_size) if total else 0
 
 
-def page_slice(items: Sequence[T], page: int, page_size: int) -> tuple[T, ...]:
-    """Items of ``page`` (1-based). Past the last page: Refused saying how many pages there are."""
+def check_page(page: int) -> int:
+    """``page`` when it can be a page number, else BadInput: checked before a search runs too."""
     if page < 1:
         raise BadInput(f"{page} is not a page number (pages start at 1)", param="page")
+    return page
+
+
+def page_slice(items: Sequence[T], page: int, page_size: int) -> tuple[T, ...]:
+    """Items of ``page`` (1-based). Past the last page: Refused saying how many pages there are."""
+    check_page(page)
     pages = page_count(len(items), page_size)
     if page > max(pages, 1):
         if not pages:

@@ -17,7 +17,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import owner_run, ref_problem, spellings, split_gid
-from mem_retrieval.records.parse import micros, read_text
+from mem_retrieval.records.parse import micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -173,13 +173,15 @@ class Retriever:
     def ranked(self, query: ArchiveQuery) -> list:
         """The whole result list of ``query`` as candidates (``retrieval.candidates.Candidate``),
         before paging; light id candidates are not read in full."""
-        return self.searcher.rank_steps(query, self.resolve(query.until, query.run))
+        until = self.resolve(query.until, query.run)  # first: a bad value opens no index
+        return self.searcher.rank_steps(query, until)
 
     @_reads_index
     def candidates(self, query: ArchiveQuery) -> tuple[list, list]:
         """The steps ``query`` names by id, and its strategy's candidates with their features
         before the strategy scores and cuts them (``Searcher.steps_found``)."""
-        return self.searcher.steps_found(query, self.resolve(query.until, query.run), scored=False)
+        until = self.resolve(query.until, query.run)
+        return self.searcher.steps_found(query, until, scored=False)
 
     @_reads_index
     def archive_search(self, query: ArchiveQuery, page: int = 1) -> Page[Hit]:
@@ -437,7 +439,7 @@ class Retriever:
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
         for name in [owner] if owner else self.workspace.runs():
-            if not self.workspace.tree_path(name).is_file():
+            if not present(self.workspace.tree_path(name)):  # a folder there: bad input, not "no run"
                 continue
             tree = self.workspace.tree(name)
             step = next(filter(None, map(tree.step, step_ids)), None)

@@ -20,7 +20,6 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
-from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import id_shape, spellings
 from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
@@ -28,7 +27,7 @@ from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, fro
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_words,
                                             ids_in_query)
 from mem_retrieval.retrieval.graph import CitationGraph
-from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy
+from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy, check_strategy
 from mem_retrieval.text.tokenize import token_string
 
 ID_MAP_AFTER = 2  # id lookups (without filters) by one searcher before it builds its IdMap
@@ -188,10 +187,7 @@ class Searcher:
         return (chosen, strategy.without_vectors) if self.pending and strategy.without_vectors else None
 
     def _chosen(self, name: str | None) -> str:
-        chosen = self.config.search.strategy if name is None else name  # the config's is checked as read
-        if chosen not in STRATEGIES:
-            raise BadInput(f"{chosen!r} is not one of {', '.join(STRATEGIES)}", param="strategy")
-        return chosen
+        return self.config.search.strategy if name is None else check_strategy(name)  # the config's: as read
 
     # ---- the steps table held in memory (retrieval/resident.py)
     def resident(self):

@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from mem_retrieval.indexers.store import in_list
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.retrieval.candidates import Candidate
 from mem_retrieval.retrieval.query import Filters
 
@@ -257,3 +258,11 @@ def fuse(candidates: list[Candidate], weights) -> list[Candidate]:
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Bm25(), Rerank(), Vector(), HybridRrf(), GraphFusion("graph", cosine=False),
     GraphFusion("rerank-graph", cosine=True))}
+
+
+def check_strategy(name: str) -> str:
+    """``name`` when it names a strategy, else BadInput listing them: checked before a search
+    opens the index (a bad value costs no lancedb import)."""
+    if name not in STRATEGIES:
+        raise BadInput(f"{name!r} is not one of {', '.join(STRATEGIES)}", param="strategy")
+    return name

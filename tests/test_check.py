@@ -469,7 +469,7 @@ def test_a_run_folder_that_lost_its_tree_json_is_reported_not_skipped(workspace,
     code, out, _ = mem("eval", "status")
     assert code == 2 and out.splitlines()[-1].endswith("; 1 unchecked (their run's tree.json cannot be read)")
     (workspace.root / "alpha" / "tree.json").mkdir()
-    assert mem("check")[2] == "" and "alpha/tree.json: input: is not a file" in mem("check")[1]
+    assert mem("check")[2] == "" and "alpha/tree.json: input: is a folder, not a file" in mem("check")[1]
     shutil.rmtree(workspace.root / "alpha" / "memory")  # a library shipped without its run: fine
     (workspace.root / "alpha" / "tree.json").rmdir()
     assert mem("check")[0] == 0 and mem("eval", "status")[0] == 0

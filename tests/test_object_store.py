@@ -789,6 +789,36 @@ def test_a_warm_server_serves_a_reindex_of_the_store_at_once(s3, tmp_path, onnx_
     assert [h.id for h in second.archive_hits("walrus", strategy="bm25")] == ["gen-0/wx"]
 
 
+def test_a_server_answers_a_caller_of_other_aws_variables_only_for_a_local_index(s3, tmp_path, onnx_export):
+    """A warm server reads the store with the AWS_* of the call that started it: a caller whose
+    differ (another endpoint, other keys) is sent back to run in-process for an index on a store
+    (it got the server's answer: a store it could not reach, or one it should not); for a local
+    index they do not count (AWS_PROFILE set in one shell only made every call cold)."""
+    import io
+
+    from mem_retrieval.cli.forward import environment
+    from mem_retrieval.cli.main import Caller, InProcessOnly, run
+    from mem_retrieval.cli.warm import WarmMemories
+
+    config, _, _ = on_s3(s3, tmp_path)
+    ws = corpus(tmp_path / "ws", onnx_export)
+    Memory.open(ws.root, config).index(progress=False)
+    local = corpus(tmp_path / "local", onnx_export)
+    Memory.open(local.root).index(progress=False)
+    memories, ours = WarmMemories(), environment()
+    other = ours | {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+
+    def call(argv: list[str], env: dict[str, str]) -> int:
+        return run(argv, out=io.StringIO(), err=io.StringIO(), caller=Caller(tmp_path, None, memories, env))
+
+    on_store = ["-w", str(ws.root), "--config", str(config), "archive-search", "Hecke lemma",
+                "--strategy", "bm25"]
+    assert call(on_store, ours) == 0
+    with pytest.raises(InProcessOnly, match="AWS_ENDPOINT_URL"):
+        call(on_store, other)
+    assert call(["-w", str(local.root), "archive-search", "Hecke lemma", "--strategy", "bm25"], other) == 0
+
+
 class FailingProxy:
     """An HTTP proxy in front of the S3 server that answers 503 SlowDown, while ``fail`` holds
     (method, path piece), to every matching request: a store refusing for a while."""

