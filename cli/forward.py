@@ -11,8 +11,10 @@ This module is imported on every `mem` call, before anything else: standard libr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -25,6 +27,38 @@ ANSWER_TIMEOUT = 30.0          # seconds for its answer (a server still warming 
 _GLOBAL_WITH_VALUE = ("--workspace", "-w", "--config")
 _ENV_NAMES = frozenset({"HOME", "XDG_CACHE_HOME", "MEM_CACHE_DIR"})  # `~` in index.uri; the model cache
 _STORE_PREFIX = "AWS_"  # an s3:// index's credentials, endpoint, region, profile (read by the store)
+
+
+_LAYERS = ("api", "cli", "configs", "eval", "indexers", "records", "retrieval", "text")  # the package's
+
+
+def code_version() -> str:
+    """An identity of this installation's code: the stats of its modules' files (0.3 ms). A server
+    answers only a client of its own code: one left running by an upgrade, or by an edit of an
+    editable install, answers as the code it loaded does (an index format it no longer reads)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the layers' folder
+    digest = hashlib.sha256()
+    walks = [(root, [], sorted(os.listdir(root)))]  # installed, the top modules (api/'s) are here
+    for layer in _LAYERS:
+        walks += sorted(os.walk(os.path.join(root, layer)))
+    for folder, _, names in walks:
+        if os.path.basename(folder) == "__pycache__":
+            continue
+        for name in sorted(n for n in names if n.endswith(".py")):
+            stat = os.stat(os.path.join(folder, name))
+            digest.update(f"{folder[len(root):]}/{name}:{stat.st_mtime_ns}:{stat.st_size};".encode())
+    return digest.hexdigest()[:16]
+
+
+def retire(path: str, build: str) -> None:
+    """Stop the server on ``path`` when it runs other code than ``build`` (SIGTERM, as `mem serve
+    --stop` sends): the next call that finds none starts one of this code."""
+    answer = exchange(path, {"ping": True}, timeout=5.0)
+    if answer and isinstance(answer.get("pid"), int) and answer.get("build") != build:
+        try:
+            os.kill(answer["pid"], signal.SIGTERM)
+        except OSError:
+            pass
 
 
 def environment() -> dict[str, str]:
@@ -144,7 +178,11 @@ def forward(argv: list[str]) -> int | None:
     except OSError:
         return None
     env = {"MEM_WORKSPACE": os.environ.get("MEM_WORKSPACE"), "vars": environment()}
-    answer = exchange(path, {"argv": list(argv), "cwd": cwd, "env": env})
+    build = code_version()
+    answer = exchange(path, {"argv": list(argv), "cwd": cwd, "env": env, "build": build})
+    if answer is not None and answer.get("build") != build:  # a server of other code (an old one has
+        retire(path, build)                                    # no build): never its answer
+        return None
     if answer is None or not isinstance(answer.get("code"), int) \
             or not isinstance(answer.get("stdout"), str) or not isinstance(answer.get("stderr"), str):
         return None

@@ -28,6 +28,12 @@ class InProcessOnly(Exception):
     """A request a warm server must not answer: the caller runs it in-process (``reason``)."""
 
 
+def _own_environment() -> dict[str, str]:
+    from mem_retrieval.cli.forward import environment
+
+    return environment()
+
+
 @dataclass(frozen=True)
 class Caller:
     """The process a command runs for when it is not this one (a request to `mem serve`): its
@@ -38,7 +44,7 @@ class Caller:
     cwd: Path
     workspace_env: str | None
     memories: Any = None
-    environment: dict[str, str] = field(default_factory=dict)  # its cli.forward.environment()
+    environment: dict[str, str] = field(default_factory=_own_environment)  # its cli.forward.environment()
 
 
 @dataclass
@@ -405,7 +411,8 @@ def _leave(code: int) -> NoReturn:
     A read command has nothing left to write; a call in-process (``main(argv)``) returns."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: the process was started with that descriptor closed
+                stream.flush()
         except (BrokenPipeError, OSError, ValueError):
             pass
     os._exit(code)

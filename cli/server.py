@@ -2,12 +2,13 @@
 embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serve.sock``.
 
 Protocol: one JSON request per connection, the client closing its side when done:
-``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null, "vars": {NAME: VALUE}}}`` →
-``{"code": int, "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server cannot answer
-(the client then runs the command in-process): ``vars`` (cli.forward.environment: HOME,
-XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an object store) must be the server's own;
-``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak"}``
-(``peak``: the most requests it has answered at once). A request
+``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null, "vars": {NAME: VALUE}}, "build": B}``
+→ ``{"code": int, "stdout": str, "stderr": str, "build": B}``, or ``{"error": why}`` when the server
+cannot answer (the client then runs the command in-process): ``vars`` (cli.forward.environment:
+HOME, XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an object store) must be the
+server's own, and ``build`` (cli.forward.code_version) its code's, else the client stops it (a
+server left running by an upgrade); ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak",
+"build"}`` (``peak``: the most requests it has answered at once). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
 for byte.
@@ -35,7 +36,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, read_command
+from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, code_version,
+                                      read_command)
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -61,6 +63,7 @@ class Server:
         self.listener = listener
         self.idle_timeout = idle_timeout
         self.requests = 0
+        self.build = code_version()          # the code it runs: clients of other code are not answered
         self.memories = WarmMemories()
         self._lock = threading.Lock()
         self._busy = 0                       # requests being answered
@@ -204,7 +207,10 @@ class Server:
         """The response to one decoded request."""
         if request.get("ping") is True:
             return {"pid": os.getpid(), "requests": self.requests, "workspace": str(self.root),
-                    "peak": self.peak}
+                    "peak": self.peak, "build": self.build}
+        if request.get("build") != self.build:  # an upgrade since it started: the client retires it
+            return {"error": "the server runs other code than the client: it runs in-process",
+                    "build": self.build}
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
         if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
             return {"error": "bad request: argv must be a list of strings"}
@@ -232,7 +238,7 @@ class Server:
             return {"error": f"{type(error).__name__}: {error}"}
         with self._lock:
             self.requests += 1
-        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(), "build": self.build}
 
     def _output(self, out, err):
         """This thread's sys.stdout and sys.stderr go to the request's buffers while it runs."""

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from test_serve import REPO, Servers, sock, served
-from mem_retrieval.cli.forward import environment, exchange
+from mem_retrieval.cli.forward import code_version, environment, exchange
 from mem_retrieval.memory import Memory
 
 pytestmark = pytest.mark.slow  # a real server process: run with --slow (CI does)
@@ -59,7 +59,7 @@ def server(tmp_path_factory):
 
 def request(root, argv: list[str]) -> dict:
     return {"argv": ["-w", str(root), *argv], "cwd": str(REPO),
-            "env": {"MEM_WORKSPACE": None, "vars": environment()}}
+            "env": {"MEM_WORKSPACE": None, "vars": environment()}, "build": code_version()}
 
 
 def test_eight_clients_at_once_get_exactly_the_one_at_a_time_answers(server):

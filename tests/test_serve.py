@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.cli.forward import MAX_MESSAGE, exchange, read_command
+from mem_retrieval.cli.forward import MAX_MESSAGE, code_version, exchange, read_command
 from mem_retrieval.memory import Memory
 
 pytestmark = pytest.mark.slow  # real processes: run with --slow (CI does)
@@ -293,12 +293,53 @@ def test_a_caller_of_another_environment_runs_in_process(spare, servers):
     assert served(spare) == before
     assert forwarded(spare, *argv, AWS_PROFILE="dev", MEM_TRACE="1") == in_process(*argv)
     other = {"argv": list(argv), "cwd": str(REPO),
-             "env": {"MEM_WORKSPACE": None, "vars": {"HOME": "/elsewhere"}}}
+             "env": {"MEM_WORKSPACE": None, "vars": {"HOME": "/elsewhere"}}, "build": code_version()}
     deadline = time.monotonic() + 20
     while proc.poll() is None and time.monotonic() < deadline:  # sent back each time: it idles out
         assert "error" in (exchange(sock(spare), other) or {"error": "stopped meanwhile"})
         time.sleep(0.3)
     assert proc.poll() == 0 and "idle for 3 s" in servers.log(proc)
+
+
+def test_a_server_of_other_code_is_stopped_and_the_call_runs_in_process(spare, servers):
+    """A server left running by an upgrade (a new index format its code refuses, fixes it lacks)
+    answered the new clients as its code did, until it idled out: a client of other code now gets
+    no answer from it, stops it, and runs in-process; the next call starts a server of its code."""
+    proc = servers.start(spare, "--lazy")
+    argv = ["-w", str(spare), "archive-get", "satake-two-levels/A5-7"]
+    assert exchange(sock(spare), {"ping": True})["build"] == code_version()
+    other = ("import sys\nimport mem_retrieval.cli.forward as forward\n"
+             "forward.code_version = lambda: 'other'\n"
+             "from mem_retrieval.cli.main import main\nraise SystemExit(main())\n")
+    done = subprocess.run([sys.executable, "-c", other, *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=client_env(MEM_NO_AUTOSTART="1"))
+    assert (done.returncode, done.stdout, done.stderr) == in_process(*argv)
+    assert proc.wait(30) == 0 and "stopped (SIGTERM)" in servers.log(proc)
+
+
+def test_the_warm_up_of_a_server_opens_the_index_as_its_first_search_would(spare):
+    """Server.warm runs a search as a caller of its own environment: with none given it was sent
+    back (the caller's HOME differed), so no model or table was loaded and the first request was
+    cold (1.6 s, against 0.15 s)."""
+    from mem_retrieval.cli.main import Caller
+    from mem_retrieval.cli.warm import WarmMemories
+    from mem_retrieval.records.workspace import Workspace
+
+    memories = WarmMemories()
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["-w", str(spare), "archive-search", "warm up", "--strategy", "bm25"]
+    assert run_cli(argv, out=out, err=err, caller=Caller(spare, None, memories)) in (0, 1)
+    assert err.getvalue() == "" and memories.get(Workspace.open(spare)).retriever._searcher is not None
+
+
+def test_a_read_command_started_with_standard_error_closed_exits_with_its_status(spare):
+    """The exit at once flushed sys.stderr, None when descriptor 2 was closed: exit 1 after the
+    answer."""
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(spare), "archive-get",
+                           "satake-two-levels/A5-7"], cwd=REPO, capture_output=False, stdout=subprocess.PIPE,
+                          text=True, timeout=120, env=client_env(MEM_NO_SERVER="1"),
+                          preexec_fn=lambda: os.close(2))
+    assert done.returncode == 0 and "satake-two-levels/A5-7" in done.stdout
 
 
 def test_a_config_read_from_a_pipe_runs_in_process(spare, servers):
