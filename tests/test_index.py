@@ -681,6 +681,30 @@ def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(
     assert mem("archive-search", "statement")[0] == 0
 
 
+def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_index(workspace, mem,
+                                                                                    monkeypatch):
+    """`mem index` on a meta.json it may not read (permission) said "corrupt: run --full", which
+    could not help; the machine's refusal is said as such, and nothing is deleted."""
+    from pathlib import Path
+
+    assert mem("index", "--no-progress")[0] == 0
+    meta = workspace.root / ".mem" / "meta.json"
+    before = meta.read_bytes()
+    read_bytes = Path.read_bytes
+
+    def refused(path):
+        if path == meta:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refused)
+    code, out, err = mem("index", "--no-progress")
+    assert (code, out) == (2, "") and err == (f"mem: {meta.parent}: Permission denied: the index is kept as "
+                                              "it was (mend that, then run it again)\n")
+    monkeypatch.undo()
+    assert meta.read_bytes() == before
+
+
 def test_meta_lists_the_shapes_of_the_step_ids_and_an_index_brings_them_up_to_date(workspace, mem):
     """A search tells a mistyped id from a symbol by the shapes of the ids the index holds: `mem
     index` lists them in meta.json (a search read every id: 0.4 s at 100,000 steps), and an
