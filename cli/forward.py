@@ -33,7 +33,7 @@ _LAYERS = ("api", "cli", "configs", "eval", "indexers", "records", "retrieval", 
 
 
 def code_version() -> str:
-    """An identity of this installation's code: the stats of its modules' files (0.3 ms). A server
+    """An identity of this installation's code: the stats of its modules' files (1 ms). A server
     answers only a client of its own code: one left running by an upgrade, or by an edit of an
     editable install, answers as the code it loaded does (an index format it no longer reads)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the layers' folder
