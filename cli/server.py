@@ -198,6 +198,7 @@ class Server:
                     self._working -= 1
                     if "code" in answer:  # answered: a call sent back to run in-process keeps it not alive
                         self._last = time.monotonic()
+        answer["build"] = self.build  # every answer: a client of this code sent back does not retire it
         try:
             conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
         except OSError:

@@ -332,14 +332,21 @@ def test_the_warm_up_of_a_server_opens_the_index_as_its_first_search_would(spare
     assert err.getvalue() == "" and memories.get(Workspace.open(spare)).retriever._searcher is not None
 
 
-def test_a_read_command_started_with_standard_error_closed_exits_with_its_status(spare):
-    """The exit at once flushed sys.stderr, None when descriptor 2 was closed: exit 1 after the
-    answer."""
+@pytest.mark.parametrize("through", ["in-process", "server"])
+def test_a_read_command_started_with_standard_error_closed_exits_with_its_status(spare, servers, through):
+    """The exit at once flushed sys.stderr, and the client wrote the server's stderr to it: None
+    when descriptor 2 was closed, so exit 1 after the answer."""
+    if through == "server":
+        servers.start(spare, "--lazy")
+    before = served(spare) if through == "server" else 0
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(spare), "archive-get",
                            "satake-two-levels/A5-7"], cwd=REPO, capture_output=False, stdout=subprocess.PIPE,
-                          text=True, timeout=120, env=client_env(MEM_NO_SERVER="1"),
+                          text=True, timeout=120,
+                          env=client_env(**({"MEM_NO_AUTOSTART": "1"} if through == "server" else
+                                            {"MEM_NO_SERVER": "1"})),
                           preexec_fn=lambda: os.close(2))
     assert done.returncode == 0 and "satake-two-levels/A5-7" in done.stdout
+    assert through == "in-process" or served(spare) == before + 1
 
 
 def test_a_config_read_from_a_pipe_runs_in_process(spare, servers):
