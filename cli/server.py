@@ -3,12 +3,12 @@ embedding model loaded, and runs the read commands sent to ``WORKSPACE/.mem/serv
 
 Protocol: one JSON request per connection, the client closing its side when done:
 ``{"argv": [...], "cwd": DIR, "env": {"MEM_WORKSPACE": str|null, "vars": {NAME: VALUE}}, "build": B}``
-→ ``{"code": int, "stdout": str, "stderr": str, "build": B}``, or ``{"error": why}`` when the server
-cannot answer (the client then runs the command in-process): ``vars`` (cli.forward.environment:
-HOME, XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an object store) must be the
-server's own, and ``build`` (cli.forward.code_version) its code's, else the client stops it (a
-server left running by an upgrade); ``{"ping": true}`` → ``{"pid", "requests", "workspace", "peak",
-"build"}`` (``peak``: the most requests it has answered at once). A request
+→ ``{"code": int, "stdout": str, "stderr": str}``, or ``{"error": why}`` when the server
+cannot answer (the client then runs the command in-process), each with the server's ``build``:
+``vars`` (cli.forward.environment: HOME, XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an
+object store) must be the server's own, and ``build`` (cli.forward.code_version) its code's, else
+the client stops it (a server left running by an upgrade); ``{"ping": true}`` → ``{"pid",
+"requests", "workspace", "peak", "build"}`` (``peak``: the most requests it has answered at once). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
 for byte.
@@ -198,7 +198,7 @@ class Server:
                     self._working -= 1
                     if "code" in answer:  # answered: a call sent back to run in-process keeps it not alive
                         self._last = time.monotonic()
-        answer["build"] = self.build  # every answer: a client of this code sent back does not retire it
+        answer["build"] = self.build  # every answer, pings too: the client retires a server of other code
         try:
             conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
         except OSError:
@@ -208,10 +208,9 @@ class Server:
         """The response to one decoded request."""
         if request.get("ping") is True:
             return {"pid": os.getpid(), "requests": self.requests, "workspace": str(self.root),
-                    "peak": self.peak, "build": self.build}
+                    "peak": self.peak}
         if request.get("build") != self.build:  # an upgrade since it started: the client retires it
-            return {"error": "the server runs other code than the client: it runs in-process",
-                    "build": self.build}
+            return {"error": "the server runs other code than the client: it runs in-process"}
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
         if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
             return {"error": "bad request: argv must be a list of strings"}
@@ -239,7 +238,7 @@ class Server:
             return {"error": f"{type(error).__name__}: {error}"}
         with self._lock:
             self.requests += 1
-        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(), "build": self.build}
+        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
     def _output(self, out, err):
         """This thread's sys.stdout and sys.stderr go to the request's buffers while it runs."""
