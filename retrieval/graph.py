@@ -7,8 +7,8 @@ rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
 
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
 SPEC §10) is gone with every link from it, and so is what was written after it (``before``: its
-run-mates its log names after it, and the steps citing it or them, directly or through others); with
-``until``, only steps written by then (``records.workspace.first_written``).
+run-mates its log names after it but those it cites, and the steps citing it or them, directly or
+through others); with ``until``, only steps written by then (``records.workspace.first_written``).
 Citation counts and neighbours are computed over what is visible only, so nothing a query may not
 see informs its answer. The other filters (a run excluded because a run cannot reuse itself, a
 kind, a setting) choose which steps may be *candidates*; the rest of memory still votes and counts."""
@@ -105,7 +105,10 @@ class CitationGraph:
         """What ``hide`` = ``gid`` resolves to (``query.Hidden``): the position in its run's log
         that cuts its run-mates written after it, and the step with every step citing it or one of
         those run-mates, directly or through others (all written after it: a citation points back
-        in time). The keys name only what the cut does not already hide."""
+        in time). A step it cites, directly or through others, was written before it whatever its
+        run's log says (a blueprint states in its first chapter a theorem its last proves), so such
+        a run-mate is kept (``kept``) and hides nothing: its links only date steps, they rank none.
+        The keys name only what the cut does not already hide."""
         import numpy as np
 
         from mem_retrieval.retrieval.query import Hidden
@@ -117,16 +120,26 @@ class CitationGraph:
         cut = np.zeros(len(self), dtype=bool)  # run-mates its run's log names after it (or never)
         if seq >= 0:
             cut = (self.run_keys == self.run_keys[row]) & ~((self.named_seq >= 0) & (self.named_seq <= seq))
-        sources, starts = self._citing
-        later = cut.copy()
+        later = cut & ~self._reach(np.asarray([row]), self.targets, self.offsets)
         later[row] = True
-        frontier = np.flatnonzero(later)
-        while len(frontier):
-            cited_by = np.concatenate([sources[starts[r]:starts[r + 1]] for r in frontier.tolist()])
-            frontier = np.unique(cited_by[~later[cited_by]])
-            later[frontier] = True
+        sources, starts = self._citing
+        later |= self._reach(np.flatnonzero(later), sources, starts)
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
-                      seq if seq >= 0 else None)
+                      seq if seq >= 0 else None, tuple(sorted(self.keys[cut & ~later].tolist())))
+
+    def _reach(self, rows: "np.ndarray", neighbours: "np.ndarray", starts: "np.ndarray") -> "np.ndarray":
+        """The rows reached from ``rows`` in one or more steps along a CSR adjacency (row ``i``'s
+        neighbours are ``neighbours[starts[i]:starts[i + 1]]``), as a mask; ``rows`` are in it only
+        where a loop leads back to them."""
+        import numpy as np
+
+        reached = np.zeros(len(self), dtype=bool)
+        frontier = rows
+        while len(frontier):
+            step = np.concatenate([neighbours[starts[r]:starts[r + 1]] for r in frontier.tolist()])
+            frontier = np.unique(step[~reached[step]])
+            reached[frontier] = True
+        return reached
 
     def visible(self, filters: "Filters") -> "np.ndarray | None":
         """The rows a query with these filters may see (None: every row): what its hidden step

@@ -290,6 +290,44 @@ def test_hiding_a_step_hides_what_was_written_after_it_by_hand(later_work):
     assert graph.before("nowhere/x").keys == Hidden.only("nowhere/x").keys
 
 
+def stated_first_workspace(root, full: bool) -> Memory:
+    """A blueprint's first chapter states q, then m, then n (its log names them in turn); another
+    chapter proves what q cites: x, citing m (so m was written before q, whatever the log's order
+    says), and w, citing n. ``full`` False: the workspace as it stood before q (m and x only)."""
+    ws = build_workspace(root)
+    intro = [make_step("q", statement="maximal operator bounded on Lebesgue spaces",
+                       parents=("proof/x",)),
+             make_step("m", statement="metric form of the maximal theorem"),
+             make_step("n", statement="maximal operator bounded on Lebesgue spaces again")]
+    proof = [make_step("x", statement="exceptional set of the maximal operator", parents=("intro/m",)),
+             make_step("w", statement="maximal operator bounded on Lebesgue spaces once more",
+                       parents=("intro/n",))]
+    ws.add_run("intro", intro if full else intro[1:2])
+    ws.add_run("proof", proof if full else proof[:1])
+    named_in_turn(ws, "intro", ["q", "m", "n"] if full else ["q", "m"])
+    return index(ws.root)
+
+
+def test_what_the_hidden_step_cites_was_written_before_it_whatever_the_log_says(tmp_path):
+    """q cites x, x cites m: both came before q, though q's run's log names m after q; they stay in
+    memory, and so the gold x stays findable. n, named after q and cited by nothing q cites, is
+    cut with w, which cites it; and every strategy answers as the workspace before q (no q, n, w)."""
+    full = stated_first_workspace(tmp_path / "full", True)
+    graph = full.retriever.searcher.graph()
+    names = gids(full)
+    hidden = graph.before("intro/q")
+    seen = graph.visible(Filters(hide=hidden))
+    assert {names[i] for i in np.flatnonzero(~seen)} == {"intro/q", "intro/n", "proof/w"}
+    assert [names[i] for i in graph.rows(np.asarray(hidden.kept))] == ["intro/m"]
+    before = stated_first_workspace(tmp_path / "before", False)
+    text = "maximal operator bounded on Lebesgue spaces"
+    for strategy in TEXT_STRATEGIES:
+        ids, scores = scored(full.retriever.ranked(ArchiveQuery(text, hide="intro/q", strategy=strategy)))
+        want = scored(before.retriever.ranked(ArchiveQuery(text, strategy=strategy)))
+        assert ids == want[0] and scores == pytest.approx(want[1], abs=1e-6), strategy
+        assert "proof/x" in ids and "intro/m" in ids
+
+
 @pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
 def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strategy, monkeypatch):
     """r, d and e would vote for g (each cites it and shares the query's words); as memory stood
