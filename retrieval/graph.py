@@ -107,8 +107,10 @@ class CitationGraph:
         those run-mates, directly or through others (all written after it: a citation points back
         in time). A step it cites, directly or through others, was written before it whatever its
         run's log says (a blueprint states in its first chapter a theorem its last proves), so such
-        a run-mate is kept (``kept``) and hides nothing: its links only date steps, they rank none.
-        The keys name only what the cut does not already hide."""
+        a run-mate is kept (``kept``) and hides nothing; a path through a step citing it (a loop)
+        dates nothing. Its links only date steps: what they keep is memory like any other step
+        (it votes and counts, as it did when the step was written). The keys name only what the cut
+        does not already hide."""
         import numpy as np
 
         from mem_retrieval.retrieval.query import Hidden
@@ -120,26 +122,31 @@ class CitationGraph:
         cut = np.zeros(len(self), dtype=bool)  # run-mates its run's log names after it (or never)
         if seq >= 0:
             cut = (self.run_keys == self.run_keys[row]) & ~((self.named_seq >= 0) & (self.named_seq <= seq))
-        later = cut & ~self._reach(np.asarray([row]), self.targets, self.offsets)
-        later[row] = True
         sources, starts = self._citing
+        citing = self._reach(np.asarray([row]), sources, starts)  # written after it, by its links
+        citing[row] = True
+        # what it cites, directly or through others, not through a step citing it (a loop dates
+        # nothing)
+        later = cut & ~self._reach(np.asarray([row]), self.targets, self.offsets, citing)
+        later[row] = True
         later |= self._reach(np.flatnonzero(later), sources, starts)
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
                       seq if seq >= 0 else None, tuple(sorted(self.keys[cut & ~later].tolist())))
 
-    def _reach(self, rows: "np.ndarray", neighbours: "np.ndarray", starts: "np.ndarray") -> "np.ndarray":
+    def _reach(self, rows: "np.ndarray", neighbours: "np.ndarray", starts: "np.ndarray",
+               blocked: "np.ndarray | None" = None) -> "np.ndarray":
         """The rows reached from ``rows`` in one or more steps along a CSR adjacency (row ``i``'s
-        neighbours are ``neighbours[starts[i]:starts[i + 1]]``), as a mask; ``rows`` are in it only
-        where a loop leads back to them."""
+        neighbours are ``neighbours[starts[i]:starts[i + 1]]``), never entering a ``blocked`` row
+        (a mask), as a mask; ``rows`` are in it only where a loop leads back to them."""
         import numpy as np
 
-        reached = np.zeros(len(self), dtype=bool)
+        reached = np.zeros(len(self), dtype=bool) if blocked is None else blocked.copy()
         frontier = rows
         while len(frontier):
             step = np.concatenate([neighbours[starts[r]:starts[r + 1]] for r in frontier.tolist()])
             frontier = np.unique(step[~reached[step]])
             reached[frontier] = True
-        return reached
+        return reached if blocked is None else reached & ~blocked
 
     def visible(self, filters: "Filters") -> "np.ndarray | None":
         """The rows a query with these filters may see (None: every row): what its hidden step

@@ -328,6 +328,33 @@ def test_what_the_hidden_step_cites_was_written_before_it_whatever_the_log_says(
         assert "proof/x" in ids and "intro/m" in ids
 
 
+@pytest.mark.parametrize("links, visible", [
+    # q cites x of another run, x cites m, which q's log names after q: m came before q
+    ({"A/q": ["B/x"], "A/m": [], "B/x": ["A/m"]}, {"A/m", "B/x"}),
+    # q and m cite each other: m cites q, so it came after q (a loop dates nothing)
+    ({"A/q": ["A/m"], "A/m": ["A/q"]}, set()),
+    # q reaches m only through s, which cites q (written after q): m stays cut, and s with it
+    ({"A/q": ["B/s"], "A/m": [], "B/s": ["A/q", "A/m"]}, set()),
+])
+def test_a_run_mate_named_later_is_kept_only_when_the_hidden_step_cites_it(links, visible):
+    """Hiding A/q, whose run's log names q then m (other runs' steps are never named): what stays
+    visible, worked out by hand from the links."""
+    import pyarrow as pa
+
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.retrieval.graph import CitationGraph
+
+    gids = list(links)
+    graph = CitationGraph.of(pa.table({
+        "key": [key(g) for g in gids], "run_key": [key(g.split("/")[0]) for g in gids],
+        "named_ts": [1] * len(gids), "named_seq": [{"A/q": 1, "A/m": 2}.get(g, -1) for g in gids],
+        "parent_keys": pa.array([[key(p) for p in links[g]] for g in gids], type=pa.list_(pa.int64()))}))
+    hidden = graph.before("A/q")
+    seen = graph.visible(Filters(hide=hidden))
+    assert {g for g, v in zip(gids, seen) if v} == visible
+    assert {g for g in gids if key(g) in hidden.kept} == visible & {"A/m"}
+
+
 @pytest.mark.parametrize("strategy", TEXT_STRATEGIES)
 def test_later_work_never_leads_a_query_to_its_gold(later_work, before_q, strategy, monkeypatch):
     """r, d and e would vote for g (each cites it and shares the query's words); as memory stood
