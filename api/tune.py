@@ -41,8 +41,9 @@ class TuneReport:
     steps: int                  # steps whose links were trained on
     seconds: float              # training time
     loss: float
-    model: dict[str, Any]       # the provenance meta.json records
+    model: dict[str, Any]       # the provenance meta.json records (``path`` None: installed nowhere)
     index: Any = None           # the IndexReport of the re-embedding
+    held_out: int = 0           # pairs kept out: the held-out queries' links, and later work's
 
     @property
     def pairs_per_second(self) -> float:
@@ -51,17 +52,21 @@ class TuneReport:
         return trained / self.seconds if self.seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pairs": self.pairs, "steps": self.steps, "seconds": round(self.seconds, 2),
+        return {"pairs": self.pairs, "held_out_pairs": self.held_out, "steps": self.steps,
+                "seconds": round(self.seconds, 2),
                 "pairs_per_second": round(self.pairs_per_second, 2), "loss": round(self.loss, 4),
                 "model": self.model, "index": self.index.as_dict() if self.index else None}
 
     def text(self) -> str:
         epochs = self.model["training"]["epochs"]
-        lines = [f"tuned on {plural(self.pairs, 'pair')} from {plural(self.steps, 'step')}"
+        held = (f" ({self.held_out:,} more kept out: the held-out queries' links and those of the "
+                "work written after them)" if self.held_out else "")
+        lines = [f"tuned on {plural(self.pairs, 'pair')} from {plural(self.steps, 'step')}{held}"
                  + (f", {epochs} epochs," if epochs > 1 else "")
                  + f" in {self.seconds:.0f} s ({self.pairs_per_second:.1f} pairs/s); "
                    f"last batch loss {self.loss:.3f}",
-                 f"model: {self.model['path']} (from {self.model['base']}, sha256 {self.model['sha256'][:12]})"]
+                 f"model: {self.model['path'] or 'not installed'} (from {self.model['base']}, "
+                 f"sha256 {self.model['sha256'][:12]})"]
         if self.index is not None:
             lines.append(self.index.summary())
         return "\n".join(lines)
@@ -71,6 +76,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
          progress: bool | None) -> tuple[dict[str, Any], float, float]:
     """Train on ``mined`` into ``folder/models/tuned-<hash>``; (provenance, seconds, loss)."""
     from mem_retrieval.indexers.store import file_sizes, model_digest, refusal
+    from mem_retrieval.records.files import umask_modes
     from mem_retrieval.text.train import train
 
     if not mined.pairs:
@@ -97,6 +103,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
             bar.close()
     seconds = time.perf_counter() - started[0]
     (scratch / "trained.json").write_text(json.dumps({"steps": sorted(mined.anchors)}) + "\n")
+    umask_modes(scratch)
     sha = model_digest(scratch)
     final = folder / MODELS / f"tuned-{sha[:12]}"
     shutil.rmtree(final, ignore_errors=True)
@@ -152,7 +159,7 @@ def _tune(memory: Memory, max_pairs: int | None, training: Training, holdout_ste
         drop_exports(folder, (meta.get("export") or {}).get("path"))
         raise
     _drop_unused(folder, provenance["path"])
-    return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report)
+    return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report, mined.held)
 
 
 def reset(memory: Memory, progress: bool | None = None, on_message=None):
@@ -338,5 +345,7 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
         trial = Workspace(workspace.root, Path(scratch))
         build_index(trial, memory.config, full=True, progress=progress, tuned=provenance)
         after = scores(Retriever(trial, memory.config))
-    report = TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance)
+    # the tuned copy lived in the scratch index, deleted with it: installed nowhere
+    report = TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, {**provenance, "path": None},
+                        held_out=mined.held)
     return TuneEvaluation(held, len(derived.queries), before, after, report)

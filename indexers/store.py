@@ -197,7 +197,8 @@ def tuned_changed(tuned: dict[str, Any], location: Location) -> "IndexMismatch":
                              "copy is whole (the one that tuned it), which uploads it again, or "
                              "`mem tune --reset`", location.meta_name)
     return IndexMismatch(f"the index was embedded by the tuned model {tuned['path']}, whose files "
-                         "are missing or changed: run `mem tune` again, or `mem tune --reset`",
+                         "are missing or changed: run `mem tune --reset` (the configured model embeds "
+                         "it again; `mem tune` then tunes anew)",
                          location.meta_name)
 
 

@@ -73,6 +73,16 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
         os.close(dir_fd)
 
 
+def umask_modes(folder: Path) -> None:
+    """Give every file under ``folder`` the mode a new file gets here (the umask's): a library
+    saving through a temporary file leaves it 0600 (safetensors' weights), which another user
+    reading the index could not open."""
+    mode = 0o666 & ~_umask()
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, mode)
+
+
 def sweep_temporaries(path: Path) -> None:
     """Delete the temporary files of ``path`` (``replace_atomic``'s) that killed writers left. Only
     while holding the lock every writer of ``path`` takes: no other writer's is then in progress."""

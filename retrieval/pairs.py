@@ -19,6 +19,7 @@ from mem_retrieval.text.train import Pair
 class Mined:
     pairs: list[Pair]
     anchors: list[str]          # the steps whose links the pairs are (global ids)
+    held: int = 0               # links of the steps of ``exclude_keys``: kept out, not trained on
 
 
 def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
@@ -28,7 +29,7 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
     key, ``indexers.store.key`` of the global id), each with a BM25 hard negative that is no step
     of ``exclude_keys`` either (what a held-out query may not see is not trained on); ``max_pairs``
     keeps a seeded sample, and ``anchors`` are then the steps whose links it kept (the hard
-    negatives are looked up for those alone)."""
+    negatives are looked up for those alone); ``held`` counts the links ``exclude_keys`` kept out."""
     from mem_retrieval.indexers.store import key
     from mem_retrieval.text.embed import prepare
 
@@ -39,12 +40,15 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
         statements.update({step.gid: step.statement for step in tree.steps})
     links: list[tuple[Step, str]] = []      # (the citing step, a step it cites)
     cites: dict[str, set[str]] = {}         # each citing step's cited steps
+    held = 0
     for run, tree in trees.items():
         if run in exclude_runs:
             continue
         sources = frozenset(s.id for s in tree.sources)
         for step in tree.steps:
             cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
+            if key(step.gid) in exclude_keys:
+                held += len(cited)
             if key(step.gid) in exclude_keys or not cited:
                 continue
             cites[step.gid] = set(cited)
@@ -59,7 +63,7 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
     pairs = [Pair(prepare(step.statement, max_chars), prepare(statements[gid], max_chars),
                   prepare(negatives[step.gid], max_chars) if negatives[step.gid] else None)
              for step, gid in links]
-    return Mined(pairs, [gid for gid in cites if gid in negatives])
+    return Mined(pairs, [gid for gid in cites if gid in negatives], held)
 
 
 def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str],

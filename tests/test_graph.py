@@ -427,6 +427,7 @@ def test_tuning_data_keeps_out_what_a_held_out_query_may_not_see(later_work):
     assert trained_on_answers(retriever, {"gamma/q"}, ["gamma/q"]) == ["gamma/q"]
     held = mine_pairs(retriever, exclude_keys=hidden_from(retriever, "gamma/q"))
     assert sorted(held.anchors) == ["alpha/a2", "alpha/a4", "beta/b1"]  # not q, r, d, e
+    assert held.held == 6  # the links kept out: q's to g, r's to g, d's to q and g, e's to r and g
 
 
 def test_a_step_kept_out_of_tuning_is_no_hard_negative_either(tmp_path):

