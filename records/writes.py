@@ -249,7 +249,11 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
-        raise BadInput(f"{ref!r} is a bare step id: name its run too (RUN/{ref})", param="id")
+        holders = [f"{name}/{step_id}" for name, tree in ws.readable_trees(ws.runs()).items()
+                   if tree.step(step_id) is not None]
+        named = (holders[0] if len(holders) == 1 else f"one of {', '.join(holders)}" if holders
+                 else f"RUN/{ref}")
+        raise BadInput(f"{ref!r} is a bare step id: name its run too ({named})", param="id")
     if not is_run_slug(run):
         raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param="id")
     step = ws.tree(run).step(step_id)

@@ -27,14 +27,15 @@ def check_page(page: int) -> int:
     return page
 
 
-def page_slice(items: Sequence[T], page: int, page_size: int) -> tuple[T, ...]:
-    """Items of ``page`` (1-based). Past the last page: Refused saying how many pages there are."""
+def page_slice(items: Sequence[T], page: int, page_size: int, noun: str = "hit") -> tuple[T, ...]:
+    """Items of ``page`` (1-based). Past the last page: Refused saying how many pages there are
+    (and how many items, each a ``noun``)."""
     check_page(page)
     pages = page_count(len(items), page_size)
     if page > max(pages, 1):
         if not pages:
-            raise Refused(f"page {page}: no hits, so no page past the first (an empty page 1)")
+            raise Refused(f"page {page}: no {noun}s, so no page past the first (an empty page 1)")
         raise Refused(f"page {page} of {pages}: there {'is' if pages == 1 else 'are'} only "
-                      f"{plural(pages, 'page')} ({plural(len(items), 'hit')})")
+                      f"{plural(pages, 'page')} ({plural(len(items), noun)})")
     start = (page - 1) * page_size
     return tuple(items[start:start + page_size])

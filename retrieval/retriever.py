@@ -286,7 +286,7 @@ class Retriever:
         """Events with their briefs and returns: by id in time order, or by text, a page."""
         query = replace(query, until=self.resolve(query.until, query.run))
         hits = self.recall_hits(query, whole=False)
-        shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size))
+        shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size, "event"))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         notes = self._unindexed(query) + ([] if hits else self._recall_notes(query))
@@ -438,10 +438,17 @@ class Retriever:
         step_ids = spellings(step_id)  # typed composed or decomposed, one step
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
+        unreadable: list[tuple[str, InputError]] = []  # other runs' tree.json a bare id could not read
         for name in [owner] if owner else self.workspace.runs():
             if not present(self.workspace.tree_path(name)):  # a folder there: bad input, not "no run"
                 continue
-            tree = self.workspace.tree(name)
+            try:
+                tree = self.workspace.tree(name)
+            except InputError as error:
+                if owner:
+                    raise
+                unreadable.append((name, error))
+                continue
             step = next(filter(None, map(tree.step, step_ids)), None)
             if step is not None:
                 library = library if library is not None else self._library()
@@ -455,6 +462,11 @@ class Retriever:
         for entry in library.values():
             if entry.id in step_ids and (entry.run == owner or not owner) and entry.gid not in found:
                 found[entry.gid] = StepView(library_as_step(entry), True, entry.inserted)
+        # a tree.json that cannot be read (a run's typo mid-run) stops a bare id only where it may
+        # hold that id: the id's JSON string is in its text, or no readable run has the id
+        for name, error in unreadable:
+            if not found or _may_name(self.workspace.tree_path(name), step_ids):
+                raise error
         if len(found) == 1 or (found and owner):
             return next(iter(found.values()))
         if found:
@@ -475,18 +487,30 @@ class Retriever:
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known.update(dict.fromkeys([s.gid for s in tree.steps] + [s.gid for s in tree.sources]))
         known.update(dict.fromkeys(library))
-        if "/" in ref:
-            close = difflib.get_close_matches(ref, list(known), n=5, cutoff=0.5)
-        else:
-            by_sid: dict[str, list[str]] = {}
-            for gid in known:
-                by_sid.setdefault(gid.split("/", 1)[1], []).append(gid)
-            near = difflib.get_close_matches(ref, list(by_sid), n=5, cutoff=0.5)
-            close = [gid for sid in near for gid in by_sid[sid]][:5]
+        # compared case-folded (`DENSE-COVER`, `r-truncation`): ids differ by case only rarely
+        by_name: dict[str, list[str]] = {}
+        for gid in known:
+            by_name.setdefault((gid if "/" in ref else gid.split("/", 1)[1]).casefold(), []).append(gid)
+        near = difflib.get_close_matches(ref.casefold(), list(by_name), n=5, cutoff=0.5)
+        close = [gid for name in near for gid in by_name[name]][:5]
         return f"; nearest: {', '.join(close)}" if close else ""
 
 
 _EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)
+
+
+def _may_name(path, step_ids) -> bool:
+    """Whether the text of the file at ``path`` holds any of ``step_ids`` as a JSON string (as
+    written, or with its non-ASCII letters escaped): a tree.json too broken to read may hold that
+    step; one that holds no such string does not."""
+    import json
+
+    try:
+        text = read_text(path)
+    except (OSError, BadInput):
+        return True
+    return any(form in text for sid in step_ids
+               for form in (json.dumps(sid, ensure_ascii=False), json.dumps(sid)))
 
 
 def _several_runs(ref: str, gids) -> Refused:

@@ -298,3 +298,38 @@ def test_the_install_hint_of_an_extra_names_its_packages_however_the_project_was
     named = hint.removeprefix("pip install ").rsplit(" (", 1)[0].split(" ")
     assert (sorted(str(Requirement(n.strip("'"))) for n in named)
             == sorted(str(Requirement(r)) for r in listed))
+
+
+def test_an_id_typed_in_another_case_is_suggested_first(tmp_path):
+    """Suggestions compare ids case-folded: `r-truncation` typed for `R-truncation` got
+    `S-truncation` first (as close, and later in order), and capitals got no suggestion at all."""
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("cover", [make_step("R-truncation"), make_step("S-truncation"), make_step("dense-cover")])
+    code, _, err = cli(ws.root, "archive-get", "r-truncation")
+    assert code == 1 and err.startswith("mem: no step 'r-truncation'; nearest: cover/R-truncation, ")
+    code, _, err = cli(ws.root, "archive-get", "DENSE-COVER")
+    assert code == 1 and err.startswith("mem: no step 'DENSE-COVER'; nearest: cover/dense-cover")
+
+
+def test_asking_past_the_last_page_of_events_counts_events(indexed):
+    code, out, _ = cli(indexed.root, "recall-search", "step")
+    total = int(out.split(" · ")[1].split()[0])
+    code, _, err = cli(indexed.root, "recall-search", "step", "--page", "99")
+    assert code == 1 and err.endswith(f"({total} event{'s' if total > 1 else ''})\n")
+    code, _, err = cli(indexed.root, "recall-search", "zzzqx", "--page", "2")
+    assert code == 1 and err == "mem: page 2: no events, so no page past the first (an empty page 1)\n"
+
+
+def test_a_tree_json_that_cannot_be_read_stops_a_bare_id_only_where_it_may_hold_it(tmp_path):
+    """A typo in one run's tree.json (mid-run) stops archive-get of a bare id only where that run
+    may hold the id (its text has the id as a JSON string) or no readable run has it."""
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("broken", [make_step("z1", parents=("alpha/a1",))])
+    tree = ws.tree("broken")
+    tree["steps"][0]["parent"] = tree["steps"][0].pop("parents")  # an unknown field
+    ws.save_tree("broken", tree)
+    code, out, err = cli(ws.root, "archive-get", "a1")
+    assert (code, err) == (0, "") and out.startswith("id         alpha/a1\n")
+    for missing in ("z1", "zz9"):  # broken's own step; a step no readable run has
+        code, _, err = cli(ws.root, "archive-get", missing)
+        assert code == 2 and "broken/tree.json" in err and "steps[0].parent: unknown field" in err

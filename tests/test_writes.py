@@ -399,7 +399,8 @@ def test_archive_insert_into_a_library_with_a_malformed_line_is_bad_input_either
 @pytest.mark.parametrize("argv, status, message", [
     (["alpha/zz"], 1, "no step 'zz' in run 'alpha'"),
     (["gamma/a1"], 1, "no run 'gamma'"),
-    (["a1"], 2, "ID 'a1' is a bare step id: name its run too (RUN/a1)"),
+    (["a1"], 2, "ID 'a1' is a bare step id: name its run too (alpha/a1)"),
+    (["zz9"], 2, "ID 'zz9' is a bare step id: name its run too (RUN/zz9)"),
     (["alpha/a1", "--run", "beta"], 2, "--run 'beta' is not the run 'alpha/a1' names ('alpha')"),
 ])
 def test_archive_insert_unknown_or_ambiguous_ids(mem, argv, status, message):
