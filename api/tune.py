@@ -43,7 +43,7 @@ class TuneReport:
     loss: float
     model: dict[str, Any]       # the provenance meta.json records (``path`` None: installed nowhere)
     index: Any = None           # the IndexReport of the re-embedding
-    held_out: int = 0           # pairs kept out: the held-out queries' links, and later work's
+    held_out: int = 0           # pairs kept out as leave-one-out hides them from held-out queries
 
     @property
     def pairs_per_second(self) -> float:
@@ -59,8 +59,8 @@ class TuneReport:
 
     def text(self) -> str:
         epochs = self.model["training"]["epochs"]
-        held = (f" ({self.held_out:,} more kept out: the held-out queries' links and those of the "
-                "work written after them)" if self.held_out else "")
+        held = (f" ({self.held_out:,} more kept out, as leave-one-out hides them from the held-out "
+                "queries)" if self.held_out else "")
         lines = [f"tuned on {plural(self.pairs, 'pair')} from {plural(self.steps, 'step')}{held}"
                  + (f", {epochs} epochs," if epochs > 1 else "")
                  + f" in {self.seconds:.0f} s ({self.pairs_per_second:.1f} pairs/s); "

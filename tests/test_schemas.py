@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, build_workspace, make_step, copy_workspace
+from conftest import EXAMPLE, build_workspace, copy_workspace, library_line, make_step
 from mem_retrieval.cli.main import build_parser
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.functions import output_schema, schema_names
@@ -221,8 +221,13 @@ def test_the_serve_ready_status_and_stop_lines_match_their_schema(tmp_path):
 
 @pytest.mark.slow
 def test_the_tune_outputs_match_their_schema(workspace):
-    """`mem tune` (a training run and its index run) and `mem tune --reset` (an index run)."""
-    for argv in (["tune"], ["tune", "--reset"]):
+    """`mem tune` (a training run and its index run), `mem tune --reset` (an index run) and `mem
+    tune --eval` (the held-out runs' figures before and after, and the training: two runs citing
+    another run's library steps to hold out, gamma's g1 written after beta's query, so kept out)."""
+    workspace.add_run("gamma", [make_step("g1", parents=("beta/b1",))])
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0]),
+                             library_line("beta", workspace.tree("beta")["steps"][0])])
+    for argv in (["tune"], ["tune", "--reset"], ["tune", "--eval"]):
         out, err = io.StringIO(), io.StringIO()
         code = run_cli(["--workspace", str(workspace.root), "--json", *argv], out=out, err=err)
         assert code == 0, err.getvalue()
