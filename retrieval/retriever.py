@@ -438,17 +438,18 @@ class Retriever:
         step_ids = spellings(step_id)  # typed composed or decomposed, one step
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
-        unreadable: list[tuple[str, InputError]] = []  # other runs' tree.json a bare id could not read
         for name in [owner] if owner else self.workspace.runs():
             if not present(self.workspace.tree_path(name)):  # a folder there: bad input, not "no run"
                 continue
             try:
                 tree = self.workspace.tree(name)
-            except InputError as error:
+            except InputError as error:  # any run may hold a bare id: none is answered for it
                 if owner:
                     raise
-                unreadable.append((name, error))
-                continue
+                problem = error.problem
+                raise InputError(problem.file, problem.line, problem.field,
+                                 f"{problem.message} (a bare id reads every run; a global id, "
+                                 f"RUN/{step_id}, reads its run alone)") from None
             step = next(filter(None, map(tree.step, step_ids)), None)
             if step is not None:
                 library = library if library is not None else self._library()
@@ -462,11 +463,6 @@ class Retriever:
         for entry in library.values():
             if entry.id in step_ids and (entry.run == owner or not owner) and entry.gid not in found:
                 found[entry.gid] = StepView(library_as_step(entry), True, entry.inserted)
-        # a tree.json that cannot be read (a run's typo mid-run) stops a bare id only where it may
-        # hold that id: the id's JSON string is in its text, or no readable run has the id
-        for name, error in unreadable:
-            if not found or _may_name(self.workspace.tree_path(name), step_ids):
-                raise error
         if len(found) == 1 or (found and owner):
             return next(iter(found.values()))
         if found:
@@ -497,20 +493,6 @@ class Retriever:
 
 
 _EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)
-
-
-def _may_name(path, step_ids) -> bool:
-    """Whether the text of the file at ``path`` holds any of ``step_ids`` as a JSON string (as
-    written, or with its non-ASCII letters escaped): a tree.json too broken to read may hold that
-    step; one that holds no such string does not."""
-    import json
-
-    try:
-        text = read_text(path)
-    except (OSError, BadInput):
-        return True
-    return any(form in text for sid in step_ids
-               for form in (json.dumps(sid, ensure_ascii=False), json.dumps(sid)))
 
 
 def _several_runs(ref: str, gids) -> Refused:

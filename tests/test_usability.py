@@ -320,16 +320,18 @@ def test_asking_past_the_last_page_of_events_counts_events(indexed):
     assert code == 1 and err == "mem: page 2: no events, so no page past the first (an empty page 1)\n"
 
 
-def test_a_tree_json_that_cannot_be_read_stops_a_bare_id_only_where_it_may_hold_it(tmp_path):
-    """A typo in one run's tree.json (mid-run) stops archive-get of a bare id only where that run
-    may hold the id (its text has the id as a JSON string) or no readable run has it."""
+def test_a_tree_json_that_cannot_be_read_stops_a_bare_id_and_says_the_global_id_does_not(tmp_path):
+    """A typo in one run's tree.json (mid-run) stops archive-get of a bare id, which any run may
+    hold (answering from the readable runs could hide that the id is ambiguous), and the line says
+    that a global id reads its run alone; a global id of another run is answered."""
     ws = build_workspace(tmp_path / "ws")
     ws.add_run("broken", [make_step("z1", parents=("alpha/a1",))])
     tree = ws.tree("broken")
     tree["steps"][0]["parent"] = tree["steps"][0].pop("parents")  # an unknown field
     ws.save_tree("broken", tree)
     code, out, err = cli(ws.root, "archive-get", "a1")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "broken/tree.json:" in err and "steps[0].parent: unknown field" in err
+    assert err.rstrip().endswith("(a bare id reads every run; a global id, RUN/a1, reads its run alone)")
+    code, out, err = cli(ws.root, "archive-get", "alpha/a1")
     assert (code, err) == (0, "") and out.startswith("id         alpha/a1\n")
-    for missing in ("z1", "zz9"):  # broken's own step; a step no readable run has
-        code, _, err = cli(ws.root, "archive-get", missing)
-        assert code == 2 and "broken/tree.json" in err and "steps[0].parent: unknown field" in err
