@@ -238,9 +238,15 @@ class Retriever:
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")
         found = ("the hits are a text search" if not named else "the hits are those the others name"
                  + (", then a text search" if symbols else ""))
+        near = ""
+        if len(unnamed) == 1:  # the nearest ids, as archive-get and recall-search give them
+            try:
+                near = self._suggest(unnamed[0], self._library())
+            except InputError:  # a library that cannot be read: no advice (`check` names it)
+                near = ""
         return [Note("query", f"{listed}: no step this search may return has "
                      f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
-                     f"the last `mem index`, or one the filters leave out); {found}")]
+                     f"the last `mem index`, or one the filters leave out); {found}{near}")]
 
     def unknown_clauses(self, setting: str) -> list[str]:
         """The clauses of ``setting`` the settings ontology does not know (a step matches such a

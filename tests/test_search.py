@@ -616,7 +616,7 @@ def test_an_id_that_names_no_step_says_so_not_only_gives_text_hits(example):
     assert typo.total > 1 and all(h.via == "text" for h in typo.hits)
     (note,) = typo.notes
     assert note.param == "query" and note.message.startswith("'satake-two-levels/A5-77': no step")
-    assert note.message.endswith("the hits are a text search")
+    assert "the hits are a text search; nearest: satake-two-levels/A5-7, " in note.message
     half = example.archive_search("A5-9 A5-77")
     assert [h.id for h in half.hits] == ["satake-two-levels/A5-9"]
     assert [n.message.split(":")[0] for n in half.notes] == ["'A5-77'"]

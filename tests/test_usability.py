@@ -302,13 +302,19 @@ def test_the_install_hint_of_an_extra_names_its_packages_however_the_project_was
 
 def test_an_id_typed_in_another_case_is_suggested_first(tmp_path):
     """Suggestions compare ids case-folded: `r-truncation` typed for `R-truncation` got
-    `S-truncation` first (as close, and later in order), and capitals got no suggestion at all."""
+    `S-truncation` first (as close, and later in order), and capitals got no suggestion at all; a
+    search for such an id alone names the nearest too."""
     ws = build_workspace(tmp_path / "ws")
     ws.add_run("cover", [make_step("R-truncation"), make_step("S-truncation"), make_step("dense-cover")])
     code, _, err = cli(ws.root, "archive-get", "r-truncation")
     assert code == 1 and err.startswith("mem: no step 'r-truncation'; nearest: cover/R-truncation, ")
     code, _, err = cli(ws.root, "archive-get", "DENSE-COVER")
     assert code == 1 and err.startswith("mem: no step 'DENSE-COVER'; nearest: cover/dense-cover")
+    # a search of that id alone says so with the nearest ids too (it named none)
+    assert cli(ws.root, "index")[0] == 0
+    _, _, err = cli(ws.root, "archive-search", "r-truncation")
+    assert "'r-truncation': no step this search may return has this id" in err
+    assert "; nearest: cover/R-truncation, " in err
 
 
 def test_asking_past_the_last_page_of_events_counts_events(indexed):
