@@ -55,7 +55,7 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
         try:
             mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
-            mode = 0o666 & ~_umask()
+            mode = _new_file_mode()
         write(tmp)
         with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
@@ -77,7 +77,7 @@ def umask_modes(folder: Path) -> None:
     """Give every file under ``folder`` the mode a new file gets here (the umask's): a library
     saving through a temporary file leaves it 0600 (safetensors' weights), which another user
     reading the index could not open."""
-    mode = 0o666 & ~_umask()
+    mode = _new_file_mode()
     for path in Path(folder).rglob("*"):
         if path.is_file() and not path.is_symlink():
             os.chmod(path, mode)
@@ -148,6 +148,11 @@ def _alive(pid: int) -> bool:
     except OSError:  # no /proc (macOS), or it ended meanwhile: trust the signal
         return True
     return stat.rpartition(")")[2].split()[:1] != ["Z"]  # the name, in parentheses, may hold spaces
+
+
+def _new_file_mode() -> int:
+    """The mode a new file gets here: read and write for all, less the umask."""
+    return 0o666 & ~_umask()
 
 
 def _umask() -> int:

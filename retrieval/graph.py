@@ -128,8 +128,7 @@ class CitationGraph:
         # what it cites, directly or through others, not through a step citing it (a loop dates
         # nothing)
         later = cut & ~self._reach(np.asarray([row]), self.targets, self.offsets, citing)
-        later[row] = True
-        later |= self._reach(np.flatnonzero(later), sources, starts)
+        later |= citing | self._reach(np.flatnonzero(later), sources, starts)
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
                       seq if seq >= 0 else None, tuple(sorted(self.keys[cut & ~later].tolist())))
 

@@ -49,7 +49,8 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
             cited = [gid for gid in dict.fromkeys(step.cited(sources)) if gid in statements]
             if key(step.gid) in exclude_keys:
                 held += len(cited)
-            if key(step.gid) in exclude_keys or not cited:
+                continue
+            if not cited:
                 continue
             cites[step.gid] = set(cited)
             links += [(step, gid) for gid in cited]
