@@ -27,6 +27,10 @@ from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, exac
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
 EXCERPT_CHARS = 300
+# The advice of a note on what the index lacks, when the one the search read is no longer the
+# newest (``Retriever.index_replaced``: a long-lived ``Memory`` reads its own version until reopened)
+NEWER_INDEX = ("a newer index has been written since this session opened its own: `reopen()` reads it "
+               "(the CLI, `mem serve` and `mem mcp` read the newest at each call)")
 
 
 @dataclass(frozen=True)
@@ -204,8 +208,9 @@ class Retriever:
             asked, answered = degraded
             notes.append(Note("strategy", f"{asked!r} answered as {answered!r}: the vectors of "
                               f"{plural(self.searcher.pending, 'text')} are not computed yet (BM25 "
-                              "order until then): `mem index` computes them, the one running or, if "
-                              "it was stopped, the next"))
+                              "order until then): " + (NEWER_INDEX if self.index_replaced() else
+                                                      "`mem index` computes them, the one running or, "
+                                                      "if it was stopped, the next")))
         if query.setting:
             unknown = self.unknown_clauses(query.setting)
             if unknown:
@@ -244,9 +249,10 @@ class Retriever:
                 near = self._suggest(unnamed[0], self._library())
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
+        newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""
         return [Note("query", f"{listed}: no step this search may return has "
                      f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
-                     f"the last `mem index`, or one the filters leave out); {found}{near}")]
+                     f"the last `mem index`, or one the filters leave out); {found}{near}{newer}")]
 
     def unknown_clauses(self, setting: str) -> list[str]:
         """The clauses of ``setting`` the settings ontology does not know (a step matches such a
@@ -318,8 +324,12 @@ class Retriever:
         listed = list(ahead.items())[:5]
         where = ", ".join(f"{run}: {count}" for run, count in listed) + (", …" if len(ahead) > 5 else "")
         command = " ".join(["mem index", *ahead] if len(ahead) <= 5 else ["mem index"])
-        return [Note("", f"{plural(total, 'event')} written since the last `mem index` "
-                     f"{'is' if total == 1 else 'are'} not searched ({where}): run `{command}`")]
+        verb = "is" if total == 1 else "are"
+        if self.index_replaced():  # a session's own index version: the newer one may hold them
+            return [Note("", f"{plural(total, 'event')} {verb} not in the index this search read "
+                         f"({where}): {NEWER_INDEX}")]
+        return [Note("", f"{plural(total, 'event')} written since the last `mem index` {verb} not "
+                     f"searched ({where}): run `{command}`")]
 
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
         """Why a recall search found nothing, when a run it names is none (``run``'s, or the run

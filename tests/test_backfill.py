@@ -13,6 +13,7 @@ from conftest import build_workspace
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers import build
 from mem_retrieval.memory import Memory
+from mem_retrieval.retrieval.retriever import NEWER_INDEX
 from mem_retrieval.text import embed
 
 
@@ -67,9 +68,18 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
     assert "not computed yet (BM25 order until then): `mem index` computes them, the one running or, " \
            "if it was stopped, the next" in err.getvalue()
     monkeypatch.setattr(build, "embed_texts", real)
+    held = Memory.open(small_batches.root)  # a session that read the index before the vectors
+    assert held.archive_search("statement of a2").pending == meta["pending"]
     before = embed.EMBEDDED["texts"]
     report = Memory.open(small_batches.root).index(progress=False)
     assert embed.EMBEDDED["texts"] - before == meta["pending"] == report.embedded  # not the first 4 again
+    # the held session still reads its version: its note says what brings the vectors, not `mem index`
+    page = held.archive_search("statement of a2")
+    assert page.pending == meta["pending"] and [n.message.split(": ", 2)[2] for n in page.notes] == \
+        [NEWER_INDEX]
+    held.reopen()
+    page = held.archive_search("statement of a2")
+    assert page.pending == 0 and page.notes == ()
     assert json.loads((small_batches.root / ".mem" / "meta.json").read_text())["pending"] == 0
     code = run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
                    out=(out := io.StringIO()), err=(err := io.StringIO()))

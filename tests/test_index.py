@@ -135,6 +135,32 @@ def test_a_memory_reads_its_version_until_it_reopens_or_indexes(memory, workspac
     assert {h.id for h in memory.archive_search("zebra", strategy="bm25").hits} == {"alpha/a2", "alpha/a3"}
 
 
+def test_a_session_reading_an_older_index_says_reopen_not_mem_index(memory, workspace):
+    """Notes on what the index lacks (events logged after it, an id it has no step for) advised
+    `mem index` to a ``Memory`` whose version another process had replaced: running it changed
+    nothing, as the session still read its own. They say ``reopen()`` then, and go once it reads
+    the index that holds them."""
+    from mem_retrieval.retrieval.retriever import NEWER_INDEX
+
+    assert memory.recall_search("echidna").notes == ()
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"time": "2026-10-17T05:00:00Z", "actor": "root", "kind": "audit",
+                              "ids": ["a4"], "text": "echidna"}) + "\n")
+    workspace.add_run("gamma-new", [make_step("g1")])
+    [note] = memory.recall_search("echidna").notes
+    assert note.message.endswith("not searched (alpha: 1): run `mem index alpha`")
+    Memory.open(workspace.root).index(progress=False)  # another process indexes them
+    [note] = memory.recall_search("echidna").notes
+    assert note.message == f"1 event is not in the index this search read (alpha: 1): {NEWER_INDEX}"
+    [note] = memory.archive_search("g1").notes
+    assert note.message.startswith("'g1': no step this search may return has this id") \
+        and note.message.endswith(f"; {NEWER_INDEX}")
+    memory.reopen()
+    assert memory.recall_search("echidna").notes == ()
+    page = memory.archive_search("g1")
+    assert page.notes == () and [h.id for h in page.hits] == ["gamma-new/g1"]
+
+
 def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):
     """Another thread's search during ``index()`` opens the version before the commit; the next
     search after ``index()`` returns still reads the new one."""
