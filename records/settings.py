@@ -27,8 +27,9 @@ def normalize(text: str) -> str:
 
 
 def clauses(setting: str) -> list[str]:
-    """A setting's clauses (separated by ';'), normalised; empty clauses dropped."""
-    return [c for c in (normalize(part) for part in setting.split(";")) if c]
+    """A setting's clauses (separated by ';'), normalised; empty clauses dropped. Split after NFKC:
+    a fullwidth ';' (U+FF1B) or the Greek question mark (U+037E, drawn as ';') is one."""
+    return [c for c in (part.strip() for part in normalize(setting).split(";")) if c]
 
 
 @dataclass(frozen=True)

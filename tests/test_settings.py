@@ -3,7 +3,7 @@
 import pytest
 
 from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.settings import build, load_ontology
+from mem_retrieval.records.settings import build, clauses, load_ontology
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,17 @@ def test_clauses(onto):
     assert onto.match("F_q((t)); [Fintype n]", "[Fintype n]; local field") == "implied"
     assert onto.match("Q_p; [Fintype n]", "[Fintype n]; F_q((t))") == "incompatible"
     assert onto.match("Q_p", "local field; [Field K]") == "unknown"
+
+
+@pytest.mark.parametrize("semicolon", ["\uff1b", "\u037e"])  # fullwidth; Greek question mark
+def test_a_semicolon_that_nfkc_makes_one_separates_clauses(onto, semicolon):
+    """SPEC §8 matches settings after NFKC, which makes these ';': split before it, an F_q((t))
+    step whose setting read 'F_q((t))；p odd' was one unknown clause, offered over Q_p and only a
+    warning in M3, where 'F_q((t)); p odd' is incompatible."""
+    assert clauses(f"F_q((t)){semicolon}p odd") == clauses("F_q((t)); p odd") == ["f_q((t))", "p odd"]
+    assert onto.match("Q_p", f"F_q((t)){semicolon}p odd") == "incompatible"
+    assert onto.match(f"Q_p{semicolon}p odd", "F_q((t)); p odd") == "incompatible"
+    assert onto.match("F_q((t))", f"local field{semicolon} ") == "implied"
 
 
 def test_workspace_settings_extend_and_override(tmp_path, onto):
