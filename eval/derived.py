@@ -20,6 +20,7 @@ from datetime import datetime
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.records.parse import parse_time
 from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.retrieval.query import searched_part
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
             if not gold:
                 continue
             qid = f"q-{step.gid}"
-            queries.append(Query(qid, without_links(step.statement, parents),
+            queries.append(Query(qid, searched_part(without_links(step.statement, parents)),
                                  step.setting or tree.fix.setting or None, run, step.gid))
             qrels[qid] = {gid: 1 for gid in gold}
     return Derived(queries, qrels, steps, citing)

@@ -26,7 +26,7 @@ from mem_retrieval.records.errors import InputError, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
 from mem_retrieval.retrieval.hint import Hint
-from mem_retrieval.retrieval.query import ArchiveQuery, Until
+from mem_retrieval.retrieval.query import ArchiveQuery, Until, searched_part
 from mem_retrieval.retrieval.retriever import Retriever
 
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
@@ -174,7 +174,7 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     start = run_start(ws, run) if runs_before else None
     fix = ws.tree(run).fix
     setting = fix.setting or None
-    probes = [Probe(ARCHIVE, text.strip(), f"Fix {origin}")
+    probes = [Probe(ARCHIVE, searched_part(text.strip()), f"Fix {origin}")
               for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
               if text.strip()]
     size = memory.config.search.page_size

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from mem_retrieval.records.types import Step
-from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.query import ArchiveQuery, searched_part
 from mem_retrieval.retrieval.retriever import Retriever
 from mem_retrieval.text.train import Pair
 
@@ -75,6 +75,6 @@ def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str],
 
     if not text.strip():
         return None
-    ranked = retriever.archive_hits(ArchiveQuery(text, hide=gid, strategy="bm25"))
+    ranked = retriever.archive_hits(ArchiveQuery(searched_part(text), hide=gid, strategy="bm25"))
     return next((hit.statement for hit in ranked if hit.id not in cited and key(hit.id) not in excluded),
                 None)

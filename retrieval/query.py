@@ -110,7 +110,9 @@ def exact_lookup(query: str) -> bool:
 
 
 MAX_QUERY_CHARS = 16_384
-MAX_SETTING_CHARS = 1_000  # a setting names a field or a class of them: F_q((t)), every p-adic field
+# a setting names a field or a class of them with hypotheses (F_q((t)); p odd): a run's Fix setting
+# with sixty clauses is 1,700 characters; a page repeats it (a 1 MB one overflowed an MCP client)
+MAX_SETTING_CHARS = MAX_QUERY_CHARS
 
 
 def check_text(text: str, param: str = "query") -> None:
@@ -124,6 +126,18 @@ def check_text(text: str, param: str = "query") -> None:
                        "(ask with the statement's key sentences)", param=param)
     if problem := surrogate_problem(text):
         raise BadInput(problem, param=param)
+
+
+def searched_part(text: str) -> str:
+    """The part of a record's ``text`` (a Fix problem, a statement) that a query made of it searches:
+    all of it, or its first ``MAX_QUERY_CHARS`` characters cut at the last white space before the
+    limit (at the limit where there is none). A person is told to ask with the key sentences; the
+    evaluations and ``mem tune`` ask with what the records hold, which no limit may refuse."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    cut = text[:MAX_QUERY_CHARS + 1]
+    space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+    return text[:space] if space > 0 and text[:space].strip() else text[:MAX_QUERY_CHARS]
 
 
 @dataclass(frozen=True)

@@ -450,6 +450,21 @@ def test_a_step_kept_out_of_tuning_is_no_hard_negative_either(tmp_path):
     assert all(q not in (pair.anchor, pair.positive, pair.negative) for pair in held.pairs)
 
 
+def test_a_step_longer_than_a_query_may_be_still_gets_its_hard_negative(tmp_path):
+    """The hard negative is searched with the step's statement: one past the query limit stopped
+    `mem tune` with "query is 21,206 characters long" on a valid workspace. It is searched with
+    what a search reads of it (``searched_part``): q still finds p, the two sharing four words."""
+    from mem_retrieval.retrieval.pairs import mine_pairs
+    from mem_retrieval.retrieval.query import MAX_QUERY_CHARS
+
+    ws = build_workspace(tmp_path / "ws")
+    long = "spherical Hecke operators generate the algebra " + "again " * MAX_QUERY_CHARS
+    ws.add_run("held", [make_step("q", statement=long, parents=("alpha/a1",))])
+    ws.add_run("other", [make_step("p", statement="spherical Hecke operators generate modules")])
+    negatives = {pair.anchor[:40]: pair.negative for pair in mine_pairs(index(ws.root).retriever).pairs}
+    assert negatives[long[:40]] == "spherical Hecke operators generate modules"
+
+
 def test_a_sample_of_the_pairs_names_the_steps_it_kept_as_trained_on(later_work):
     """`mem tune --max-pairs` records (trained.json, meta.json) the steps whose links it trained
     on: those of the sampled pairs, not every step with a link, or `eval paging` warns of them."""

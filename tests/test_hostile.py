@@ -195,6 +195,21 @@ def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
     assert (code, out) == (2, "") and err.startswith("mem: QUERY is 16,385 characters long")
 
 
+def test_what_a_search_reads_of_a_long_record(monkeypatch):
+    """``searched_part``: a record's text past the limit is cut at the last white space before it
+    (the limit of 10 here, by hand), at the limit when it holds none; shorter text is whole."""
+    from mem_retrieval.retrieval import query
+
+    monkeypatch.setattr(query, "MAX_QUERY_CHARS", 10)
+    assert query.searched_part("abcd efghij") == "abcd"                    # 11 characters
+    assert query.searched_part("abc defg hijk") == "abc defg"              # cut at the space at 8
+    assert query.searched_part("abcdefghij klm") == "abcdefghij"           # at the space at 10: 10 kept
+    assert query.searched_part("abc defghij klm") == "abc"                 # the one at 11 would keep 11
+    assert query.searched_part("abcdefghijklmnop") == "abcdefghij"         # no white space: at 10
+    assert query.searched_part(" abcdefghijklmnop") == " abcdefghi"        # only a leading one: at 10
+    assert query.searched_part("abcdefghij") == "abcdefghij"
+
+
 NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
 
 
@@ -226,8 +241,8 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     (lambda m: m.check(["alpha", "\ud800"]), f"runs {NOT_TEXT}"),
     (lambda m: m.archive_search("statement", strategy=""),
      "strategy '' is not one of bm25, rerank, vector, hybrid-rrf, graph, rerank-graph"),
-    (lambda m: m.archive_search("statement", setting="F" * 1_001),
-     "setting is 1,001 characters long; a setting is at most 1,000"),
+    (lambda m: m.archive_search("statement", setting="F" * 16_385),
+     "setting is 16,385 characters long; a setting is at most 16,384"),
 ])
 def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, call, message):
     """The API checks types as the MCP tools do (one rule, ``functions.Param``): a wrong type is

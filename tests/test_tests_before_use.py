@@ -226,6 +226,27 @@ def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):
     assert target.cited == ("parent of b1", "B1.md:1 input")
 
 
+def test_reuse_asks_with_records_of_any_length(workspace):
+    """A valid run whose Fix problem, Fix setting (sixty hypotheses) or a step's statement is past
+    what a person may type into a search was refused by `eval reuse` and `--per-step` as if the
+    user had typed it ("QUERY is 20,263 characters long", "--setting is 1,673 …"): they ask with
+    what the search reads of a record (``searched_part``), and the setting rule still applies."""
+    from mem_retrieval.retrieval.query import MAX_QUERY_CHARS
+
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n",
+                           setting="Qp; " + "; ".join(f"assumption number {i} holds" for i in range(60)))
+    tree = workspace.tree("beta")
+    tree["fix"]["problem"] += " and more" * 2_500
+    assert len(tree["fix"]["problem"]) > MAX_QUERY_CHARS and len(tree["fix"]["setting"]) > 1_600
+    workspace.save_tree("beta", tree)
+    workspace.edit_step("beta", "b1", statement="Hensel lifting for the quartic " + "again " * 3_000)
+    memory.index(progress=False)
+    report = reuse(memory.retriever, "beta")
+    assert report.passed and [t.id for t in report.cited] == ["alpha/a1"]
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--per-step")
+    assert code == 0 and json.loads(text)["per_step"]["queries"] == 1
+
+
 def test_reuse_fails_naming_a_cited_step_not_in_the_library(workspace):
     memory = _beta_reusing(workspace, "Inputs (library): alpha/a1, and\n- alpha/a2 for the lift.\n")
     memory.index(progress=False)
