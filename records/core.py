@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.ids import plain
 from mem_retrieval.records.parse import split_core_heading, text_lines
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
@@ -143,7 +144,7 @@ def claims(text: str) -> Iterator[Claim]:
             if asking[at]:
                 continue
             for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
-                status = after.strip(EDGE).casefold()
+                status = plain(after).strip(EDGE).casefold()  # `ｐｒｏｖｅｄ` as an agent may type it
                 if status in STATUSES and not asking[place]:  # `A5-8: proved?`
                     yield Claim(number, word, status)
                 if after not in _LINKS and after.strip(EDGE).casefold() not in _LINKS:

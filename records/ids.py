@@ -63,6 +63,26 @@ def ref_problem(value: object) -> str | None:
     return f"{value!r}: step id {problem}" if problem and run is not None else problem
 
 
+def typed_ref(value: str) -> str:
+    """``value``, or its ``plain`` form when only that is a step id or a global id: a run typed
+    with a look-alike dash (``satake‑two‑levels/A5-7``, U+2011) names the run its plain form does
+    (a step id may hold any such character, so a bare id is kept as typed: ``spellings`` read it)."""
+    if not isinstance(value, str) or ref_problem(value) is None:
+        return value
+    spelled = plain(value)
+    return spelled if ref_problem(spelled) is None else value
+
+
+_ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
+
+
+def looks_like_id(word: str) -> bool:
+    """A global id, or a bare word with a digit or one of - _ . ' inside it (A5-7, log-sum): a
+    word of a longer text that may be an id, where plain words (concave, this) are not."""
+    run, step = split_gid(word)
+    return run is not None or bool(_ID_LIKE.search(step))
+
+
 _LETTERS, _DIGITS = re.compile(r"[^\W\d_]+"), re.compile(r"\d+")
 
 
@@ -72,14 +92,41 @@ def id_shape(word: str) -> str:
     return _DIGITS.sub("9", _LETTERS.sub("a", word))
 
 
+# What an agent's text puts where an ASCII id had a plain character: dashes drawn as '-' (hyphen,
+# non-breaking hyphen, figure and en dashes, minus sign, small and fullwidth hyphen-minus) and
+# characters drawn as nothing (soft hyphen, zero-width space and joiners, word joiner, BOM)
+LOOKALIKES = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d", "-"),
+                            **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff")})
+
+
+def plain(value: str) -> str:
+    """``value`` as plain characters: NFKC (fullwidth ``Ａ５`` as ``A5``), then the ``LOOKALIKES``
+    (``A5‑7`` with a non-breaking hyphen as ``A5-7``)."""
+    return unicodedata.normalize("NFKC", value).translate(LOOKALIKES)
+
+
 def spellings(value: str) -> tuple[str, ...]:
-    """``value`` and the same letters in Unicode's other normal forms (composed NFC, decomposed
-    NFD): an id typed on one system can reach another decomposed (``Ü`` as ``U`` and a combining
-    diaeresis), and must name the same step. ``value`` alone when it is ASCII."""
+    """``value``, the same letters in Unicode's other normal forms (composed NFC, decomposed NFD),
+    then its ``plain`` form: an id typed on one system can reach another decomposed (``Ü`` as ``U``
+    and a combining diaeresis), and an agent's text may draw its hyphen as another dash (U+2011)
+    or its letters fullwidth; each must name the step. ``value`` alone when it is ASCII."""
     if value.isascii():
         return (value,)
     return tuple(dict.fromkeys((value, unicodedata.normalize("NFC", value),
-                                unicodedata.normalize("NFD", value))))
+                                unicodedata.normalize("NFD", value), plain(value))))
+
+
+def nearest_ids(ref: str, known: Iterable[str], n: int = 5) -> list[str]:
+    """Up to ``n`` of the ``known`` global ids closest to ``ref`` (by their step id alone when
+    ``ref`` is bare), compared case-folded in ``plain`` characters: ``r-truncation`` finds
+    ``R-truncation``, fullwidth ``Ａ５-７`` finds ``A5-7``."""
+    import difflib
+
+    by_name: dict[str, list[str]] = {}
+    for gid in dict.fromkeys(known):
+        by_name.setdefault(plain(gid if "/" in ref else split_gid(gid)[1]).casefold(), []).append(gid)
+    near = difflib.get_close_matches(plain(ref).casefold(), list(by_name), n=n, cutoff=0.5)
+    return [gid for name in near for gid in by_name[name]][:n]
 
 
 def first_naming(events: Iterable["Event"], run: str) -> dict[str, "Event"]:

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mem_retrieval.records.core import claims, id_candidates
+from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
-from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.ids import id_shape, looks_like_id, nearest_ids, spellings, split_gid
 from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, present,
                                          read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
@@ -165,6 +165,10 @@ class Catalog:
     def unverifiable(self, ref: str, run: str) -> bool:
         """Whether ``ref`` points into a run whose tree.json could not be read."""
         return (split_gid(ref)[0] or run) in self.unreadable
+
+    def step_ids(self, run: str) -> list[str]:
+        """The ids of ``run``'s steps (none when its tree.json was not read)."""
+        return list(self._steps.get(run, {}))
 
     def names_known_run(self, ref: str) -> bool:
         ref_run = split_gid(ref)[0]
@@ -454,8 +458,12 @@ class _Checker:
                      f"W is {total:,} tokens (limit {CORE_TOKEN_LIMIT:,}); this line passes the limit")
 
     def claim(self, run: str, path: Path, line: int, word: str, status: str) -> None:
-        """M1: a status W states for a step equals the step's status (tree.json, else library)."""
-        for form in id_candidates(word):
+        """M1: a status W states for a step equals the step's status (tree.json, else library). The
+        word may name it in any of its ``spellings`` (decomposed, a non-breaking hyphen, fullwidth);
+        a bare word of the shape of the run's step ids (``A1-33`` beside ``A1-3``) that names none is
+        a warning with the nearest ids, as a global id of a known run naming none is an error."""
+        forms = list(dict.fromkeys(spelled for form in id_candidates(word) for spelled in spellings(form)))
+        for form in forms:
             if self.catalog.unverifiable(form, run):
                 return
             target = self.catalog.resolve(form, run)
@@ -469,9 +477,18 @@ class _Checker:
                     self.add(run, str(path), line, "M1",
                              f"W says {form} {status}, {where} says {target.status}")
                 return
-        if any(self.catalog.names_known_run(form) for form in id_candidates(word)):
+        if any(self.catalog.names_known_run(form) for form in forms):
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word!r}, which names no step")
+            return
+        ids = self.catalog.step_ids(run)
+        shapes = {id_shape(step_id) for step_id in ids}
+        if any("/" not in form and looks_like_id(form) and id_shape(form) in shapes for form in forms):
+            near = nearest_ids(word.strip(EDGE), [f"{run}/{step_id}" for step_id in ids], n=3)
+            self.add(run, str(path), line, INTEGRITY,
+                     f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "
+                     f"{run}" + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near
+                                 else ""), WARNING)
 
 
 def _strongly_connected(nodes: list[str], edges: dict[str, list[str]]) -> list[list[str]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.files import stamp
+from mem_retrieval.records.ids import plain
 from mem_retrieval.records.parse import read_toml, text_lines
 from mem_retrieval.records.validate import Fields
 
@@ -22,8 +22,10 @@ SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 
 
 def normalize(text: str) -> str:
-    """NFKC, case folded, white space collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """NFKC, dashes drawn as '-' written '-' and invisible characters dropped (``records.ids.plain``:
+    an agent's ``non‑archimedean`` with U+2011, which NFKC keeps, is ``non-archimedean``), case
+    folded, white space collapsed."""
+    return " ".join(plain(text).casefold().split())
 
 
 def clauses(setting: str) -> list[str]:

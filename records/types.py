@@ -115,6 +115,11 @@ class Tree:
                 return s
         return None
 
+    def step_named(self, typed: str) -> Step | None:
+        """The step an id as typed names: itself, else in another of its ``spellings`` (composed or
+        decomposed, a non-breaking hyphen, fullwidth), as a lookup reads it."""
+        return next((found for spelled in spellings(typed) if (found := self.step(spelled))), None)
+
 
 @dataclass(frozen=True, slots=True)
 class LibraryEntry:

@@ -22,7 +22,7 @@ from mem_retrieval.records.core import clean_field, field_name, id_candidates, m
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
-from mem_retrieval.records.ids import is_run_slug, owner_run, split_gid
+from mem_retrieval.records.ids import is_run_slug, nearest_ids, owner_run, split_gid
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
                                          parse_time, present, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
@@ -249,20 +249,23 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
-        holders = [f"{name}/{step_id}" for name, tree in ws.readable_trees(ws.runs()).items()
-                   if tree.step(step_id) is not None]
+        holders = [step.gid for tree in ws.readable_trees(ws.runs()).values()
+                   if (step := tree.step_named(step_id)) is not None]
         named = (holders[0] if len(holders) == 1 else f"one of {', '.join(holders)}" if holders
                  else f"RUN/{ref}")
         raise BadInput(f"{ref!r} is a bare step id: name its run too ({named})", param="id")
     if not is_run_slug(run):
         raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param="id")
-    step = ws.tree(run).step(step_id)
+    tree = ws.tree(run)
+    step = tree.step_named(step_id)
     if step is None:
-        raise Refused(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})")
+        near = nearest_ids(step_id, [s.gid for s in tree.steps], n=3)
+        raise Refused(f"no step {step_id!r} in run {run!r} ({ws.tree_path(run)})"
+                      + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near else ""))
     problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
-    _, excluded = m3_excluded(ws, ws.tree(run), {entry.gid: entry for entry in ws.library()})
+    _, excluded = m3_excluded(ws, tree, {entry.gid: entry for entry in ws.library()})
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
     path = ws.library_path

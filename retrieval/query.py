@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.ids import ref_problem, spellings, split_gid
+from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref
 from mem_retrieval.records.parse import iso_time, micros
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 _SPLIT = re.compile(r"[\s,;{}\[\]()\"`]+")
 _STRIP = ".:!?"
-_ID_LIKE = re.compile(r"[0-9]|\w[-_.']\w")
 _REFERENCE = re.compile(r"\\[A-Za-z]*ref\*?")  # LaTeX's \ref, \Cref, \cref, \eqref, \autoref …
 
 
@@ -64,16 +63,10 @@ def without_ids(text: str, names: set[str]) -> str:
             kept.append(piece)
             continue
         word = piece.strip(_STRIP)
-        used = alone or citing or _id_like(word)
+        used = alone or citing or looks_like_id(word)
         named = any(form in names and ref_problem(form) is None for form in _forms(piece))
         kept.append("" if used and named else piece)
     return text if kept == pieces else " ".join("".join(kept).split())
-
-
-def _id_like(word: str) -> bool:
-    """A global id, or a bare word with a digit or one of - _ . ' inside it (A5-7, log-sum)."""
-    run, step = split_gid(word)
-    return run is not None or bool(_ID_LIKE.search(step))
 
 
 def ids_in_query(query: str) -> list[str]:
@@ -93,7 +86,7 @@ def id_words(query: str) -> list[tuple[str, ...]]:
     seen: set[str] = set()
     for word in words:
         bare = word.strip(_STRIP)
-        if len(words) == 1 or _id_like(bare):
+        if len(words) == 1 or looks_like_id(bare):
             forms = tuple(f for f in _forms(word) if ref_problem(f) is None and f not in seen)
             if forms:
                 out.append(forms)
@@ -106,7 +99,8 @@ def exact_lookup(query: str) -> bool:
     lookup, answered by the id hits alone (a one-word plain query such as 'concave' is also a text
     query)."""
     words = _words(query)
-    return bool(words) and all(ref_problem(w) is None and _id_like(w) for w in words)
+    return bool(words) and all(looks_like_id(w) and any(ref_problem(f) is None for f in spellings(w))
+                               for w in words)
 
 
 MAX_QUERY_CHARS = 16_384
@@ -248,6 +242,7 @@ class RecallQuery:
         if has_text:
             check_text(self.text)
         else:
+            object.__setattr__(self, "id", typed_ref(self.id))  # a run typed with a look-alike dash
             problem = ref_problem(self.id)
             if problem:
                 raise BadInput(problem, param="id")

@@ -16,7 +16,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import owner_run, ref_problem, spellings, split_gid
+from mem_retrieval.records.ids import nearest_ids, owner_run, ref_problem, spellings, split_gid, typed_ref
 from mem_retrieval.records.parse import micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -446,6 +446,7 @@ class Retriever:
     # ---- archive_get
     def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
         """One full step (or source), read from the workspace files: no index, no model."""
+        ref = typed_ref(ref)
         problem = ref_problem(ref)
         if problem:
             raise BadInput(problem, param="id")
@@ -495,16 +496,10 @@ class Retriever:
 
     def _suggest(self, ref: str, library: dict[str, LibraryEntry]) -> str:
         """``; nearest: …`` naming up to five known ids close to ``ref``."""
-        known: dict[str, None] = {}
+        known: list[str] = []
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
-            known.update(dict.fromkeys([s.gid for s in tree.steps] + [s.gid for s in tree.sources]))
-        known.update(dict.fromkeys(library))
-        # compared case-folded (`DENSE-COVER`, `r-truncation`): ids differ by case only rarely
-        by_name: dict[str, list[str]] = {}
-        for gid in known:
-            by_name.setdefault((gid if "/" in ref else gid.split("/", 1)[1]).casefold(), []).append(gid)
-        near = difflib.get_close_matches(ref.casefold(), list(by_name), n=5, cutoff=0.5)
-        close = [gid for name in near for gid in by_name[name]][:5]
+            known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
+        close = nearest_ids(ref, [*known, *library])
         return f"; nearest: {', '.join(close)}" if close else ""
 
 

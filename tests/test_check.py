@@ -59,6 +59,38 @@ def test_m1_reads_an_id_in_markdown_emphasis(workspace, mem):
                                         f"alpha/tree.json:{line} says open" for n in (2, 3)]
 
 
+def test_m1_reads_an_id_and_a_status_as_an_agent_types_them(workspace, mem):
+    """A non-breaking hyphen (U+2011), an en dash, fullwidth letters, a zero-width space, a
+    decomposed letter, a fullwidth status word: each claim was silently not counted ("0 status
+    claims", OK) where `a-4 proved` is an M1 error. A bare word of the shape of the run's ids that
+    names none (`a-44`, `A-4`) is a warning with the nearest; a plain word (`this`) is no claim."""
+    workspace.add_step("alpha", make_step("a-4", status="open"))
+    workspace.add_step("alpha", make_step("Čech-1", status="open"))
+    line = step_line(workspace, "alpha", "a-4")
+    typed = ["a\u20114 proved", "a\u20134 proved", "\uff41-\uff14 proved", "a-\u200b4 proved",
+             "a-4 \uff50\uff52\uff4f\uff56\uff45\uff44"]
+    for text in typed:
+        workspace.write_core("alpha", f"## phase       x\n## portfolio   {text}\n## open gaps   y\n"
+                                      "## next        z\n## inputs      w\n")
+        code, out, _ = mem("check")
+        assert code == 1 and found(out) == [f"alpha/memory/core.md:2: M1: W says a-4 proved, "
+                                            f"alpha/tree.json:{line} says open"], text
+    workspace.write_core("alpha", "## phase       x\n## portfolio   \u010cech-1 proved\n"
+                                  "## open gaps   C\u030cech-1 proved\n## next        z\n## inputs      w\n")
+    code, out, _ = mem("check")
+    line = step_line(workspace, "alpha", "Čech-1")
+    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says Čech-1 proved, "
+                                        f"alpha/tree.json:{line} says open" for n in (2, 3)]
+    workspace.write_core("alpha", "## phase       x\n## portfolio   a-44 proved; A-4 is stale\n"
+                                  "## open gaps   this is proved\n## next        z\n## inputs      w\n")
+    code, out, _ = mem("check")
+    assert code == 0 and [v for v in found(out) if v.startswith("alpha/memory/")] == [
+        "alpha/memory/core.md:2: integrity: warning: W states a status (proved) for 'a-44', which "
+        "names no step of alpha; nearest: a-4, a4",
+        "alpha/memory/core.md:2: integrity: warning: W states a status (stale) for 'A-4', which "
+        "names no step of alpha; nearest: a-4, a4"]
+
+
 def test_m1_reads_a_status_after_linking_words(workspace, mem):
     """`a4 is proved`, `a4 — proved`, `a4 is now proved` state a status as `a4 proved` does (also
     after a clause that ends in a condition word: `Iwahori after; a4 …`); `a4 is not proved`, `a4

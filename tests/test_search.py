@@ -396,6 +396,29 @@ def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
     assert "no step this search may return has this id" in mem("archive-search", typo)[2]
 
 
+@pytest.mark.parametrize("dash", ["\u2011", "\u2013", "\u2212", "\uff0d", "-\u200b"])
+def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspace, mem, dash):
+    """An agent's text draws A5-7's hyphen as a non-breaking hyphen, an en dash, a minus sign, …
+    or its letters fullwidth: `archive-search` gave 34 text hits with no note, `A7-24` first; the id
+    names the step in archive-search (an exact lookup, a global id's run typed alike too),
+    archive-get and recall-search --id, as it does typed decomposed."""
+    workspace.add_run("gamma-run", [make_step("A5-7", statement="Zorb tower descent")])
+    workspace.write_events("gamma-run", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                          "kind": "audit", "ids": ["A5-7"], "text": "checked"}])
+    assert mem("index")[0] == 0
+    for typed in (f"A5{dash}7", f"gamma{dash}run/A5{dash}7", "\uff21\uff15-\uff17"):
+        code, out, err = mem("--json", "archive-search", typed)
+        hits = [(h["id"], h["via"]) for h in json.loads(out)["hits"]]
+        assert (code, err, hits) == (0, "", [("gamma-run/A5-7", "id")]), typed
+        code, out, _ = mem("--json", "archive-get", typed)
+        assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"
+        code, out, _ = mem("--json", "recall-search", "--id", typed)
+        assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
+    # a fullwidth typo is suggested the step it is close to (it got no suggestion)
+    code, _, err = mem("archive-get", "\uff21\uff15-\uff18")
+    assert code == 1 and "; nearest: gamma-run/A5-7" in err
+
+
 def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
     """`recall-search --id` answered a mistyped id, an id with a full stop, or a step of another
     run with "no events" alone: an agent resuming read it as a step nothing was said about."""

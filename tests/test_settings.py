@@ -51,6 +51,17 @@ def test_a_semicolon_that_nfkc_makes_one_separates_clauses(onto, semicolon):
     assert onto.match("F_q((t))", f"local field{semicolon} ") == "implied"
 
 
+@pytest.mark.parametrize("dash", ["\u2011", "\u2013", "\u2212", "\u00ad-"])
+def test_a_setting_typed_with_a_look_alike_dash_is_the_same_setting(onto, dash):
+    """NFKC keeps a non-breaking hyphen (U+2011) and an en dash: `non‑archimedean local field` was
+    unknown to the ontology, so an M3 error (a Qp step cited under it) was only a warning and
+    `record` admitted the step; a search over `p‑adic` offered F_q((t)) steps as unknown."""
+    assert onto.match(f"non{dash}archimedean local field", "Qp") == \
+        onto.match("non-archimedean local field", "Qp") == "incompatible"
+    assert onto.match(f"p{dash}adic", "F_q((t))") == "incompatible"
+    assert onto.match("Q_p", f"p{dash}adic local\u200b") == onto.match("Q_p", "p-adic local") == "implied"
+
+
 def test_workspace_settings_extend_and_override(tmp_path, onto):
     (tmp_path / "solve").mkdir()
     (tmp_path / "solve" / "settings.toml").write_text(

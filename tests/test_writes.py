@@ -398,6 +398,8 @@ def test_archive_insert_into_a_library_with_a_malformed_line_is_bad_input_either
 
 @pytest.mark.parametrize("argv, status, message", [
     (["alpha/zz"], 1, "no step 'zz' in run 'alpha'"),
+    (["alpha/a22"], 1, "no step 'a22' in run 'alpha' ("),
+    (["alpha/a22"], 1, "tree.json); nearest: a2"),  # as archive-get and recall-search suggest
     (["gamma/a1"], 1, "no run 'gamma'"),
     (["a1"], 2, "ID 'a1' is a bare step id: name its run too (alpha/a1)"),
     (["zz9"], 2, "ID 'zz9' is a bare step id: name its run too (RUN/zz9)"),
@@ -406,6 +408,22 @@ def test_archive_insert_into_a_library_with_a_malformed_line_is_bad_input_either
 def test_archive_insert_unknown_or_ambiguous_ids(mem, argv, status, message):
     code, _, err = mem("archive-insert", *argv)
     assert code == status and message in err
+
+
+def test_archive_insert_reads_an_id_as_typed_composed_decomposed_or_with_a_look_alike_dash(workspace, mem):
+    """archive-get found `Čech-1` typed decomposed or `c-1` with a non-breaking hyphen, while
+    archive-insert refused the same argument with "no step 'Čech-1'", the name drawn alike: it
+    inserts the step, under the id its tree.json writes."""
+    import unicodedata
+
+    for step_id in ("Čech-1", "c-1"):
+        workspace.add_step("alpha", make_step(step_id, status="proved", audit={"grade": "pass"}))
+    decomposed = unicodedata.normalize("NFD", "Čech-1")
+    assert mem("archive-insert", f"alpha/{decomposed}")[0] == 0
+    assert mem("archive-insert", "c\u20111", "--run", "alpha")[0] == 0
+    code, _, err = mem("archive-insert", "c\u20111")
+    assert code == 2 and "is a bare step id: name its run too (alpha/c-1)" in err  # the step's own id
+    assert [e["id"] for e in workspace.library()][-2:] == ["Čech-1", "c-1"]
 
 
 def test_archive_insert_creates_the_library(workspace, mem):
