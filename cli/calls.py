@@ -114,7 +114,8 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
     data = page.as_dict() | {"notes": list(notes)}
     if not page.total:
         return Answer(data, "no events", 1, notes)
-    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"]
+    lines = [f"page {page.page} of {page.pages} · {plural(page.total, 'event')}"
+             + (" · BM25 order: vectors not computed yet" if page.pending else "")]
     for hit in page.hits:
         ids = f" [{', '.join(hit.ids)}]" if hit.ids else ""
         lines.append(f"{hit.run} #{hit.seq}  {hit.time} · {hit.actor} · {hit.kind}{ids}")

@@ -195,22 +195,14 @@ class Retriever:
         ontology = self.workspace.ontology if query.setting else None
         found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
                            [shown_score(c.score) for c in ranked], page, query.text, query.setting)
-        return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending)
+        return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending_in("steps"))
 
     def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """What to tell the caller about ``query``'s result list ``ranked``: ids of an exact
         lookup that name no step it may return; a setting the ontology does not know (its nearest
         entries); for an empty list, why (a run that names no run, hits the setting left out)."""
-        notes = self.unnamed_ids(query, ranked)
+        notes = self.unnamed_ids(query, ranked) + self._without_vectors(query.strategy, "steps")
         total = len(ranked)
-        degraded = self.searcher.degraded(query.strategy)
-        if degraded:
-            asked, answered = degraded
-            notes.append(Note("strategy", f"{asked!r} answered as {answered!r}: the vectors of "
-                              f"{plural(self.searcher.pending, 'text')} are not computed yet (BM25 "
-                              "order until then): " + (NEWER_INDEX if self.index_replaced() else
-                                                      "`mem index` computes them, the one running or, "
-                                                      "if it was stopped, the next")))
         if query.setting:
             unknown = self.unknown_clauses(query.setting)
             if unknown:
@@ -228,6 +220,20 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
                                   "setting or a hypothesis it does not imply (M3)", see="any_setting"))
         return notes
+
+    def _without_vectors(self, strategy: str | None, table: str, param: str = "strategy") -> list[Note]:
+        """A note (on ``param``: "" where the caller chose no strategy) when the strategy called
+        ``strategy`` answers as another over ``table``, whose texts' vectors are not all computed
+        yet (``Searcher.degraded``)."""
+        degraded = self.searcher.degraded(strategy, table)
+        if not degraded:
+            return []
+        asked, answered = degraded
+        return [Note(param, f"{asked!r} answered as {answered!r}: the vectors of "
+                     f"{plural(self.searcher.pending_in(table), 'text')} are not computed yet (BM25 "
+                     "order until then): " + (NEWER_INDEX if self.index_replaced() else
+                                             "`mem index` computes them, the one running or, "
+                                             "if it was stopped, the next"))]
 
     def unnamed_ids(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """A note for each id of a query made only of ids (an exact lookup) that names no step the
@@ -301,8 +307,10 @@ class Retriever:
         shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size, "event"))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
-        notes = self._unindexed(query) + ([] if hits else self._recall_notes(query))
-        return replace(found, notes=tuple(notes))
+        by_text = query.id is None  # an id's events are listed in time order, with no vectors
+        notes = (self._unindexed(query) + (self._without_vectors("rerank", "events", "") if by_text else [])
+                 + ([] if hits else self._recall_notes(query)))
+        return replace(found, notes=tuple(notes), pending=self.searcher.pending_in("events") if by_text else 0)
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:
         """A note naming the events the search cannot see: those written to the logs it reads

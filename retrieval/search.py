@@ -150,6 +150,7 @@ class Searcher:
         self._lock = threading.Lock()
         self._searches = 0
         self._resident: Future | None = None  # the steps table in memory (ResidentSteps), once asked
+        self._pending_in: dict[str, int] = {}
         _SEARCHERS.add(self)
 
     def table(self, name: str):
@@ -171,20 +172,33 @@ class Searcher:
         id lookups and BM25 never touch the model files)."""
         return store.model_spec(self.location, self.meta, self.config)
 
-    def strategy(self, name: str | None) -> Strategy:
-        """The strategy called ``name`` (None: the configured default); while vectors are still
-        being computed (``pending``), the one answering without them (``degraded``)."""
+    def strategy(self, name: str | None, table: str = "steps") -> Strategy:
+        """The strategy called ``name`` (None: the configured default) over ``table``; while the
+        vectors of its texts are still being computed, the one answering without them
+        (``degraded``)."""
         chosen = self._chosen(name)
-        fallback = self.degraded(chosen)
+        fallback = self.degraded(chosen, table)
         return STRATEGIES[fallback[1] if fallback else chosen]
 
-    def degraded(self, name: str | None) -> tuple[str, str] | None:
+    def degraded(self, name: str | None, table: str = "steps") -> tuple[str, str] | None:
         """``(asked, answered)`` when the strategy called ``name`` is answered by another because
-        vectors are still being computed, else None (derived per call: requests on other threads
-        share this searcher)."""
+        vectors of ``table``'s texts are still being computed (``pending_in``), else None."""
         chosen = self._chosen(name)
         strategy = STRATEGIES[chosen]
-        return (chosen, strategy.without_vectors) if self.pending and strategy.without_vectors else None
+        return (chosen, strategy.without_vectors) if strategy.without_vectors and self.pending_in(table) else None
+
+    def pending_in(self, name: str) -> int:
+        """How many texts of table ``name`` have no vector yet (rows not ``embedded``): 0 when
+        meta.json pends none, else counted once per searcher (its tables are pinned). Per table:
+        a backfill of steps left recall-search answering in BM25 order, every event embedded."""
+        if not self.pending:
+            return 0
+        if name not in self._pending_in:
+            table = self.table(name)
+            waiting = (table.search().where("embedded = false").select(["text_hash"])
+                       .limit(max(table.count_rows(), 1)).to_arrow()["text_hash"]) if table is not None else []
+            self._pending_in[name] = len(set(waiting.to_pylist()) if table is not None else ())
+        return self._pending_in[name]
 
     def _chosen(self, name: str | None) -> str:
         return self.config.search.strategy if name is None else check_strategy(name)  # the config's: as read
@@ -204,7 +218,7 @@ class Searcher:
                     and self.table("steps") is not None):
                 from mem_retrieval.retrieval.resident import ResidentSteps
 
-                table, vectors = self.table("steps"), not self.pending
+                table, vectors = self.table("steps"), not self.pending_in("steps")
                 self._resident = _builder().submit(ResidentSteps.scan, table, vectors)
 
     def warm(self) -> None:
@@ -376,7 +390,7 @@ class Searcher:
 
     def rank_events(self, text: str, filters: Filters) -> list[Candidate]:
         """The result list of a recall query: events by the default rerank over their text."""
-        ranked = self.strategy("rerank").rank(self, Request("events", text, filters))
+        ranked = self.strategy("rerank", "events").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
 
     def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import build_workspace
+from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers import build
 from mem_retrieval.memory import Memory
@@ -69,13 +69,14 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
            "if it was stopped, the next" in err.getvalue()
     monkeypatch.setattr(build, "embed_texts", real)
     held = Memory.open(small_batches.root)  # a session that read the index before the vectors
-    assert held.archive_search("statement of a2").pending == meta["pending"]
+    pending = held.archive_search("statement of a2").pending
+    assert 0 < pending <= meta["pending"]
     before = embed.EMBEDDED["texts"]
     report = Memory.open(small_batches.root).index(progress=False)
     assert embed.EMBEDDED["texts"] - before == meta["pending"] == report.embedded  # not the first 4 again
     # the held session still reads its version: its note says what brings the vectors, not `mem index`
     page = held.archive_search("statement of a2")
-    assert page.pending == meta["pending"] and [n.message.split(": ", 2)[2] for n in page.notes] == \
+    assert page.pending == pending and [n.message.split(": ", 2)[2] for n in page.notes] == \
         [NEWER_INDEX]
     held.reopen()
     page = held.archive_search("statement of a2")
@@ -87,6 +88,57 @@ def test_search_during_the_backfill_says_bm25_and_a_rerun_finishes_only_what_is_
     total = len(texts(small_batches.root))  # every distinct text the index holds, embedded once
     assert total == report.embedded + 4
     assert waiting(small_batches.root) == set()
+
+
+def test_each_table_answers_in_bm25_order_only_while_its_own_vectors_wait(small_batches, monkeypatch):
+    """A backfill of step texts left `recall-search` answering in BM25 order, every event embedded,
+    and saying nothing of it (pending_vectors 0, no note). Each table's search is degraded while
+    its own texts wait, and its page says so: steps first, then events (a stopped backfill each)."""
+    real = build.embed_texts
+    Memory.open(small_batches.root).index(progress=False)
+
+    def stopped(index, rows, hashes, config, progress):
+        raise KeyboardInterrupt
+
+    def interrupted_index():
+        monkeypatch.setattr(build, "embed_texts", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            Memory.open(small_batches.root).index(progress=False)
+        monkeypatch.setattr(build, "embed_texts", real)
+
+    def cli(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        code = run_cli(["--workspace", str(small_batches.root), *argv], out=out, err=err)
+        return code, out.getvalue().splitlines()[0], err.getvalue()
+
+    for n in range(6):  # 6 new step texts: more than a batch of 4, committed before any vector
+        small_batches.add_step("beta", make_step(f"w{n}", statement=f"wombat lemma {n}"))
+    interrupted_index()
+    code, head, err = cli("archive-search", "wombat lemma")
+    assert code == 0 and head.endswith("· BM25 order: vectors not computed yet")
+    assert "'rerank-graph' answered as 'graph': the vectors of 6 texts are not computed yet" in err
+    searcher = Memory.open(small_batches.root).retriever.searcher
+    assert (searcher.pending_in("steps"), searcher.pending_in("events")) == (6, 0)
+    assert searcher.degraded("rerank", "events") is None  # recall reranks: its vectors are all there
+    assert searcher.degraded("rerank", "steps") == ("rerank", "bm25")
+    code, head, err = cli("recall-search", "five steps")  # every event embedded: reranked, no note
+    assert (code, err) == (0, "") and "BM25" not in head
+    assert json.loads("".join(cli("--json", "recall-search", "five steps")[1]))["pending_vectors"] == 0
+    Memory.open(small_batches.root).index(progress=False)
+    with small_batches.events_path("alpha").open("a", encoding="utf-8") as log:
+        for n in range(6):
+            log.write(json.dumps({"time": f"2026-10-18T0{n}:00:00Z", "actor": "root", "kind": "audit",
+                                  "ids": [], "text": f"numbat verdict {n}"}) + "\n")
+    interrupted_index()
+    code, head, err = cli("recall-search", "numbat verdict")
+    assert code == 0 and head.endswith("· BM25 order: vectors not computed yet")
+    assert err == ("mem: 'rerank' answered as 'bm25': the vectors of 6 texts are not computed yet (BM25 "
+                   "order until then): `mem index` computes them, the one running or, if it was "
+                   "stopped, the next\n")
+    code, head, err = cli("archive-search", "wombat lemma")  # every step embedded now
+    assert (code, err) == (0, "") and "BM25" not in head
+    code, head, err = cli("recall-search", "--id", "a1", "--run", "alpha")  # a listing: no vectors
+    assert (code, err) == (0, "") and "BM25" not in head
 
 
 def texts(root, embedded: bool | None = None) -> set[str]:
