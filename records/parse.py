@@ -47,10 +47,55 @@ def decode_utf8(data: bytes, file: str, line_offset: int = 0) -> str:
                          f"not UTF-8 (byte 0x{data[err.start]:02x} at column {column})") from None
 
 
-def parse_json(text: str, file: str, line: int | None = None) -> Any:
-    """Decoded JSON, or one InputError naming the file and line (json's own message)."""
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str, line: int | None = None):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict; ``_DuplicateKey`` when a key comes twice (json keeps the last,
+    so `"status": "open", "status": "proved"` would read as proved, silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise _DuplicateKey(next(k for at, k in enumerate(keys) if k in keys[:at]))
+    return obj
+
+
+def _duplicate_line(text: str) -> int | None:
+    """The line where the first object holding a key twice starts: read again by json's own
+    pure-Python scanner, which says where each object starts (only when a key came twice)."""
+    from json.decoder import JSONObject
+    from json.scanner import py_make_scanner
+
+    decoder = json.JSONDecoder()
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
+        pairs, end = JSONObject(s_and_end, strict, scan_once, None, list, memo)
+        try:
+            return _unique(pairs), end
+        except _DuplicateKey as duplicate:
+            raise _DuplicateKey(duplicate.key, s_and_end[0].count("\n", 0, s_and_end[1]) + 1) from None
+
+    decoder.parse_object = parse_object
+    decoder.scan_once = py_make_scanner(decoder)
     try:
-        return json.loads(text)
+        decoder.decode(text)
+    except _DuplicateKey as duplicate:
+        return duplicate.line
+    return None
+
+
+def parse_json(text: str, file: str, line: int | None = None) -> Any:
+    """Decoded JSON, or one InputError naming the file and line (json's own message; a key written
+    twice in one object: the line where the object starts, and the key)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique)
+    except _DuplicateKey as duplicate:
+        at = line if line is not None else _duplicate_line(text)
+        raise InputError(file, at, duplicate.key, "written twice in one object (which one counts? JSON "
+                         "would keep the last)") from None
     except json.JSONDecodeError as err:
         at = err.lineno if line is None else line
         raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})") from None

@@ -144,6 +144,20 @@ def tree_a_folder(ws):
     _no_file(ws.root / "alpha" / "tree.json", "folder")
 
 
+def duplicate_key_in_tree(ws):
+    # json keeps the last of a key written twice: the step read as proved, silently
+    (ws.root / "alpha" / "tree.json").write_text(
+        '{"run": "alpha",\n "steps": [\n  {"id": "a1", "kind": "lemma", "statement": "s",\n'
+        '   "status": "open", "status": "proved"}\n]}')
+
+
+def duplicate_key_in_event(ws):
+    path = ws.events_path("alpha")
+    replace_line(path, 2, '{"time": "2026-10-17T02:10:00Z", "actor": "root", "kind": "audit", '
+                          '"ids": [], "text": "a", "text": "b"}')
+
+
+DUPLICATE = "written twice in one object"
 NO_FILE = "is a folder, not a file"
 DEAD_LINK = "is a link to nothing (or a loop of links), not a file"
 CASES = [
@@ -163,6 +177,8 @@ CASES = [
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
+    (duplicate_key_in_tree, "alpha/tree.json:3", f"status: {DUPLICATE}"),  # where the object starts
+    (duplicate_key_in_event, "alpha/memory/events.jsonl:2", f"text: {DUPLICATE}"),
     # a record file that is no file was read as absent: its rows went from the index, exit 0
     (events_a_folder, "alpha/memory/events.jsonl", NO_FILE),
     (events_a_dead_link, "alpha/memory/events.jsonl", DEAD_LINK),
