@@ -330,6 +330,13 @@ class _Checker:
         if step.kind != entry.kind:
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
+        differs = [f"{name} {ours!r}, {where} says {theirs!r}" for name, ours, theirs in (
+            ("statement", entry.statement, step.statement), ("grade", entry.grade, step.grade))
+            if ours != theirs and not (name == "grade" and own)]  # a failing audit is M2's above
+        for difference in differs:  # an edit after admission, or a hand-written entry
+            self.add(entry.run, file, entry.line, INTEGRITY,
+                     f"{entry.gid}: the library says {difference}; the search and archive-get show "
+                     "the step's", WARNING)
         if (step.setting, step.hyp) != (entry.setting, entry.hyp):
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says setting {entry.setting!r} with hyp "

@@ -158,6 +158,26 @@ def test_m1_library_status_differs_from_tree(workspace, mem):
                           f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says proved"]
 
 
+def test_a_library_entry_whose_statement_or_grade_differs_from_its_step_is_a_warning(workspace, mem):
+    """Kind, status, setting and hyp differences were reported, a statement or a grade edited on one
+    side only passed silently; the search and archive-get show the step's (tree.json's)."""
+    a1 = workspace.tree("alpha")["steps"][0]
+    workspace.write_library([library_line("alpha", a1, statement="an old statement", grade="minor")])
+    line = step_line(workspace, "alpha", "a1")
+    code, out, _ = mem("check")
+    assert code == 0 and found(out) == [
+        f"solve/library.jsonl:1: integrity: warning: alpha/a1: the library says statement 'an old "
+        f"statement', alpha/tree.json:{line} says {a1['statement']!r}; the search and archive-get show "
+        "the step's",
+        f"solve/library.jsonl:1: integrity: warning: alpha/a1: the library says grade 'minor', "
+        f"alpha/tree.json:{line} says {a1['audit']['grade']!r}; the search and archive-get show the step's"]
+    assert mem("index")[0] == 0
+    hit = json.loads(mem("--json", "archive-search", "alpha/a1")[1])["hits"][0]
+    assert (hit["statement"], hit["grade"], hit["in_library"]) == (a1["statement"], a1["audit"]["grade"], True)
+    got = json.loads(mem("--json", "archive-get", "alpha/a1")[1])
+    assert (got["statement"], got["in_library"]) == (a1["statement"], True)
+
+
 # ---------------------------------------------------------------------------------------------- M2
 
 def test_m2_library_entries_not_admissible(workspace, mem):
