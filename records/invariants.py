@@ -332,7 +332,7 @@ class _Checker:
                      f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
         differs = [f"{name} {ours!r}, {where} says {theirs!r}" for name, ours, theirs in (
             ("statement", entry.statement, step.statement), ("grade", entry.grade, step.grade))
-            if ours != theirs and not (name == "grade" and own)]  # a failing audit is M2's above
+            if ours != theirs and not (name == "grade" and (own or problem))]  # a failing one is M2's
         for difference in differs:  # an edit after admission, or a hand-written entry
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says {difference}; the search and archive-get show "
