@@ -195,7 +195,8 @@ class Retriever:
         ontology = self.workspace.ontology if query.setting else None
         found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
                            [shown_score(c.score) for c in ranked], page, query.text, query.setting)
-        return replace(found, notes=tuple(self.notes(query, ranked)), pending=self.searcher.pending_in("steps"))
+        return replace(found, notes=tuple(self.notes(query, ranked)),
+                       pending=self.searcher.pending_in("steps"))
 
     def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """What to tell the caller about ``query``'s result list ``ranked``: ids of an exact
@@ -310,7 +311,8 @@ class Retriever:
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
         notes = (self._unindexed(query) + (self._without_vectors("rerank", "events", "") if by_text else [])
                  + ([] if hits else self._recall_notes(query)))
-        return replace(found, notes=tuple(notes), pending=self.searcher.pending_in("events") if by_text else 0)
+        return replace(found, notes=tuple(notes),
+                       pending=self.searcher.pending_in("events") if by_text else 0)
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:
         """A note naming the events the search cannot see: those written to the logs it reads

@@ -182,10 +182,12 @@ class Searcher:
 
     def degraded(self, name: str | None, table: str = "steps") -> tuple[str, str] | None:
         """``(asked, answered)`` when the strategy called ``name`` is answered by another because
-        vectors of ``table``'s texts are still being computed (``pending_in``), else None."""
+        vectors of ``table``'s texts are still being computed (``pending_in``), else None (derived
+        per call: requests on other threads share this searcher)."""
         chosen = self._chosen(name)
         strategy = STRATEGIES[chosen]
-        return (chosen, strategy.without_vectors) if strategy.without_vectors and self.pending_in(table) else None
+        waiting = strategy.without_vectors and self.pending_in(table)
+        return (chosen, strategy.without_vectors) if waiting else None
 
     def pending_in(self, name: str) -> int:
         """How many texts of table ``name`` have no vector yet (rows not ``embedded``): 0 when
@@ -195,9 +197,10 @@ class Searcher:
             return 0
         if name not in self._pending_in:
             table = self.table(name)
-            waiting = (table.search().where("embedded = false").select(["text_hash"])
-                       .limit(max(table.count_rows(), 1)).to_arrow()["text_hash"]) if table is not None else []
-            self._pending_in[name] = len(set(waiting.to_pylist()) if table is not None else ())
+            waiting = set() if table is None else set(
+                table.search().where("embedded = false").select(["text_hash"])
+                .limit(max(table.count_rows(), 1)).to_arrow()["text_hash"].to_pylist())
+            self._pending_in[name] = len(waiting)
         return self._pending_in[name]
 
     def _chosen(self, name: str | None) -> str:

@@ -173,7 +173,8 @@ def test_a_library_entry_whose_statement_or_grade_differs_from_its_step_is_a_war
         f"alpha/tree.json:{line} says {a1['audit']['grade']!r}; the search and archive-get show the step's"]
     assert mem("index")[0] == 0
     hit = json.loads(mem("--json", "archive-search", "alpha/a1")[1])["hits"][0]
-    assert (hit["statement"], hit["grade"], hit["in_library"]) == (a1["statement"], a1["audit"]["grade"], True)
+    assert (hit["statement"], hit["grade"], hit["in_library"]) == \
+        (a1["statement"], a1["audit"]["grade"], True)
     got = json.loads(mem("--json", "archive-get", "alpha/a1")[1])
     assert (got["statement"], got["in_library"]) == (a1["statement"], True)
 
