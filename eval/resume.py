@@ -18,7 +18,7 @@ from mem_retrieval.eval.paging import check_pages
 from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, locate,
                                    short, step_of)
 from mem_retrieval.records.core import id_candidates, render
-from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.ids import spellings, split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery
@@ -132,7 +132,8 @@ def _names(hit, gid: str) -> bool:
     def forms(ref: str) -> str:
         return ref if "/" in ref else f"{hit.run}/{ref}"
     return (gid in {forms(ref) for ref in hit.ids}
-            or any(forms(form) == gid for word in hit.text.split() for form in id_candidates(word)))
+            or any(forms(spelled) == gid for word in hit.text.split() for form in id_candidates(word)
+                   for spelled in spellings(form)))
 
 
 def probes_from(memory: Retriever, run: str, w: dict[str, str]) -> list[Probe]:

@@ -105,15 +105,16 @@ def plain(value: str) -> str:
     return unicodedata.normalize("NFKC", value).translate(LOOKALIKES)
 
 
-def spellings(value: str) -> tuple[str, ...]:
+def spellings(value: str, lookalikes: bool = True) -> tuple[str, ...]:
     """``value``, the same letters in Unicode's other normal forms (composed NFC, decomposed NFD),
-    then its ``plain`` form: an id typed on one system can reach another decomposed (``Ü`` as ``U``
-    and a combining diaeresis), and an agent's text may draw its hyphen as another dash (U+2011)
-    or its letters fullwidth; each must name the step. ``value`` alone when it is ASCII."""
+    then (``lookalikes``) its ``plain`` form: an id typed on one system can reach another
+    decomposed (``Ü`` as ``U`` and a combining diaeresis), and an agent's text may draw its hyphen
+    as another dash (U+2011) or its letters fullwidth; each must name the step, the forms before
+    the plain one first. ``value`` alone when it is ASCII."""
     if value.isascii():
         return (value,)
-    return tuple(dict.fromkeys((value, unicodedata.normalize("NFC", value),
-                                unicodedata.normalize("NFD", value), plain(value))))
+    forms = (value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value))
+    return tuple(dict.fromkeys(forms + ((plain(value),) if lookalikes else ())))
 
 
 def nearest_ids(ref: str, known: Iterable[str], n: int = 5) -> list[str]:

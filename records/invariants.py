@@ -7,6 +7,7 @@ and times going backwards in a ``problems`` list, and a file that cannot be read
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryE
 from mem_retrieval.records.workspace import Workspace
 
 ERROR, WARNING = "error", "warning"
+_DIGIT = re.compile(r"[0-9]")  # an id-shaped word naming no step is warned of when it has one
 INTEGRITY, INPUT = "integrity", "input"
 CODES = ("M1", "M2", "M3", "M4", INTEGRITY, INPUT)
 
@@ -153,6 +155,7 @@ class Catalog:
         self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
         self._runs = set(trees) | {entry.run for entry in library} | self.unreadable
+        self._shapes: dict[str, frozenset[str]] = {}
 
     def resolve(self, ref: str, run: str) -> Step | Source | LibraryEntry | None:
         """What ``ref`` names in the context of ``run``: a step or source of its run, else a library
@@ -169,6 +172,12 @@ class Catalog:
     def step_ids(self, run: str) -> list[str]:
         """The ids of ``run``'s steps (none when its tree.json was not read)."""
         return list(self._steps.get(run, {}))
+
+    def id_shapes(self, run: str) -> frozenset[str]:
+        """The shapes (``records.ids.id_shape``) of ``run``'s step ids, computed once a run."""
+        if run not in self._shapes:
+            self._shapes[run] = frozenset(map(id_shape, self.step_ids(run)))
+        return self._shapes[run]
 
     def names_known_run(self, ref: str) -> bool:
         ref_run = split_gid(ref)[0]
@@ -467,8 +476,9 @@ class _Checker:
     def claim(self, run: str, path: Path, line: int, word: str, status: str) -> None:
         """M1: a status W states for a step equals the step's status (tree.json, else library). The
         word may name it in any of its ``spellings`` (decomposed, a non-breaking hyphen, fullwidth);
-        a bare word of the shape of the run's step ids (``A1-33`` beside ``A1-3``) that names none is
-        a warning with the nearest ids, as a global id of a known run naming none is an error."""
+        a bare word with a digit, of the shape of the run's step ids (``A1-33`` beside ``A1-3``), that
+        names none is a warning with the nearest ids, as a global id of a known run naming none is an
+        error (a word without one is prose: ``the sub-lemma is open`` beside ids such as ``chain-rule``)."""
         forms = list(dict.fromkeys(spelled for form in id_candidates(word) for spelled in spellings(form)))
         for form in forms:
             if self.catalog.unverifiable(form, run):
@@ -488,9 +498,9 @@ class _Checker:
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word!r}, which names no step")
             return
-        ids = self.catalog.step_ids(run)
-        shapes = {id_shape(step_id) for step_id in ids}
-        if any("/" not in form and looks_like_id(form) and id_shape(form) in shapes for form in forms):
+        typed = [form for form in forms if "/" not in form and _DIGIT.search(form) and looks_like_id(form)]
+        if typed and any(id_shape(form) in self.catalog.id_shapes(run) for form in typed):
+            ids = self.catalog.step_ids(run)
             near = nearest_ids(word.strip(EDGE), [f"{run}/{step_id}" for step_id in ids], n=3)
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "

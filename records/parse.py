@@ -84,6 +84,8 @@ def _duplicate_line(text: str) -> int | None:
         decoder.decode(text)
     except _DuplicateKey as duplicate:
         return duplicate.line
+    except RecursionError:  # the pure-Python scanner nests deeper per object than json's own
+        return None
     return None
 
 

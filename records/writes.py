@@ -22,7 +22,7 @@ from mem_retrieval.records.core import clean_field, field_name, id_candidates, m
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
-from mem_retrieval.records.ids import is_run_slug, nearest_ids, owner_run, split_gid
+from mem_retrieval.records.ids import is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
                                          parse_time, present, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
@@ -195,12 +195,11 @@ def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
         library = ws.library()
     catalog = Catalog(trees, library)
     found: list[str] = []
-    for candidates in forms:
-        for form in candidates:
-            if catalog.resolve(form, run) is not None:
-                if form not in found:
-                    found.append(form)
-                break
+    for candidates in forms:  # the id as its record writes it: `A5‑7` (U+2011) typed, `A5-7` logged
+        spelled = next((spelled for form in candidates for spelled in spellings(form)
+                        if catalog.resolve(spelled, run) is not None), None)
+        if spelled is not None and spelled not in found:
+            found.append(spelled)
     return found
 
 
@@ -247,6 +246,7 @@ def library_record(step: Step, inserted: str) -> dict:
 def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
     """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails, when
     M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
+    ref = typed_ref(ref)  # a run typed with a look-alike dash
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         holders = [step.gid for tree in ws.readable_trees(ws.runs()).values()

@@ -16,7 +16,8 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import nearest_ids, owner_run, ref_problem, spellings, split_gid, typed_ref
+from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
+                                       typed_ref)
 from mem_retrieval.records.parse import micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -304,6 +305,8 @@ class Retriever:
     def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
         """Events with their briefs and returns: by id in time order, or by text, a page."""
         query = replace(query, until=self.resolve(query.until, query.run))
+        if query.id is not None:  # the notes count what the hits name
+            query = replace(query, id=self._as_named(query.id, query.run))
         hits = self.recall_hits(query, whole=False)
         shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size, "event"))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
@@ -365,11 +368,28 @@ class Retriever:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
         spelling, names a step or a source of a run's readable tree, or an entry of ``library``."""
         ref_run, step_id = split_gid(ref)
-        ids = spellings(step_id)
+        ids = spellings(step_id, lookalikes=False)
         for tree in self.workspace.readable_trees([ref_run] if ref_run else self.workspace.runs()).values():
             if any(tree.step(i) is not None for i in ids) or any(s.id in ids for s in tree.sources):
                 return True
         return any(e.id in ids and ref_run in (None, e.run) for e in library.values())
+
+    def _as_named(self, ref: str, run: str | None = None) -> str:
+        """``ref`` (of ``run`` when bare) as a lookup of one step reads it: as typed when it names a
+        step or source, in any Unicode normal form; else its ``plain`` form when that does (``A5‑7``
+        with U+2011 for ``A5-7``), so that a look-alike never adds a second step to the one an id
+        names as typed (nor its events)."""
+        spelled = plain(ref)
+        if spelled == ref:
+            return ref
+        try:  # a library that cannot be read: judged by the trees (the lookup then says what is wrong)
+            library = self._library()
+        except InputError:
+            library = {}
+        scoped = ref if "/" in ref or run is None else f"{run}/{ref}"
+        if self._names_a_step(scoped, library) or not self._names_a_step(plain(scoped), library):
+            return ref
+        return spelled
 
     @_reads_index
     def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:
@@ -379,6 +399,7 @@ class Retriever:
 
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
         if query.id is not None:
+            query = replace(query, id=self._as_named(query.id, query.run))
             found = self.searcher.events_naming(query.ref, filters)
             if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
                 named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
@@ -460,9 +481,10 @@ class Retriever:
         problem = ref_problem(ref)
         if problem:
             raise BadInput(problem, param="id")
+        ref = self._as_named(ref, run)
         ref_run, step_id = split_gid(ref)
         owner = owner_run(ref, run)
-        step_ids = spellings(step_id)  # typed composed or decomposed, one step
+        step_ids = spellings(step_id, lookalikes=False)  # typed composed or decomposed, one step
         library: dict[str, LibraryEntry] | None = None
         found: dict[str, StepView | SourceView] = {}  # by global id: a bare id may name one per run
         for name in [owner] if owner else self.workspace.runs():

@@ -448,7 +448,7 @@ class Searcher:
             return []
         column = "id_keys" if "/" in ref else "sid_keys"
         where = filters.where("events", [" OR ".join(f"array_has({column}, {store.key(spelled)})"
-                                                     for spelled in spellings(ref))])
+                                                     for spelled in spellings(ref, lookalikes=False))])
         data = (table.search().where(where).select(list(EventRow.COLUMNS) + ["ts"])
                 .limit(max(table.count_rows(), 1)).to_arrow())
         found = zip(data["ts"].to_pylist(), from_arrow(data, "events"))

@@ -157,6 +157,11 @@ def duplicate_key_in_event(ws):
                           '"ids": [], "text": "a", "text": "b"}')
 
 
+def duplicate_key_deep_in_tree(ws):
+    # read again to find its line, 400 objects deep, json's pure-Python scanner ran out of stack
+    (ws.root / "alpha" / "tree.json").write_text('{"a":' * 400 + '{"k": 1, "k": 2}' + '}' * 400)
+
+
 DUPLICATE = "written twice in one object"
 NO_FILE = "is a folder, not a file"
 DEAD_LINK = "is a link to nothing (or a loop of links), not a file"
@@ -179,6 +184,7 @@ CASES = [
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
     (duplicate_key_in_tree, "alpha/tree.json:3", f"status: {DUPLICATE}"),  # where the object starts
     (duplicate_key_in_event, "alpha/memory/events.jsonl:2", f"text: {DUPLICATE}"),
+    (duplicate_key_deep_in_tree, "alpha/tree.json", f"k: {DUPLICATE}"),  # no line: no traceback
     # a record file that is no file was read as absent: its rows went from the index, exit 0
     (events_a_folder, "alpha/memory/events.jsonl", NO_FILE),
     (events_a_dead_link, "alpha/memory/events.jsonl", DEAD_LINK),

@@ -81,8 +81,10 @@ def test_m1_reads_an_id_and_a_status_as_an_agent_types_them(workspace, mem):
     line = step_line(workspace, "alpha", "Čech-1")
     assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says Čech-1 proved, "
                                         f"alpha/tree.json:{line} says open" for n in (2, 3)]
+    workspace.add_step("alpha", make_step("chain-rule", status="open"))  # ids shaped as prose words
     workspace.write_core("alpha", "## phase       x\n## portfolio   a-44 proved; A-4 is stale\n"
-                                  "## open gaps   this is proved\n## next        z\n## inputs      w\n")
+                                  "## open gaps   this is proved; the sub-lemma is open\n"
+                                  "## next        the write-up is stale\n## inputs      w\n")
     code, out, _ = mem("check")
     assert code == 0 and [v for v in found(out) if v.startswith("alpha/memory/")] == [
         "alpha/memory/core.md:2: integrity: warning: W states a status (proved) for 'a-44', which "

@@ -419,6 +419,30 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
     assert code == 1 and "; nearest: gamma-run/A5-7" in err
 
 
+def test_an_id_that_names_a_step_as_typed_never_adds_its_look_alike(workspace, mem):
+    """Two steps whose ids differ by a dash alone (`A5-7`, `A5‑7` with U+2011): the id as typed
+    names its own step in archive-get (which said "an id in several runs", both of one run) and in
+    recall-search --id (which listed the other step's events); `A5‑8`, naming none as typed, still
+    reads as `A5-8`. A search lists both, the one typed first."""
+    look = "A5\u20117"
+    workspace.add_run("gamma-run", [make_step("A5-7", statement="Zorb tower descent"),
+                                    make_step(look, statement="Zorb tower ascent"),
+                                    make_step("A5-8", statement="Zorb tower sideways")])
+    workspace.write_events("gamma-run", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                          "kind": "audit", "ids": ["A5-7", "A5-8"], "text": "checked"}])
+    assert mem("index")[0] == 0
+    for typed, gid in ((look, f"gamma-run/{look}"), ("A5-7", "gamma-run/A5-7"),
+                       ("A5\u20118", "gamma-run/A5-8")):
+        code, out, _ = mem("--json", "archive-get", typed)
+        assert code == 0 and json.loads(out)["id"] == gid
+    code, out, _ = mem("--json", "recall-search", "--id", look)
+    assert code == 1 and json.loads(out)["hits"] == []  # A5‑7 has no events; A5-7's are not its
+    code, out, _ = mem("--json", "recall-search", "--id", "A5\u20118")
+    assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
+    hits = [h["id"] for h in json.loads(mem("--json", "archive-search", look)[1])["hits"]]
+    assert hits == [f"gamma-run/{look}", "gamma-run/A5-7"]
+
+
 def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
     """`recall-search --id` answered a mistyped id, an id with a full stop, or a step of another
     run with "no events" alone: an agent resuming read it as a step nothing was said about."""

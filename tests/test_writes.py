@@ -63,6 +63,14 @@ def test_core_set_appends_its_checkpoint_event(workspace, mem):
     assert event["time"].endswith("Z") and event["time"] >= "2026-10-17T03:42:00Z"
 
 
+def test_a_checkpoint_logs_an_id_typed_with_a_look_alike_as_its_record_writes_it(workspace, mem):
+    """`audit a‑4` (U+2011) named a-4 for M1 but not in the checkpoint's ids, so recall-search --id
+    a-4 never listed it: the event logs the id as tree.json writes it."""
+    workspace.add_step("alpha", make_step("a-4"))
+    assert mem("core-set", "alpha", "next", "audit a\u20114 and \uff41\uff11, then a2")[0] == 0
+    assert workspace.events("alpha")[-1]["ids"] == ["a-4", "a1", "a2"]
+
+
 def test_checkpoint_time_never_goes_before_the_last_event(workspace, mem):
     events = workspace.events("alpha")
     events.append({"time": "2099-01-01T00:00:00+02:00", "actor": "A1", "kind": "audit", "ids": [],
@@ -423,7 +431,9 @@ def test_archive_insert_reads_an_id_as_typed_composed_decomposed_or_with_a_look_
     assert mem("archive-insert", "c\u20111", "--run", "alpha")[0] == 0
     code, _, err = mem("archive-insert", "c\u20111")
     assert code == 2 and "is a bare step id: name its run too (alpha/c-1)" in err  # the step's own id
-    assert [e["id"] for e in workspace.library()][-2:] == ["Čech-1", "c-1"]
+    workspace.add_run("two-runs", [make_step("t1", status="proved", audit={"grade": "pass"})])
+    assert mem("archive-insert", "two\u2011runs/t1")[0] == 0  # the run typed so too (it was "not a slug")
+    assert [e["id"] for e in workspace.library()][-3:] == ["Čech-1", "c-1", "t1"]
 
 
 def test_archive_insert_creates_the_library(workspace, mem):
