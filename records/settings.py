@@ -22,9 +22,9 @@ SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 
 
 def normalize(text: str) -> str:
-    """NFKC, dashes drawn as '-' written '-' and invisible characters dropped (``records.ids.plain``:
-    an agent's ``non‑archimedean`` with U+2011, which NFKC keeps, is ``non-archimedean``), case
-    folded, white space collapsed."""
+    """In plain characters (``records.ids.plain``: NFKC, a dash drawn as '-' made '-', invisible
+    characters dropped; an agent's ``non‑archimedean`` with U+2011, which NFKC keeps, is
+    ``non-archimedean``), case folded, white space collapsed."""
     return " ".join(plain(text).casefold().split())
 
 

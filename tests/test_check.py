@@ -62,8 +62,9 @@ def test_m1_reads_an_id_in_markdown_emphasis(workspace, mem):
 def test_m1_reads_an_id_and_a_status_as_an_agent_types_them(workspace, mem):
     """A non-breaking hyphen (U+2011), an en dash, fullwidth letters, a zero-width space, a
     decomposed letter, a fullwidth status word: each claim was silently not counted ("0 status
-    claims", OK) where `a-4 proved` is an M1 error. A bare word of the shape of the run's ids that
-    names none (`a-44`, `A-4`) is a warning with the nearest; a plain word (`this`) is no claim."""
+    claims", OK) where `a-4 proved` is an M1 error. A bare word with a digit, of the shape of the
+    run's ids, that names none (`a-44`, `A-4`) is a warning with the nearest; a plain word (`this`)
+    or hyphenated prose (`sub-lemma`, beside ids such as `chain-rule`) is none."""
     workspace.add_step("alpha", make_step("a-4", status="open"))
     workspace.add_step("alpha", make_step("Čech-1", status="open"))
     line = step_line(workspace, "alpha", "a-4")
