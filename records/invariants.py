@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
-from mem_retrieval.records.ids import id_shape, looks_like_id, nearest_ids, spellings, split_gid
+from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, spellings, split_gid
 from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, present,
                                          read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
@@ -156,6 +156,7 @@ class Catalog:
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
         self._runs = set(trees) | {entry.run for entry in library} | self.unreadable
         self._shapes: dict[str, frozenset[str]] = {}
+        self._nearest: dict[str, NearestIds] = {}
 
     def resolve(self, ref: str, run: str) -> Step | Source | LibraryEntry | None:
         """What ``ref`` names in the context of ``run``: a step or source of its run, else a library
@@ -172,6 +173,12 @@ class Catalog:
     def step_ids(self, run: str) -> list[str]:
         """The ids of ``run``'s steps (none when its tree.json was not read)."""
         return list(self._steps.get(run, {}))
+
+    def nearest(self, run: str) -> NearestIds:
+        """``run``'s step ids, ready to name the nearest to an id naming none (built once a run)."""
+        if run not in self._nearest:
+            self._nearest[run] = NearestIds(f"{run}/{step_id}" for step_id in self.step_ids(run))
+        return self._nearest[run]
 
     def id_shapes(self, run: str) -> frozenset[str]:
         """The shapes (``records.ids.id_shape``) of ``run``'s step ids, computed once a run."""
@@ -500,8 +507,7 @@ class _Checker:
             return
         typed = [form for form in forms if "/" not in form and _DIGIT.search(form) and looks_like_id(form)]
         if typed and any(id_shape(form) in self.catalog.id_shapes(run) for form in typed):
-            ids = self.catalog.step_ids(run)
-            near = nearest_ids(word.strip(EDGE), [f"{run}/{step_id}" for step_id in ids], n=3)
+            near = self.catalog.nearest(run).near(word.strip(EDGE), n=3)
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "
                      f"{run}" + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near

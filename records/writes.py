@@ -22,7 +22,8 @@ from mem_retrieval.records.core import clean_field, field_name, id_candidates, m
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
-from mem_retrieval.records.ids import is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref
+from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
+                                       typed_run)
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
                                          parse_time, present, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
@@ -246,7 +247,8 @@ def library_record(step: Step, inserted: str) -> dict:
 def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
     """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails, when
     M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
-    ref = typed_ref(ref)  # a run typed with a look-alike dash
+    ref, run = typed_ref(ref), typed_run(run)  # a run typed with a look-alike dash
+    given = run  # ``--run`` (else the run is the id's own)
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         holders = [step.gid for tree in ws.readable_trees(ws.runs()).values()
@@ -255,7 +257,8 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
                  else f"RUN/{ref}")
         raise BadInput(f"{ref!r} is a bare step id: name its run too ({named})", param="id")
     if not is_run_slug(run):
-        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param="id")
+        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)",
+                       param="id" if given is None or split_gid(ref)[0] else "run")
     tree = ws.tree(run)
     step = tree.step_named(step_id)
     if step is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref
+from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref, typed_run
 from mem_retrieval.records.parse import iso_time, micros
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
@@ -124,9 +124,13 @@ def check_text(text: str, param: str = "query") -> None:
 
 def searched_part(text: str) -> str:
     """The part of a record's ``text`` (a Fix problem, a statement) that a query made of it searches:
-    all of it, or its first ``MAX_QUERY_CHARS`` characters cut at the last white space before the
-    limit (at the limit where there is none). A person is told to ask with the key sentences; the
-    evaluations and ``mem tune`` ask with what the records hold, which no limit may refuse."""
+    all of it, or, white space stripped from its ends, its first ``MAX_QUERY_CHARS`` characters cut
+    at the last white space before the limit (at the limit where there is none). A person is told
+    to ask with the key sentences; the evaluations and ``mem tune`` ask with what the records
+    hold, which no limit may refuse."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    text = text.strip()  # 20,000 spaces first left a cut of spaces alone: "QUERY is empty"
     if len(text) <= MAX_QUERY_CHARS:
         return text
     cut = text[:MAX_QUERY_CHARS + 1]
@@ -235,6 +239,7 @@ class RecallQuery:
     until: str | Until | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "run", typed_run(self.run))  # typed with a look-alike dash
         has_text = self.text is not None and bool(self.text.strip())
         if has_text == (self.id is not None):
             raise BadInput("give a query text or an id, not both" if has_text

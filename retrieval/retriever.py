@@ -17,7 +17,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
-                                       typed_ref)
+                                       typed_ref, typed_run)
 from mem_retrieval.records.parse import micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
@@ -481,6 +481,7 @@ class Retriever:
         problem = ref_problem(ref)
         if problem:
             raise BadInput(problem, param="id")
+        run = typed_run(run)
         ref = self._as_named(ref, run)
         ref_run, step_id = split_gid(ref)
         owner = owner_run(ref, run)

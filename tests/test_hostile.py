@@ -206,8 +206,26 @@ def test_what_a_search_reads_of_a_long_record(monkeypatch):
     assert query.searched_part("abcdefghij klm") == "abcdefghij"           # at the space at 10: 10 kept
     assert query.searched_part("abc defghij klm") == "abc"                 # the one at 11 would keep 11
     assert query.searched_part("abcdefghijklmnop") == "abcdefghij"         # no white space: at 10
-    assert query.searched_part(" abcdefghijklmnop") == " abcdefghi"        # only a leading one: at 10
+    assert query.searched_part(" abcdefghijklmnop") == "abcdefghij"        # a leading one stripped
     assert query.searched_part("abcdefghij") == "abcdefghij"
+    assert query.searched_part(" " * 20 + "abc def\n") == "abc def"  # its ends stripped first
+    assert query.searched_part(" " * 20 + "abc defghij") == "abc"       # (a cut of spaces was empty)
+
+
+def test_the_nearest_ids_of_many_are_read_among_their_sorted_neighbours(monkeypatch):
+    """``NearestIds``: past ``WINDOW`` names, difflib reads the ``WINDOW`` nearest in sorted order
+    (a typo keeps its first characters); within it, every name, as difflib alone would."""
+    import difflib
+
+    from mem_retrieval.records.ids import NearestIds
+
+    names = [f"x{i:03d}-y" for i in range(100)]
+    known = [f"r/{n}" for n in names]
+    everything = difflib.get_close_matches("x05-y", names, n=3, cutoff=0.5)
+    assert NearestIds(known).near("x05-y", 3) == [f"r/{n}" for n in everything]  # 100 < WINDOW
+    monkeypatch.setattr(NearestIds, "WINDOW", 10)
+    near = NearestIds(known).near("x0500-y", 3)  # sorted between x050-y and x051-y
+    assert near[0] == "r/x050-y" and all(n in {f"r/x{i:03d}-y" for i in range(45, 56)} for n in near)
 
 
 NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"

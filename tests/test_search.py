@@ -406,7 +406,8 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
     workspace.write_events("gamma-run", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
                                           "kind": "audit", "ids": ["A5-7"], "text": "checked"}])
     assert mem("index")[0] == 0
-    for typed in (f"A5{dash}7", f"gamma{dash}run/A5{dash}7", "\uff21\uff15-\uff17"):
+    fullwidth = ("\uff21\uff15-\uff17", "\uff21\uff15\uff0d\uff17")  # Ａ５-７, and its hyphen too
+    for typed in (f"A5{dash}7", f"gamma{dash}run/A5{dash}7", *fullwidth):
         code, out, err = mem("--json", "archive-search", typed)
         hits = [(h["id"], h["via"]) for h in json.loads(out)["hits"]]
         assert (code, err, hits) == (0, "", [("gamma-run/A5-7", "id")]), typed
@@ -414,6 +415,11 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
         assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"
         code, out, _ = mem("--json", "recall-search", "--id", typed)
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
+    # a --run typed so too (it was "names no run")
+    code, out, _ = mem("--json", "archive-get", "A5-7", "--run", f"gamma{dash}run")
+    assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"
+    code, out, _ = mem("--json", "recall-search", "--id", "A5-7", "--run", f"gamma{dash}run")
+    assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
     # a fullwidth typo is suggested the step it is close to (it got no suggestion)
     code, _, err = mem("archive-get", "\uff21\uff15-\uff18")
     assert code == 1 and "; nearest: gamma-run/A5-7" in err

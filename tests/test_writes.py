@@ -433,7 +433,11 @@ def test_archive_insert_reads_an_id_as_typed_composed_decomposed_or_with_a_look_
     assert code == 2 and "is a bare step id: name its run too (alpha/c-1)" in err  # the step's own id
     workspace.add_run("two-runs", [make_step("t1", status="proved", audit={"grade": "pass"})])
     assert mem("archive-insert", "two\u2011runs/t1")[0] == 0  # the run typed so too (it was "not a slug")
-    assert [e["id"] for e in workspace.library()][-3:] == ["Čech-1", "c-1", "t1"]
+    workspace.add_step("two-runs", make_step("t2", status="proved", audit={"grade": "pass"}))
+    assert mem("archive-insert", "t2", "--run", "two\u2011runs")[0] == 0  # and as --run
+    code, _, err = mem("archive-insert", "t2", "--run", "Two-Runs")
+    assert code == 2 and err.startswith("mem: --run 'Two-Runs' is not a run slug")  # not "ID …"
+    assert [e["id"] for e in workspace.library()][-4:] == ["Čech-1", "c-1", "t1", "t2"]
 
 
 def test_archive_insert_creates_the_library(workspace, mem):
