@@ -37,13 +37,28 @@ def _words(query: str) -> list[str]:
     return [w.strip(_STRIP) for w in _written(query)]
 
 
-def _forms(word: str) -> tuple[str, ...]:
+def _forms(word: str, lookalikes: bool = True) -> tuple[str, ...]:
     """The ids a query word may be: the word as written when it ends in punctuation an id may hold
     (a Lean name such as ``List.get?`` or ``Array.get!``), then the word without it (``A5-7.`` at
-    a sentence's end)."""
+    a sentence's end); each in its ``spellings`` (``lookalikes``: its plain form too)."""
     written, bare = word.lstrip(_STRIP), word.strip(_STRIP)
     return tuple(dict.fromkeys(spelled for form in ((bare,) if written == bare else (written, bare))
-                               for spelled in spellings(form)))
+                               for spelled in spellings(form, lookalikes)))
+
+
+def id_word_forms(query: str) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """For each word of ``query`` that may name steps (as ``id_words`` reads them): (its ids as
+    typed, in any Unicode normal form; those only its ``plain`` form adds). A look-alike is read
+    only when the word as typed names no step (``search._typed_first``): `A5‑7` (U+2011) is
+    `A5-7` unless a step has the id `A5‑7` itself."""
+    words = _written(query)
+    out = []
+    for word in words:
+        if len(words) == 1 or looks_like_id(word.strip(_STRIP)):
+            every = frozenset(f for f in _forms(word) if ref_problem(f) is None)
+            typed = every & frozenset(_forms(word, lookalikes=False))
+            out.append((typed, every - typed))
+    return out
 
 
 def without_ids(text: str, names: set[str]) -> str:

@@ -20,12 +20,12 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
-from mem_retrieval.records.ids import id_shape, spellings
+from mem_retrieval.records.ids import id_shape, spellings, split_gid
 from mem_retrieval.records.settings import Ontology
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
-from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_words,
-                                            ids_in_query)
+from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_word_forms,
+                                            id_words, ids_in_query)
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.strategies import STRATEGIES, Request, Strategy, check_strategy
 from mem_retrieval.text.tokenize import token_string
@@ -33,6 +33,23 @@ from mem_retrieval.text.tokenize import token_string
 ID_MAP_AFTER = 2  # id lookups (without filters) by one searcher before it builds its IdMap
 RESIDENT_AFTER = 3  # text searches of the steps by one searcher before it holds them in memory:
                     # one CLI call searches at most twice (the second finds what a setting left out)
+
+
+def _typed_first(text: str, found: list[Candidate]) -> list[Candidate]:
+    """The id hits ``found`` (of every form of the query's id words) less those only a word's
+    look-alike form names when the word as typed names a step itself (``query.id_word_forms``):
+    where `A5-7` and `A5‑7` are both ids, `A5‑7` lists its own step alone, as archive-get reads it."""
+    words = id_word_forms(text)
+    if not any(extra for _, extra in words):
+        return found
+
+    def names(ref: str, candidate: Candidate) -> bool:
+        return ref == candidate.gid if "/" in ref else ref == split_gid(candidate.gid)[1]
+
+    read: set[str] = set()
+    for typed, extra in words:
+        read |= typed if any(names(ref, c) for ref in typed for c in found) else typed | extra
+    return [c for c in found if any(names(ref, c) for ref in read)]
 
 
 @dataclass(frozen=True)
@@ -339,7 +356,7 @@ class Searcher:
             if self._id_map is None and self._id_lookups >= ID_MAP_AFTER:
                 self._id_map = IdMap.scan(table)
             if self._id_map is not None:
-                return self._id_map.candidates(refs)
+                return _typed_first(text, self._id_map.candidates(refs))
         gid_keys = [store.key(r) for r in refs if "/" in r]
         sid_keys = [store.key(r) for r in refs if "/" not in r]
         clauses = [c for c in (store.in_list("key", gid_keys) if gid_keys else None,
@@ -351,7 +368,7 @@ class Searcher:
         order = {ref: i for i, ref in enumerate(refs)}
         found = from_arrow(data, "steps")
         found.sort(key=lambda c: (min(order.get(c.gid, 1 << 30), order.get(c.row.sid, 1 << 30)), c.gid))
-        return [replace(c, score=1.0, via="id") for c in found]
+        return _typed_first(text, [replace(c, score=1.0, via="id") for c in found])
 
     def complete(self, ranked: Sequence[Candidate]) -> list[Candidate]:
         """``ranked`` with every row read: the light candidates the id map gave are taken by row id

@@ -428,8 +428,8 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
 def test_an_id_that_names_a_step_as_typed_never_adds_its_look_alike(workspace, mem):
     """Two steps whose ids differ by a dash alone (`A5-7`, `A5‑7` with U+2011): the id as typed
     names its own step in archive-get (which said "an id in several runs", both of one run) and in
-    recall-search --id (which listed the other step's events); `A5‑8`, naming none as typed, still
-    reads as `A5-8`. A search lists both, the one typed first."""
+    recall-search --id (which listed the other step's events) and in a search (which listed
+    both); `A5‑8`, naming none as typed, still reads as `A5-8`."""
     look = "A5\u20117"
     workspace.add_run("gamma-run", [make_step("A5-7", statement="Zorb tower descent"),
                                     make_step(look, statement="Zorb tower ascent"),
@@ -445,8 +445,15 @@ def test_an_id_that_names_a_step_as_typed_never_adds_its_look_alike(workspace, m
     assert code == 1 and json.loads(out)["hits"] == []  # A5‑7 has no events; A5-7's are not its
     code, out, _ = mem("--json", "recall-search", "--id", "A5\u20118")
     assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
-    hits = [h["id"] for h in json.loads(mem("--json", "archive-search", look)[1])["hits"]]
-    assert hits == [f"gamma-run/{look}", "gamma-run/A5-7"]
+    twin, eight = f"gamma-run/{look}", "gamma-run/A5-8"
+    for query, ids in ((look, [twin]), (f"{look} A5-7", [twin, "gamma-run/A5-7"]),
+                       ("A5\u20118", [eight]), (f"A5\u20118 {look}", [eight, twin])):
+        hits = [h["id"] for h in json.loads(mem("--json", "archive-search", query)[1])["hits"]]
+        assert hits == ids, query
+        memory = Memory.open(workspace.root)
+        for _ in range(3):  # a long-lived searcher answers from its id map after a few lookups
+            assert [h.id for h in memory.archive_search(query).hits] == ids, query
+        assert memory.retriever.searcher._id_map is not None
 
 
 def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
