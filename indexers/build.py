@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,6 +107,7 @@ class TablePlan:
     changed: list[dict[str, Any]]
     removed: list[str]
     report: TableReport
+    doubled: list[str] = field(default_factory=list)  # gids held twice: deleted, then written once
 
 
 @dataclass(frozen=True)
@@ -397,7 +399,7 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
         return index.full or runs is None or run in runs or run not in present
 
     for name in SCHEMAS:
-        existing = _existing(index, name)
+        existing, doubled = _existing(index, name)
         if name in EMBEDDED_TABLES and index.model_same:
             for _, _, text_hash, embedded in existing.values():
                 if text_hash and embedded:
@@ -407,13 +409,15 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
         added = [row for gid, row in incoming.items() if gid not in existing]
         updated = [row for gid, row in incoming.items()
                    if gid in existing and existing[gid][1] != row["content_hash"]]
-        unfinished = [row for gid, row in incoming.items()  # an interrupted backfill: finish it
-                      if gid in existing and existing[gid][1] == row["content_hash"] and not existing[gid][3]]
+        unfinished = [row for gid, row in incoming.items()  # an interrupted backfill: finish it, and
+                      if gid in existing and existing[gid][1] == row["content_hash"]  # write a row held
+                      and (not existing[gid][3] or gid in doubled)]  # twice once (two machines at once)
         removed = sorted(in_scope - set(incoming))
         report = _report(incoming, existing, _published(index, name, existing), scoped)
         changed = list(incoming.values()) if index.full else added + updated + unfinished
         tokenize_rows(changed)
-        tables[name] = TablePlan(name, changed, removed, report)
+        tables[name] = TablePlan(name, changed, removed, report,
+                                 [] if index.full else sorted(doubled & set(incoming)))
     return Plan(index.full, tables, stored)
 
 
@@ -483,12 +487,14 @@ def _published(index: Index, name: str, existing: dict[str, tuple]) -> dict[str,
             zip(*(scanned[c].to_pylist() for c in ("gid", "run", "content_hash")))}
 
 
-def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
+def _existing(index: Index, name: str) -> tuple[dict[str, tuple[str, str, str, bool]], set[str]]:
     """``gid -> (run, content hash, text hash, embedded)`` of the rows table ``name`` holds now
-    (``embedded`` False: its vector is a placeholder an interrupted run left to fill)."""
+    (``embedded`` False: its vector is a placeholder an interrupted run left to fill), and the
+    gids it holds more than once: two machines indexing one object-store prefix at once, each
+    inserting the same new rows, both commit (Lance rebases one insert on the other)."""
     table = index.tables[name]
     if table is None:
-        return {}
+        return {}, set()
     columns = ["gid", "run", "content_hash", "text_hash"]
     try:
         if name in EMBEDDED_TABLES and "embedded" in table.schema.names:  # an older format has none
@@ -499,11 +505,14 @@ def _existing(index: Index, name: str) -> dict[str, tuple[str, str, str, bool]]:
             raise
         store.drop_damaged(index.location, name, error)  # a store failing is no damage
         index.tables[name] = None
-        return {}
+        return {}, set()
     values = [scanned[c].to_pylist() for c in columns]
     if len(values) == 4:
         values.append([True] * scanned.num_rows)
-    return {gid: (run, content, text, bool(done)) for gid, run, content, text, done in zip(*values)}
+    existing = {gid: (run, content, text, bool(done)) for gid, run, content, text, done in zip(*values)}
+    doubled = ({gid for gid, count in Counter(values[0]).items() if count > 1}
+               if len(existing) < scanned.num_rows else set())
+    return existing, doubled
 
 
 def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
@@ -627,11 +636,14 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
             with writer.following(index, name):
+                if table_plan.doubled:  # one commit more: the merge below writes each once
+                    table.delete(store.in_list("key", [store.key(gid) for gid in table_plan.doubled]))
                 if table_plan.changed:
                     merge = table.merge_insert("gid").when_matched_update_all().when_not_matched_insert_all()
                     if removed_keys:
                         merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
                     merge.execute(data)
+                    _write_once(table, data)
                 else:
                     table.delete(store.in_list("key", removed_keys))
         table = writer.refresh_indexes(index, table, fresh=plan.full,
@@ -640,6 +652,24 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         if not plan.full:
             writer.read_fts(table)
     return writer.publish(index, config)
+
+
+def _write_once(table, data) -> None:
+    """After an upsert of ``data``: the rows it wrote that the table now holds twice (another
+    machine inserted them at the same moment on one object-store prefix, and Lance rebased one
+    insert on the other) are deleted and written once, before meta.json pins the version. Two
+    such repairs at once may still leave one twice: the next run writes it once (``_existing``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = [store.key(gid) for gid in data["gid"].to_pylist()]
+    count = table.count_rows(store.in_list("key", keys)) if keys else 0
+    if count <= len(keys):
+        return
+    held = table.search().where(store.in_list("key", keys)).select(["gid"]).limit(count)
+    doubled = [gid for gid, count in Counter(held.to_arrow()["gid"].to_pylist()).items() if count > 1]
+    table.delete(store.in_list("key", [store.key(gid) for gid in doubled]))
+    table.add(data.filter(pc.is_in(data["gid"], value_set=pa.array(doubled, type=pa.string()))))
 
 
 def _arrow(plan: TablePlan, vectors: dict[str, Any], dim: int, pending: set[str] = frozenset()):

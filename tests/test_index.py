@@ -110,6 +110,49 @@ def test_reindexing_tokenises_only_the_rows_it_writes(memory, workspace, monkeyp
     assert [hit.id for hit in memory.archive_search("Plunnecke").hits][:1] == ["alpha/a2"]
 
 
+def test_rows_two_writers_both_inserted_are_written_once_by_the_next_run(memory, workspace):
+    """Two machines indexing one object-store prefix at once, each inserting the same new step and
+    event, both committed (Lance rebases one insert on the other): the rows stood twice, every
+    search listed them twice, and the next `mem index` said "unchanged" and kept them. Made here
+    by adding the rows' copies to the tables; the next run deletes each doubled row and writes it
+    once, its vector reused (nothing embedded), whatever the content."""
+    workspace.add_step("alpha", make_step("n1", statement="a numbat lemma"))
+    memory.index(progress=False)
+    db = store.connect(memory.workspace.index_dir)
+    for name, gid in (("steps", "alpha/n1"), ("events", "alpha#1"), ("steps", "alpha/a2")):
+        table = store.open_table(db, name)
+        table.add(table.search().where(f"gid = '{gid}'").limit(5).to_arrow())  # the other writer's
+    workspace.edit_step("alpha", "a2", statement="a changed statement")  # one doubled row changed
+    before = embedded()
+    report = Memory.open(workspace.root).index(progress=False)
+    assert embedded() - before == 1  # a2's new text alone
+    reader = Memory.open(workspace.root)
+    for name in ("steps", "events"):
+        gids = reader.retriever.searcher.table(name).to_arrow()["gid"].to_pylist()
+        assert len(gids) == len(set(gids)), name
+    assert [h.id for h in reader.archive_search("alpha/n1").hits] == ["alpha/n1"]
+    assert [h.statement for h in reader.archive_search("alpha/a2").hits] == ["a changed statement"]
+    assert report.tables["steps"].updated == 1
+
+
+def test_a_run_writes_once_the_rows_it_upserted_that_another_writer_inserted_too(memory, workspace):
+    """``build._write_once``, the run's own repair before it publishes: a row its upsert wrote that
+    the table holds twice (the other machine's copy, here added by hand) is deleted and written
+    once, as this run has it; rows held once are left alone (nothing deleted, no commit)."""
+    from mem_retrieval.indexers.build import _write_once
+
+    table = store.open_table(store.connect(memory.workspace.index_dir), "steps")
+    ours = table.search().where("gid = 'alpha/a2' OR gid = 'alpha/a3'").limit(5).to_arrow()
+    version = table.version
+    _write_once(table, ours)
+    assert table.version == version  # held once each: nothing to do
+    theirs = table.search().where("gid = 'alpha/a2'").limit(5).to_arrow()
+    table.add(theirs)
+    _write_once(table, ours)
+    gids = table.to_arrow()["gid"].to_pylist()
+    assert sorted(gids) == sorted(set(gids)) and "alpha/a2" in gids and len(gids) == len(rows(memory, "steps"))
+
+
 def test_a_status_change_rewrites_the_row_but_reuses_its_vector(memory, workspace):
     old = rows(memory, "steps")["alpha/a4"]["vector"]
     workspace.edit_step("alpha", "a4", status="stale")
