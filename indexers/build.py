@@ -667,7 +667,7 @@ def _write_once(table, data) -> None:
     if count <= len(keys):
         return
     held = table.search().where(store.in_list("key", keys)).select(["gid"]).limit(count)
-    doubled = [gid for gid, count in Counter(held.to_arrow()["gid"].to_pylist()).items() if count > 1]
+    doubled = [gid for gid, times in Counter(held.to_arrow()["gid"].to_pylist()).items() if times > 1]
     table.delete(store.in_list("key", [store.key(gid) for gid in doubled]))
     table.add(data.filter(pc.is_in(data["gid"], value_set=pa.array(doubled, type=pa.string()))))
 
