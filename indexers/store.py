@@ -43,6 +43,17 @@ class IndexMismatch(InputError):
         super().__init__(file, None, None, message)
 
 
+class NotAnIndex(InputError):
+    """Where the index should be, a meta.json no `mem index` wrote (every one it writes names its
+    ``format``): someone else's data at that prefix, which neither a search nor `--full` touches."""
+
+    def __init__(self, location: "Location"):
+        super().__init__(location.meta_name, None, None,
+                         f"{location.uri} holds a meta.json that no `mem index` wrote (it names no index "
+                         "format): point index.uri at a prefix of its own, or move that file away "
+                         "(it was neither read nor replaced)")
+
+
 def at(where: "Location | Path") -> Location:
     """``where`` as a Location (a folder path is a folder index)."""
     return where if isinstance(where, Location) else Location(str(where), Path(where))
@@ -242,6 +253,8 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise IndexMismatch(f"the index in {location.uri} is corrupt (unreadable meta.json): "
                             "run `mem index --full`", location.meta_name) from None
+    if isinstance(meta, dict) and "format" not in meta:  # an object, not ours: another program's
+        raise NotAnIndex(location)
     versions = meta.get("versions", {}) if isinstance(meta, dict) else None
     settings = meta.get("settings", []) if isinstance(meta, dict) else None
     if (not isinstance(versions, dict) or not isinstance(settings, list)

@@ -64,6 +64,22 @@ def test_full_rebuilds_from_the_files_alone(intact, tmp_path):
     assert answers(root) == intact["answers"]
 
 
+def test_a_meta_json_no_mem_index_wrote_is_refused_and_never_replaced(intact, tmp_path):
+    """An index.uri pointed at a prefix holding another program's meta.json (an object naming no
+    index format: every meta.json `mem index` writes names one) was called an index of "other
+    parameters", and the advised `--full` replaced the file. Search, index and `--full` refuse it
+    in one line (exit 2) and leave it as it was."""
+    root = copy(intact, tmp_path)
+    theirs = root / ".mem" / "meta.json"
+    theirs.write_text('{"hello": "world"}')
+    for argv in (["archive-search", "statement"], ["index", "--no-progress"],
+                 ["index", "--full", "--no-progress"]):
+        code, out, err = mem(root, *argv)
+        assert (code, out) == (2, "") and err.count("\n") == 1, argv
+        assert "holds a meta.json that no `mem index` wrote" in err and "--full" not in err
+    assert theirs.read_text() == '{"hello": "world"}'
+
+
 def lance_files(root: Path, pattern: str) -> list[str]:
     found = glob.glob(str(root / ".mem" / "lance" / pattern))
     assert found, pattern
