@@ -177,8 +177,8 @@ class Event:
 
     def names(self, ref: str) -> bool:
         """Whether it names the step ``ref``: a global id, or, bare, a step of any run with that id
-        (as ``recall_search --id`` reads it)."""
-        refs = spellings(ref)
+        (as ``recall_search --id`` reads it, its look-alikes already read: ``Retriever._as_named``)."""
+        refs = spellings(ref, lookalikes=False)
         if "/" in ref:
             return any(gid in refs for gid in self.step_gids)
         return any(split_gid(named)[1] in refs for named in self.ids)

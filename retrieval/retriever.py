@@ -307,7 +307,7 @@ class Retriever:
         query = replace(query, until=self.resolve(query.until, query.run))
         if query.id is not None:  # the notes count what the hits name
             query = replace(query, id=self._as_named(query.id, query.run))
-        hits = self.recall_hits(query, whole=False)
+        hits = self._recall_hits(query, whole=False)
         shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size, "event"))
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
@@ -364,12 +364,17 @@ class Retriever:
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
                      + self._suggest(query.id, library))]
 
-    def _names_a_step(self, ref: str, library: dict[str, LibraryEntry]) -> bool:
+    def _names_a_step(self, ref: str, library: dict[str, LibraryEntry], trees: dict | None = None) -> bool:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
-        spelling, names a step or a source of a run's readable tree, or an entry of ``library``."""
+        spelling, names a step or a source of a run's readable tree (of ``trees`` when given: every
+        run's), or an entry of ``library``."""
         ref_run, step_id = split_gid(ref)
         ids = spellings(step_id, lookalikes=False)
-        for tree in self.workspace.readable_trees([ref_run] if ref_run else self.workspace.runs()).values():
+        if trees is None:
+            trees = self.workspace.readable_trees([ref_run] if ref_run else self.workspace.runs())
+        for name, tree in trees.items():
+            if ref_run not in (None, name):
+                continue
             if any(tree.step(i) is not None for i in ids) or any(s.id in ids for s in tree.sources):
                 return True
         return any(e.id in ids and ref_run in (None, e.run) for e in library.values())
@@ -387,19 +392,24 @@ class Retriever:
         except InputError:
             library = {}
         scoped = ref if "/" in ref or run is None else f"{run}/{ref}"
-        if self._names_a_step(scoped, library) or not self._names_a_step(plain(scoped), library):
-            return ref
-        return spelled
+        trees = self.workspace.readable_trees(self.workspace.runs())  # read once for both questions
+        typed = self._names_a_step(scoped, library, trees)
+        return spelled if not typed and self._names_a_step(plain(scoped), library, trees) else ref
 
     @_reads_index
     def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:
         """The whole result list of ``recall_search``, before paging; ``whole``: each hit with its
         brief or return read whole (else ``body`` is None: a page reads only those it shows)."""
+        if query.id is not None:
+            query = replace(query, id=self._as_named(query.id, query.run))
+        return self._recall_hits(query, whole)
+
+    def _recall_hits(self, query: RecallQuery, whole: bool) -> list[EventHit]:
+        """``recall_hits`` of a query whose id is read already (``_as_named``)."""
         from mem_retrieval.retrieval.query import Filters
 
         filters = Filters(run=query.run, until=self.resolve(query.until, query.run))
         if query.id is not None:
-            query = replace(query, id=self._as_named(query.id, query.run))
             found = self.searcher.events_naming(query.ref, filters)
             if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
                 named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
