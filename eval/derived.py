@@ -14,7 +14,7 @@ the library; with ``until``, only entries inserted by then, and only steps writt
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from mem_retrieval.eval.judgments import Qrels, Query
@@ -29,8 +29,9 @@ class Derived:
 
     queries: list[Query]
     qrels: Qrels
-    steps: int                      # steps of the chosen runs
+    steps: int                      # steps of the chosen runs (written by ``until``)
     citing: int                     # of them, steps with parents (library or not)
+    starts: dict[str, datetime | None] = field(default_factory=dict)  # runs_before: each run's start
 
 
 def run_start(workspace: Workspace, run: str) -> datetime | None:
@@ -48,17 +49,20 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
     queries: list[Query] = []
     qrels: Qrels = {}
     steps = citing = 0
+    starts: dict[str, datetime | None] = {}
     for run in runs:
         tree = workspace.tree(run)
         start = run_start(workspace, run) if runs_before else None
+        if runs_before:
+            starts[run] = start
         written = _written_by(workspace, run, entries, until) if until is not None else None
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
+            if written is not None and step.id not in written:
+                continue
             steps += 1
             parents = step.cited(sources)
             citing += bool(parents)
-            if written is not None and step.id not in written:
-                continue
             gold = [gid for gid in dict.fromkeys(parents) if gid in library
                     and library[gid].run != run  # a run cannot reuse itself
                     and inserted_before(library[gid].inserted, start, until)]
@@ -68,7 +72,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
             queries.append(Query(qid, searched_part(without_links(step.statement, parents)),
                                  step.setting or tree.fix.setting or None, run, step.gid))
             qrels[qid] = {gid: 1 for gid in gold}
-    return Derived(queries, qrels, steps, citing)
+    return Derived(queries, qrels, steps, citing, starts)
 
 
 def without_links(statement: str, parents: Sequence[str]) -> str:

@@ -5,7 +5,9 @@ alone, so the evaluation is pure over (ranked lists, qrels)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from mem_retrieval.eval.judgments import Query
@@ -32,16 +34,21 @@ class Ranker(Protocol):
     def __call__(self, strategy: str, query: Query, depth: int) -> list[RankedHit]: ...
 
 
-def make_ranker(retriever: Retriever, *, library: bool = False, until=None) -> Ranker:
+def make_ranker(retriever: Retriever, *, library: bool = False, until=None,
+                starts: Mapping[str, datetime | None] | None = None) -> Ranker:
     """``ranker(strategy, query, depth)``: the search's result list for an evaluation query. The
     query's setting is the search setting; its run's own steps are never candidates (a run cannot
     reuse itself) and it is the query's context (what the run's steps cite guides the graph
     strategies); a query naming its ``step`` is answered leave-one-out: that step is hidden, and
     so are the words of its text naming the step's links. ``library``: only library steps are
-    candidates; ``until``: memory as it stood then."""
+    candidates; ``until``: memory as it stood then; ``starts`` (with ``library``, per run): only
+    the entries inserted before the query's run started are candidates (the library as the run
+    met it, ``eval reuse --runs-before``; a run without a start keeps them all)."""
 
     def ranker(strategy: str, query: Query, depth: int) -> list[RankedHit]:
-        search = archive_query(retriever, query, strategy, library=library, until=until)
+        before = (starts or {}).get(query.run) if query.run is not None else None
+        search = archive_query(retriever, query, strategy, library=library, until=until,
+                               library_before=before)
         return [] if search is None else [RankedHit(c.gid, c.score) for c in retriever.ranked(search)[:depth]]
 
     return ranker

@@ -32,6 +32,8 @@ from mem_retrieval.retrieval.retriever import Retriever
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
 _DEAD_END = re.compile(r"\bdead ends?\b|\bdo not retry\b", re.I)
 _INPUT = re.compile(r"\binputs?\b", re.I)
+NO_START = ("--runs-before: {run} has no events, so nothing says when it started: every library entry "
+            "it cites is required, whenever inserted")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Reuse:
     threshold: float = 1.0               # the share of cited steps that must come back
     later: tuple[str, ...] = ()          # cited library steps inserted after the cut (not required)
     cut: str = ""                        # what the library is taken as of ("" : as it stands)
+    no_start: bool = False               # runs_before asked, but the run has no event to start it
 
     @property
     def recall(self) -> float | None:
@@ -70,12 +73,14 @@ class Reuse:
                 "queries": [p.as_dict() for p in self.probes],
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
                 "not_cited": list(self.not_cited), "unresolved": list(self.unresolved),
-                "later": list(self.later), "cut": self.cut or None}
+                "later": list(self.later), "cut": self.cut or None,
+                "start_unknown": self.no_start}
 
     def text(self) -> str:
         lines = [f"reuse {self.run}: the library (its own steps left out) queried with its Fix, "
-                 f"setting {self.setting or '—'}, {self.pages} pages a query"
+                 f"setting {self.setting.strip() or '—'}, {self.pages} pages a query"
                  + (f", as of {self.cut}" if self.cut else ""),
+                 *([NO_START.format(run=self.run)] if self.no_start else []),
                  *[f"query: {probe}" for probe in self.probes],
                  f"library steps it cites: {len(self.cited)}"]
         for target in self.cited:
@@ -165,21 +170,23 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
           runs_before: bool = False, until: datetime | None = None, cut: Until | None = None) -> Reuse:
     """The reuse test for ``run``: the library steps it cites come back for its Fix within ``pages``.
 
-    With ``runs_before``, only the library entries inserted before the run started are required
-    (``derived.inserted_before``, as the per-step test counts them); with ``until`` (and ``cut``,
-    the search's form of it), only those inserted by then, and the search answers as memory stood
+    The Fix is asked as memory stood before the run began (``ArchiveQuery.hide_run``): its own
+    steps, and what cites them, neither vote nor count. With ``runs_before``, only the library
+    entries inserted before the run started are required (``derived.inserted_before``, as the
+    per-step test counts them), and only they are candidates; with ``until`` (and ``cut``, the
+    search's form of it), only those inserted by then, and the search answers as memory stood
     then. Cited entries inserted later are listed, not required."""
     check_pages(pages)
     ws = memory.workspace
     start = run_start(ws, run) if runs_before else None
     fix = ws.tree(run).fix
-    setting = fix.setting or None
+    setting = fix.setting.strip() or None
     probes = [Probe(ARCHIVE, searched_part(text.strip()), f"Fix {origin}")
               for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
               if text.strip()]
     size = memory.config.search.page_size
-    results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True,
-                                                         exclude_run=run, until=cut)))
+    results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True, exclude_run=run,
+                                                         hide_run=run, until=cut, library_before=start)))
                for probe in probes]
     library = {entry.gid: entry for entry in ws.library()}
     found = citations(memory, run)
@@ -190,16 +197,12 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
             later.append(gid)
             continue
         step = step_of(memory, gid) or entry  # as its tree has it, as M3 and the search judge it
-        judged = setting and step is not None
-        match = ws.ontology.match(setting, step.setting) if judged else None
-        unmet = ws.ontology.unmet_hypotheses(setting, step.hyp) if judged else []
+        match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
         why = ""
         if entry is None:
             why = "not in the library (solve/library.jsonl)" + ("" if step else "; no such step")
-        elif match == INCOMPATIBLE or unmet:
-            what = f"setting {step.setting!r}" if match == INCOMPATIBLE else f"hypothesis {unmet[0]!r}"
-            why = (f"its {what} is incompatible with the Fix setting {setting!r} (M3): the search "
-                   "leaves it out")
+        elif step is not None:
+            why = left_out(ws.ontology, setting, step, "the Fix setting")
         finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)
                         for probe, hits in results])
         targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",
@@ -207,7 +210,20 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     when = [f"the run's start ({start.isoformat()})"] if start else []
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
-                 tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when))
+                 tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when),
+                 runs_before and start is None)
+
+
+def left_out(ontology, setting: str | None, step, whose: str) -> str:
+    """Why the search leaves ``step`` out for a query in ``setting`` (M3: its setting or one of its
+    hypotheses is incompatible), or "" when it does not."""
+    if not setting:
+        return ""
+    match, unmet = ontology.match(setting, step.setting), ontology.unmet_hypotheses(setting, step.hyp)
+    if match != INCOMPATIBLE and not unmet:
+        return ""
+    what = f"setting {step.setting!r}" if match == INCOMPATIBLE else f"hypothesis {unmet[0]!r}"
+    return f"its {what} is incompatible with {whose} {setting!r} (M3): the search leaves it out"
 
 
 def overall(fixes: Sequence[Reuse]) -> tuple[str, str]:
@@ -229,6 +245,7 @@ class Missed:
     query_step: str
     gid: str
     rank: int | None            # its rank in the whole result list (None: not in it)
+    why: str = ""               # why the search leaves it out (M3), when it does
 
 
 @dataclass(frozen=True)
@@ -245,6 +262,7 @@ class StepReuse:
     queries: int                    # of them, steps citing a (counting) library step
     judgments: int
     missed: tuple[Missed, ...] = ()
+    no_start: tuple[str, ...] = ()  # runs_before: runs without events (all their citations required)
 
     @property
     def recall(self) -> float | None:
@@ -264,7 +282,9 @@ class StepReuse:
                 "pass": self.verdict == "PASS", "strategy": self.strategy, "pages": self.pages,
                 "threshold": self.threshold, "recall": self.recall, "steps": self.steps,
                 "queries": self.queries, "judgments": self.judgments,
-                "missed": [{"step": m.query_step, "id": m.gid, "rank": m.rank} for m in self.missed],
+                "missed": [{"step": m.query_step, "id": m.gid, "rank": m.rank, "why": m.why or None}
+                           for m in self.missed],
+                "start_unknown": list(self.no_start),
                 "evaluation": self.evaluation.to_json() if self.evaluation else None}
 
     def text(self, limit: int = 20) -> str:
@@ -276,9 +296,10 @@ class StepReuse:
             if self.missed:
                 lines.append(f"not within {self.pages} pages ({self.strategy}; rank in the whole list):")
                 lines += [f"  {m.query_step} -> {m.gid}: " + (f"rank {m.rank}" if m.rank else "not found")
-                          for m in self.missed[:limit]]
+                          + (f" ({m.why})" if m.why else "") for m in self.missed[:limit]]
                 if len(self.missed) > limit:
                     lines.append(f"  … and {len(self.missed) - limit} more (--json lists all)")
+        lines += [NO_START.format(run=run) for run in self.no_start]
         recall = "n/a" if self.recall is None else f"{self.recall:.3f}"
         lines.append(f"reuse per step: {self.verdict}: {self.queries} of {self.steps} steps cite the "
                      f"library ({self.judgments} citations); mean recall within {self.pages} pages "
@@ -295,10 +316,11 @@ def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategie
 
     check_pages(pages)
     judgments = sum(len(docs) for docs in derived.qrels.values())
+    no_start = tuple(run for run, start in derived.starts.items() if start is None)
     if not derived.queries:
-        return StepReuse(tuple(runs), None, default, pages, threshold, derived.steps, 0, 0)
+        return StepReuse(tuple(runs), None, default, pages, threshold, derived.steps, 0, 0, (), no_start)
     config = retriever.config.search
-    ranker = make_ranker(retriever, library=True, until=until)
+    ranker = make_ranker(retriever, library=True, until=until, starts=derived.starts)
     names = list(dict.fromkeys([default, *strategies]))
     evaluation = evaluate_paging(ranker, derived.queries, derived.qrels, strategies=names,
                                  max_pages=max(max_pages, pages), page_size=config.page_size,
@@ -306,11 +328,14 @@ def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategie
                                  depth=search_depth(config.pool, max(max_pages, pages), config.page_size))
     missed = []
     ranked_runs = evaluation.runs[default]
+    ontology = retriever.workspace.ontology
     for query in derived.queries:
         ranked = list(ranked_runs.get(query.qid, {}))
         for gid in derived.qrels[query.qid]:
             rank = ranked.index(gid) + 1 if gid in ranked else None
             if rank is None or rank > pages * config.page_size:
-                missed.append(Missed(query.step, gid, rank))
+                step = None if rank else step_of(retriever, gid)
+                why = left_out(ontology, query.setting, step, "the step's setting") if step else ""
+                missed.append(Missed(query.step, gid, rank, why))
     return StepReuse(tuple(runs), evaluation, default, pages, threshold, derived.steps,
-                     len(derived.queries), judgments, tuple(missed))
+                     len(derived.queries), judgments, tuple(missed), no_start)

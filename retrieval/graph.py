@@ -132,6 +132,19 @@ class CitationGraph:
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
                       seq if seq >= 0 else None, tuple(sorted(self.keys[cut & ~later].tolist())))
 
+    def before_run(self, run: str) -> "Hidden":
+        """What ``hide_run`` = ``run`` resolves to: memory as it stood before the run began (its
+        Fix's Recall, the reuse test): none of its steps (``seq`` -1 cuts every run-mate), and every
+        step of another run citing one of them, directly or through others (written after it)."""
+        import numpy as np
+
+        from mem_retrieval.retrieval.query import Hidden
+
+        own = self.run_keys == key(run)
+        sources, starts = self._citing
+        later = self._reach(np.flatnonzero(own), sources, starts) & ~own
+        return Hidden(tuple(sorted(self.keys[later].tolist())), key(run), -1)
+
     def _reach(self, rows: "np.ndarray", neighbours: "np.ndarray", starts: "np.ndarray",
                blocked: "np.ndarray | None" = None) -> "np.ndarray":
         """The rows reached from ``rows`` in one or more steps along a CSR adjacency (row ``i``'s

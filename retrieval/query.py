@@ -202,10 +202,13 @@ class ArchiveQuery:
     unless ``any_setting``). ``run``, ``kind``, ``status`` keep only matching steps; ``library`` keeps
     only library steps; ``exclude_run`` leaves a run out (a run cannot reuse itself); ``hide`` is a
     step's global id: memory as it stood before it was written (leave-one-out, SPEC §10:
-    ``Hidden``); ``until`` is memory as of an event (a ``--until`` value, resolved against the
-    workspace, or an ``Until``). ``context_run`` is the run the query is asked from: what its steps
-    already cite, and which runs they cite, guides the graph strategies (it filters nothing).
-    ``strategy`` None is the configured default."""
+    ``Hidden``); ``hide_run`` is a run: memory as it stood before the run began, as its Fix's
+    Recall sees it (``CitationGraph.before_run``: its steps, and the steps citing them, are not in
+    memory); ``until`` is memory as of an event (a ``--until`` value, resolved against the
+    workspace, or an ``Until``); ``library_before`` (with ``library``) keeps only the entries
+    inserted before that time (the library as a run met it at its start). ``context_run`` is the
+    run the query is asked from: what its steps already cite, and which runs they cite, guides the
+    graph strategies (it filters nothing). ``strategy`` None is the configured default."""
 
     text: str
     setting: str | None = None
@@ -216,7 +219,9 @@ class ArchiveQuery:
     library: bool = False
     exclude_run: str | None = None
     hide: str | None = None
+    hide_run: str | None = None
     until: str | Until | None = None
+    library_before: datetime | None = None
     strategy: str | None = None
     context_run: str | None = None
 
@@ -228,6 +233,10 @@ class ArchiveQuery:
             raise BadInput(f"{self.status!r} is not one of {', '.join(STATUSES)}", param="status")
         if self.hide is not None and (ref_problem(self.hide) or "/" not in self.hide):
             raise BadInput(f"{self.hide!r} is not a global id (run/step)", param="hide")
+        if self.hide is not None and self.hide_run is not None:
+            raise ValueError("hide a step or a run, not both")
+        if self.library_before is not None and (not self.library or self.library_before.tzinfo is None):
+            raise ValueError("library_before needs library and a time with a zone")
         if self.setting is not None and not self.setting.strip():
             object.__setattr__(self, "setting", None)
         if self.setting is not None and len(self.setting) > MAX_SETTING_CHARS:  # a page repeats it
@@ -240,7 +249,8 @@ class ArchiveQuery:
         """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hidden``:
         ``Searcher.before`` of ``hide``)."""
         return Filters(run=self.run, kind=self.kind, status=self.status, exclude_run=self.exclude_run,
-                       hide=hidden, until=until, library=self.library)
+                       hide=hidden, until=until, library=self.library,
+                       library_before=None if self.library_before is None else micros(self.library_before))
 
 
 @dataclass(frozen=True)
@@ -287,6 +297,7 @@ class Filters:
     hide: Hidden | None = None
     until: Until | None = None
     library: bool = False       # only steps in solve/library.jsonl (in_library; with until, inserted by then)
+    library_before: int | None = None  # with library: inserted before then (epoch micros)
 
     def memory(self) -> "Filters":
         """What the search may know of: only the filters that cut memory as it stood (``hide``,
@@ -312,6 +323,8 @@ class Filters:
                 parts.append("in_library = true")
                 if self.until is not None:  # in the library by then
                     parts.append(f"inserted_ts >= 0 AND inserted_ts <= {int(self.until.micros)}")
+                if self.library_before is not None:
+                    parts.append(f"inserted_ts >= 0 AND inserted_ts < {int(self.library_before)}")
         if self.until is not None:
             parts.append(self._as_of(table))
         return " AND ".join(f"({p})" for p in parts) if parts else None
@@ -344,6 +357,9 @@ class Filters:
             if self.until is not None:
                 inserted = columns["inserted_ts"]
                 parts.append((inserted >= 0) & (inserted <= int(self.until.micros)))
+            if self.library_before is not None:
+                inserted = columns["inserted_ts"]
+                parts.append((inserted >= 0) & (inserted < int(self.library_before)))
         if self.until is not None:
             until = self.until
             named = (columns["named_ts"] >= 0) & (columns["named_ts"] <= int(until.micros))

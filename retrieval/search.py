@@ -302,6 +302,18 @@ class Searcher:
         graph = self.graph()
         return graph.before(gid) if graph is not None else Hidden.only(gid)
 
+    def hidden(self, query: ArchiveQuery) -> Hidden | None:
+        """What ``query`` hides of memory: a step (``before``) or a run (``CitationGraph.before_run``;
+        without a graph, the run's steps alone)."""
+        if query.hide is not None:
+            return self.before(query.hide)
+        if query.hide_run is None:
+            return None
+        graph = self.graph()
+        if graph is None:
+            return Hidden((), store.key(query.hide_run), -1)
+        return graph.before_run(query.hide_run)
+
     def graph(self) -> CitationGraph | None:
         """The citation graph of the pinned steps table (read on first use)."""
         resident = self.resident()
@@ -397,7 +409,7 @@ class Searcher:
         rule: ranked (``scored``), or as the strategy found them, with their features, before it
         scores and cuts them (what a fusion is tuned on)."""
         strategy = self.strategy(query.strategy)
-        filters = query.filters(until, self.before(query.hide) if query.hide is not None else None)
+        filters = query.filters(until, self.hidden(query))
         self._searched()
         ids = self.id_hits(query.text, filters.where("steps"))
         if ids and exact_lookup(query.text) and not self.unnamed_words(query.text, ids)[1]:

@@ -717,3 +717,24 @@ def test_the_command_line_takes_the_asking_run(working):
                     "zircon lemma", "--context-run", "work", "--strategy", "graph"],
                    out=out, err=io.StringIO()) == 0
     assert [h["id"] for h in json.loads(out.getvalue())["hits"]][:2] == ["lib/l3", "lib/l1"]
+
+
+def test_before_a_run_began_none_of_it_nor_what_cites_it_is_memory():
+    """Hiding run B (``before_run``, the reuse test's Fix): B's steps go, and so does every step
+    citing one of them, directly (C/x cites B/b1) or through others (D/y cites C/x); A's steps,
+    and C/z citing only A, stay. Worked out by hand."""
+    import pyarrow as pa
+
+    from mem_retrieval.indexers.store import key
+    from mem_retrieval.retrieval.graph import CitationGraph
+
+    links = {"A/a1": [], "A/a2": ["A/a1"], "B/b1": ["A/a1"], "B/b2": ["B/b1"], "C/x": ["B/b1", "A/a2"],
+             "D/y": ["C/x"], "C/z": ["A/a2"]}
+    gids = list(links)
+    graph = CitationGraph.of(pa.table({
+        "key": [key(g) for g in gids], "run_key": [key(g.split("/")[0]) for g in gids],
+        "named_ts": [1] * len(gids), "named_seq": [1, 2, 1, 2, 1, -1, -1],
+        "parent_keys": pa.array([[key(p) for p in links[g]] for g in gids], type=pa.list_(pa.int64()))}))
+    seen = graph.visible(Filters(hide=graph.before_run("B")))
+    assert {g for g, v in zip(gids, seen) if v} == {"A/a1", "A/a2", "C/z"}
+    assert graph.in_degree(seen).tolist() == [1, 1, 0, 0, 0, 0, 0]  # a1 by a2, a2 by C/z: what is left

@@ -109,14 +109,21 @@ def hidden_step(table) -> tuple[str, Hidden]:
 def filter_cases(table, hidden: Hidden) -> list[Filters]:
     """Filters of every kind, with values taken from the example table itself (``hidden``: a
     resolved ``hide``, from ``hidden_step``)."""
-    data = table.search().select(["run", "gid", "named_ts", "named_seq"]).limit(10_000).to_arrow()
+    columns = ["run", "gid", "named_ts", "named_seq", "inserted_ts"]
+    data = table.search().select(columns).limit(10_000).to_arrow()
     assert len(hidden.keys) > 1 and hidden.seq is not None  # the case tries every part of ``hide``
     runs = sorted(set(data["run"].to_pylist()))
     times = sorted(t for t in data["named_ts"].to_pylist() if t >= 0)
     middle = times[len(times) // 2]
     seqs = sorted(s for s, r in zip(data["named_seq"].to_pylist(), data["run"].to_pylist())
                   if r == runs[0] and s >= 0)
-    return [Filters(), Filters(run=runs[0]), Filters(exclude_run=runs[0]), Filters(kind="lemma"),
+    inserted = sorted(set(t for t in data["inserted_ts"].to_pylist() if t >= 0))
+    assert len(inserted) > 1  # some entries inserted before the cut, some at or after it
+    graph = CitationGraph.scan(table)
+    before_run = max((graph.before_run(run) for run in runs), key=lambda hidden: len(hidden.keys))
+    assert before_run.keys  # steps of other runs cite the run: the case hides them too
+    return [Filters(library=True, library_before=inserted[len(inserted) // 2]), Filters(hide=before_run),
+            Filters(), Filters(run=runs[0]), Filters(exclude_run=runs[0]), Filters(kind="lemma"),
             Filters(status="proved"), Filters(library=True), Filters(hide=hidden),
             Filters(until=Until(micros=middle)),
             Filters(until=Until(micros=middle, run=runs[0], seq=seqs[len(seqs) // 2])),

@@ -498,3 +498,116 @@ def test_reuse_refuses_an_empty_until_rather_than_reading_it_as_now(workspace):
     it; reuse tested memory as it is now."""
     code, text = cli(workspace.root, "eval", "reuse", "alpha", "--until", "")
     assert (code, text) == (2, "mem: --until '' is not an ISO time with a zone\n")
+
+
+# ------------------------------------------------------------------- reuse as the run met memory
+
+def _fix_asking(workspace, problem: str) -> None:
+    tree = workspace.tree("beta")
+    tree["fix"]["problem"], tree["fix"]["criterion"] = problem, "decide it"
+    workspace.save_tree("beta", tree)
+
+
+def test_the_fix_is_asked_as_memory_stood_before_the_run_began(workspace):
+    """The Fix test is the design's Recall, before the portfolio: beta's own steps (written after
+    it) neither vote nor count, nor does a step of another run citing one of them. alpha/a1 shares
+    no word with beta's Fix; only b1, beta's own step citing it, stood near the Fix and voted for
+    it, so that the test found what the run went on to cite through the run itself."""
+    workspace.edit_step("alpha", "a1", statement="zircon crystal growth")
+    workspace.write_library([library_line("alpha", make_step("a1", statement="zircon crystal growth"))])
+    _fix_asking(workspace, "quartz lifting of simple roots")
+    workspace.edit_step("beta", "b1", statement="quartz lifting of simple roots, the base case")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    report = reuse(memory.retriever, "beta")
+    (target,) = report.cited
+    assert (target.id, target.best, report.verdict) == ("alpha/a1", None, "FAIL")
+    # another run's step near the Fix citing a1 votes for it (memory before beta began) ...
+    workspace.add_run("gamma", [make_step("g1", statement="quartz lifting of simple roots, again",
+                                          parents=("alpha/a1",))])
+    memory.index(progress=False)
+    report = reuse(memory.retriever, "beta")
+    assert report.passed and report.cited[0].best.rank == 1
+    # ... unless it cites beta's own step too: then it was written after beta began
+    workspace.edit_step("gamma", "g1", parents=["alpha/a1", "beta/b1"])
+    memory.index(progress=False)
+    assert reuse(memory.retriever, "beta").cited[0].best is None
+
+
+def test_runs_before_asks_the_library_as_the_run_met_it(workspace):
+    """`--runs-before` requires only the entries inserted before the run's first event, and only
+    they are candidates: a2, inserted after beta began and stated as beta's Fix is, ranked
+    before a1 in a test that said "as of the run's start"."""
+    memory = _beta_reusing(workspace, "Inputs: alpha/a1.\n")
+    problem = workspace.tree("beta")["fix"]["problem"]
+    workspace.edit_step("alpha", "a2", statement=problem)
+    workspace.write_library(workspace.library() + [library_line(
+        "alpha", make_step("a2", grade="minor", statement=problem), inserted="2026-10-18T02:00:00Z")])
+    memory.index(progress=False)
+    assert reuse(memory.retriever, "beta").cited[0].best.rank == 2  # a2 first: the library today
+    began = reuse(memory.retriever, "beta", runs_before=True)
+    assert began.cited[0].best.rank == 1 and began.cut.startswith("the run's start")
+
+
+def test_runs_before_per_step_ranks_only_entries_inserted_before_the_run_began(workspace, tmp_path):
+    """gamma began at 2026-10-19T08:00; alpha/a2 entered the library at 2026-10-20: with
+    `--runs-before` it is neither required of g1 nor a hit for it (it took a place on page 1)."""
+    _citing(workspace)
+    workspace.edit_step("alpha", "a2", statement="quartz lifting of simple roots")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    runs = tmp_path / "runs.trec"
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step", "--runs-before",
+                     "--trec-out", str(runs))
+    data = json.loads(text[:text.rindex("}") + 1])
+    assert data["per_step"]["judgments"] == 1 and data["per_step"]["start_unknown"] == []
+    ranked = [line.split()[2] for line in runs.read_text().splitlines()]
+    assert "alpha/a2" not in ranked and "alpha/a1" in ranked
+    cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step", "--trec-out", str(runs))
+    assert [line.split()[2] for line in runs.read_text().splitlines()][0] == "alpha/a2"  # today
+
+
+def test_per_step_names_why_the_search_leaves_a_citation_out(workspace):
+    """g1 (setting Qp) cites alpha/a1, stated over F_q((t)): the citation breaks M3 (`mem check`
+    says so), the search leaves a1 out, and the miss says why, as the Fix test's does."""
+    _citing(workspace)
+    workspace.edit_step("alpha", "a1", setting="F_q((t))")
+    workspace.write_library([library_line("alpha", make_step("a1", setting="F_q((t))"))])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step")
+    (miss,) = json.loads(text[:text.rindex("}") + 1])["per_step"]["missed"]
+    assert (miss["id"], miss["rank"]) == ("alpha/a1", None)
+    assert miss["why"] == ("its setting 'F_q((t))' is incompatible with the step's setting 'Qp' (M3): "
+                           "the search leaves it out")
+    code, text = cli(workspace.root, "eval", "reuse", "gamma", "--per-step")
+    assert "  gamma/g1 -> alpha/a1: not found (its setting 'F_q((t))' is incompatible" in text
+
+
+def test_runs_before_says_when_a_run_has_no_start(workspace):
+    """A run without events has no start: `--runs-before` requires all it cites, and says so
+    rather than printing what it prints without the flag; a Fix setting of white space is none."""
+    memory = _beta_reusing(workspace, "Inputs: alpha/a1.\n", setting="   ")
+    workspace.write_events("beta", [])
+    memory.index(progress=False)
+    note = ("--runs-before: beta has no events, so nothing says when it started: every library "
+            "entry it cites is required, whenever inserted")
+    code, text = cli(workspace.root, "eval", "reuse", "beta", "--runs-before")
+    assert note in text.splitlines() and "setting —," in text.splitlines()[0] and code == 0
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--runs-before", "--per-step")
+    data = json.loads(text[:text.rindex("}") + 1])
+    assert data["per_step"]["start_unknown"] == ["beta"] and data["fix"][0]["start_unknown"]
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    assert json.loads(text)["start_unknown"] is False
+
+
+def test_per_step_counts_the_steps_written_by_until(workspace):
+    from datetime import datetime, timezone
+
+    from mem_retrieval.eval.derived import derive
+
+    memory = _citing(workspace)  # gamma's one event, at 2026-10-19T08:00, names its four steps
+    before = derive(memory.workspace, ["gamma"], until=datetime(2026, 10, 19, 7, tzinfo=timezone.utc))
+    assert (before.steps, before.citing, before.queries) == (0, 0, [])
+    after = derive(memory.workspace, ["gamma"], until=datetime(2026, 10, 19, 9, tzinfo=timezone.utc))
+    assert (after.steps, after.citing, len(after.queries)) == (4, 2, 1)
