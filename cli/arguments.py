@@ -8,6 +8,7 @@ import argparse
 import functools
 import sys
 
+from mem_retrieval.cli.outputs import integer
 from mem_retrieval.functions import BY_NAME, Function, Param
 
 
@@ -30,7 +31,7 @@ def add_param(parser: argparse.ArgumentParser, param: Param) -> None:
     if param.type == "boolean":
         parser.add_argument(param.flag, dest=param.name, action="store_true", help=help_text)
         return
-    kind = int if param.type == "integer" else None
+    kind = integer if param.type == "integer" else None
     if param.positional:
         nargs = "*" if param.type == "strings" else None if param.required else "?"
         parser.add_argument(param.name, metavar=param.metavar, nargs=nargs, type=kind, help=help_text)

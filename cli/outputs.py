@@ -2,7 +2,8 @@
 ``--plot``, ``--write-queries``): checked before the (long) work that fills them, so a path that
 can never be written is refused at once, and a write that fails anyway is one line (exit 2) naming
 the flag and the path, not a traceback after the work is done. And the one check of every path
-(or run) a command-line option names: ``named`` refuses "" at parsing."""
+(or run) a command-line option names: ``named`` refuses "" at parsing; of every integer one:
+``integer``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ def named(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("is empty")
     return text
+
+
+def integer(text: str) -> int:
+    """The argparse ``type`` of an integer option (``--page``, ``--pages``, ``--max-pairs``…): an
+    optional sign and ASCII digits, as typed. ``int`` also read ``1_0`` as 10, ``٣`` and ``２`` as
+    3 and 2, and `` 2`` as 2 (an MCP client's integer is a JSON number, never text)."""
+    import argparse
+    import re
+
+    if not re.fullmatch(r"[-+]?[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (digits 0-9)")
+    return int(text)
 
 
 def _writable_folder(folder: Path, param: str, given: str) -> None:

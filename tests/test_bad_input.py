@@ -493,9 +493,16 @@ def test_a_bad_search_value_is_refused_before_the_index_is_opened(workspace, mem
 
 @pytest.mark.parametrize("argv, flag", [(["index", "--workers", "²"], "--workers"),
                                         (["mcp", "--http", "²"], "--http"),
-                                        (["mcp", "--http", "٣"], "--http")])
+                                        (["mcp", "--http", "٣"], "--http"),
+                                        (["archive-search", "q", "--page", "٣"], "--page"),
+                                        (["recall-search", "q", "--page", "２"], "--page"),
+                                        (["archive-search", "q", "--page", "1_0"], "--page"),
+                                        (["archive-search", "q", "--page", " 2"], "--page"),
+                                        (["eval", "reuse", "alpha", "--pages", "٢"], "--pages"),
+                                        (["tune", "--epochs", "1_0"], "--epochs")])
 def test_a_number_in_other_digits_is_refused_naming_the_flag(workspace, mem, argv, flag):
-    # "²".isdigit() is true but int("²") fails: argparse said "invalid _port value"
+    # "²".isdigit() is true but int("²") fails: argparse said "invalid _port value"; int() read
+    # `--page ٣` as page 3, `--page 1_0` as page 10 (then "page 10 of 4", exit 1)
     code, out, err = mem(*argv)
     assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith(f"mem: argument {flag}: ")
     assert repr(argv[-1]) in err and "_port" not in err and "_positive" not in err

@@ -300,7 +300,7 @@ def test_a_page_of_none_is_the_first_page_as_a_tools_null_is(ws):
 
 def test_pages_that_are_not_numbers_or_out_of_range(ws):
     code, _, err = mem(ws, "archive-search", "statement", "--page", "1; DROP TABLE steps")
-    assert code == 2 and "invalid int value" in err
+    assert code == 2 and "'1; DROP TABLE steps' is not an integer (digits 0-9)" in err
     code, _, err = mem(ws, "archive-search", "statement", "--page", "0")
     assert code == 2 and "--page 0 is not a page number (pages start at 1)" in err
     code, _, err = mem(ws, "archive-search", "statement", "--page", "99999999999999999999")

@@ -4,7 +4,7 @@ a run or from none, chosen by cross-validation with folds by run or by setting (
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import named
+from mem_retrieval.cli.outputs import integer, named
 
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
@@ -29,7 +29,7 @@ def register(subparsers, common) -> None:
                         help="tune the weights of the queries asked from a run ([fusion.<S>_in_run]) "
                              "or from none ([fusion.<S>]); only those queries count, of the guard "
                              "set too (default: the kind of the queries, when they are of one)")
-    parser.add_argument("--folds", type=int, default=5, metavar="N",
+    parser.add_argument("--folds", type=integer, default=5, metavar="N",
                         help="folds of whole runs, or settings (default 5; at most one per group)")
     parser.add_argument("--folds-by", default="run", metavar="run|setting",
                         help="what a fold holds whole: runs (default), or settings, to see how "

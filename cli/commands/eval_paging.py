@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mem_retrieval.cli.outputs import named
+from mem_retrieval.cli.outputs import integer, named
 from mem_retrieval.retrieval.strategies import STRATEGIES
 
 ORDER = 10
@@ -22,7 +22,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
     parser.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="S",
                         help=f"one of {', '.join(STRATEGIES)}; repeatable (default: all)")
-    parser.add_argument("--max-pages", type=int, default=10, metavar="N",
+    parser.add_argument("--max-pages", type=integer, default=10, metavar="N",
                         help="the most pages read: recall by page up to N, loss against N (default 10)")
     parser.add_argument("--trec-out", type=named,
                         metavar="FILE", help="write every strategy's ranking as a TREC run")

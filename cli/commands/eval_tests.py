@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import named
+from mem_retrieval.cli.outputs import integer, named
 
 ORDER = 60
 
@@ -24,7 +24,7 @@ def register(subparsers, common) -> None:
                     "when no route was known by then (nothing to test).")
     parser.add_argument("run")
     parser.add_argument("--until", metavar="EVENT|SEQ|TIME")
-    parser.add_argument("--pages", type=int, default=2, help="pages read per query (default 2)")
+    parser.add_argument("--pages", type=integer, default=2, help="pages read per query (default 2)")
     parser.set_defaults(handler=resume)
 
     parser = subparsers.add_parser(
@@ -42,7 +42,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--all", action="store_true", help="every run of the workspace")
     parser.add_argument("--per-step", action="store_true",
                         help="every step citing the library is a query, through the paging evaluator")
-    parser.add_argument("--pages", type=int, metavar="N",
+    parser.add_argument("--pages", type=integer, metavar="N",
                         help="pages read per query (default: the config's reuse.pages)")
     parser.add_argument("--until", metavar="TIME",
                         help="memory as it stood then: the search, the library entries required "
@@ -53,7 +53,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--strategy", action="append", choices=STRATEGY_NAMES, metavar="S",
                         help="--per-step: strategies to compare beside the default (repeatable; "
                         f"{', '.join(STRATEGY_NAMES)})")
-    parser.add_argument("--max-pages", type=int, default=None, metavar="N",
+    parser.add_argument("--max-pages", type=integer, default=None, metavar="N",
                         help="--per-step: recall by page up to N pages (default 10)")
     parser.add_argument("--trec-out", type=named,
                         metavar="FILE", help="--per-step: every ranking as a TREC run")

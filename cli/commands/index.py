@@ -27,7 +27,9 @@ def register(subparsers, common) -> None:
 def _positive(text: str) -> int:
     import argparse
 
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:  # int() fails on "²"
+    from mem_retrieval.cli.outputs import integer
+
+    if integer(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return int(text)
 

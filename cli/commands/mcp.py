@@ -23,9 +23,12 @@ def register(subparsers, common) -> None:
 def _port(text: str) -> int:
     import argparse
 
-    if not (text.isascii() and text.isdigit()) or int(text) > 65535:  # int() fails on "²"
+    from mem_retrieval.cli.outputs import integer
+
+    number = integer(text)
+    if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number (0–65535): {text!r}")
-    return int(text)
+    return number
 
 
 def serve(args, ctx) -> int:

@@ -4,7 +4,7 @@ fine-tune the rerank model on the workspace's own citations (mem_retrieval/tune.
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import named
+from mem_retrieval.cli.outputs import integer, named
 
 ORDER = 15
 
@@ -24,9 +24,9 @@ def register(subparsers, common) -> None:
                            "held-out queries, compare (installs nothing)")
     mode.add_argument("--reset", action="store_true",
                       help="re-embed with the configured model and delete the tuned copy")
-    parser.add_argument("--max-pairs", type=int, metavar="N", help="train on at most N pairs (a seeded sample)")
-    parser.add_argument("--epochs", type=int, default=1, metavar="N", help="passes over the pairs (default 1)")
-    parser.add_argument("--batch-size", type=int, default=16, metavar="N",
+    parser.add_argument("--max-pairs", type=integer, metavar="N", help="train on at most N pairs (a seeded sample)")
+    parser.add_argument("--epochs", type=integer, default=1, metavar="N", help="passes over the pairs (default 1)")
+    parser.add_argument("--batch-size", type=integer, default=16, metavar="N",
                         help="pairs a step; the other pairs of a batch are its negatives (default 16)")
     parser.add_argument("--precision", default="auto", metavar="P",
                         help="the encoding's arithmetic while training, bf16 or fp32: bf16 runs 1.4-1.9x "
