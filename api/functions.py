@@ -139,6 +139,8 @@ UNTIL = Param("until", "string", "memory as it stood at that event: a sequence n
               metavar="SEQ|TIME|EVENT")
 PAGE = Param("page", "integer", "which page of 5 hits (pages start at 1)", default=1, minimum=1,
              metavar="N")
+LIST_ID = Param("list_id", "string", "the list_id the page before gave: when the result list has "
+                "changed since (the index was updated between the calls), a note says so", metavar="ID")
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
@@ -162,7 +164,7 @@ FUNCTIONS: tuple[Function, ...] = (
          Param("context_run", "string", "the run asking: what its steps already cite, and the "
                "steps of the runs they cite, rank higher (the graph strategies; it leaves nothing "
                "out)", metavar="R"),
-         UNTIL, PAGE,
+         UNTIL, PAGE, LIST_ID,
          Param("strategy", "string", "the ranking strategy (default: the config's search.strategy)",
                choices=_strategies(), metavar="S"))),
     Function(
@@ -182,7 +184,7 @@ FUNCTIONS: tuple[Function, ...] = (
          Param("id", "string", "every event naming this step (a bare id with run: that run's), in "
                "time order", metavar="ID"),
          Param("run", "string", "only events of this run", metavar="R"),
-         UNTIL, PAGE)),
+         UNTIL, PAGE, LIST_ID)),
     Function(
         "core_set", "Rewrite one field of RUN/memory/core.md (W)",
         "A checkpoint event carrying the new text is appended to events.jsonl first; core.md is "

@@ -22,7 +22,7 @@ from mem_retrieval.functions import BY_NAME, Param
 from mem_retrieval.records.errors import BadInput, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.retrieval.paging import check_page
+from mem_retrieval.retrieval.paging import check_list_id, check_page
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
 from mem_retrieval.retrieval.retriever import Retriever, SourceView, StepView
 from mem_retrieval.retrieval.strategies import check_strategy
@@ -72,12 +72,14 @@ class Memory:
 
     # ---- the read functions
     def archive_search(self, query: str | ArchiveQuery, setting: str | None = None, *, page: int = 1,
-                       **options: Any) -> Page[Hit]:
+                       list_id: str | None = None, **options: Any) -> Page[Hit]:
         """Steps of the runs and the library, a page at a time (SPEC §9). ``options`` are the
         fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library,
-        context_run, exclude_run, hide)."""
-        page = _page("archive_search", page)
-        return self.retriever.archive_search(self._cut(self._archive_query(query, setting, options)), page)
+        context_run, exclude_run, hide). ``list_id``: the one the page before gave (its
+        ``Page.list_id``): a note says when the list has changed since."""
+        page, list_id = _page("archive_search", page, list_id)
+        return self.retriever.archive_search(self._cut(self._archive_query(query, setting, options)), page,
+                                             list_id)
 
     def archive_hits(self, query: str | ArchiveQuery, setting: str | None = None,
                      **options: Any) -> list[Hit]:
@@ -86,11 +88,12 @@ class Memory:
 
     def recall_search(self, query: str | None = None, *, id: str | None = None,
                       run: str | None = None, until: str | Until | None = None,
-                      page: int = 1) -> Page[EventHit]:
+                      page: int = 1, list_id: str | None = None) -> Page[EventHit]:
         """Events with their briefs and returns: every event naming ``id`` in time order, or the
-        events matching ``query``, a page at a time."""
-        page = _page("recall_search", page)
-        return self.retriever.recall_search(self._cut(self._recall_query(query, id, run, until)), page)
+        events matching ``query``, a page at a time (``list_id`` as ``archive_search`` takes it)."""
+        page, list_id = _page("recall_search", page, list_id)
+        return self.retriever.recall_search(self._cut(self._recall_query(query, id, run, until)), page,
+                                            list_id)
 
     def recall_hits(self, query: str | None = None, *, id: str | None = None,
                     run: str | None = None, until: str | Until | None = None) -> list[EventHit]:
@@ -180,11 +183,11 @@ _QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has 
                Param("hide", "string", "a step's global id: memory before it"))
 
 
-def _page(function: str, page: int | None) -> int:
-    """``page`` checked (before the search: a bad value opens no index); None (not given, as a
-    tool's null) is page 1."""
-    _typed(function, page=page)
-    return 1 if page is None else check_page(page)
+def _page(function: str, page: int | None, list_id: str | None) -> tuple[int, str | None]:
+    """``page`` and ``list_id`` checked (before the search: a bad value opens no index); a page of
+    None (not given, as a tool's null) is page 1."""
+    _typed(function, page=page, list_id=list_id)
+    return 1 if page is None else check_page(page), check_list_id(list_id)
 
 
 def _typed(function: str, **values: Any) -> None:

@@ -53,20 +53,21 @@ def _footer(page, spell: Spell) -> str:
     if page.page < page.pages:
         hint = (f" · about {page.remaining:.0f} relevant-looking hits ahead"
                 if page.remaining is not None and page.remaining >= 1 else "")
-        return f"more: {_page_arg(spell, page.page + 1)} ({plural(page.left, 'more hit')}){hint}"
+        return (f"more: {_arg(spell, 'page', page.page + 1)} {_arg(spell, 'list_id', page.list_id)} "
+                f"({plural(page.left, 'more hit')}){hint}")
     return "last page"
 
 
-def _page_arg(spell: Spell, page: int) -> str:
-    shown = spell("page")
-    return f"{shown} {page}" if shown.startswith("--") else f"{shown}={page}"
+def _arg(spell: Spell, name: str, value) -> str:
+    shown = spell(name)
+    return f"{shown} {value}" if shown.startswith("--") else f"{shown}={value}"
 
 
 def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     page = memory.archive_search(
         a["query"], a["setting"], run=a["run"], kind=a["kind"], status=a["status"], page=a["page"],
         any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"],
-        context_run=a["context_run"])
+        context_run=a["context_run"], list_id=a["list_id"])
     notes = tuple(note.render(spell) for note in page.notes)
     data = page.as_dict() | {"notes": list(notes)}  # the JSON and MCP's structured content say them too
     if not page.total:
@@ -109,7 +110,8 @@ def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) 
 
 
 def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
-    page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"])
+    page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"],
+                                list_id=a["list_id"])
     notes = tuple(note.render(spell) for note in page.notes)
     data = page.as_dict() | {"notes": list(notes)}
     if not page.total:

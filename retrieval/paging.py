@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
@@ -25,6 +26,35 @@ def check_page(page: int) -> int:
     if page < 1:
         raise BadInput(f"{page} is not a page number (pages start at 1)", param="page")
     return page
+
+
+LIST_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def list_id(ids: Iterable[str]) -> str:
+    """The name of a whole result list: 16 hex digits of BLAKE2b over its hits' ids in order. A
+    page carries it; given back with the next page's call, it says whether the list is still the
+    one the pages before came from (an index run between the calls changes the list, and pages
+    cut from two lists repeat or skip hits)."""
+    import hashlib
+
+    return hashlib.blake2b("\n".join(ids).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def check_list_id(value: str | None) -> str | None:
+    """``value`` when it can be a ``list_id`` (or None), else BadInput."""
+    if value is not None and not LIST_ID.fullmatch(value):
+        raise BadInput(f"{value!r} is not a list_id a page gave (16 hex digits)", param="list_id")
+    return value
+
+
+def list_changed(given: str | None, current: str) -> str | None:
+    """What to say when ``given`` (the list_id of a page read before) is not the list now."""
+    if given is None or given == current:
+        return None
+    return (f"{given}: the result list has changed since that page (the index was updated between "
+            f"the calls: `mem index`, `mem record`); this is the list now ({current}): the pages read "
+            "before may repeat or miss its hits, so read it from page 1")
 
 
 def page_slice(items: Sequence[T], page: int, page_size: int, noun: str = "hit") -> tuple[T, ...]:

@@ -23,7 +23,7 @@ from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
-from mem_retrieval.retrieval.paging import page_count, page_slice, shown_score
+from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, exact_lookup, parse_time_arg
 from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
 
@@ -189,15 +189,33 @@ class Retriever:
         return self.searcher.steps_found(query, until, scored=False)
 
     @_reads_index
-    def archive_search(self, query: ArchiveQuery, page: int = 1) -> Page[Hit]:
-        """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9)."""
+    def archive_search(self, query: ArchiveQuery, page: int = 1, given: str | None = None) -> Page[Hit]:
+        """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9);
+        ``given``: the ``list_id`` of a page read before (``_slice``)."""
         ranked = self.ranked(query)
-        shown = self.searcher.complete(page_slice(ranked, page, self.config.search.page_size))
+        cut, current, changed = self._slice(ranked, [c.gid for c in ranked], page, given)
+        shown = self.searcher.complete(cut)
         ontology = self.workspace.ontology if query.setting else None
         found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
                            [shown_score(c.score) for c in ranked], page, query.text, query.setting)
-        return replace(found, notes=tuple(self.notes(query, ranked)),
+        return replace(found, notes=tuple(changed + self.notes(query, ranked)), list_id=current,
                        pending=self.searcher.pending_in("steps"))
+
+    def _slice(self, items: Sequence, ids: list[str], page: int, given: str | None,
+               noun: str = "hit") -> tuple[tuple, str, list[Note]]:
+        """Page ``page`` of the result list ``items`` (their ids ``ids``), the list's ``list_id``,
+        and, when ``given`` (the list_id of a page read before) names another list, the note that
+        says so: pages cut from two lists repeat or skip hits (past the last page, the refusal
+        says it)."""
+        current = list_id(ids)
+        changed = list_changed(given, current)
+        try:
+            shown = page_slice(items, page, self.config.search.page_size, noun)
+        except Refused as err:
+            if changed is None:
+                raise
+            raise Refused(f"{err}; list_id {changed}") from None
+        return shown, current, [Note("list_id", changed)] if changed else []
 
     def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
         """What to tell the caller about ``query``'s result list ``ranked``: ids of an exact
@@ -302,19 +320,22 @@ class Retriever:
 
     # ---- recall_search
     @_reads_index
-    def recall_search(self, query: RecallQuery, page: int = 1) -> Page[EventHit]:
-        """Events with their briefs and returns: by id in time order, or by text, a page."""
+    def recall_search(self, query: RecallQuery, page: int = 1, given: str | None = None) -> Page[EventHit]:
+        """Events with their briefs and returns: by id in time order, or by text, a page;
+        ``given``: the ``list_id`` of a page read before (``_slice``)."""
         query = replace(query, until=self.resolve(query.until, query.run))
         if query.id is not None:  # the notes count what the hits name
             query = replace(query, id=self._as_named(query.id, query.run))
         hits = self._recall_hits(query, whole=False)
-        shown = self._with_bodies(page_slice(hits, page, self.config.search.page_size, "event"))
+        cut, current, changed = self._slice(hits, [h.id for h in hits], page, given, "event")
+        shown = self._with_bodies(cut)
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
-        notes = (self._unindexed(query) + (self._without_vectors("rerank", "events", "") if by_text else [])
+        notes = (changed + self._unindexed(query)
+                 + (self._without_vectors("rerank", "events", "") if by_text else [])
                  + ([] if hits else self._recall_notes(query)))
-        return replace(found, notes=tuple(notes),
+        return replace(found, notes=tuple(notes), list_id=current,
                        pending=self.searcher.pending_in("events") if by_text else 0)
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:

@@ -85,6 +85,7 @@ class Page(Generic[H]):
     remaining: float | None = None  # estimated relevant hits on later pages (see retrieval.hint)
     notes: tuple[Note, ...] = ()    # why the list is empty, or what a parameter did
     pending: int = 0                # texts still waiting for their vectors: BM25 order meanwhile
+    list_id: str | None = None      # the whole list's name (``paging.list_id``), for the next page's call
 
     @property
     def first_rank(self) -> int:
@@ -99,4 +100,4 @@ class Page(Generic[H]):
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "setting": self.setting, "page": self.page, "pages": self.pages,
                 "total": self.total, "remaining": self.remaining, "pending_vectors": self.pending,
-                "hits": [hit.as_dict() for hit in self.hits]}
+                "list_id": self.list_id, "hits": [hit.as_dict() for hit in self.hits]}

@@ -94,7 +94,7 @@ BAD_ARGUMENTS = [
     ("archive_search", {"query": "x", "any_setting": "yes"}, "any_setting must be true or false, not a string"),
     ("archive_search", {"query": "x", "bogus": 1},
      "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "
-     "library, context_run, until, page, strategy)"),
+     "library, context_run, until, page, list_id, strategy)"),
     ("check", {"runs": "satake-two-levels"}, "runs must be a list of strings, not a string"),
     ("check", {"runs": [1]}, "runs must be a list of strings, not a list holding a number"),
     ("archive_get", {"id": None}, "id is missing"),
@@ -119,8 +119,10 @@ def text_of(result) -> str:
 
 
 def as_tool_text(cli_text: str) -> str:
-    """The command's text as a tool shows it: 'more: --page 2' reads 'more: page=2'."""
-    return re.sub(r"^more: --page (\d+)", r"more: page=\1", cli_text.rstrip("\n"), flags=re.M)
+    """The command's text as a tool shows it: 'more: --page 2 --list-id X' reads 'more: page=2
+    list_id=X'."""
+    return re.sub(r"^more: --page (\d+) --list-id ([0-9a-f]+)", r"more: page=\1 list_id=\2",
+                  cli_text.rstrip("\n"), flags=re.M)
 
 
 def as_tool_message(cli_line: str) -> str:

@@ -157,6 +157,7 @@ CASES = [
     ("recall-search", "audit of the Satake step"),
     ("recall-search", "--id", "A5-7", "--json"),
     ("recall-search", "audit", "--page", "2"),
+    ("archive-search", "GL2m", "--page", "2", "--list-id", "0123456789abcdef"),  # another list's id
 ]
 
 

@@ -87,7 +87,7 @@ def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(
 def test_usage_errors_are_one_line_without_mem_twice_and_point_to_help(indexed):
     code, out, err = cli(indexed.root, "archive-search", "x", "--page", "two")
     assert code == 2 and out == ""
-    assert err == ("mem: argument --page: invalid int value: 'two' "
+    assert err == ("mem: argument --page: 'two' is not an integer (digits 0-9) "
                    "(see `mem archive-search --help`)\n")
     assert cli(indexed.root, "no-such-command")[2].count("mem:") == 1
 
