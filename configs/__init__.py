@@ -155,6 +155,7 @@ class IndexConfig:
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
     vector_batch: int = rule(minimum=1)
+    keep_versions_days: float = rule(minimum=0.0, maximum=36500.0)
     storage: StorageConfig = rule()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from datetime import timedelta
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -271,7 +272,8 @@ def open_index(location: Location, config: Config, full: bool,
     lineage = {name: store.lineage_of(t) for name, t in tables.items() if t is not None}
     return Index(location, db, tables, full, model_same, tuned, spec, token,
                  unpublished=unpublished, rebuilt=rebuilt, lineage=lineage, pinned=dict(pinned),
-                 tuned_unchecked=bool(kept and tuned and reused and not spec.export))
+                 tuned_unchecked=bool(kept and tuned and reused and not spec.export),
+                 keep=timedelta(days=config.index.keep_versions_days))
 
 
 def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> tuple[str, ...]:

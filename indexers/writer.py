@@ -53,6 +53,7 @@ class Index:
                                 # at the pinned version)
     lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
                                 # writes on (store.lineage_of): another one there means an overwrite
+    keep: timedelta = timedelta(days=7)  # index.keep_versions_days: older versions are pruned
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -143,11 +144,11 @@ def read_fts(table) -> None:
         table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
 
 
-PRUNE_AFTER = timedelta(days=7)  # lancedb's own: optimize deletes versions older than this
 
 
 def _prunable(index: Index, table) -> timedelta:
-    """How old a version must be for ``optimize`` to delete it: ``PRUNE_AFTER``, but never as young
+    """How old a version must be for ``optimize`` to delete it: ``index.keep`` (the config's
+    ``index.keep_versions_days``; a week, lancedb's own default), but never as young
     as the version meta.json pins (the one every reader opens until this run publishes, and a
     crash before that leaves readable). Pruned by age alone, a week-old index lost its pinned
     version to the reindex's first optimize: searches during the reindex, and after a crash
@@ -156,8 +157,8 @@ def _prunable(index: Index, table) -> timedelta:
     for version in table.list_versions() if pinned is not None else ():
         if version["version"] == pinned:
             stamp = version["timestamp"]
-            return max(PRUNE_AFTER, datetime.now(stamp.tzinfo) - stamp + timedelta(hours=1))
-    return PRUNE_AFTER
+            return max(index.keep, datetime.now(stamp.tzinfo) - stamp + timedelta(hours=1))
+    return index.keep
 
 
 def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):

@@ -621,14 +621,12 @@ def test_a_query_vector_equals_the_same_text_embedded_in_a_batch():
 def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memory, workspace, monkeypatch):
     """optimize prunes versions by age (a week, lancedb's default), so a week-old index lost the
     version meta.json pins to the reindex's first optimize: searches during it, and after a crash
-    before its publish, failed as damaged. Here every old version is due (PRUNE_AFTER = 0) and the
-    run stops before its publish: the pinned version still answers."""
-    from datetime import timedelta
-
+    before its publish, failed as damaged. Here every old version is due (index.keep_versions_days
+    = 0) and the run stops before its publish: the pinned version still answers."""
     from mem_retrieval.indexers import writer
 
     before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
-    monkeypatch.setattr(writer, "PRUNE_AFTER", timedelta(0))
+    (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0\n")
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # stopped between the commit and the publish
@@ -790,3 +788,32 @@ def test_meta_lists_the_shapes_of_the_step_ids_and_an_index_brings_them_up_to_da
     workspace.add_step("beta", make_step("Y-2", statement="a lemma"))
     assert mem("index", "beta", "--no-progress")[0] == 0 and shapes() == ["a-9", "a9"]
     assert "'X-1': no step this search may return has this id" in mem("archive-search", "X-1")[2]
+
+
+def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, monkeypatch):
+    """``index.keep_versions_days`` reaches the pruning of a real index run (each run writes about a
+    copy of each table it changes, kept that long), and the age it asks optimize to prune at is
+    that, but never less than the age of the version meta.json pinned when the run began, plus an
+    hour (a reader's): worked out by hand for a pinned version 2 hours old."""
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    from mem_retrieval.indexers import writer
+
+    asked = []
+    real = writer._prunable
+    monkeypatch.setattr(writer, "_prunable",
+                        lambda index, table: asked.append(index.keep) or real(index, table))
+    (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0.5\n")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    memory.index(progress=False)
+    assert asked and set(asked) == {timedelta(hours=12)}
+    now = datetime.now(timezone.utc)
+    table = SimpleNamespace(name="steps", list_versions=lambda: [
+        {"version": 3, "timestamp": now - timedelta(hours=2)}, {"version": 4, "timestamp": now}])
+    at = {keep: real(SimpleNamespace(pinned={"steps": 3}, keep=keep), table)
+          for keep in (timedelta(0), timedelta(days=7))}
+    assert abs(at[timedelta(0)] - timedelta(hours=3)) < timedelta(seconds=5)
+    assert at[timedelta(days=7)] == timedelta(days=7)
