@@ -180,7 +180,8 @@ class Memory:
 
 _SEARCH_PARAMS = frozenset(p.name for p in BY_NAME["archive_search"].params)  # the rest: ArchiveQuery's own
 _QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has them; checked alike
-               Param("hide", "string", "a step's global id: memory before it"))
+               Param("hide", "string", "a step's global id: memory before it"),
+               Param("hide_run", "string", "a run: memory before it began"))
 
 
 def _page(function: str, page: int | None, list_id: str | None) -> tuple[int, str | None]:

@@ -144,8 +144,6 @@ def read_fts(table) -> None:
         table.search(MatchQuery("probe", "tokens"), query_type="fts").limit(1).to_arrow()
 
 
-
-
 def _prunable(index: Index, table) -> timedelta:
     """How old a version must be for ``optimize`` to delete it: ``index.keep`` (the config's
     ``index.keep_versions_days``; a week, lancedb's own default), but never as young

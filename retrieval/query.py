@@ -234,9 +234,10 @@ class ArchiveQuery:
         if self.hide is not None and (ref_problem(self.hide) or "/" not in self.hide):
             raise BadInput(f"{self.hide!r} is not a global id (run/step)", param="hide")
         if self.hide is not None and self.hide_run is not None:
-            raise ValueError("hide a step or a run, not both")
-        if self.library_before is not None and (not self.library or self.library_before.tzinfo is None):
-            raise ValueError("library_before needs library and a time with a zone")
+            raise BadInput("hides a step: give hide or hide_run, not both", param="hide_run")
+        if self.library_before is not None and not (
+                self.library and isinstance(self.library_before, datetime) and self.library_before.tzinfo):
+            raise BadInput("is a time with a zone, and only with library", param="library_before")
         if self.setting is not None and not self.setting.strip():
             object.__setattr__(self, "setting", None)
         if self.setting is not None and len(self.setting) > MAX_SETTING_CHARS:  # a page repeats it

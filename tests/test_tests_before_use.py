@@ -611,3 +611,21 @@ def test_per_step_counts_the_steps_written_by_until(workspace):
     assert (before.steps, before.citing, before.queries) == (0, 0, [])
     after = derive(memory.workspace, ["gamma"], until=datetime(2026, 10, 19, 9, tzinfo=timezone.utc))
     assert (after.steps, after.citing, len(after.queries)) == (4, 2, 1)
+
+
+def test_a_search_hiding_a_run_or_cutting_the_library_checks_its_values(workspace):
+    from datetime import datetime, timezone
+
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    at = datetime(2026, 10, 18, tzinfo=timezone.utc)
+    for options, said in [({"hide_run": 3}, "hide_run must be a string"),
+                          ({"hide_run": "beta", "hide": "beta/b1"}, "hide_run hides a step"),
+                          ({"library_before": at}, "library_before is a time with a zone, and only"),
+                          ({"library_before": "2026-10-18", "library": True}, "library_before is a time")]:
+        with pytest.raises(BadInput) as raised:
+            memory.archive_search("statement", **options)
+        assert str(raised.value).startswith(said), options
+    hits = memory.archive_hits("statement", hide_run="beta", library=True, library_before=at)
+    assert [hit.id for hit in hits] == ["alpha/a1"]  # the one entry, inserted 2026-10-17T07:00Z
+    assert memory.archive_hits("statement", library=True, library_before=at.replace(day=17)) == []
