@@ -3,7 +3,7 @@
 can never be written is refused at once, and a write that fails anyway is one line (exit 2) naming
 the flag and the path, not a traceback after the work is done. And the one check of every path
 (or run) a command-line option names: ``named`` refuses "" at parsing; of every integer one:
-``integer``."""
+``integer``, and of every decimal one: ``number``."""
 
 from __future__ import annotations
 
@@ -39,6 +39,18 @@ def integer(text: str) -> int:
     if not re.fullmatch(r"[-+]?[0-9]+", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer (digits 0-9)")
     return int(text)
+
+
+def number(text: str) -> float:
+    """The argparse ``type`` of a decimal option (``--idle-timeout``, ``eval fusion --step``): a
+    sign, ASCII digits, a point, an exponent, as ``integer`` reads digits (``float`` read ``١٠``
+    and ``1_0`` as 10, and ``nan`` and ``inf`` too)."""
+    import argparse
+    import re
+
+    if not re.fullmatch(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (digits 0-9, a point)")
+    return float(text)
 
 
 def _writable_folder(folder: Path, param: str, given: str) -> None:

@@ -499,7 +499,12 @@ def test_a_bad_search_value_is_refused_before_the_index_is_opened(workspace, mem
                                         (["archive-search", "q", "--page", "1_0"], "--page"),
                                         (["archive-search", "q", "--page", " 2"], "--page"),
                                         (["eval", "reuse", "alpha", "--pages", "٢"], "--pages"),
-                                        (["tune", "--epochs", "1_0"], "--epochs")])
+                                        (["tune", "--epochs", "1_0"], "--epochs"),
+                                        (["eval", "frontier", "--max-size", "٣"], "--max-size"),
+                                        (["eval", "frontier", "--exact-limit", "1_0"], "--exact-limit"),
+                                        (["serve", "--idle-timeout", "١٠"], "--idle-timeout"),
+                                        (["serve", "--idle-timeout", "inf"], "--idle-timeout"),
+                                        (["eval", "fusion", "--step", "0_1"], "--step")])
 def test_a_number_in_other_digits_is_refused_naming_the_flag(workspace, mem, argv, flag):
     # "²".isdigit() is true but int("²") fails: argparse said "invalid _port value"; int() read
     # `--page ٣` as page 3, `--page 1_0` as page 10 (then "page 10 of 4", exit 1)

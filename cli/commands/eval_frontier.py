@@ -41,10 +41,9 @@ def register(subparsers, common) -> None:
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    from mem_retrieval.cli.outputs import integer
+
+    value = integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
     return value

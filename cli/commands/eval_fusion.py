@@ -4,7 +4,7 @@ a run or from none, chosen by cross-validation with folds by run or by setting (
 
 from __future__ import annotations
 
-from mem_retrieval.cli.outputs import integer, named
+from mem_retrieval.cli.outputs import integer, named, number
 
 ORDER = 20
 GRAPH_STRATEGIES = ("rerank-graph", "graph")
@@ -34,7 +34,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--folds-by", default="run", metavar="run|setting",
                         help="what a fold holds whole: runs (default), or settings, to see how "
                              "weights chosen on other corpora serve one never seen")
-    parser.add_argument("--step", type=float, default=0.1, metavar="X",
+    parser.add_argument("--step", type=number, default=0.1, metavar="X",
                         help="the grid's step on each weight (default 0.1)")
     parser.add_argument("--guard", nargs=3, metavar=("WORKSPACE", "QUERIES", "QRELS"),
                         help="a second judged set (its own workspace) whose nDCG@10 the chosen "

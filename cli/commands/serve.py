@@ -31,10 +31,9 @@ def register(subparsers, common) -> None:
 def _seconds(text: str) -> float:
     import argparse
 
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
+    from mem_retrieval.cli.outputs import number
+
+    value = number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
     return value
