@@ -105,8 +105,8 @@ class Citations:
     """Other runs' steps a run cites, each with how (``parent of A3-2``, ``A3.md:6 input``)."""
 
     cited: dict[str, list[str]] = field(default_factory=dict)
-    not_cited: list[str] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
+    not_cited: dict[str, None] = field(default_factory=dict)   # in order: a set, read in constant time
+    unresolved: dict[str, None] = field(default_factory=dict)
 
     def add(self, gid: str, how: str) -> None:
         self.cited.setdefault(gid, []).append(how)
@@ -129,7 +129,7 @@ def citations(memory: Retriever, run: str) -> Citations:
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         if path.is_file():
             _read_brief(memory, path, known, out)
-    out.not_cited = [gid for gid in out.not_cited if gid not in out.cited]
+    out.not_cited = {gid: None for gid in out.not_cited if gid not in out.cited}
     return out
 
 
@@ -157,11 +157,10 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
             forms = [form for form in id_candidates(word) if split_gid(form)[0] in known]
             ref = next((form for form in forms if step_of(memory, form) is not None), None)
             if ref is None:
-                if forms and forms[-1] not in out.unresolved:
-                    out.unresolved.append(forms[-1])
+                if forms:
+                    out.unresolved.setdefault(forms[-1])
             elif label == "not":
-                if ref not in out.not_cited:
-                    out.not_cited.append(ref)
+                out.not_cited.setdefault(ref)
             else:
                 out.add(ref, f"{path.name}:{number} {label or 'named'}")
 

@@ -65,12 +65,13 @@ class Ontology:
         step = clauses(step_setting)
         if not step:
             return UNKNOWN
+        asked = set(query)
         q_known = {self.entry(c) for c in query} - {None}
         implied_by_query = set().union(*(self.closure[e] for e in q_known)) if q_known else set()
         verdicts = []
         for clause in step:
             entry = self.entry(clause)
-            if clause in query or (entry is not None and entry in implied_by_query):
+            if clause in asked or (entry is not None and entry in implied_by_query):
                 verdicts.append(IMPLIED)
             elif entry is None or not q_known:
                 verdicts.append(UNKNOWN)

@@ -43,13 +43,16 @@ def _typed_first(text: str, found: list[Candidate]) -> list[Candidate]:
     if not any(extra for _, extra in words):
         return found
 
-    def names(ref: str, candidate: Candidate) -> bool:
-        return ref == candidate.gid if "/" in ref else ref == split_gid(candidate.gid)[1]
+    gids = {c.gid for c in found}
+    sids = {split_gid(gid)[1] for gid in gids}
+
+    def names(ref: str) -> bool:  # a global id names its step, a bare one every run's
+        return ref in gids if "/" in ref else ref in sids
 
     read: set[str] = set()
     for typed, extra in words:
-        read |= typed if any(names(ref, c) for ref in typed for c in found) else typed | extra
-    return [c for c in found if any(names(ref, c) for ref in read)]
+        read |= typed if any(map(names, typed)) else typed | extra
+    return [c for c in found if c.gid in read or split_gid(c.gid)[1] in read]
 
 
 @dataclass(frozen=True)
