@@ -21,6 +21,7 @@ from typing import Any
 from mem_retrieval.eval.derived import inserted_before, run_start
 from mem_retrieval.eval.paging import check_pages
 from mem_retrieval.eval.tests_before_use import ARCHIVE, PAGES, Probe, Target, best, locate, step_of
+from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.errors import InputError, plural
 from mem_retrieval.records.ids import split_gid
@@ -49,6 +50,7 @@ class Reuse:
     later: tuple[str, ...] = ()          # cited library steps inserted after the cut (not required)
     cut: str = ""                        # what the library is taken as of ("" : as it stands)
     no_start: bool = False               # runs_before asked, but the run has no event to start it
+    after: tuple[str, ...] = ()          # cited steps that cite the run (written after it began)
 
     @property
     def recall(self) -> float | None:
@@ -74,7 +76,7 @@ class Reuse:
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
                 "not_cited": list(self.not_cited), "unresolved": list(self.unresolved),
                 "later": list(self.later), "cut": self.cut or None,
-                "start_unknown": self.no_start}
+                "start_unknown": self.no_start, "after_run": list(self.after)}
 
     def text(self) -> str:
         lines = [f"reuse {self.run}: the library (its own steps left out) queried with its Fix, "
@@ -91,7 +93,11 @@ class Reuse:
             lines.append(f"global ids in briefs naming no step (not required): {', '.join(self.unresolved)}")
         if self.later:
             lines.append(f"inserted in the library after that (not required): {', '.join(self.later)}")
-        recall = (f"n/a (it cites no library step{' inserted by then' if self.later else ''})"
+        if self.after:
+            lines.append("citing the run's own steps, so written after it began (not required): "
+                         + ", ".join(self.after))
+        by = " inserted by then" if self.later else " written before it began" if self.after else ""
+        recall = (f"n/a (it cites no library step{by})"
                   if self.recall is None else f"{self.recall:.2f}")
         found = len(self.cited) - len(self.missed)
         lines.append(f"reuse: {self.verdict}: recall {found}/{len(self.cited)} = {recall} within "
@@ -189,11 +195,15 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
                for probe in probes]
     library = {entry.gid: entry for entry in ws.library()}
     found = citations(memory, run)
-    targets, later = [], []
+    written_after = memory.written_after(run)  # what the Fix cannot see: not required of it
+    targets, later, after = [], [], []
     for gid, how in found.cited.items():
         entry = library.get(gid)
         if entry is not None and not inserted_before(entry.inserted, start, until):
             later.append(gid)
+            continue
+        if key(gid) in written_after:
+            after.append(gid)
             continue
         step = step_of(memory, gid) or entry  # as its tree has it, as M3 and the search judge it
         match = ws.ontology.match(setting, step.setting) if setting and step is not None else None
@@ -210,7 +220,7 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
                  tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when),
-                 runs_before and start is None)
+                 runs_before and start is None, tuple(after))
 
 
 def left_out(ontology, setting: str | None, step, whose: str) -> str:

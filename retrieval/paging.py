@@ -52,9 +52,10 @@ def list_changed(given: str | None, current: str) -> str | None:
     """What to say when ``given`` (the list_id of a page read before) is not the list now."""
     if given is None or given == current:
         return None
-    return (f"{given}: the result list has changed since that page (the index was updated between "
-            f"the calls: `mem index`, `mem record`); this is the list now ({current}): the pages read "
-            "before may repeat or miss its hits, so read it from page 1")
+    return (f"{given}: the result list is not the one that page came from (the index was updated "
+            f"between the calls: `mem index`, `mem record`; or it is another query's list); this is "
+            f"the list now ({current}): the pages read before may repeat or miss its hits, so read it "
+            "from page 1")
 
 
 def page_slice(items: Sequence[T], page: int, page_size: int, noun: str = "hit") -> tuple[T, ...]:

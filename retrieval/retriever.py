@@ -173,6 +173,14 @@ class Retriever:
         rows = graph.rows(np.asarray([key(step) for step in steps], dtype=np.int64))
         return [step for step, row in zip(steps, rows.tolist()) if row < 0]
 
+    @_reads_index
+    def written_after(self, run: str) -> frozenset[int]:
+        """The keys of the other runs' steps written after ``run`` began, as their links date
+        them: each cites one of its steps, directly or through others (``CitationGraph.before_run``,
+        what ``ArchiveQuery.hide_run`` hides)."""
+        graph = self.searcher.graph()
+        return frozenset(graph.before_run(run).keys) if graph is not None else frozenset()
+
     # ---- archive_search
     @_reads_index
     def ranked(self, query: ArchiveQuery) -> list:

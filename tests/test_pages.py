@@ -64,10 +64,11 @@ def test_a_page_names_its_list_and_says_when_an_index_run_changed_it(workspace, 
     after = json.loads(out)
     ids = [hit.id for hit in Memory.open(workspace.root).archive_hits("statement")]
     assert ids[0] == "alpha/a6" and after["total"] == 7 and after["list_id"] == _list_id(ids)
-    assert after["notes"] == [f"--list-id {first['list_id']}: the result list has changed since that page "
-                              "(the index was updated between the calls: `mem index`, `mem record`); "
-                              f"this is the list now ({after['list_id']}): the pages read before may "
-                              "repeat or miss its hits, so read it from page 1"]
+    assert after["notes"] == [f"--list-id {first['list_id']}: the result list is not the one that page "
+                              "came from (the index was updated between the calls: `mem index`, `mem "
+                              "record`; or it is another query's list); this is the list now "
+                              f"({after['list_id']}): the pages read before may repeat or miss its hits, "
+                              "so read it from page 1"]
     assert json.loads(mem("--json", "archive-search", "statement", "--page", "2")[1])["notes"] == []
     code, out, err = mem("archive-search", "statement", "--page", "3", "--list-id", first["list_id"])
     assert code == 1 and err.startswith("mem: page 3 of 2: there are only 2 pages (7 hits); list_id ")
@@ -86,4 +87,4 @@ def test_recall_pages_name_their_list_too(workspace, mem):
     assert mem("index", "--no-progress")[0] == 0
     after = json.loads(mem("--json", "recall-search", "steps", "--list-id", first["list_id"])[1])
     assert after["list_id"] != first["list_id"] and after["hits"][0]["id"] == "beta#2"
-    assert after["notes"][0].startswith(f"--list-id {first['list_id']}: the result list has changed")
+    assert after["notes"][0].startswith(f"--list-id {first['list_id']}: the result list is not the one")

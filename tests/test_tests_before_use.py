@@ -629,3 +629,22 @@ def test_a_search_hiding_a_run_or_cutting_the_library_checks_its_values(workspac
     hits = memory.archive_hits("statement", hide_run="beta", library=True, library_before=at)
     assert [hit.id for hit in hits] == ["alpha/a1"]  # the one entry, inserted 2026-10-17T07:00Z
     assert memory.archive_hits("statement", library=True, library_before=at.replace(day=17)) == []
+
+
+def test_a_cited_step_citing_the_run_itself_is_not_required_of_its_fix(workspace):
+    """gamma/g1 cites beta's b1 and beta's b2 cites g1 back (runs that draw on each other): g1 was
+    written after beta began, so the Fix, asked as memory stood then, cannot find it. It was
+    required all the same, and missed with no reason: FAIL on a step the test had hidden."""
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1.\n")
+    g1 = make_step("g1", statement="Hensel lifting of simple roots, the quartic case", parents=("beta/b1",))
+    workspace.add_run("gamma", [g1])
+    workspace.write_library(workspace.library()
+                            + [library_line("gamma", g1, inserted="2026-10-19T07:00:00Z")])
+    workspace.add_step("beta", make_step("b2", parents=("gamma/g1",)))
+    memory.index(progress=False)
+    report = reuse(memory.retriever, "beta")
+    assert [t.id for t in report.cited] == ["alpha/a1"] and report.after == ("gamma/g1",)
+    assert report.passed
+    code, text = cli(workspace.root, "eval", "reuse", "beta")
+    assert code == 0 and ("citing the run's own steps, so written after it began (not required): "
+                          "gamma/g1") in text.splitlines()
