@@ -48,12 +48,14 @@ def start_if_wanted(argv: list[str]) -> int | None:
         from mem_retrieval.configs import load_config
 
         config = load_config(root, Path(config_file) if config_file else None)
-        if not config.serve.auto or not _indexed(root, config) or not _claim(root / INDEX_DIR / STARTING):
+        if not config.serve.auto or not _indexed(root, config) or not _own(root / INDEX_DIR) \
+                or not _claim(root / INDEX_DIR / STARTING):
             return None
-        log = open(root / INDEX_DIR / LOG, "ab")
+        log = os.fdopen(os.open(root / INDEX_DIR / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                | getattr(os, "O_NOFOLLOW", 0), 0o600), "ab")
         try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
+            process = subprocess.Popen(  # -P: the workspace, its cwd, is not on its module path
+                [sys.executable, "-P", "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
                  "--idle-timeout", f"{config.serve.idle_timeout:g}", "--started"],
                 cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 env={k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}, close_fds=True)
@@ -62,6 +64,17 @@ def start_if_wanted(argv: list[str]) -> int | None:
         return process.pid
     except Exception:  # never let starting a helper spoil an answer already given
         return None
+
+
+def _own(folder: Path) -> bool:
+    """Whether ``folder`` (the workspace's ``.mem``) is this user's: a server is started only in
+    one. In another user's, it ran as this caller from their folder, its log a link of theirs to
+    a file of the caller's (appended to), its modules theirs (a ``queue.py`` in the workspace was
+    imported: the server's working folder was on its path, which ``-P`` now keeps off)."""
+    try:
+        return not hasattr(os, "getuid") or os.stat(folder).st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def _indexed(root: Path, config) -> bool:

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 
 SOCKET_NAME = "serve.sock"
@@ -142,13 +143,37 @@ def answers(path: str) -> bool:
     return True
 
 
+def _peer(conn: socket.socket, path: str) -> tuple[bool, int | None]:
+    """Whether the server on the other end of ``conn`` runs as this user, and its pid where the
+    system says (``SO_PEERCRED``): the socket file must be this user's, and so must the peer. A
+    server another local user runs on a workspace's socket was sent this caller's request and
+    environment (``AWS_*`` credentials), had its answer printed as the search's, and named a pid
+    that `--stop` and a retirement killed."""
+    if not hasattr(os, "getuid"):
+        return True, None
+    try:
+        if os.lstat(path).st_uid != os.getuid():
+            return False, None
+        if hasattr(socket, "SO_PEERCRED"):
+            pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                              struct.calcsize("3i")))
+            return uid == os.getuid(), pid
+    except OSError:
+        return False, None
+    return True, None
+
+
 def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict | None:
     """Send one request to the server at ``path`` and return its answer, or None when there is
-    no server there or it does not answer in time."""
+    no server there, it does not answer in time, or it is not this user's (``_peer``; nor when it
+    names a pid other than its own)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(CONNECT_TIMEOUT)
             conn.connect(path)
+            ours, pid = _peer(conn, path)
+            if not ours:
+                return None
             conn.settimeout(timeout)
             conn.sendall(json.dumps(request).encode("utf-8"))
             conn.shutdown(socket.SHUT_WR)
@@ -161,7 +186,9 @@ def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict 
         answer = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         return None
-    return answer if isinstance(answer, dict) else None
+    if not isinstance(answer, dict) or (pid is not None and "pid" in answer and answer["pid"] != pid):
+        return None
+    return answer
 
 
 def forward(argv: list[str]) -> int | None:

@@ -79,8 +79,7 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
     temporary folder) in a folder named by their hash (actors on one machine share it)."""
     from mem_retrieval.text.embed import ModelSpec
 
-    base = (root or Path(tempfile.gettempdir()) / f"mem-ray-models-{os.getuid()}") / pack["key"]  # a user's
-    # own: on a shared node another user's folder there cannot be written
+    base = (root or _own_folder(f"mem-ray-models-{os.getuid()}")) / pack["key"]
     _forget_old(base)
 
     def place(name: str, files: dict[str, bytes] | None) -> str | None:
@@ -98,6 +97,20 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
 
     model = place("model", pack["model_files"]) or pack["model"]
     return ModelSpec(model, place("export", pack["export"]), pack["quantized"])
+
+
+def _own_folder(name: str) -> Path:
+    """``name`` in this machine's temporary folder, made by this user and writable by no other
+    (``records.files.private``): the actors of one user share it. One someone else made first
+    (its name is predictable) may hold their model: then a fresh private folder of its own."""
+    from mem_retrieval.records.files import private
+
+    folder = Path(tempfile.gettempdir()) / name
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        pass
+    return folder if private(folder) else Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 def _forget_old(base: Path, days: float = 1.0) -> None:

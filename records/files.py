@@ -73,6 +73,31 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
         os.close(dir_fd)
 
 
+def private(path: Path, below: Path | None = None) -> bool:
+    """Whether ``path``, and each folder above it up to ``below`` (itself included), is this user's
+    own: no symbolic link, owned by this user, writable by no other user (by its group only when
+    that is the user's own group, as a umask of 002 leaves folders). A folder another local user
+    can write (a cache in a shared place, a folder in /tmp made first by someone else) may hold
+    their files: an export they planted was linked and loaded. True where the system has no users
+    (no ``os.getuid``)."""
+    from stat import S_ISLNK
+
+    if not hasattr(os, "getuid"):
+        return True
+    uid, gid = os.getuid(), os.getgid()
+    path, below = Path(path), Path(below) if below is not None else Path(path)
+    chain = [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]
+    try:
+        for part in chain:
+            found = os.lstat(part)
+            if (S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o002
+                    or (found.st_mode & 0o020 and found.st_gid != gid)):
+                return False
+    except OSError:
+        return False
+    return True
+
+
 def umask_modes(folder: Path) -> None:
     """Give every file under ``folder`` the mode a new file gets here (the umask's): a library
     saving through a temporary file leaves it 0600 (safetensors' weights), which another user

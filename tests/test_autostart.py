@@ -152,3 +152,61 @@ def test_a_call_a_live_server_declines_starts_no_other(ws):
     servers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _serves(p, ws.root)]
     assert len(servers) == 1 and ping(ws.root)["requests"] == 0
     assert "already answers" not in (ws.root / ".mem" / "serve.log").read_text()
+
+
+def test_the_started_server_imports_nothing_from_the_workspace(ws):
+    """The server ran with the workspace as its working folder and ``python -m``, which puts that
+    folder first on the module path: a ``queue.py`` there (anyone who can write the workspace) ran
+    as whoever searched it next. Started with ``-P``, it imports the standard library's."""
+    marker = ws.root.parent / "imported"
+    (ws.root / "queue.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                      "from importlib import import_module\n")
+    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
+    assert not marker.exists()
+
+
+def test_a_log_that_is_a_link_starts_no_server_and_is_not_written(ws):
+    """serve.log a symbolic link (another user's, in their workspace) to a file of the caller's:
+    the server's output was appended to it. The log is opened without following links."""
+    target = ws.root.parent / "mine.txt"
+    target.write_text("mine\n")
+    (ws.root / ".mem" / "serve.log").symlink_to(target)
+    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    time.sleep(3)
+    assert ping(ws.root) is None and target.read_text() == "mine\n"
+
+
+def test_a_server_naming_another_pid_is_not_believed(tmp_path):
+    """The CLI took the pid a server named in its ping and sent it SIGTERM (`serve --stop`, and a
+    retirement of a server of other code): whatever listened there could name any process. A server
+    naming a pid other than its own (the socket's peer) is no server."""
+    import socket
+    import threading
+
+    root = build_workspace(tmp_path / "ws").root
+    (root / ".mem").mkdir()
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(root / ".mem" / "serve.sock"))
+    listener.listen(4)
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(1 << 16)
+                conn.sendall(b'{"pid": %d, "requests": 0, "build": "x"}' % bystander.pid)
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        assert ping(root) is None
+        stopped = mem(root, "serve", "--stop", MEM_NO_SERVER="1")
+        assert stopped.returncode == 1 and "no server answers" in stopped.stderr
+        assert bystander.poll() is None  # alive
+    finally:
+        listener.close()
+        bystander.kill()

@@ -413,3 +413,40 @@ def test_an_ids_candidates_are_every_cut_of_its_punctuation_up_to_a_bound(lead, 
     assert not core or core in bounded  # all punctuation cut: the id itself
     word = "(" * 300 + "A5-7" + ")" * 300
     assert "A5-7" in id_candidates(word) and len(id_candidates(word)) == (2 * EDGE_CUTS + 2) ** 2
+
+
+# ------------------------------------------------------------- folders other local users can write
+
+def test_a_folder_is_private_only_when_no_other_user_can_write_it(tmp_path):
+    from mem_retrieval.records.files import private
+
+    top = tmp_path / "cache"
+    (top / "models" / "export").mkdir(parents=True)
+    for mode, ours in [(0o755, True), (0o700, True), (0o775, True), (0o777, False), (0o757, False)]:
+        (top / "models").chmod(mode)  # 0o775: the user's own group (a umask of 002)
+        assert private(top / "models" / "export", top) is ours, oct(mode)
+    (top / "models").chmod(0o755)
+    (tmp_path / "link").symlink_to(top)
+    assert private(top) and not private(tmp_path / "link")
+    if os.getuid() == 0:  # another owner: only root can make one
+        os.chown(top / "models", 12345, -1)
+        assert not private(top / "models" / "export", top)
+
+
+def test_the_ray_actors_model_folder_is_never_one_another_user_made_first(tmp_path, monkeypatch):
+    """/tmp/mem-ray-models-<uid> has a predictable name: another user could make it first, world
+    writable, with their model in it, and the actors loaded it. Such a folder is passed over for a
+    fresh private one."""
+    import tempfile
+
+    from mem_retrieval.indexers.distributed import _own_folder
+    from mem_retrieval.records.files import private
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = _own_folder("mem-ray-models-x")
+    assert mine == tmp_path / "mem-ray-models-x" and private(mine)
+    planted = tmp_path / "mem-ray-models-y"
+    planted.mkdir()
+    planted.chmod(0o777)
+    other = _own_folder("mem-ray-models-y")
+    assert other != planted and other.parent == tmp_path and private(other)

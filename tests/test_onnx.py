@@ -124,6 +124,30 @@ def test_a_new_index_links_the_export_from_the_users_cache(example, onnx_export,
 
 
 @pytest.mark.slow
+def test_a_cache_another_user_can_write_is_neither_read_nor_written(example, onnx_export, tmp_path,
+                                                                     monkeypatch):
+    """A MEM_CACHE_DIR in a shared place, writable by others: an export planted there with a
+    manifest of matching sizes was linked and loaded (every vector search scored 1.000). Such a
+    cache is passed over: the model is exported afresh, and nothing is written there."""
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import place_export
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MEM_CACHE_DIR", str(cache))
+    entry = _cache_entry(cache, onnx_export)
+    entry.parent.mkdir(parents=True)
+    shutil.copytree(onnx_export, entry, copy_function=os.link)
+    cache.chmod(0o777)
+    out = tmp_path / "index" / "models" / onnx_export.name
+    assert place_export(model_dir(example.config.model.package), out, True, _whole) == "exported"
+    assert _whole(out) is None
+    assert all((out / p.name).stat().st_ino != p.stat().st_ino for p in entry.iterdir())  # not linked
+    cache.chmod(0o755)
+    shutil.rmtree(out)
+    assert place_export(model_dir(example.config.model.package), out, True, _whole) == "cache"
+
+
+@pytest.mark.slow
 def test_a_damaged_cache_entry_is_exported_again_and_replaced(example, onnx_export, tmp_path, monkeypatch):
     from mem_retrieval.text.embed import model_dir
     from mem_retrieval.text.onnx import INT8, place_export, sha256_file

@@ -31,7 +31,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mem_retrieval.records.files import replace_folder
+from mem_retrieval.records.files import private, replace_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,11 +99,15 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
     through the cache. Files are hard-linked (copied across file systems): an export is never
     written in place, only replaced whole, so sharing its files is safe. Not ``shared`` (a tuned
     copy's export, which serves its own index alone), the cache is neither read nor written: each
-    `mem tune` left 131 MB there for good. Returns "cache" or "exported"."""
+    `mem tune` left 131 MB there for good. A cache another user can write (``records.files.private``:
+    a ``MEM_CACHE_DIR`` in a shared place) is neither read nor written: its sizes-only manifest let
+    a planted model be linked and loaded. Returns "cache" or "exported"."""
     root = cache_dir() if shared else None
+    if root is not None and root.exists() and not private(root):  # another user may write there
+        root = None
     cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
     try:
-        if cached is not None and cached.is_dir() and problem(cached) is None:
+        if cached is not None and cached.is_dir() and private(cached, root) and problem(cached) is None:
             _link_tree(cached, out)
             if problem(out) is None:
                 return "cache"
