@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import threading
 import traceback
@@ -225,11 +226,39 @@ def _stop_on_interrupt(tools: Tools) -> None:
         signal.signal(number, interrupted)
 
 
+TOKEN_ENV = "MEM_MCP_TOKEN"  # the bearer token `mem mcp --http` asks of clients (default: a new one)
+
+
+def guarded(app, token: str):
+    """``app`` (ASGI) answering only requests that carry ``Authorization: Bearer TOKEN``; others get
+    401. Loopback is every local user's: without it any of them read and wrote this workspace's
+    memory (`core_set`, `archive_insert`, `record`) as the user who started the server."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    async def answer(scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b"mem mcp: send Authorization: Bearer <the token it printed at start>\n"})
+                return
+        await app(scope, receive, send)
+
+    return answer
+
+
 def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     """Answer clients over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (loopback only; port 0
     picks a free one) until SIGTERM/SIGINT; the exit status, 128 + the signal's number (as over
-    stdio: uvicorn's own shutdown returned, and the process exited 0). ``on_ready(url)`` is called
-    once it listens."""
+    stdio: uvicorn's own shutdown returned, and the process exited 0). Each request carries the
+    bearer token (``$MEM_MCP_TOKEN``, else a new random one: ``guarded``). ``on_ready(url, token)``
+    is called once it listens."""
+    import secrets
+
     import socket
 
     import uvicorn
@@ -245,9 +274,10 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     if not lazy:
         tools.warm()
-    app = server.streamable_http_app(host="127.0.0.1")
+    token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
+    app = guarded(server.streamable_http_app(host="127.0.0.1"), token)
     listener.listen(128)
-    on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
+    on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", token)
     logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     signals: list[int] = []

@@ -357,12 +357,12 @@ async def test_mem_mcp_over_stdio_lists_calls_each_tool_and_gets_the_clis_hits(s
 
 
 @contextlib.contextmanager
-def http_server(root: Path, log_path: Path):
-    """`mem mcp --http 0` on ``root`` as a subprocess, its stderr in ``log_path``: yields the process
-    and the line it prints when it listens; stops it after."""
+def http_server(root: Path, log_path: Path, **env: str):
+    """`mem mcp --http 0` on ``root`` as a subprocess (``env`` added to its environment), its stderr
+    in ``log_path``: yields the process and the line it prints when it listens; stops it after."""
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "--json", "mcp",
-                             "--http", "0"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                             "--http", "0"], cwd=ROOT, env=server_env() | env, stdout=subprocess.PIPE,
                             stderr=log, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 120)
@@ -389,7 +389,7 @@ def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
         port = busy.getsockname()[1]
         try:
             with pytest.raises(Refused, match=rf"^cannot listen on 127\.0\.0\.1:{port}: "):
-                serve_http(tools, port, on_ready=lambda url: pytest.fail(f"listening at {url}"))
+                serve_http(tools, port, on_ready=lambda url, token: pytest.fail(f"listening at {url}"))
         finally:
             for number, handler in handlers.items():  # serve_http took them over
                 signal.signal(number, handler)
@@ -411,6 +411,7 @@ def test_mem_mcp_over_http_exits_on_a_signal_with_its_status(served, tmp_path, s
 @pytest.mark.anyio
 async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_leaves(served, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     with http_server(served, tmp_path / "server.err") as (proc, data):
         jsonschema.validate(data, output_schema("mcp"))
@@ -418,7 +419,8 @@ async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url) and data["pid"] == proc.pid
 
         async def one_session(calls):
-            async with streamable_http_client(url) as (read, write):
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {data['token']}"})
+            async with client, streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     return [outcome(await session.call_tool(*call)) for call in calls]
@@ -445,6 +447,29 @@ async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_
 
 
 @pytest.mark.slow
+def test_mem_mcp_over_http_answers_only_requests_carrying_its_token(served, tmp_path):
+    """Loopback is every local user's: without a token, any of them called the tools of the
+    workspace of the user who started the server, `core_set` included. A request without the
+    token printed at start, or with another, gets 401 and reaches no tool; $MEM_MCP_TOKEN sets it."""
+    import urllib.error
+    import urllib.request
+
+    call = {"name": "core_set", "arguments": {"run": "satake-two-levels", "field": "next", "text": "x"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode()
+    core = (served / "satake-two-levels" / "memory" / "core.md").read_text()
+    with http_server(served, tmp_path / "server.err", MEM_MCP_TOKEN="s3cret-token") as (proc, data):
+        assert data["token"] == "s3cret-token"
+        for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-token"}):
+            request = urllib.request.Request(data["url"], body, method="POST", headers={
+                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                **header})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 401, header
+    assert (served / "satake-two-levels" / "memory" / "core.md").read_text() == core
+
+
+@pytest.mark.slow
 def test_a_client_leaving_mid_request_is_not_logged_as_a_server_error(served, tmp_path):
     """A client that goes away while the server reads its request (what the leaver above can do): the
     SDK logged starlette's ClientDisconnect with a traceback, as if the server had failed."""
@@ -455,6 +480,7 @@ def test_a_client_leaving_mid_request_is_not_logged_as_a_server_error(served, tm
         port = int(data["url"].rsplit(":", 1)[1].split("/")[0])
         with socket.create_connection(("127.0.0.1", port)) as sock:   # 10 of the 1000 bytes it announces
             sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                         f"Authorization: Bearer {data['token']}\r\n"
                          "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
                          'Content-Length: 1000\r\n\r\n{"jsonrpc"'.encode())
             time.sleep(0.5)

@@ -51,8 +51,9 @@ def serve(args, ctx) -> int:
         serve_stdio(tools, lazy=args.lazy)
         return 0
 
-    def ready(url: str) -> None:
-        ctx.emit({"url": url, "pid": os.getpid()}, f"mem mcp: ready on {url} (pid {os.getpid()})")
+    def ready(url: str, token: str) -> None:
+        ctx.emit({"url": url, "pid": os.getpid(), "token": token},
+                 f"mem mcp: ready on {url} (pid {os.getpid()}); clients send Authorization: Bearer {token}")
         ctx.out.flush()
 
     return serve_http(tools, args.http, ready, lazy=args.lazy)
