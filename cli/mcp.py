@@ -235,12 +235,12 @@ def guarded(app, token: str):
     memory (`core_set`, `archive_insert`, `record`) as the user who started the server."""
     import hmac
 
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def answer(scope, receive, send):
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            scheme, _, given = dict(scope.get("headers") or []).get(b"authorization", b"").partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), expected):
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
                 await send({"type": "http.response.body",

@@ -102,15 +102,22 @@ def unpack_model(pack: dict[str, Any], root: Path | None = None):
 def _own_folder(name: str) -> Path:
     """``name`` in this machine's temporary folder, made by this user and writable by no other
     (``records.files.private``): the actors of one user share it. One someone else made first
-    (its name is predictable) may hold their model: then a fresh private folder of its own."""
+    (its name is predictable) may hold their model: then the user's export cache's ``name``
+    (``text.onnx.cache_dir``), and only where that is not the user's own either, a fresh
+    temporary folder (each actor then unpacks its own copy there)."""
     from mem_retrieval.records.files import private
+    from mem_retrieval.text.onnx import cache_dir
 
-    folder = Path(tempfile.gettempdir()) / name
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-    except OSError:
-        pass
-    return folder if private(folder) else Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    cache = cache_dir()
+    temporary = Path(tempfile.gettempdir()) / name
+    for folder, below in ((temporary, temporary), *([(cache / name, cache)] if cache is not None else [])):
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if private(folder, below):
+            return folder
+    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 def _forget_old(base: Path, days: float = 1.0) -> None:

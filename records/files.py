@@ -75,27 +75,40 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
 
 def private(path: Path, below: Path | None = None) -> bool:
     """Whether ``path``, and each folder above it up to ``below`` (itself included), is this user's
-    own: no symbolic link, owned by this user, writable by no other user (by its group only when
-    that is the user's own group, as a umask of 002 leaves folders). A folder another local user
-    can write (a cache in a shared place, a folder in /tmp made first by someone else) may hold
-    their files: an export they planted was linked and loaded. True where the system has no users
-    (no ``os.getuid``)."""
+    own: no symbolic link, owned by this user, writable by no one else, its group included (where
+    users share a group, a group-writable folder is theirs too). A folder another local user can
+    write (a cache in a shared place, a folder in /tmp made first by someone else) may hold their
+    files: an export they planted was linked and loaded. ``seal`` makes a folder of one's own so.
+    True where the system has no users (no ``os.getuid``)."""
     from stat import S_ISLNK
 
     if not hasattr(os, "getuid"):
         return True
-    uid, gid = os.getuid(), os.getgid()
+    uid = os.getuid()
     path, below = Path(path), Path(below) if below is not None else Path(path)
     chain = [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]
     try:
         for part in chain:
             found = os.lstat(part)
-            if (S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o002
-                    or (found.st_mode & 0o020 and found.st_gid != gid)):
+            if S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o022:
                 return False
     except OSError:
         return False
     return True
+
+
+def seal(path: Path, below: Path | None = None) -> None:
+    """Take the group's and others' write permission off ``path`` and each folder above it up to
+    ``below`` (a umask of 002 leaves them group-writable), where this user owns them: what
+    ``private`` asks of a folder it trusts."""
+    path, below = Path(path), Path(below) if below is not None else Path(path)
+    for part in [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]:
+        try:
+            found = os.lstat(part)
+            if hasattr(os, "getuid") and found.st_uid == os.getuid() and found.st_mode & 0o022:
+                os.chmod(part, found.st_mode & 0o7755)
+        except OSError:
+            pass
 
 
 def umask_modes(folder: Path) -> None:

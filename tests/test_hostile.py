@@ -418,14 +418,18 @@ def test_an_ids_candidates_are_every_cut_of_its_punctuation_up_to_a_bound(lead, 
 # ------------------------------------------------------------- folders other local users can write
 
 def test_a_folder_is_private_only_when_no_other_user_can_write_it(tmp_path):
-    from mem_retrieval.records.files import private
+    from mem_retrieval.records.files import private, seal
 
     top = tmp_path / "cache"
     (top / "models" / "export").mkdir(parents=True)
-    for mode, ours in [(0o755, True), (0o700, True), (0o775, True), (0o777, False), (0o757, False)]:
-        (top / "models").chmod(mode)  # 0o775: the user's own group (a umask of 002)
+    for mode, ours in [(0o755, True), (0o700, True), (0o775, False), (0o777, False), (0o757, False)]:
+        (top / "models").chmod(mode)  # 0o775: a group may be every user's (useradd -N)
         assert private(top / "models" / "export", top) is ours, oct(mode)
-    (top / "models").chmod(0o755)
+    (top / "models" / "export").chmod(0o775)  # a umask of 002 leaves folders so: seal mends them
+    seal(top / "models" / "export", top)
+    assert private(top / "models" / "export", top)
+    assert [oct((top / p).stat().st_mode & 0o777) for p in ("", "models", "models/export")] == [
+        oct(0o755)] * 3
     (tmp_path / "link").symlink_to(top)
     assert private(top) and not private(tmp_path / "link")
     if os.getuid() == 0:  # another owner: only root can make one
@@ -448,5 +452,8 @@ def test_the_ray_actors_model_folder_is_never_one_another_user_made_first(tmp_pa
     planted = tmp_path / "mem-ray-models-y"
     planted.mkdir()
     planted.chmod(0o777)
+    monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path / "cache"))  # the user's own: used next
+    assert _own_folder("mem-ray-models-y") == tmp_path / "cache" / "mem-ray-models-y"
+    monkeypatch.setenv("MEM_CACHE_DIR", "off")  # none: a fresh temporary folder
     other = _own_folder("mem-ray-models-y")
     assert other != planted and other.parent == tmp_path and private(other)

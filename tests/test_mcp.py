@@ -466,7 +466,14 @@ def test_mem_mcp_over_http_answers_only_requests_carrying_its_token(served, tmp_
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=30)
             assert refused.value.code == 401, header
-    assert (served / "satake-two-levels" / "memory" / "core.md").read_text() == core
+        assert (served / "satake-two-levels" / "memory" / "core.md").read_text() == core
+        request = urllib.request.Request(data["url"], body, method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": "bearer s3cret-token"})  # the scheme is case-insensitive (RFC 9110)
+        try:
+            urllib.request.urlopen(request, timeout=30).close()
+        except urllib.error.HTTPError as answered:
+            assert answered.code != 401
 
 
 @pytest.mark.slow

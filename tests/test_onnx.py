@@ -124,11 +124,13 @@ def test_a_new_index_links_the_export_from_the_users_cache(example, onnx_export,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", [0o777, 0o775])
 def test_a_cache_another_user_can_write_is_neither_read_nor_written(example, onnx_export, tmp_path,
-                                                                     monkeypatch):
-    """A MEM_CACHE_DIR in a shared place, writable by others: an export planted there with a
-    manifest of matching sizes was linked and loaded (every vector search scored 1.000). Such a
-    cache is passed over: the model is exported afresh, and nothing is written there."""
+                                                                     monkeypatch, mode):
+    """A MEM_CACHE_DIR in a shared place, writable by others (or by its group, which may be every
+    user's): an export planted there with a manifest of matching sizes was linked and loaded
+    (every vector search scored 1.000). Such a cache is passed over: the model is exported
+    afresh, and nothing is written there."""
     from mem_retrieval.text.embed import model_dir
     from mem_retrieval.text.onnx import place_export
 
@@ -137,7 +139,7 @@ def test_a_cache_another_user_can_write_is_neither_read_nor_written(example, onn
     entry = _cache_entry(cache, onnx_export)
     entry.parent.mkdir(parents=True)
     shutil.copytree(onnx_export, entry, copy_function=os.link)
-    cache.chmod(0o777)
+    cache.chmod(mode)
     out = tmp_path / "index" / "models" / onnx_export.name
     assert place_export(model_dir(example.config.model.package), out, True, _whole) == "exported"
     assert _whole(out) is None
@@ -145,6 +147,27 @@ def test_a_cache_another_user_can_write_is_neither_read_nor_written(example, onn
     cache.chmod(0o755)
     shutil.rmtree(out)
     assert place_export(model_dir(example.config.model.package), out, True, _whole) == "cache"
+
+
+@pytest.mark.slow
+def test_the_users_own_cache_is_used_under_a_umask_of_002_and_through_a_link(example, tmp_path, monkeypatch):
+    """What the check of other users' write must not refuse: a cache written under a umask of 002
+    (its folders group-writable, then sealed) is read by the next index, and so is a cache whose
+    folder is a link of the user's own to a folder elsewhere (``~/.cache/mem_retrieval -> /scratch``)."""
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import place_export
+
+    elsewhere = tmp_path / "scratch" / "cache"
+    elsewhere.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(elsewhere)
+    monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path / "link"))
+    previous = os.umask(0o002)
+    try:
+        first = place_export(model_dir(example.config.model.package), tmp_path / "a" / "onnx-x", True, _whole)
+    finally:
+        os.umask(previous)
+    second = place_export(model_dir(example.config.model.package), tmp_path / "b" / "onnx-x", True, _whole)
+    assert (first, second) == ("exported", "cache")
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mem_retrieval.records.files import private, replace_folder
+from mem_retrieval.records.files import private, replace_folder, seal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,7 +103,12 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
     a ``MEM_CACHE_DIR`` in a shared place) is neither read nor written: its sizes-only manifest let
     a planted model be linked and loaded. Returns "cache" or "exported"."""
     root = cache_dir() if shared else None
-    if root is not None and root.exists() and not private(root):  # another user may write there
+    try:
+        if root is not None and root.exists():
+            root = root.resolve()  # a link of the user's own to a folder elsewhere is that folder
+            if not private(root):  # another user may write there
+                root = None
+    except OSError:  # a name too long, a folder not ours: no cache
         root = None
     cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
     try:
@@ -117,6 +122,7 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
     if cached is not None:
         try:
             _link_tree(out, cached)
+            seal(cached, root)  # under a umask of 002 it was group-writable: not read again
         except OSError:
             pass  # a cache that cannot be written costs only the next export
     return "exported"
