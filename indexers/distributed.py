@@ -103,8 +103,8 @@ def _own_folder(name: str) -> Path:
     """``name`` in this machine's temporary folder, made by this user and writable by no other
     (``records.files.private``): the actors of one user share it. One someone else made first
     (its name is predictable) may hold their model: then the user's export cache's ``name``
-    (``text.onnx.cache_dir``), and only where that is not the user's own either, a fresh
-    temporary folder (each actor then unpacks its own copy there)."""
+    (``text.onnx.cache_dir``); where neither is the user's own, PermissionError naming them (a
+    fresh temporary folder a run would be left behind by every actor of every run)."""
     from mem_retrieval.records.files import private
     from mem_retrieval.text.onnx import cache_dir
 
@@ -117,7 +117,9 @@ def _own_folder(name: str) -> Path:
             continue
         if private(folder, below):
             return folder
-    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    other = "" if cache is None else f", nor is {cache / name}"
+    raise PermissionError(f"{temporary} is not a folder of this user's own (another user made it, or "
+                          f"a file stands there){other}: set TMPDIR or MEM_CACHE_DIR to one")
 
 
 def _forget_old(base: Path, days: float = 1.0) -> None:

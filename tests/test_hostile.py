@@ -439,8 +439,8 @@ def test_a_folder_is_private_only_when_no_other_user_can_write_it(tmp_path):
 
 def test_the_ray_actors_model_folder_is_never_one_another_user_made_first(tmp_path, monkeypatch):
     """/tmp/mem-ray-models-<uid> has a predictable name: another user could make it first, world
-    writable, with their model in it, and the actors loaded it. Such a folder is passed over for a
-    fresh private one."""
+    writable, with their model in it, and the actors loaded it. Such a folder is passed over for
+    the export cache's; without one of the user's own, the run stops saying so."""
     import tempfile
 
     from mem_retrieval.indexers.distributed import _own_folder
@@ -454,6 +454,6 @@ def test_the_ray_actors_model_folder_is_never_one_another_user_made_first(tmp_pa
     planted.chmod(0o777)
     monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path / "cache"))  # the user's own: used next
     assert _own_folder("mem-ray-models-y") == tmp_path / "cache" / "mem-ray-models-y"
-    monkeypatch.setenv("MEM_CACHE_DIR", "off")  # none: a fresh temporary folder
-    other = _own_folder("mem-ray-models-y")
-    assert other != planted and other.parent == tmp_path and private(other)
+    monkeypatch.setenv("MEM_CACHE_DIR", "off")  # none: said, not a temporary folder left a run
+    with pytest.raises(PermissionError, match="mem-ray-models-y is not a folder of this user's own"):
+        _own_folder("mem-ray-models-y")

@@ -159,13 +159,14 @@ def test_an_actors_error_is_one_line_and_stdout_holds_only_the_json(tmp_path, on
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     (scratch / f"mem-ray-models-{os.getuid()}").write_text("not a folder")
-    env = os.environ | {"TMPDIR": str(scratch), "RAY_TMPDIR": str(Path("/tmp") / f"mem-re-{os.getpid()}")}
+    env = os.environ | {"TMPDIR": str(scratch), "RAY_TMPDIR": str(Path("/tmp") / f"mem-re-{os.getpid()}"),
+                        "MEM_CACHE_DIR": "off"}  # no cache's folder to fall back on
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "--json",
                            "index", "--engine", "ray", "--workers", "2", "--no-progress"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1 and len(done.stdout.splitlines()) == 1, done.stdout[-2000:]
     error = json.loads(done.stdout)["error"]
-    assert error.startswith("an embedding actor of Ray failed: NotADirectoryError: ")
+    assert error.startswith("an embedding actor of Ray failed: PermissionError: ")
     assert "mem-ray-models-" in error
     assert "Traceback" not in done.stderr
 
