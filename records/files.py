@@ -85,10 +85,8 @@ def private(path: Path, below: Path | None = None) -> bool:
     if not hasattr(os, "getuid"):
         return True
     uid = os.getuid()
-    path, below = Path(path), Path(below) if below is not None else Path(path)
-    chain = [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]
     try:
-        for part in chain:
+        for part in _up_to(path, below):
             found = os.lstat(part)
             if S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o022:
                 return False
@@ -97,12 +95,18 @@ def private(path: Path, below: Path | None = None) -> bool:
     return True
 
 
+def _up_to(path: Path, below: Path | None) -> list[Path]:
+    """``path`` and each folder above it up to ``below`` (itself included; None: ``path`` alone)."""
+    path = Path(path)
+    below = Path(below) if below is not None else path
+    return [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]
+
+
 def seal(path: Path, below: Path | None = None) -> None:
     """Take the group's and others' write permission off ``path`` and each folder above it up to
     ``below`` (a umask of 002 leaves them group-writable), where this user owns them: what
     ``private`` asks of a folder it trusts."""
-    path, below = Path(path), Path(below) if below is not None else Path(path)
-    for part in [path, *[parent for parent in path.parents if parent.is_relative_to(below)]]:
+    for part in _up_to(path, below):
         try:
             found = os.lstat(part)
             if hasattr(os, "getuid") and found.st_uid == os.getuid() and found.st_mode & 0o022:

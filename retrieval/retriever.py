@@ -178,8 +178,7 @@ class Retriever:
         """The keys of the other runs' steps written after ``run`` began, as their links date
         them: each cites one of its steps, directly or through others (``CitationGraph.before_run``,
         what ``ArchiveQuery.hide_run`` hides)."""
-        graph = self.searcher.graph()
-        return frozenset(graph.before_run(run).keys) if graph is not None else frozenset()
+        return frozenset(self.searcher.before_run(run).keys)
 
     # ---- archive_search
     @_reads_index

@@ -165,6 +165,7 @@ class Searcher:
         self._id_map: IdMap | None = None
         self._id_lookups = 0
         self._graph: CitationGraph | None = None
+        self._before_runs: dict[str, Hidden] = {}  # run -> before_run(run), of this table version
         self._logged: dict[str, int] | None = None
         self._shapes: frozenset[str] | None = None
         self._lock = threading.Lock()
@@ -310,12 +311,17 @@ class Searcher:
         without a graph, the run's steps alone)."""
         if query.hide is not None:
             return self.before(query.hide)
-        if query.hide_run is None:
-            return None
-        graph = self.graph()
-        if graph is None:
-            return Hidden((), store.key(query.hide_run), -1)
-        return graph.before_run(query.hide_run)
+        return None if query.hide_run is None else self.before_run(query.hide_run)
+
+    def before_run(self, run: str) -> Hidden:
+        """What hiding ``run`` hides (``CitationGraph.before_run``; the run's steps alone without a
+        graph), worked out once a searcher: the reuse test asks it of each Fix probe and of the
+        steps it requires."""
+        if run not in self._before_runs:
+            graph = self.graph()
+            self._before_runs[run] = (graph.before_run(run) if graph is not None
+                                      else Hidden((), store.key(run), -1))
+        return self._before_runs[run]
 
     def graph(self) -> CitationGraph | None:
         """The citation graph of the pinned steps table (read on first use)."""

@@ -28,6 +28,13 @@ def step_line(workspace, run: str, step_id: str) -> int:
     return lines.index(f'   "id": "{step_id}",')  # 0-based index of "id" = 1-based line of "{"
 
 
+def says_proved(workspace, step_id: str, lines) -> list[str]:
+    """The M1 errors of core.md ``lines`` claiming alpha's open step ``step_id`` proved."""
+    line = step_line(workspace, "alpha", step_id)
+    return [f"alpha/memory/core.md:{n}: M1: W says {step_id} proved, alpha/tree.json:{line} says open"
+            for n in lines]
+
+
 def found(out: str) -> list[str]:
     """The violation lines of `mem check` output (the last line is the summary)."""
     return out.splitlines()[:-1]
@@ -54,9 +61,7 @@ def test_m1_reads_an_id_in_markdown_emphasis(workspace, mem):
     workspace.write_core("alpha", "## phase       x\n## portfolio   **a4** proved\n## open gaps   *a4* proved\n"
                                   "## next        audit a2\n## inputs      a1\n")
     code, out, _ = mem("check")
-    line = step_line(workspace, "alpha", "a4")
-    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
-                                        f"alpha/tree.json:{line} says open" for n in (2, 3)]
+    assert code == 1 and found(out) == says_proved(workspace, "a4", (2, 3))
 
 
 def test_m1_reads_an_id_and_a_status_as_an_agent_types_them(workspace, mem):
@@ -67,21 +72,17 @@ def test_m1_reads_an_id_and_a_status_as_an_agent_types_them(workspace, mem):
     or hyphenated prose (`sub-lemma`, beside ids such as `chain-rule`) is none."""
     workspace.add_step("alpha", make_step("a-4", status="open"))
     workspace.add_step("alpha", make_step("Čech-1", status="open"))
-    line = step_line(workspace, "alpha", "a-4")
     typed = ["a\u20114 proved", "a\u20134 proved", "\uff41-\uff14 proved", "a-\u200b4 proved",
              "a-4 \uff50\uff52\uff4f\uff56\uff45\uff44"]
     for text in typed:
         workspace.write_core("alpha", f"## phase       x\n## portfolio   {text}\n## open gaps   y\n"
                                       "## next        z\n## inputs      w\n")
         code, out, _ = mem("check")
-        assert code == 1 and found(out) == [f"alpha/memory/core.md:2: M1: W says a-4 proved, "
-                                            f"alpha/tree.json:{line} says open"], text
+        assert code == 1 and found(out) == says_proved(workspace, "a-4", (2,)), text
     workspace.write_core("alpha", "## phase       x\n## portfolio   \u010cech-1 proved\n"
                                   "## open gaps   C\u030cech-1 proved\n## next        z\n## inputs      w\n")
     code, out, _ = mem("check")
-    line = step_line(workspace, "alpha", "Čech-1")
-    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says Čech-1 proved, "
-                                        f"alpha/tree.json:{line} says open" for n in (2, 3)]
+    assert code == 1 and found(out) == says_proved(workspace, "Čech-1", (2, 3))
     workspace.add_step("alpha", make_step("chain-rule", status="open"))  # ids shaped as prose words
     workspace.write_core("alpha", "## phase       x\n## portfolio   a-44 proved; A-4 is stale\n"
                                   "## open gaps   this is proved; the sub-lemma is open\n"
@@ -107,9 +108,7 @@ def test_m1_reads_a_status_after_linking_words(workspace, mem):
                                   "proved? As soon as a4 is proved, audit; a4: proved? a4: if proved, go\n"
                                   "## inputs      a4 was then proved\n")
     code, out, _ = mem("check")
-    line = step_line(workspace, "alpha", "a4")
-    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
-                                        f"alpha/tree.json:{line} says open" for n in (1, 2, 3)]
+    assert code == 1 and found(out) == says_proved(workspace, "a4", (1, 2, 3))
     assert "(4 status claims)" in out.splitlines()[-1]  # a1 is proved: right, and counted
 
 
@@ -121,9 +120,7 @@ def test_m1_reads_each_item_of_a_line_whose_items_are_separated_by_dots(workspac
                                   "## next        audit a2 once a1 is proved · a4 proved\n"
                                   "## inputs      a4 proved • is a2 refuted?\n")
     code, out, _ = mem("check")
-    line = step_line(workspace, "alpha", "a4")
-    assert code == 1 and found(out) == [f"alpha/memory/core.md:{n}: M1: W says a4 proved, "
-                                        f"alpha/tree.json:{line} says open" for n in (4, 5)]
+    assert code == 1 and found(out) == says_proved(workspace, "a4", (4, 5))
 
 
 def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
