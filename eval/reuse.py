@@ -51,6 +51,7 @@ class Reuse:
     cut: str = ""                        # what the library is taken as of ("" : as it stands)
     no_start: bool = False               # runs_before asked, but the run has no event to start it
     after: tuple[str, ...] = ()          # cited steps that cite the run (written after it began)
+    undated: tuple[str, ...] = ()        # cited library steps with no insertion time, asked as of a cut
 
     @property
     def recall(self) -> float | None:
@@ -75,7 +76,7 @@ class Reuse:
                 "queries": [p.as_dict() for p in self.probes],
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
                 "not_cited": list(self.not_cited), "unresolved": list(self.unresolved),
-                "later": list(self.later), "cut": self.cut or None,
+                "later": list(self.later), "undated": list(self.undated), "cut": self.cut or None,
                 "start_unknown": self.no_start, "after_run": list(self.after)}
 
     def text(self) -> str:
@@ -93,10 +94,13 @@ class Reuse:
             lines.append(f"global ids in briefs naming no step (not required): {', '.join(self.unresolved)}")
         if self.later:
             lines.append(f"inserted in the library after that (not required): {', '.join(self.later)}")
+        if self.undated:
+            lines.append("in the library with no insertion time, so not dated before that (not required): "
+                         + ", ".join(self.undated))
         if self.after:
             lines.append("citing the run's own steps, so written after it began (not required): "
                          + ", ".join(self.after))
-        by = " inserted by then" if self.later else " written before it began" if self.after else ""
+        by = " inserted by then" if self.later or self.undated else " written before it began" if self.after else ""
         recall = (f"n/a (it cites no library step{by})"
                   if self.recall is None else f"{self.recall:.2f}")
         found = len(self.cited) - len(self.missed)
@@ -180,7 +184,8 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     entries inserted before the run started are required (``derived.inserted_before``, as the
     per-step test counts them), and only they are candidates; with ``until`` (and ``cut``, the
     search's form of it), only those inserted by then, and the search answers as memory stood
-    then. Cited entries inserted later are listed, not required."""
+    then. Cited entries inserted later are listed, not required, as are those with no insertion
+    time when a cut is asked (nothing dates them before it)."""
     check_pages(pages)
     ws = memory.workspace
     start = run_start(ws, run) if runs_before else None
@@ -196,11 +201,11 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     library = {entry.gid: entry for entry in ws.library()}
     found = citations(memory, run)
     written_after = memory.written_after(run)  # what the Fix cannot see: not required of it
-    targets, later, after = [], [], []
+    targets, later, after, undated = [], [], [], []
     for gid, how in found.cited.items():
         entry = library.get(gid)
         if entry is not None and not inserted_before(entry.inserted, start, until):
-            later.append(gid)
+            (later if entry.inserted else undated).append(gid)
             continue
         if key(gid) in written_after:
             after.append(gid)
@@ -220,7 +225,7 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
                  tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when),
-                 runs_before and start is None, tuple(after))
+                 runs_before and start is None, tuple(after), tuple(undated))
 
 
 def left_out(ontology, setting: str | None, step, whose: str) -> str:

@@ -178,10 +178,18 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
 # 24:00, the end of a day (the next one's 00:00)
 _ORDINAL = re.compile(r"(\d{4})-?(\d{3})(?=[T ]|$)")
 _END_OF_DAY = re.compile(r"(?<=[T ])24(?::?00(?::?00(?:[.,]0+)?)?)?(?=[Zz+-]|$)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# a date alone, perhaps with a zone: calendar (extended, basic), week or ordinal
+_DATE_ALONE = re.compile(r"(\d{4}(?:-\d\d-\d\d|\d{4}|-W\d\d-\d|W\d{3}|-?\d{3}))(Z|z|[+-]\d\d(?::?\d\d)?)?")
 
 
 def iso_time(value: str) -> datetime:
-    """``value`` as datetime.fromisoformat reads it, with the ordinal date and 24:00 too."""
+    """``value`` as datetime.fromisoformat reads it, with the ordinal date and 24:00 too; a date
+    with a zone and no time is refused (fromisoformat reads ``2026-10-17+05:30`` as 05:30 that
+    day, without a zone)."""
+    alone = _DATE_ALONE.fullmatch(value)
+    if alone and alone[2]:
+        raise ValueError(f"{value!r} is a date with a zone and no time")
     ordinal = _ORDINAL.match(value)
     if ordinal:
         day = datetime.strptime(f"{ordinal[1]}-{ordinal[2]}", "%Y-%j").date()
@@ -199,17 +207,35 @@ def iso_time(value: str) -> datetime:
 
 
 def micros(stamp: datetime) -> int:
-    """``stamp`` in epoch microseconds, the index's time columns (``ts``, ``named_ts``…)."""
-    return int(stamp.timestamp() * 1_000_000)
+    """``stamp`` in epoch microseconds, the index's time columns (``ts``, ``named_ts``…), exactly:
+    through a float (``timestamp() * 1e6``) two instants a microsecond apart read as one in some
+    years (2004–05, 2038–39). A time without a zone is local, as ``timestamp()`` takes it."""
+    if stamp.tzinfo is None:
+        stamp = stamp.astimezone()
+    return (stamp - _EPOCH) // timedelta(microseconds=1)
+
+
+def date_alone(value: str) -> str | None:
+    """The time to write for ``value`` when it is a date alone, with or without a zone (its
+    midnight, e.g. ``2026-10-17T00:00Z``), else None: a time here needs its time of day and zone."""
+    alone = _DATE_ALONE.fullmatch(value)
+    return f"{alone[1]}T00:00{alone[2] or 'Z'}" if alone else None
+
+
+def time_fault(value: str, fault: str) -> str:
+    """What is wrong with the time ``value`` (``fault``), or, when it is a date alone, what to write."""
+    time = date_alone(value)
+    return f"{value!r} is a date without a time of day (write a time with its zone: {time})" if time else fault
 
 
 def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:
     try:
         stamp = iso_time(value)
     except ValueError:
-        raise InputError(file, line, field, f"{value!r} is not an ISO 8601 time") from None
+        raise InputError(file, line, field, time_fault(value, f"{value!r} is not an ISO 8601 time")) from None
     if stamp.tzinfo is None:
-        raise InputError(file, line, field, f"{value!r} has no time zone (write Z or +hh:mm)")
+        raise InputError(file, line, field,
+                         time_fault(value, f"{value!r} has no time zone (write Z or +hh:mm)"))
     try:
         stamp.astimezone(timezone.utc)
     except OverflowError:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
@@ -25,7 +24,7 @@ from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation
 from mem_retrieval.records.parse import iter_library, parse_library_entry, present
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.records.writes import library_record, locked, utc_iso
+from mem_retrieval.records.writes import library_record, locked, now, utc_iso
 
 BLOCKING = ("M1", "M4", INTEGRITY, INPUT)  # violations that refuse the whole Record step
 
@@ -152,7 +151,7 @@ def admit(ws: Workspace, plan: Record) -> Record:
             old = path.read_bytes() if there else b""
             if old and not old.endswith(b"\n"):
                 old += b"\n"
-            stamp = utc_iso(datetime.now(UTC).replace(microsecond=0))
+            stamp = utc_iso(now())
             records = [library_record(step, stamp) for step in todo]
             first = old.count(b"\n") + 1
             new = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records)

@@ -102,8 +102,19 @@ def _count_lines(fd: int, size: int) -> int:
 
 
 def utc_iso(stamp: datetime) -> str:
-    """``2026-10-17T07:00:00Z``."""
-    return stamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """``2026-10-17T07:00:00Z``, with the fraction of a second a ``stamp`` has (``.250``: to the
+    millisecond where it is whole milliseconds, as ``now`` gives)."""
+    micro = stamp.microsecond
+    spec = "seconds" if not micro else "milliseconds" if micro % 1000 == 0 else "microseconds"
+    return stamp.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def now() -> datetime:
+    """The time a write stamps (an event, a library entry's ``inserted``): UTC to the millisecond.
+    To the second, a library entry inserted just before a run began read as inserted with it, and
+    so after it (``eval reuse --runs-before`` counts what is strictly before the run's start)."""
+    stamp = datetime.now(UTC)
+    return stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
 
 
 def _lock_of(path: Path) -> Path:
@@ -162,11 +173,11 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
     path = ws.events_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
-        now = datetime.now(UTC).replace(microsecond=0)
+        stamp_now = now()
         present(path)  # a folder or dead link is no log to append to (O_CREAT made its target)
         with writing(str(path), tried="cannot read it: "):  # its own name, not the caller's file's
             last = _last_time(path)
-        stamp = max(now, last) if last else now
+        stamp = max(stamp_now, last) if last else stamp_now
         record = {"time": utc_iso(stamp), "actor": actor, "kind": kind, "ids": ids, "text": text}
         seq = append_line(path, record)
     return Event(run=run, seq=seq, time=record["time"], timestamp=stamp, actor=actor, kind=kind,
@@ -278,6 +289,6 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
         for entry in list(iter_library(path)) if present(path) else ():
             if entry.gid == step.gid:
                 raise Refused(f"{step.gid} is already in the library ({path}:{entry.line})")
-        record = library_record(step, utc_iso(datetime.now(UTC).replace(microsecond=0)))
+        record = library_record(step, utc_iso(now()))
         line = append_line(path, record)
     return parse_library_entry(record, str(path), line)

@@ -8,15 +8,19 @@ steps."""
 
 from __future__ import annotations
 
+import calendar
 import io
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.records.errors import BadInput, Refused
+from mem_retrieval.records.parse import iso_time, micros
 from mem_retrieval.memory import Memory
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
@@ -150,6 +154,39 @@ def test_a_time_without_a_zone_is_refused(example):
                     "--until", "2026-10-17T03:42:00"], out=out, err=err)
     assert code == 2 and "--until '2026-10-17T03:42:00' is a time without a zone" in err.getvalue()
 
+
+
+@pytest.mark.parametrize("date, write", [("2026-10-17", "2026-10-17T00:00Z"),
+                                         ("2026-10-17Z", "2026-10-17T00:00Z"),
+                                         ("2026-10-17+05:30", "2026-10-17T00:00+05:30"),
+                                         ("2026-10-17-08:00", "2026-10-17T00:00-08:00")])
+def test_a_date_alone_is_refused_saying_the_time_to_write(example, workspace, date, write):
+    """`2026-10-17` was "a time without a zone (write Z or +hh:mm)", and `2026-10-17Z`, written as
+    told, "not a valid time"; `2026-10-17+05:30` was read as 05:30 that day, without a zone."""
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(example.workspace.root), "archive-search", "A5-7",
+                    "--until", date], out=out, err=err)
+    assert code == 2 and err.getvalue() == (f"mem: --until {date!r} is a date without a time of day "
+                                            f"(write a time with its zone: {write})\n")
+    events = workspace.events("alpha")
+    workspace.write_events("alpha", [*events[:-1], dict(events[-1], time=date)])
+    code, err = None, io.StringIO()
+    code = run_cli(["--workspace", str(workspace.root), "index", "--no-progress"], out=io.StringIO(), err=err)
+    assert code == 2 and err.getvalue().endswith(
+        f"alpha/memory/events.jsonl:{len(events)}: time: {date!r} is a date without a time of day "
+        f"(write a time with its zone: {write})\n")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),
+                    timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                                               timezone(timedelta(hours=-8))])))
+def test_a_time_is_its_epoch_microseconds_exactly(stamp):
+    """Through a float, 2005-05-28T13:47:43.673030Z and a microsecond before it were one instant."""
+    whole = calendar.timegm(stamp.utctimetuple()) * 1_000_000 + stamp.microsecond
+    assert micros(stamp) == whole
+    assert micros(stamp + timedelta(microseconds=1)) == whole + 1
+    assert micros(iso_time("2005-05-28T13:47:43.673030Z")) - micros(iso_time("2005-05-28T13:47:43.673029Z")) == 1
 
 # ------------------------------------------------------------------- the library across runs
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from conftest import library_line, make_step
 from mem_retrieval.eval.resume import blocked_routes, resume, w_as_of
 from mem_retrieval.eval.reuse import citations, reuse
 from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records import writes
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.memory import Memory
 
@@ -305,6 +307,40 @@ def test_a_parent_naming_another_runs_source_is_no_library_citation(workspace):
     assert set(citations(memory.retriever, "beta").cited) == {"alpha/a1"}
     memory.index(progress=False)
     assert reuse(memory.retriever, "beta").passed
+
+
+def test_an_entry_inserted_just_before_the_run_began_is_required_and_one_with_no_time_is_not_dated(
+        workspace, monkeypatch):
+    """A Record inserts alpha/a7 at 08:02:53.100 and beta's first event follows at 08:02:53.400:
+    written to the second, both read 08:02:53, so the entry read as inserted with the run's start,
+    "after" it, and dropped. An entry with no `inserted` was listed as inserted after it too."""
+    memory = _beta_reusing(workspace, "Inputs: alpha/a1, and\n- alpha/a7 for the lift.\n")
+    workspace.events_path("beta").unlink()  # beta begins below
+    workspace.add_step("alpha", make_step("a7", grade="minor", statement="Hensel lifting in rank two"))
+    ticks = iter([datetime(2026, 12, 5, 8, 2, 53, 100_000, tzinfo=UTC),
+                  datetime(2026, 12, 5, 8, 2, 53, 400_000, tzinfo=UTC)])
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return next(ticks)
+
+    monkeypatch.setattr(writes, "datetime", Clock)
+    assert memory.archive_insert("alpha/a7").inserted == "2026-12-05T08:02:53.100Z"
+    memory.core_set("beta", "phase", "Fix")
+    assert workspace.events("beta")[0]["time"] == "2026-12-05T08:02:53.400Z"
+    memory.index(progress=False)
+    began = reuse(memory.retriever, "beta", runs_before=True)
+    assert {t.id for t in began.cited} == {"alpha/a1", "alpha/a7"} and began.later == began.undated == ()
+    workspace.write_library([{k: v for k, v in line.items() if k != "inserted" or line["id"] != "a1"}
+                             for line in workspace.library()])
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--runs-before")
+    data = json.loads(text)
+    assert [t["id"] for t in data["cited"]] == ["alpha/a7"] and (data["later"], data["undated"]) == ([], ["alpha/a1"])
+    code, text = cli(workspace.root, "eval", "reuse", "beta", "--runs-before")
+    assert "in the library with no insertion time, so not dated before that (not required): alpha/a1" in text
+    assert "inserted in the library after that" not in text
 
 
 def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_by_then(workspace):
