@@ -156,16 +156,33 @@ def recall_by_page(ranked: RankedPages, max_pages: int = MAX_PAGES) -> list[floa
     return [ranked.recall_after(page) for page in range(1, max_pages + 1)]
 
 
-def recall_at(curve: Sequence[float], pages: float) -> float:
-    """Recall of fixed paging at a mean of ``pages`` pages (1 ≤ pages ≤ len(curve)): reading
-    ⌊pages⌋ or ⌈pages⌉ pages, mixed to that mean, so the curve interpolated linearly. A pager beats
-    fixed paging at equal cost when its recall exceeds this."""
+def recall_at(curve: Sequence[float], pages: float, fixed_pages: Sequence[float] | None = None) -> float:
+    """Recall of fixed paging at a mean of ``pages`` pages (1 ≤ pages ≤ len(curve)): reading k or
+    k + 1 pages, mixed to that mean, so ``curve`` (fixed-k's mean recall) interpolated linearly
+    between the mean pages fixed-k reads (``fixed_pages``; without it, k: every list at least as
+    long as the pages read). A list shorter than k pages ends early, for fixed-k as for every pager
+    (``read``), so fixed-k reads fewer than k on average: past the last, the curve stays at its
+    end. A pager beats fixed paging at equal cost when its recall exceeds this."""
     if not 1 <= pages <= len(curve):
         raise ValueError(f"pages {pages} outside 1 … {len(curve)}")
-    low = int(pages)
-    if low == len(curve):
-        return curve[-1]
-    return curve[low - 1] + (pages - low) * (curve[low] - curve[low - 1])
+    points = list(fixed_pages) if fixed_pages is not None else [float(k) for k in range(1, len(curve) + 1)]
+    if pages <= points[0]:
+        return curve[0]
+    for k in range(1, len(curve)):
+        if pages <= points[k]:
+            low, high = points[k - 1], points[k]
+            if high == low:
+                return curve[k]
+            return curve[k - 1] + (pages - low) / (high - low) * (curve[k] - curve[k - 1])
+    return curve[-1]
+
+
+def fixed_pages(lists: Sequence[RankedPages], max_pages: int = MAX_PAGES) -> list[float]:
+    """The mean pages fixed-k reads over ``lists``, k = 1 … ``max_pages``: k, or the list's last
+    page where it ends sooner (and page 1 of an empty list), as ``read`` stops every pager."""
+    count = len(lists) or 1
+    last = [max(1, min(max_pages, ranked.pages)) for ranked in lists]
+    return [sum(min(k, end) for end in last) / count for k in range(1, max_pages + 1)]
 
 
 @dataclass(frozen=True)
@@ -206,6 +223,7 @@ class PagingSummary:
     recall_by_page: list[float]
     pagers: dict[str, PagerSummary]
     bound: PagerSummary     # fewest_pages: what the best stopping rule would read
+    fixed_pages: list[float]  # the mean pages fixed-k reads, k = 1 … max_pages (shorter lists end early)
 
 
 def summarize(lists: Sequence[RankedPages], pagers: Mapping[str, Pager],
@@ -223,4 +241,4 @@ def summarize(lists: Sequence[RankedPages], pagers: Mapping[str, Pager],
         recall = sum(stop.recall for stop in stops) / count
         loss = sum(curve[-1] - stop.recall for curve, stop in zip(curves, stops)) / count
         summaries[name] = PagerSummary(pages if lists else 0.0, recall, loss)
-    return PagingSummary(mean_curve, summaries, fewest_pages(curves))
+    return PagingSummary(mean_curve, summaries, fewest_pages(curves), fixed_pages(lists, max_pages))

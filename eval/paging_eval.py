@@ -29,6 +29,7 @@ class StrategyResult:
     recall_by_page: list[float]
     pagers: dict[str, PagerSummary]
     bound: PagerSummary     # eval.paging.fewest_pages: the best stopping rule's pages at loss ≤ 0.02
+    fixed_pages: list[float]  # eval.paging.fixed_pages: the mean pages fixed-k reads (the `vs fixed` curve)
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,16 @@ class PagingEvaluation:
     default: str | None = None      # the strategy a plain search uses (search.strategy)
 
     def to_json(self) -> dict:
-        """The shape other tools read: ``{"queries", "default", "strategies": {name: {"metrics",
-        "recall_by_page", "pagers": {pager: {"pages", "recall", "loss"}}, "bound": {"pages",
-        "recall", "loss"}}}}`` (``bound``: the fewest pages any stopping rule reads at a loss of
-        at most ``STOP_LOSS``)."""
-        return {"queries": self.queries, "default": self.default, "strategies": {
+        """The shape other tools read: ``{"queries", "page_size", "max_pages", "default",
+        "strategies": {name: {"metrics", "recall_by_page", "fixed_pages", "pagers": {pager:
+        {"pages", "recall", "loss"}}, "bound": {"pages", "recall", "loss"}}}}`` (``bound``: the
+        fewest pages any stopping rule reads at a loss of at most ``STOP_LOSS``; ``fixed_pages``:
+        the mean pages fixed-k reads, k = 1 … max_pages, fewer than k where lists end sooner)."""
+        return {"queries": self.queries, "page_size": self.page_size, "max_pages": self.max_pages,
+                "default": self.default, "strategies": {
             name: {"metrics": {metric: _round(value) for metric, value in result.metrics.items()},
                    "recall_by_page": [_round(value) for value in result.recall_by_page],
+                   "fixed_pages": [_round(value) for value in result.fixed_pages],
                    "pagers": {pager: _summary(summary) for pager, summary in result.pagers.items()},
                    "bound": _summary(result.bound)}
             for name, result in self.strategies.items()}}
@@ -112,7 +116,7 @@ def evaluate_paging(ranker: Ranker, queries: Sequence[Query], qrels: Qrels, *,
                 bar.update(1)
             paging = summarize(lists, pagers, max_pages)
             results[name] = StrategyResult(mean_metrics(run, gold), paging.recall_by_page, paging.pagers,
-                                           paging.bound)
+                                           paging.bound, paging.fixed_pages)
             runs[name] = run
     return PagingEvaluation(len(chosen), page_size, max_pages, results, runs, default)
 

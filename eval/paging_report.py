@@ -26,7 +26,7 @@ def _rows(evaluation: PagingEvaluation) -> tuple[list[str], list[list[str]], lis
     page_rows = [[name] + [f"{value:.3f}" for value in evaluation.strategies[name].recall_by_page]
                  for name in names]
     pager_rows = [[name, pager, f"{summary.pages:.2f}", f"{summary.recall:.3f}", f"{summary.loss:.3f}",
-                   _versus_fixed(result.recall_by_page, summary.recall, summary.pages)]
+                   _versus_fixed(result, summary.recall, summary.pages)]
                   for name, result in evaluation.strategies.items()
                   for pager, summary in [*result.pagers.items(), (BOUND, result.bound)]]
     return (["strategy"] + metrics, metric_rows, ["strategy"] + pages, page_rows,
@@ -37,8 +37,10 @@ def _named(evaluation: PagingEvaluation, name: str) -> str:
     return f"{name} (default)" if name == evaluation.default else name
 
 
-def _versus_fixed(curve: list[float], recall: float, pages: float) -> str:
-    return f"{recall - recall_at(curve, pages):+.3f}" if 1 <= pages <= len(curve) else "-"
+def _versus_fixed(result, recall: float, pages: float) -> str:
+    curve = result.recall_by_page
+    return (f"{recall - recall_at(curve, pages, result.fixed_pages):+.3f}" if 1 <= pages <= len(curve)
+            else "-")
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> str:
@@ -81,7 +83,8 @@ def report_markdown(evaluation: PagingEvaluation) -> str:
         "## Pagers\n\n`pages`: mean pages read; `recall`: mean recall where the pager stopped; "
         f"`loss`: recall after {evaluation.max_pages} pages minus recall at stop; `vs fixed`: "
         "recall minus that of reading a fixed number of pages at the same mean cost (the recall "
-        "curve interpolated at `pages`): positive when the pager spends its pages where they pay.\n\n"
+        "curve interpolated at `pages`, fixed-k reading k pages or to the list's end, as every pager "
+        "does): positive when the pager spends its pages where they pay.\n\n"
         "`first-page` reads one page; `fixed-k` k pages; `patience-1` stops after the first page "
         "with no new relevant hit; `score-drop` stops after a page whose best score is below a "
         "fraction (0.5) of the first hit's; `hint` reads on while the page's estimate of relevant "

@@ -132,6 +132,13 @@ def _query_vector(text: str, spec, max_chars: int):
     return embed_query(prepare(text, max_chars), spec)
 
 
+def forget_query_vectors() -> None:
+    """Drop the query vectors kept for texts asked again (``_query_vector``): a benchmark that
+    times the same texts twice (as of a cut, after as they stand) pays each embedding each time,
+    as a new query does."""
+    _query_vector.cache_clear()
+
+
 @dataclass(frozen=True, eq=False)
 class Judged:
     """One settings ontology and what a searcher judged by it (the setting rule, M3)."""

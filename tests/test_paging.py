@@ -322,6 +322,27 @@ def test_recall_of_fixed_paging_at_a_mean_cost_interpolates_the_curve():
     assert recall_at(curve, 2.25) == pytest.approx(0.525)
     with pytest.raises(ValueError):
         recall_at(curve, 0.5)
+    # where lists end sooner, fixed-k reads fewer than k pages: 1, 1.5 and 2 on average
+    assert recall_at(curve, 1.25, [1, 1.5, 2]) == pytest.approx(0.35)
+    assert recall_at(curve, 1.75, [1, 1.5, 2]) == pytest.approx(0.55)
+    assert recall_at(curve, 2.5, [1, 1.5, 2]) == 0.6  # past every list's end
+    assert recall_at([0.4, 0.4, 0.4], 2, [1, 1, 1]) == 0.4  # one-page lists: every k is fixed-1
+
+
+def test_fixed_paging_is_even_with_itself_where_lists_end_early():
+    """`vs fixed` compared each pager with fixed paging as if every list were as long as the pages
+    read: fixed-2 itself read +0.007 and +0.019 against fixed paging on the example set."""
+    # q1: 2 pages, relevant hits at ranks 1 and 7; q2: 1 page, its one relevant hit first.
+    # Mean recall by page .75, 1, 1, 1; fixed-2 reads 2 and 1 pages (1.5) to recall 1: fixed paging
+    # at 1.5 pages is fixed-2 itself, not the mix of fixed-1 and fixed-2 (.875, "+0.125")
+    lists = {"bm25": {"q1": hits(*(["g1"] + filler("n", 5) + ["g7"] + filler("m", 3))), "q2": hits("g")}}
+    evaluation = evaluate_paging(ToyRanker(lists), [Query("q1", "first"), Query("q2", "second")],
+                                 {"q1": {"g1": 1, "g7": 1}, "q2": {"g": 1}}, page_size=5, hint=Hint(3, 10),
+                                 strategies=["bm25"], max_pages=4)
+    assert evaluation.strategies["bm25"].fixed_pages == [1.0, 1.5, 1.5, 1.5]
+    (row,) = [line.split() for line in table_text(evaluation).splitlines()
+              if line.split()[1:2] == ["fixed-2"]]
+    assert (row[0], row[2:]) == ("bm25", ["1.50", "1.000", "0.000", "+0.000"])
 
 
 # ---- the evaluation, its JSON, table, TREC run and report ------------------------------------
@@ -351,11 +372,15 @@ def toy_evaluation(strategies=("bm25", "rerank")):
 def test_evaluation_json_has_the_issue_shape():
     ranker, evaluation = toy_evaluation()
     data = json.loads(json.dumps(evaluation.to_json()))
-    assert list(data) == ["queries", "default", "strategies"] and data["queries"] == 2
+    assert list(data) == ["queries", "page_size", "max_pages", "default", "strategies"]
+    assert (data["queries"], data["page_size"], data["max_pages"]) == (2, 5, 4)
     assert data["default"] is None  # a toy ranker: no configured default
     assert list(data["strategies"]) == ["bm25", "rerank"]
+    # fixed-k reads k pages or to the list's end: bm25's lists have 3 pages (12 hits) and 1, rerank's 1 and 1
+    assert data["strategies"]["bm25"]["fixed_pages"] == [1.0, 1.5, 2.0, 2.0]
+    assert data["strategies"]["rerank"]["fixed_pages"] == [1.0, 1.0, 1.0, 1.0]
     for result in data["strategies"].values():
-        assert list(result) == ["metrics", "recall_by_page", "pagers", "bound"]
+        assert list(result) == ["metrics", "recall_by_page", "fixed_pages", "pagers", "bound"]
         assert list(result["bound"]) == ["pages", "recall", "loss"]
         assert list(result["metrics"]) == ["R@5", "R@10", "R@50", "RR@10", "nDCG@10", "AP"]
         assert len(result["recall_by_page"]) == 4
@@ -560,7 +585,11 @@ def test_a_step_the_index_does_not_hold_is_named_in_a_warning(tmp_path):
     warnings = [line for line in err.getvalue().splitlines() if "warning" in line]
     assert warnings == [f"mem: warning: {queries} names 2 steps the index does not hold (alpha/a-6, "
                         "gamma/a6): leave-one-out hides nothing else for those queries, so a "
-                        "misspelt id leaves the step it meant visible"]
+                        "misspelt id leaves the step it meant visible",
+                        f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 1 step their query leaves "
+                        "out (q1: alpha/a6): a query's `run` leaves that run's steps out of the search and "
+                        "its `step` is hidden (leave-one-out), so no search finds them, and they count as "
+                        "missed"]
     ranked = {line.split()[0] for line in (tmp_path / "run.trec").read_text().splitlines()}
     assert ranked == {"q2", "q3", "q4"}  # the misspelt ones find the step; q1's own step is hidden
 
@@ -619,6 +648,30 @@ def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, com
         (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
          "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
          "id, run/step)")]
+
+
+@pytest.mark.parametrize("command", ["paging", "fusion"])
+def test_a_judged_step_its_own_query_leaves_out_is_named_in_a_warning(tmp_path, command):
+    """A step of the query's own `run` is no candidate (a run cannot reuse itself), and its own
+    `step` is hidden: the development set's `uses-all` files, run as shipped, judged 563 of 772
+    such, and the figures read a sixth of the README's with no warning."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"qid": "q1", "query": "statement", "run": "beta"}) + "\n"
+                       + json.dumps({"qid": "q2", "query": "statement", "step": "alpha/a2",
+                                     "run": "alpha"}) + "\n")
+    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 beta/b1 1\nq2 0 alpha/a2 1\nq2 0 beta/b1 1\n")
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    err = io.StringIO()
+    extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
+    mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
+         str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
+    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
+        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 steps their query leaves out (q1: "
+         "beta/b1, q2: alpha/a2): a query's `run` leaves that run's steps out of the search and its "
+         "`step` is hidden (leave-one-out), so no search finds them, and they count as missed")]
 
 
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):

@@ -364,7 +364,10 @@ def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_b
     for argv, message in [(["--until", "soon"], "--until 'soon' is not an ISO time with a zone"),
                           (["--strategy", "bm25"], "--strategy: only with --per-step"),
                           (["--max-pages", "3"], "--max-pages: only with --per-step"),  # was ignored
-                          (["--max-pages", "0"], "--max-pages: only with --per-step")]:
+                          (["--max-pages", "0"], "--max-pages: only with --per-step"),
+                          (["--per-step", "--pages", "3", "--max-pages", "2"],  # was raised to 3, unsaid
+                           "--max-pages 2 is fewer than the 3 pages an agent reads (--pages, reuse.pages): "
+                           "the evaluation reads at least those")]:
         code, text = cli(workspace.root, "eval", "reuse", "beta", *argv)
         assert (code, text) == (2, f"mem: {message}\n")
 

@@ -15,8 +15,9 @@ def register(subparsers, common) -> None:
     parser = subparsers.add_parser(
         "paging", parents=[common], help="recall per page, early stopping, strategies side by side",
         description="Run each retrieval strategy over the judged queries: R@5, R@10, R@50, RR@10, "
-                    "nDCG@10, AP (ir_measures), recall after each page of 5, and the early-stop "
-                    "loss of simulated pagers (first-page, fixed-2, patience-1, score-drop, hint).")
+                    "nDCG@10, AP (ir_measures), recall after each page (search.page_size, 5), and the "
+                    "early-stop loss of simulated pagers (first-page, fixed-2, patience-1, score-drop, "
+                    "hint).")
     parser.add_argument("--queries", type=named,
                         required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
     parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")

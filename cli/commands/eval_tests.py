@@ -54,7 +54,8 @@ def register(subparsers, common) -> None:
                         help="--per-step: strategies to compare beside the default (repeatable; "
                         f"{', '.join(STRATEGY_NAMES)})")
     parser.add_argument("--max-pages", type=integer, default=None, metavar="N",
-                        help="--per-step: recall by page up to N pages (default 10)")
+                        help="--per-step: recall by page up to N pages, and loss against N (default 10, "
+                        "or --pages when more; at least --pages)")
     parser.add_argument("--trec-out", type=named,
                         metavar="FILE", help="--per-step: every ranking as a TREC run")
     parser.add_argument("--report", type=named, metavar="DIR", help="--per-step: DIR/report.md and the plot")
@@ -82,6 +83,7 @@ def reuse(args, ctx) -> int:
     given = [f"--{name.replace('_', '-')}" for name in PER_STEP_ONLY if getattr(args, name) is not None]
     if given and not args.per_step:
         raise BadInput(f"{', '.join(given)}: only with --per-step")
+    asked_max = args.max_pages
     if args.per_step:
         args.max_pages = MAX_PAGES if args.max_pages is None else args.max_pages
         check_pages(args.max_pages, "max_pages")
@@ -96,6 +98,9 @@ def reuse(args, ctx) -> int:
                  "reuse: nothing to test (the workspace has no runs)")
         return 1
     pages = args.pages if args.pages is not None else config.pages
+    if args.per_step and asked_max is not None and asked_max < pages:  # it was raised to pages, unsaid
+        raise BadInput(f"{asked_max} is fewer than the {pages} pages an agent reads (--pages, "
+                       "reuse.pages): the evaluation reads at least those", param="max_pages")
     cut = memory.retriever.resolve_until(args.until, None) if until is not None else None
     per_step = _per_step(args, ctx, memory, runs, pages, until, cut) if args.per_step else None
     fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall, runs_before=args.runs_before,
