@@ -4,6 +4,7 @@ a run or from none, chosen by cross-validation with folds by run or by setting (
 
 from __future__ import annotations
 
+from mem_retrieval.cli.commands.evaluate import QRELS_HELP, QUERIES_HELP
 from mem_retrieval.cli.outputs import integer, named, number
 
 ORDER = 20
@@ -21,8 +22,8 @@ def register(subparsers, common) -> None:
                     "each fold of runs (or of settings), on the other folds only (the "
                     "cross-validated figures: how well the choice generalises).")
     parser.add_argument("--queries", type=named,
-                        required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
-    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+                        required=True, metavar="FILE", help=QUERIES_HELP)
+    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help=QRELS_HELP)
     parser.add_argument("--strategy", default=GRAPH_STRATEGIES[0], choices=GRAPH_STRATEGIES,
                         metavar="S", help=f"{' or '.join(GRAPH_STRATEGIES)} (default {GRAPH_STRATEGIES[0]})")
     parser.add_argument("--asked", choices=tuple(ASKED), metavar="run|none",

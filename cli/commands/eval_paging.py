@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mem_retrieval.cli.commands.evaluate import QRELS_HELP, QUERIES_HELP
 from mem_retrieval.cli.outputs import integer, named
 from mem_retrieval.retrieval.strategies import STRATEGIES
 
@@ -19,8 +20,8 @@ def register(subparsers, common) -> None:
                     "early-stop loss of simulated pagers (first-page, fixed-2, patience-1, score-drop, "
                     "hint).")
     parser.add_argument("--queries", type=named,
-                        required=True, metavar="FILE", help="queries JSONL (SPEC §10)")
-    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help="TREC qrels (SPEC §10)")
+                        required=True, metavar="FILE", help=QUERIES_HELP)
+    parser.add_argument("--qrels", type=named, required=True, metavar="FILE", help=QRELS_HELP)
     parser.add_argument("--strategy", action="append", choices=STRATEGIES, metavar="S",
                         help=f"one of {', '.join(STRATEGIES)}; repeatable (default: all)")
     parser.add_argument("--max-pages", type=integer, default=10, metavar="N",

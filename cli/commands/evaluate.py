@@ -5,6 +5,12 @@ from __future__ import annotations
 
 ORDER = 90
 
+# the files of SPEC §10, said in the help too: the SPEC does not ship with the package
+QUERIES_HELP = ('queries JSONL (SPEC §10): {"qid", "query"} a line, and optionally "setting", "run" (the '
+                'run it is asked from: its steps are no candidates) and "step" (the global id of the '
+                'step the query stands for: hidden, with its links, leave-one-out)')
+QRELS_HELP = "TREC qrels (SPEC §10): `qid 0 run/step grade` a line, grade 0 not relevant"
+
 
 def register(subparsers, common) -> None:
     from mem_retrieval.cli.main import command_modules
