@@ -156,11 +156,15 @@ def searched_part(text: str) -> str:
 @dataclass(frozen=True)
 class Until:
     """Memory as it stood at an event: events up to it, steps written by then (first named, or
-    inserted in the library when no event names them: ``records.workspace.first_written``)."""
+    inserted in the library when no event names them: ``records.workspace.first_written``). At an
+    event of a run (``run``, ``seq``), the steps of other runs its log has named by then (by global
+    id in an event's ids: ``named``, their keys) are memory too, whatever their own runs' clocks say:
+    the run knew them (runs kept apart need not agree on time)."""
 
     micros: int                 # the time cut (epoch microseconds)
     run: str | None = None      # with ``seq``: the run whose log position is exact
     seq: int | None = None
+    named: tuple[int, ...] = ()  # keys of other runs' steps ``run``'s log names up to ``seq``
 
     def admits(self, event: Event) -> bool:
         """Whether ``event`` is in memory as of this cut (what ``Filters.where("events")`` keeps):
@@ -367,6 +371,8 @@ class Filters:
             if until.run is not None and until.seq is not None:
                 own = columns["run_key"] == key(until.run)
                 by_seq = (columns["named_seq"] >= 0) & (columns["named_seq"] <= int(until.seq))
+                if until.named:
+                    named = named | np.isin(columns["key"], np.asarray(until.named, dtype=np.int64))
                 named = np.where(own, by_seq, named)
             parts.append(named)
         if not parts:
@@ -394,6 +400,8 @@ class Filters:
             if not exact:
                 return by_time
             run_key = key(until.run)
+            if until.named:  # what the run's log names by then, of other runs
+                by_time = f"({by_time} OR {in_list('key', until.named)})"
             return (f"((run_key = {run_key} AND named_seq >= 0 AND named_seq <= {int(until.seq)}) "
                     f"OR (run_key != {run_key} AND {by_time}))")
         if not exact:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mem_retrieval.configs import Config
+from mem_retrieval.indexers.store import key
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
@@ -501,15 +502,16 @@ class Retriever:
         if run is None:
             raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
         forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
-        last = None
+        last, others = None, {}  # the other runs' steps its log names, by then: memory too
         for event in self.workspace.events(run):
+            others.update((key(ref), None) for ref in event.ids if split_gid(ref)[0] not in (None, run))
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
-                return Until(micros=micros(event.timestamp), run=run, seq=event.seq)
+                return Until(micros=micros(event.timestamp), run=run, seq=event.seq, named=tuple(others))
             last = event
         if number is not None and last is not None and number > last.seq:  # as of the log's end
-            return Until(micros=micros(last.timestamp), run=run, seq=last.seq)
+            return Until(micros=micros(last.timestamp), run=run, seq=last.seq, named=tuple(others))
         raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
 
     # ---- archive_get

@@ -128,6 +128,23 @@ def test_events_at_the_same_time_are_cut_by_their_position(example):
     assert 25 not in seqs and max(seqs) <= 24
 
 
+
+def test_at_an_event_the_steps_of_other_runs_its_log_has_named_are_memory(workspace):
+    """alpha's log names beta/b1 at 04:00 on the 17th; beta's own log, whose clock need not agree,
+    names it at 01:00 on the 18th. As of alpha's event the run knew b1, and the search left it out."""
+    events = workspace.events("alpha")
+    workspace.write_events("alpha", [*events, {"time": "2026-10-17T04:00:00Z", "actor": "root",
+                                               "kind": "checkpoint", "ids": ["beta/b1"], "text": "R-1"}])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    query = every_step_query(memory, ["alpha", "beta"])
+    for until, seen in [("alpha#2", False), ("alpha#3", True),
+                        ("2026-10-17T04:00:00Z", False),  # a time: each run by its own clock
+                        ("2026-10-18T01:00:00Z", True)]:
+        found = {h.id for h in memory.archive_hits(query, until=until)}
+        assert ("beta/b1" in found) == seen, until
+        assert "alpha/a1" in found  # named at 03:42 by alpha's own log
+
 # -------------------------------------------------------------------------------- --until TIME
 
 @pytest.mark.parametrize("time", ["2026-10-17T02:56:00Z", "2026-10-17T03:41:59Z",

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import mem_retrieval.retrieval.search as search_module
+from mem_retrieval.indexers.store import key
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.graph import CitationGraph
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters, Hidden, Until
@@ -121,12 +122,18 @@ def filter_cases(table, hidden: Hidden) -> list[Filters]:
     assert len(inserted) > 1  # some entries inserted before the cut, some at or after it
     graph = CitationGraph.scan(table)
     before_run = max((graph.before_run(run) for run in runs), key=lambda hidden: len(hidden.keys))
+    later = tuple(key(gid) for gid, run, ts in zip(data["gid"].to_pylist(), data["run"].to_pylist(),
+                                                  data["named_ts"].to_pylist())
+                  if run != runs[0] and ts > middle)
+    assert later
     assert before_run.keys  # steps of other runs cite the run: the case hides them too
     return [Filters(library=True, library_before=inserted[len(inserted) // 2]), Filters(hide=before_run),
             Filters(), Filters(run=runs[0]), Filters(exclude_run=runs[0]), Filters(kind="lemma"),
             Filters(status="proved"), Filters(library=True), Filters(hide=hidden),
             Filters(until=Until(micros=middle)),
             Filters(until=Until(micros=middle, run=runs[0], seq=seqs[len(seqs) // 2])),
+            # and what runs[0]'s log has named of another run by then, written later by its clock
+            Filters(until=Until(micros=middle, run=runs[0], seq=seqs[len(seqs) // 2], named=later)),
             Filters(exclude_run=runs[-1], kind="lemma", until=Until(micros=times[-1]))]
 
 
