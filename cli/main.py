@@ -113,7 +113,7 @@ class Context:
         hold (a bare step id, a misspelt run, the wrong workspace), or one its query leaves out
         (a step of its own ``run``, or its ``step``): no search can find it, so it costs recall
         silently."""
-        from mem_retrieval.eval.judgments import left_out_by_their_query
+        from mem_retrieval.eval.ranker import left_out_by_their_query
 
         judged = [doc for query in queries for doc, grade in qrels.get(query.qid, {}).items() if grade > 0]
         unknown = memory.retriever.unknown_steps(list(dict.fromkeys(judged)))
@@ -121,12 +121,12 @@ class Context:
             self.note(f"mem: warning: {source} judges relevant {plural(len(unknown), 'id')} the index "
                       f"does not hold ({_first_three(unknown)}): no search finds them, and they count "
                       "as missed (judgments name steps by global id, run/step)")
-        own = left_out_by_their_query(queries, qrels)
+        own = left_out_by_their_query(memory.retriever, queries, qrels)
         if own:
             self.note(f"mem: warning: {source} judges relevant {plural(len(own), 'step')} their query "
                       f"leaves out ({_first_three(own)}): a query's `run` leaves that run's steps out of "
-                      "the search and its `step` is hidden (leave-one-out), so no search finds them, and "
-                      "they count as missed")
+                      "the search, and its `step` hides itself, what cites it and its run-mates written "
+                      "after it (leave-one-out), so no search finds them, and they count as missed")
 
     def warn_if_outside_library(self, outside: list[str], source: str) -> None:
         """Say so when ``source`` judges relevant ids that no library entry has (`eval frontier`:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.ids import ref_problem, split_gid
+from mem_retrieval.records.ids import ref_problem
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
@@ -99,19 +99,6 @@ def read_qrels(path: Path) -> Qrels:
 def judged(qrels: Qrels) -> Qrels:
     """The qrels of the judged queries only (at least one grade > 0)."""
     return {qid: dict(docs) for qid, docs in qrels.items() if any(grade > 0 for grade in docs.values())}
-
-
-def left_out_by_their_query(queries: Sequence[Query], qrels: Qrels) -> list[str]:
-    """The ids judged relevant for a query that the query itself leaves out of the search, as
-    ``qid: id``: a step of its own ``run`` (a run cannot reuse itself, ``ArchiveQuery.exclude_run``)
-    or its own ``step`` (leave-one-out hides it). No search finds them: they count as missed."""
-    left = []
-    for query in queries:
-        for doc, grade in qrels.get(query.qid, {}).items():
-            own_run = query.run is not None and split_gid(doc)[0] == query.run
-            if grade > 0 and (doc == query.step or own_run):
-                left.append(f"{query.qid}: {doc}")
-    return left
 
 
 def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:

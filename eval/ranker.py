@@ -5,12 +5,13 @@ alone, so the evaluation is pure over (ranked lists, qrels)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from mem_retrieval.eval.judgments import Query
+from mem_retrieval.eval.judgments import Qrels, Query
+from mem_retrieval.records.ids import split_gid
 from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -73,3 +74,18 @@ def archive_query(retriever: Retriever, query: Query, strategy: str, **options) 
             return None
     return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,
                         strategy=strategy, context_run=query.run, **options)
+
+
+def left_out_by_their_query(retriever: Retriever, queries: Sequence[Query], qrels: Qrels) -> list[str]:
+    """The ids judged relevant for a query that the query itself leaves out of its search
+    (``archive_query``), as ``qid: id``: a step of its own ``run`` (a run cannot reuse itself), and
+    what its ``step`` hides (the step, what cites it, its run-mates written after it:
+    ``Retriever.hidden_of``). No search finds them: they count as missed."""
+    left = []
+    for query in queries:
+        judged = [doc for doc, grade in qrels.get(query.qid, {}).items() if grade > 0]
+        hidden = set(retriever.hidden_of(query.step, judged)) if query.step is not None and judged else set()
+        left += [f"{query.qid}: {doc}" for doc in judged
+                 if doc in hidden or doc == query.step
+                 or (query.run is not None and split_gid(doc)[0] == query.run)]
+    return left

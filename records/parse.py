@@ -179,8 +179,10 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
 _ORDINAL = re.compile(r"(\d{4})-?(\d{3})(?=[T ]|$)")
 _END_OF_DAY = re.compile(r"(?<=[T ])24(?::?00(?::?00(?:[.,]0+)?)?)?(?=[Zz+-]|$)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-# a date alone, perhaps with a zone: calendar (extended, basic), week or ordinal
-_DATE_ALONE = re.compile(r"(\d{4}(?:-\d\d-\d\d|\d{4}|-W\d\d-\d|W\d{3}|-?\d{3}))(Z|z|[+-]\d\d(?::?\d\d)?)?")
+# a date alone, perhaps with a zone: calendar (extended, basic), week (with or without its day) or
+# ordinal; a zone of hours, minutes and seconds
+_DATE_ALONE = re.compile(r"(\d{4}(?:-\d\d-\d\d|\d{4}|-?W\d\d(?:-?\d)?|-?\d{3}))"
+                         r"(Z|z|[+-]\d\d(?::?\d\d(?::?\d\d(?:[.,]\d+)?)?)?)?")
 
 
 def iso_time(value: str) -> datetime:
@@ -219,7 +221,14 @@ def date_alone(value: str) -> str | None:
     """The time to write for ``value`` when it is a date alone, with or without a zone (its
     midnight, e.g. ``2026-10-17T00:00Z``), else None: a time here needs its time of day and zone."""
     alone = _DATE_ALONE.fullmatch(value)
-    return f"{alone[1]}T00:00{alone[2] or 'Z'}" if alone else None
+    if alone is None:
+        return None
+    time = f"{alone[1]}T00:00{alone[2] or 'Z'}"
+    try:
+        iso_time(time)
+    except ValueError:  # no such day (2026-02-30): nothing to suggest
+        return None
+    return time
 
 
 def time_fault(value: str, fault: str) -> str:

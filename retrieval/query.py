@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref, typed_run
-from mem_retrieval.records.parse import iso_time, micros, time_fault
+from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
 
@@ -415,7 +415,7 @@ def parse_time_arg(value: str) -> datetime | None:
     try:
         stamp = iso_time(value)
     except ValueError as err:
-        if re.match(r"\d{4}-\d\d-\d\d", value):  # written as a date: not an event's id
+        if re.match(r"\d{4}-\d\d-\d\d", value) or date_alone(value):  # a date: not an event's id
             raise BadInput(time_fault(value, f"{value!r} is not a valid time ({err})"), param="until") from None
         return None
     if stamp.tzinfo is None:

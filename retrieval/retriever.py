@@ -160,6 +160,23 @@ class Retriever:
             return False
 
     @_reads_index
+    def hidden_of(self, step: str, gids: Sequence[str]) -> list[str]:
+        """The ``gids`` a search hiding ``step`` (leave-one-out, ``ArchiveQuery.hide``) cannot see:
+        the step and its library copy, what cites it, and its run-mates written after it
+        (``Searcher.before``); a gid the index does not hold is not among them."""
+        import numpy as np
+
+        from mem_retrieval.retrieval.query import Filters
+
+        hidden, graph = self.searcher.before(step), self.searcher.graph()
+        if graph is None:
+            return [gid for gid in gids if key(gid) in set(hidden.keys)]
+        seen = graph.visible(Filters(hide=hidden))
+        rows = graph.rows(np.asarray([key(gid) for gid in gids], dtype=np.int64))
+        return [gid for gid, row in zip(gids, rows.tolist())
+                if row >= 0 and seen is not None and not seen[row]]
+
+    @_reads_index
     def unknown_steps(self, steps: Sequence[str]) -> list[str]:
         """The ``steps`` (global ids) the index holds no row for: a leave-one-out query naming one
         hides only that id (``Hidden.only``), so a misspelt ``step`` would leave the step it

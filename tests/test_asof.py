@@ -176,7 +176,9 @@ def test_a_time_without_a_zone_is_refused(example):
 @pytest.mark.parametrize("date, write", [("2026-10-17", "2026-10-17T00:00Z"),
                                          ("2026-10-17Z", "2026-10-17T00:00Z"),
                                          ("2026-10-17+05:30", "2026-10-17T00:00+05:30"),
-                                         ("2026-10-17-08:00", "2026-10-17T00:00-08:00")])
+                                         ("2026-10-17-08:00", "2026-10-17T00:00-08:00"),
+                                         ("20261017Z", "20261017T00:00Z"), ("2026-290Z", "2026-290T00:00Z"),
+                                         ("2026-W42+05:30", "2026-W42T00:00+05:30")])
 def test_a_date_alone_is_refused_saying_the_time_to_write(example, workspace, date, write):
     """`2026-10-17` was "a time without a zone (write Z or +hh:mm)", and `2026-10-17Z`, written as
     told, "not a valid time"; `2026-10-17+05:30` was read as 05:30 that day, without a zone."""
@@ -192,6 +194,14 @@ def test_a_date_alone_is_refused_saying_the_time_to_write(example, workspace, da
     assert code == 2 and err.getvalue().endswith(
         f"alpha/memory/events.jsonl:{len(events)}: time: {date!r} is a date without a time of day "
         f"(write a time with its zone: {write})\n")
+
+
+def test_no_such_day_is_said_so_with_no_time_to_write(example):
+    out, err = io.StringIO(), io.StringIO()
+    code = run_cli(["--workspace", str(example.workspace.root), "archive-search", "A5-7",
+                    "--until", "2026-02-30"], out=out, err=err)
+    assert (code, err.getvalue()) == (2, "mem: --until '2026-02-30' is not a valid time (day is out of "
+                                         "range for month)\n")
 
 
 @settings(max_examples=400, deadline=None)

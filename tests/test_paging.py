@@ -587,9 +587,9 @@ def test_a_step_the_index_does_not_hold_is_named_in_a_warning(tmp_path):
                         "gamma/a6): leave-one-out hides nothing else for those queries, so a "
                         "misspelt id leaves the step it meant visible",
                         f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 1 step their query leaves "
-                        "out (q1: alpha/a6): a query's `run` leaves that run's steps out of the search and "
-                        "its `step` is hidden (leave-one-out), so no search finds them, and they count as "
-                        "missed"]
+                        "out (q1: alpha/a6): a query's `run` leaves that run's steps out of the search, "
+                        "and its `step` hides itself, what cites it and its run-mates written after it "
+                        "(leave-one-out), so no search finds them, and they count as missed"]
     ranked = {line.split()[0] for line in (tmp_path / "run.trec").read_text().splitlines()}
     assert ranked == {"q2", "q3", "q4"}  # the misspelt ones find the step; q1's own step is hidden
 
@@ -661,17 +661,20 @@ def test_a_judged_step_its_own_query_leaves_out_is_named_in_a_warning(tmp_path, 
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"qid": "q1", "query": "statement", "run": "beta"}) + "\n"
                        + json.dumps({"qid": "q2", "query": "statement", "step": "alpha/a2",
-                                     "run": "alpha"}) + "\n")
-    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 beta/b1 1\nq2 0 alpha/a2 1\nq2 0 beta/b1 1\n")
+                                     "run": "beta"}) + "\n")
+    # q2 hides alpha/a2 and alpha/a4, which cites it; a2's input alpha/a1 stays
+    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 beta/b1 1\nq2 0 alpha/a2 1\nq2 0 alpha/a1 1\n"
+                                      "q2 0 alpha/a4 1\n")
     assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
     err = io.StringIO()
     extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
     mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
          str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
     assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
-        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 steps their query leaves out (q1: "
-         "beta/b1, q2: alpha/a2): a query's `run` leaves that run's steps out of the search and its "
-         "`step` is hidden (leave-one-out), so no search finds them, and they count as missed")]
+        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 3 steps their query leaves out (q1: "
+         "beta/b1, q2: alpha/a2, q2: alpha/a4): a query's `run` leaves that run's steps out of the "
+         "search, and its `step` hides itself, what cites it and its run-mates written after it "
+         "(leave-one-out), so no search finds them, and they count as missed")]
 
 
 def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):

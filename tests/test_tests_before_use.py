@@ -367,7 +367,9 @@ def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_b
                           (["--max-pages", "0"], "--max-pages: only with --per-step"),
                           (["--per-step", "--pages", "3", "--max-pages", "2"],  # was raised to 3, unsaid
                            "--max-pages 2 is fewer than the 3 pages an agent reads (--pages, reuse.pages): "
-                           "the evaluation reads at least those")]:
+                           "the evaluation reads at least those"),
+                          (["--per-step", "--pages", "100000", "--max-pages", "10"],
+                           "--pages 100000 is not a number of pages from 1 to 100")]:
         code, text = cli(workspace.root, "eval", "reuse", "beta", *argv)
         assert (code, text) == (2, f"mem: {message}\n")
 

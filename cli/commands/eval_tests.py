@@ -98,6 +98,7 @@ def reuse(args, ctx) -> int:
                  "reuse: nothing to test (the workspace has no runs)")
         return 1
     pages = args.pages if args.pages is not None else config.pages
+    check_pages(pages)
     if args.per_step and asked_max is not None and asked_max < pages:  # it was raised to pages, unsaid
         raise BadInput(f"{asked_max} is fewer than the {pages} pages an agent reads (--pages, "
                        "reuse.pages): the evaluation reads at least those", param="max_pages")
