@@ -1,6 +1,9 @@
 """The resume test: stop a run at an event, restart from the W checkpointed then, and find every
 blocked route known by then (a step with status blocked, or of kind dead_end or error, that an event
-of the run had named by then).
+of the run had named by then), and take the same next action: W's ``next`` names the agents the run
+went on to brief or redirect (its first ``brief``/``redirect`` events after the cut, those logged at
+one time; an agent is its brief file's name up to its first ``-``: ``briefs/A7-continued.md`` is A7).
+The next action is tested only on a W the checkpoints give: the current core.md is a later W.
 
 W of then is rebuilt from the ``core-set FIELD: TEXT`` checkpoints (records.writes.core_set) up to the
 cut; when none carries field text, the current core.md stands in, and the report says so. The probes
@@ -40,16 +43,22 @@ class Resume:
     probes: tuple[Probe, ...]
     routes: tuple[Target, ...]
     pages: int
+    next_action: "NextAction | None" = None  # whom the run briefed or redirected next (None: nobody)
+
+    @property
+    def tested(self) -> bool:
+        return bool(self.routes) or self.next_action is not None
 
     @property
     def passed(self) -> bool:
-        """Every blocked route found; never with none to find (as ``eval reuse``: a test that finds
-        nothing to test has not passed)."""
-        return bool(self.routes) and all(route.found for route in self.routes)
+        """Every blocked route found and W's next naming whom the run launched next; never with
+        neither to test (as ``eval reuse``: a test that finds nothing to test has not passed)."""
+        return (self.tested and all(route.found for route in self.routes)
+                and (self.next_action is None or not self.next_action.missing))
 
     @property
     def verdict(self) -> str:
-        return "nothing to test" if not self.routes else "PASS" if self.passed else "FAIL"
+        return "nothing to test" if not self.tested else "PASS" if self.passed else "FAIL"
 
     @property
     def missed(self) -> list[str]:
@@ -63,7 +72,8 @@ class Resume:
                                                  "text": e.text},
                 "w_source": self.w_source, "w": self.w, "notes": list(self.notes), "pages": self.pages,
                 "queries": [p.as_dict() for p in self.probes],
-                "routes": [r.as_dict() for r in self.routes], "missed": self.missed}
+                "routes": [r.as_dict() for r in self.routes], "missed": self.missed,
+                "next_action": None if self.next_action is None else self.next_action.as_dict()}
 
     def text(self) -> str:
         e = self.event
@@ -80,14 +90,76 @@ class Resume:
                  f"blocked routes known by then: {len(self.routes)}"]
         for route in self.routes:
             lines += route.lines()
-        found = len(self.routes) - len(self.missed)
-        if not self.routes:
-            lines.append("resume: nothing to test: no blocked route was known by then")
+        if self.next_action:
+            lines.append(self.next_action.line())
+        elif self.w_source != "checkpoints":
+            lines.append("next action: not tested (no checkpoint gives W's next of then)")
         else:
-            missed = f"; missed: {', '.join(self.missed)}" if self.missed else ""
-            lines.append(f"resume: {self.verdict}: {found} of {len(self.routes)} blocked routes found "
-                         f"within {self.pages} pages{missed}")
+            lines.append("next action: the run briefed or redirected no agent after then (not tested)")
+        found = len(self.routes) - len(self.missed)
+        if not self.tested:
+            lines.append("resume: nothing to test: no blocked route was known by then, nor a next action "
+                         "to compare")
+        else:
+            missed = [*self.missed, *(self.next_action.missing if self.next_action else ())]
+            parts = [f"{found} of {len(self.routes)} blocked routes found within {self.pages} pages"
+                     if self.routes else "no blocked route was known by then"]
+            if self.next_action:
+                parts.append("next action not in W" if self.next_action.missing else "next action as W says")
+            lines.append(f"resume: {self.verdict}: {', '.join(parts)}"
+                         + (f"; missed: {', '.join(missed)}" if missed else ""))
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """What the run did next after the cut: the agents its first ``brief``/``redirect`` events (those
+    logged at one time) went to, and which of them W's ``next`` does not name."""
+
+    agents: tuple[str, ...]
+    events: tuple[Event, ...]
+    missing: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"agents": list(self.agents), "events": [e.seq for e in self.events],
+                "missing": list(self.missing), "found": not self.missing}
+
+    def line(self) -> str:
+        said = ", ".join(f"#{e.seq} {e.kind} {short(e.text)}" for e in self.events)
+        if not self.missing:
+            return (f"next action: W's next names {', '.join(self.agents)}, whom the run went on to brief "
+                    f"or redirect ({said})")
+        return (f"next action: MISSED: the run went on to brief or redirect {', '.join(self.agents)} "
+                f"({said}); W's next "
+                f"does not name {', '.join(self.missing)}: checkpoint `next` (core-set next) before "
+                "the stop names whom to launch or redirect")
+
+
+def next_action(w: dict[str, str], later: list[Event]) -> NextAction | None:
+    """The run's next action after the cut (``later``: its events after it), as W should name it;
+    None when it briefed or redirected no agent after."""
+    first = next((e for e in later if e.kind in _LAUNCHES and _agent(e)), None)
+    if first is None:
+        return None
+    events = tuple(e for e in later if e.kind in _LAUNCHES and _agent(e) and e.timestamp == first.timestamp)
+    agents = tuple(dict.fromkeys(_agent(e) for e in events))
+    said = w.get("next") or ""
+    missing = tuple(a for a in agents if not re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", said))
+    return NextAction(agents, events, missing)
+
+
+_LAUNCHES = ("brief", "redirect")
+UNFOUND = ("returned by no query: W names nothing that leads to it (name it in W, by its id or its words, "
+           "with core-set before the stop: `open gaps` or `inputs`)")
+
+
+def _agent(event: Event) -> str:
+    """The agent a brief or redirect goes to: its brief file's name up to its first ``-``
+    (``briefs/A7-continued.md``: A7), or "" when its text is no such path."""
+    path = event.text.strip()
+    if not path.startswith("briefs/") or " " in path:
+        return ""
+    return path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
 
 
 def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:
@@ -153,8 +225,9 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     None: now)."""
     check_pages(pages)
     memory.workspace.check_runs([run])  # BadInput: not a slug; Refused: no such run
-    cut = memory.resolve(until, run)
-    events = [e for e in memory.workspace.events(run) if cut is None or cut.admits(e)]
+    cut = memory.event_cut(run, memory.resolve(until, run))  # a time: the run's last event by then
+    log = list(memory.workspace.events(run))
+    events = [e for e in log if cut is None or cut.admits(e)]
     w, source, notes = w_as_of(memory, run, events)
     probes = probes_from(memory, run, w)
     routes = blocked_routes(memory, run, events)
@@ -173,6 +246,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
                 findings[gid].append(locate(hits, lambda hit, g=gid: _names(hit, g), probe, size))
     targets = tuple(Target(gid, step.kind, step.status, step.setting,
                            (f"first named by #{event.seq} ({event.kind}, {event.time})",),
-                           best(findings[gid]), pages) for gid, (step, event) in routes.items())
+                           best(findings[gid]), pages, unfound=UNFOUND)
+                    for gid, (step, event) in routes.items())
     return Resume(run, until, events[-1] if events else None, source, w, tuple(notes), tuple(probes),
-                  targets, pages)
+                  targets, pages, next_action(w, log[len(events):]) if source == "checkpoints" else None)

@@ -220,7 +220,9 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
         finding = best([locate(hits, lambda hit: hit.id == gid, probe, size)
                         for probe, hits in results])
         targets.append(Target(gid, step.kind if step else "?", step.status if step else "?",
-                              step.setting if step else "", tuple(how), finding, pages, why, match))
+                              step.setting if step else "", tuple(how), finding, pages, why, match,
+                              unfound="returned by no query: neither the Fix problem nor its criterion "
+                                      "finds it"))
     when = [f"the run's start ({start.isoformat()})"] if start else []
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),

@@ -62,6 +62,7 @@ class Target:
     pages: int
     missed_because: str = ""    # a reason it cannot be found at all (not in the library, M3)
     setting_match: str | None = None
+    unfound: str = "returned by no query"  # what a miss by every query says, and what to do
 
     @property
     def found(self) -> bool:
@@ -71,7 +72,7 @@ class Target:
         if self.missed_because:
             return self.missed_because
         if self.best is None:
-            return "returned by no query"
+            return self.unfound
         return f"best rank {self.best.rank} (page {self.best.page}), on {self.best.probe}"
 
     def as_dict(self) -> dict[str, Any]:

@@ -316,13 +316,14 @@ class _Checker:
                 continue
             self.report.counts["entries"] += 1
             problem = admission_problem(entry.status, entry.grade, entry.repaired)
-            if problem:
-                self.add(entry.run, file, entry.line, "M2", f"{entry.gid}: {problem}")
             tree = self.catalog.trees.get(entry.run)
+            step = tree.step(entry.id) if tree is not None else None
+            if problem:
+                self.add(entry.run, file, entry.line, "M2",
+                         f"{entry.gid}: {problem}" + self._stale(entry, tree, step))
             if tree is None:  # a library shipped without its run, or a run that cannot be read
                 self.report.counts["unchecked" if entry.run in self.catalog.unreadable else "elsewhere"] += 1
                 continue
-            step = tree.step(entry.id)
             if step is None:
                 self.add(entry.run, file, entry.line, INTEGRITY,
                          f"{entry.gid} is not a step of {self._rel(tree.path)}")
@@ -332,6 +333,15 @@ class _Checker:
                              f"{entry.gid}: the library says {entry.status}, "
                              f"{self.at(tree.path, step.line)} says {step.status}")
                 self.agrees(file, entry, tree, step, problem)  # whatever the statuses: every violation
+
+    def _stale(self, entry: LibraryEntry, tree: Tree | None, step: Step | None) -> str:
+        """When the entry fails M2 on its own fields but its step's audit admits it: what the step
+        says (the entry's copy of the audit is stale, or was written by hand)."""
+        if step is None or admission_problem(entry.status, step.grade, step.repaired):
+            return ""
+        said = ([f"grade {step.grade!r}"] if step.grade != entry.grade else []) + (
+            ["repaired"] if step.repaired and not entry.repaired else [])
+        return f" ({self.at(tree.path, step.line)} says {' and '.join(said)}: the entry's copy differs)"
 
     def agrees(self, file: str, entry: LibraryEntry, tree: Tree, step: Step, problem: str | None) -> None:
         """The library entry and its step are one record: the step's own audit must admit it (an

@@ -158,8 +158,8 @@ class Until:
     """Memory as it stood at an event: events up to it, steps written by then (first named, or
     inserted in the library when no event names them: ``records.workspace.first_written``). At an
     event of a run (``run``, ``seq``), the steps of other runs its log has named by then (by global
-    id in an event's ids: ``named``, their keys) are memory too, whatever their own runs' clocks say:
-    the run knew them (runs kept apart need not agree on time)."""
+    id, in an event's ids or its text: ``named``, their keys) are memory too, whatever their own
+    runs' clocks say: the run knew them (runs kept apart need not agree on time)."""
 
     micros: int                 # the time cut (epoch microseconds)
     run: str | None = None      # with ``seq``: the run whose log position is exact

@@ -16,6 +16,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
+from mem_retrieval.records.core import id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
@@ -521,7 +522,7 @@ class Retriever:
         forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
         last, others = None, {}  # the other runs' steps its log names, by then: memory too
         for event in self.workspace.events(run):
-            others.update((key(ref), None) for ref in event.ids if split_gid(ref)[0] not in (None, run))
+            others.update((key(ref), None) for ref in _other_runs_named(event, run))
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
@@ -530,6 +531,19 @@ class Retriever:
         if number is not None and last is not None and number > last.seq:  # as of the log's end
             return Until(micros=micros(last.timestamp), run=run, seq=last.seq, named=tuple(others))
         raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
+
+    def event_cut(self, run: str, until: Until | None) -> Until | None:
+        """``until`` as the event of ``run`` it reaches: a time, as the run's last event by then
+        (memory as the run knew it then, ``Until.named``, as a sequence number gives it); as it
+        is when it is an event cut already, or no event of the run is that early."""
+        if until is None or until.run is not None:
+            return until
+        last = None
+        for event in self.workspace.events(run):
+            if micros(event.timestamp) > until.micros:
+                break
+            last = event
+        return until if last is None else self.resolve_until(f"{run}#{last.seq}", run)
 
     # ---- archive_get
     def archive_get(self, ref: str, run: str | None = None) -> StepView | SourceView:
@@ -600,3 +614,14 @@ def _several_runs(ref: str, gids) -> Refused:
     """A bare id that names a step (or source) in several runs, answered with none of them."""
     return Refused(f"{ref!r} is an id in several runs: {', '.join(sorted(gids))}; name one "
                    f"(run/{ref}) or give its run")
+
+
+def _other_runs_named(event, run: str) -> set[str]:
+    """The global ids of other runs' steps ``event`` (of ``run``) names: in its ids, or written in
+    its text (``R-1: beta/b9 is a dead end``), each in the spellings a lookup reads
+    (``records.ids.spellings``)."""
+    refs = {ref for ref in event.ids if split_gid(ref)[0] not in (None, run)}
+    if "/" in event.text:
+        refs |= {spelled for word in mentions(event.text) for form in id_candidates(word)
+                 if "/" in form and split_gid(form)[0] not in (None, run) for spelled in spellings(form)}
+    return refs

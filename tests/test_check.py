@@ -196,8 +196,9 @@ def test_m2_library_entries_not_admissible(workspace, mem):
     assert found(out) == [
         "solve/library.jsonl:2: M2: alpha/a4: status 'open' is not final (proved, refuted, blocked)",
         "solve/library.jsonl:3: M2: alpha/a5: audit grade 'major' did not pass (pass or minor) and it "
-        "was not repaired",
-        "solve/library.jsonl:4: M2: alpha/a2: not audited (no audit grade) and not repaired",
+        "was not repaired (alpha/tree.json:97 says repaired: the entry's copy differs)",
+        "solve/library.jsonl:4: M2: alpha/a2: not audited (no audit grade) and not repaired "
+        "(alpha/tree.json:39 says grade 'minor': the entry's copy differs)",  # its step admits it
     ]
 
 

@@ -87,6 +87,9 @@ def test_resume_on_the_example_at_each_registry(example):
     assert {r.id for r in report.routes} == {f"{SATAKE}/A6-3", f"{SATAKE}/A2-6"}
     assert report.w["next"].startswith("A7: audit every candidate proof (A2, A4, A6 now;")
     assert report.notes == ()
+    # the same next action: after R-1 the run briefed A7 and A8 (#26, #27), whom W's next names
+    assert (report.next_action.agents, [e.seq for e in report.next_action.events]) == (("A7", "A8"), [26, 27])
+    assert report.next_action.missing == ()
     report = resume(example.retriever, SATAKE, "R-3")
     assert report.passed and {r.id for r in report.routes} == {
         f"{SATAKE}/{s}" for s in ("A2-6", "A6-3", "A5-8", "A5-9")}
@@ -153,13 +156,16 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     code, text = cli(workspace.root, "eval", "resume", "alpha")
     assert code == 1
     assert "MISSED  alpha/a3  dead_end · blocked" in text
+    assert ("returned by no query: W names nothing that leads to it (name it in W, by its id or its words, "
+            "with core-set before the stop: `open gaps` or `inputs`)") in text
     assert text.splitlines()[-1] == ("resume: FAIL: 0 of 1 blocked routes found within 2 pages; "
                                      "missed: alpha/a3")
     assert "W from the core-set checkpoints" in text
     # as of event 2 the route was not known yet: nothing to test, which is no pass (as eval reuse)
     code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "2")
     assert code == 1 and "blocked routes known by then: 0" in text
-    assert text.splitlines()[-1] == "resume: nothing to test: no blocked route was known by then"
+    assert text.splitlines()[-1] == ("resume: nothing to test: no blocked route was known by then, nor a "
+                                     "next action to compare")
     code, text = cli(workspace.root, "--json", "eval", "resume", "alpha", "--until", "2")
     assert code == 1 and (json.loads(text)["pass"], json.loads(text)["verdict"]) == (False, "nothing to test")
     # once W names it, it is found (by id) on page 1
@@ -169,6 +175,71 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     data = json.loads(text)
     assert code == 0 and data["pass"] and data["routes"][0]["id"] == "alpha/a3"
     assert data["routes"][0]["page"] == 1 and data["w_source"] == "checkpoints"
+
+
+def test_resume_takes_the_same_next_action_as_the_run(workspace):
+    """The design's test: "same next action; every blocked route found". W's next must name the
+    agents the run briefed or redirected first after the stop; a W with no next passed."""
+    _run_with_a_hidden_route(workspace)
+    (workspace.root / "alpha" / "briefs").mkdir(exist_ok=True)
+    for name in ("B9", "B7-continued", "B10"):
+        (workspace.root / "alpha" / "briefs" / f"{name}.md").write_text("Audit a4.\n", encoding="utf-8")
+
+    def event(time, kind, text):
+        return {"time": f"2026-10-17T{time}:00Z", "actor": "root", "kind": kind, "ids": [], "text": text}
+
+    def log(next_text):
+        return [*workspace.events("alpha")[:3], event("03:20", "checkpoint", "core-set open gaps: the "
+                                                      "quartic twist ← a3 blocked"),
+                event("03:20", "checkpoint", f"core-set next: {next_text}"),  # the cut: #5
+                event("09:00", "brief", "briefs/B9.md"), event("09:00", "redirect", "briefs/B7-continued.md"),
+                event("09:30", "brief", "briefs/B10.md")]
+
+    workspace.write_events("alpha", log("audit a4"))
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "resume", "alpha", "--until", "5")
+    data = json.loads(text)
+    assert code == 1 and [route["found"] for route in data["routes"]] == [True] and not data["pass"]
+    assert data["next_action"] == {"agents": ["B9", "B7"], "events": [6, 7], "missing": ["B9", "B7"],
+                                   "found": False}
+    code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "5")
+    assert text.splitlines()[-1] == ("resume: FAIL: 1 of 1 blocked routes found within 2 pages, next action "
+                                     "not in W; missed: B9, B7")
+    assert "W's next does not name B9, B7: checkpoint `next` (core-set next) before the stop" in text
+    workspace.write_events("alpha", log("B9: audit a4 · B7 (continued): the quartic twist; not B7-24"))
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "5")
+    assert code == 0 and text.splitlines()[-1] == (
+        "resume: PASS: 1 of 1 blocked routes found within 2 pages, next action as W says")
+    workspace.write_events("alpha", log("B9: audit a4, then B7-24"))  # a step id is no agent
+    memory.index(progress=False)
+    assert resume(memory.retriever, "alpha", "5").next_action.missing == ("B7",)
+    # W of then unknown (no checkpoint carries its text): the current core.md is a later W, untested
+    assert resume(memory.retriever, "beta").next_action is None
+
+
+def test_resume_as_of_a_time_is_resumed_at_the_runs_event_then(workspace):
+    """beta names alpha's dead end a3 at 02:00 on the 17th; alpha's own log, by its clock, at 03:10.
+    At beta's event, as at the time of it, beta knew the route: a time cut hid it (FAIL, where the
+    event's sequence number passed). A step its text alone names (a4) is known as well."""
+    _run_with_a_hidden_route(workspace)
+    workspace.write_events("beta", [
+        {"time": "2026-10-17T01:00:00Z", "actor": "root", "kind": "checkpoint", "ids": [],
+         "text": "core-set open gaps: the quartic twist, a dead end"},
+        {"time": "2026-10-17T02:00:00Z", "actor": "root", "kind": "brief", "ids": ["alpha/a3"],
+         "text": "avoid alpha/a3 and alpha/a4: do not retry"},
+        {"time": "2026-10-17T02:30:00Z", "actor": "B1", "kind": "return", "ids": ["b1"], "text": "one step"}])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    by_seq = resume(memory.retriever, "beta", "2")
+    by_time = resume(memory.retriever, "beta", "2026-10-17T02:10:00Z")
+    assert by_seq.event.seq == by_time.event.seq == 2
+    assert [(r.id, r.found) for r in by_seq.routes] == [(r.id, r.found) for r in by_time.routes] == [
+        ("alpha/a3", True)]
+    assert by_time.passed
+    found = memory.archive_hits("Hensel lifting quartic twist a4", until="beta#2")
+    assert {"alpha/a3", "alpha/a4"} <= {hit.id for hit in found}  # a4: named in the text of beta's log
 
 
 def test_w_as_of_an_event_is_rebuilt_from_the_checkpoints(workspace):
