@@ -4,7 +4,7 @@
     memory.index()
     page = memory.archive_search("GL2m/Sp2m generation", setting="F_q((t))")
 
-``archive_search``, ``recall_search`` and ``archive_get`` read (``retrieval.Retriever``);
+``archive_search``, ``recall_search`` and ``archive_get`` read (``retrieval.retriever.Retriever``);
 ``core_set`` and ``archive_insert`` write (``records.writes``); ``record`` is the design's Record
 step (``records.record``, then an index run); ``check`` verifies M1–M4 (``records.invariants``); ``index`` brings the index up to date (``indexers.build``). The command
 line is a thin shell over this class."""
@@ -74,8 +74,8 @@ class Memory:
     def archive_search(self, query: str | ArchiveQuery, setting: str | None = None, *, page: int = 1,
                        list_id: str | None = None, **options: Any) -> Page[Hit]:
         """Steps of the runs and the library, a page at a time (SPEC §9). ``options`` are the
-        fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library,
-        context_run, exclude_run, hide). ``list_id``: the one the page before gave (its
+        fields of ``ArchiveQuery`` (run, kind, status, until, any_setting, strategy, library, context_run,
+        exclude_run, hide, hide_run, library_before). ``list_id``: the one the page before gave (its
         ``Page.list_id``): a note says when the list has changed since."""
         page, list_id = _page("archive_search", page, list_id)
         return self.retriever.archive_search(self._cut(self._archive_query(query, setting, options)), page,

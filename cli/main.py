@@ -20,7 +20,7 @@ from mem_retrieval.cli.outputs import named
 from mem_retrieval.records.errors import BadInput, MemError, one_line, plural
 
 
-EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK = 0  # the others are each error's own (records.errors: MemError.exit_status)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of argument bytes that are not UTF-8
 
 
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def command_modules(prefix: str) -> list[Any]:
-    """The modules of mem/commands named ``prefix…`` (``eval_…`` are the ``mem eval`` family), in
+    """The modules of cli/commands named ``prefix…`` (``eval_…`` are the ``mem eval`` family), in
     their ``ORDER``. Each must import only light modules at import time."""
     import pkgutil
 

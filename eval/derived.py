@@ -30,7 +30,6 @@ class Derived:
     queries: list[Query]
     qrels: Qrels
     steps: int                      # steps of the chosen runs (written by ``until``)
-    citing: int                     # of them, steps with parents (library or not)
     starts: dict[str, datetime | None] = field(default_factory=dict)  # runs_before: each run's start
 
 
@@ -48,7 +47,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
     library = {entry.gid: entry for entry in entries}
     queries: list[Query] = []
     qrels: Qrels = {}
-    steps = citing = 0
+    steps = 0
     starts: dict[str, datetime | None] = {}
     for run in runs:
         tree = workspace.tree(run)
@@ -62,7 +61,6 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
                 continue
             steps += 1
             parents = step.cited(sources)
-            citing += bool(parents)
             gold = [gid for gid in dict.fromkeys(parents) if gid in library
                     and library[gid].run != run  # a run cannot reuse itself
                     and inserted_before(library[gid].inserted, start, until)]
@@ -72,7 +70,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
             queries.append(Query(qid, searched_part(without_links(step.statement, parents)),
                                  step.setting or tree.fix.setting or None, run, step.gid))
             qrels[qid] = {gid: 1 for gid in gold}
-    return Derived(queries, qrels, steps, citing, starts)
+    return Derived(queries, qrels, steps, starts)
 
 
 def without_links(statement: str, parents: Sequence[str]) -> str:

@@ -16,7 +16,8 @@ commit is one step either way, and cheap beside the embedding (1.5 KB of vector 
 texts are 1.5 GB streamed to the driver, against hours of model time). Ray Data's own
 ``write_lance`` sink also fails with current pylance (it passes an argument pylance 14 dropped).
 
-Ray is imported only here, and only when this engine is asked for."""
+Ray is imported only here (and by the scale benchmark, ``eval/bench_scale.py``), and only when this
+engine is asked for."""
 
 from __future__ import annotations
 

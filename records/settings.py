@@ -17,7 +17,6 @@ from mem_retrieval.records.parse import read_toml, text_lines
 from mem_retrieval.records.validate import Fields
 
 SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatible"
-MATCHES = (SAME, IMPLIED, UNKNOWN, INCOMPATIBLE)
 SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 
 

@@ -495,7 +495,7 @@ def test_the_derived_queries_are_the_steps_citing_other_runs_library_steps(works
     assert [(q.qid, q.query, q.setting, q.run, q.step) for q in derived.queries] == [
         ("q-gamma/g1", "quartz lifting of simple roots", "Qp", "gamma", "gamma/g1")]
     assert derived.qrels == {"q-gamma/g1": {"alpha/a1": 1, "alpha/a2": 1}}  # not g0: its own run
-    assert (derived.steps, derived.citing) == (4, 2)
+    assert derived.steps == 4
     before = derive(memory.workspace, ["gamma"], runs_before=True)  # gamma started 10-19 08:00
     assert before.qrels == {"q-gamma/g1": {"alpha/a1": 1}}
 
@@ -720,9 +720,9 @@ def test_per_step_counts_the_steps_written_by_until(workspace):
 
     memory = _citing(workspace)  # gamma's one event, at 2026-10-19T08:00, names its four steps
     before = derive(memory.workspace, ["gamma"], until=datetime(2026, 10, 19, 7, tzinfo=timezone.utc))
-    assert (before.steps, before.citing, before.queries) == (0, 0, [])
+    assert (before.steps, before.queries) == (0, [])
     after = derive(memory.workspace, ["gamma"], until=datetime(2026, 10, 19, 9, tzinfo=timezone.utc))
-    assert (after.steps, after.citing, len(after.queries)) == (4, 2, 1)
+    assert (after.steps, len(after.queries)) == (4, 1)
 
 
 def test_a_search_hiding_a_run_or_cutting_the_library_checks_its_values(workspace):

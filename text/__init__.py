@@ -1,2 +1,3 @@
 """Text as indexing and search both see it: BM25 tokens (``tokenize``) and the embedding model
-(``embed``, the one place that imports torch)."""
+(``embed``; torch is imported only by ``embed``, ``onnx`` (the export) and ``train``, each only
+when it runs)."""

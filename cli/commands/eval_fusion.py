@@ -1,6 +1,7 @@
 """`mem eval fusion --queries Q --qrels R [--strategy S] [--asked run|none] [--folds N]
-[--folds-by run|setting] [--step X]`: the fusion weights of a graph strategy for queries asked from
-a run or from none, chosen by cross-validation with folds by run or by setting (eval/fusion.py)."""
+[--folds-by run|setting] [--step X] [--guard WORKSPACE QUERIES QRELS]`: the fusion weights of a
+graph strategy for queries asked from a run or from none, chosen by cross-validation with folds by
+run or by setting (eval/fusion.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`mem eval …`: each evaluation lives in a module mem/commands/eval_<name>.py with its own
+"""`mem eval …`: each evaluation lives in a module cli/commands/eval_<name>.py with its own
 ``register(subparsers, common)``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`mem index [RUN…] [--full] [--engine local|ray] [--workers N]`."""
+"""`mem index [RUN…] [--full] [--progress | --no-progress] [--engine local|ray] [--workers N]`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`mem serve [--idle-timeout SECONDS] [--lazy]`: a warm process answering the read commands of
-its workspace over ``WORKSPACE/.mem/serve.sock`` (mem/server.py; the client side is mem/forward.py)."""
+"""`mem serve [--idle-timeout SECONDS] [--lazy] [--status | --stop] [--started]`: a warm process
+answering the read commands of its workspace over ``WORKSPACE/.mem/serve.sock`` (cli/server.py; the
+client side is cli/forward.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`mem tune [--eval] [--reset] [--max-pairs N] [--epochs N] [--batch-size N] [--precision P]
 [--holdout-queries Q]`:
-fine-tune the rerank model on the workspace's own citations (mem_retrieval/tune.py)."""
+fine-tune the rerank model on the workspace's own citations (api/tune.py, ``mem_retrieval.tune``)."""
 
 from __future__ import annotations
 
