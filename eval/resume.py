@@ -1,9 +1,11 @@
 """The resume test: stop a run at an event, restart from the W checkpointed then, and find every
 blocked route known by then (a step with status blocked, or of kind dead_end or error, that an event
 of the run had named by then), and take the same next action: W's ``next`` names the agents the run
-went on to brief or redirect (its first ``brief``/``redirect`` events after the cut, those logged at
-one time; an agent is its brief file's name up to its first ``-``: ``briefs/A7-continued.md`` is A7).
-The next action is tested only on a W the checkpoints give: the current core.md is a later W.
+went on to brief or redirect (``next_action``: its first ``brief``/``redirect`` events after the cut,
+those logged at one time, when only the root's checkpoints and registry entries come between; an
+agent is named by its brief file's name or that name up to its first ``-`` or ``.``:
+``briefs/A7-continued.md`` by A7-continued or A7, as ids are compared, case aside). The next action is
+tested only on a W the checkpoints give: the current core.md is a later W.
 
 W of then is rebuilt from the ``core-set FIELD: TEXT`` checkpoints (records.writes.core_set) up to the
 cut; when none carries field text, the current core.md stands in, and the report says so. The probes
@@ -21,7 +23,7 @@ from mem_retrieval.eval.paging import check_pages
 from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, locate,
                                    short, step_of)
 from mem_retrieval.records.core import id_candidates, render
-from mem_retrieval.records.ids import spellings, split_gid
+from mem_retrieval.records.ids import plain, spellings, split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery
@@ -43,7 +45,8 @@ class Resume:
     probes: tuple[Probe, ...]
     routes: tuple[Target, ...]
     pages: int
-    next_action: "NextAction | None" = None  # whom the run briefed or redirected next (None: nobody)
+    next_action: "NextAction | None" = None  # whom the run briefed or redirected next (None: untested)
+    next_untested: str = ""     # why it is not (``next_action``)
 
     @property
     def tested(self) -> bool:
@@ -73,7 +76,8 @@ class Resume:
                 "w_source": self.w_source, "w": self.w, "notes": list(self.notes), "pages": self.pages,
                 "queries": [p.as_dict() for p in self.probes],
                 "routes": [r.as_dict() for r in self.routes], "missed": self.missed,
-                "next_action": None if self.next_action is None else self.next_action.as_dict()}
+                "next_action": None if self.next_action is None else self.next_action.as_dict(),
+                "next_untested": None if self.next_action is not None else self.next_untested}
 
     def text(self) -> str:
         e = self.event
@@ -90,12 +94,7 @@ class Resume:
                  f"blocked routes known by then: {len(self.routes)}"]
         for route in self.routes:
             lines += route.lines()
-        if self.next_action:
-            lines.append(self.next_action.line())
-        elif self.w_source != "checkpoints":
-            lines.append("next action: not tested (no checkpoint gives W's next of then)")
-        else:
-            lines.append("next action: the run briefed or redirected no agent after then (not tested)")
+        lines.append(self.next_action.line() if self.next_action else f"next action: {self.next_untested}")
         found = len(self.routes) - len(self.missed)
         if not self.tested:
             lines.append("resume: nothing to test: no blocked route was known by then, nor a next action "
@@ -135,31 +134,65 @@ class NextAction:
                 "the stop names whom to launch or redirect")
 
 
-def next_action(w: dict[str, str], later: list[Event]) -> NextAction | None:
-    """The run's next action after the cut (``later``: its events after it), as W should name it;
-    None when it briefed or redirected no agent after."""
-    first = next((e for e in later if e.kind in _LAUNCHES and _agent(e)), None)
-    if first is None:
-        return None
-    events = tuple(e for e in later if e.kind in _LAUNCHES and _agent(e) and e.timestamp == first.timestamp)
-    agents = tuple(dict.fromkeys(_agent(e) for e in events))
-    said = w.get("next") or ""
-    missing = tuple(a for a in agents if not re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", said))
-    return NextAction(agents, events, missing)
+def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
+    """The run's next action after the cut (``later``: its events after it), as W should name it:
+    its first ``brief``/``redirect`` events, those logged at one time, when nothing but the root's
+    own checkpoints, registry entries and fetched sources came between (a return or an audit first is
+    news the launch after it was decided on: a resumed root cannot be held to it). Else why it is
+    not tested (a string)."""
+    launches: list[Event] = []
+    for event in later:
+        if event.kind in _LAUNCHES and (not launches or event.timestamp == launches[0].timestamp):
+            launches.append(event)
+        elif launches:
+            break
+        elif event.kind not in _NO_NEWS:
+            return (f"not tested: #{event.seq} ({event.kind}) came before the run's next brief or "
+                    "redirect, which was decided on it")
+    if not launches:
+        return "not tested: the run briefed or redirected no agent after then"
+    unnamed = [e for e in launches if not _names_of(e)]
+    if unnamed:
+        return (f"not tested: #{unnamed[0].seq} ({unnamed[0].kind}) names no brief file, so no agent "
+                "to look for in W")
+    said = plain(w.get("next") or "").casefold()
+    agents = tuple(dict.fromkeys(_names_of(e)[0] for e in launches))
+    missing = tuple(dict.fromkeys(_names_of(e)[0] for e in launches
+                                  if not any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", said)
+                                             for name in _names_of(e, folded=True))))
+    return NextAction(agents, tuple(launches), missing)
+
+
+def _planned_before_news(events: list[Event]) -> str:
+    """Why W's next of then cannot be held to the run's next action: none was checkpointed yet (the
+    root had not planned), or it was checkpointed before the last news the run had by then (a
+    return, an audit, a correction), which the root had not planned on yet; "" when it can."""
+    news = next((e for e in reversed(events) if e.kind not in _NO_NEWS + _LAUNCHES), None)
+    planned = next((e for e in reversed(events) if e.kind == "checkpoint"
+                    and (m := _CHECKPOINT.match(e.text)) and m.group(1) == "next"), None)
+    if planned is None:
+        return "not tested: no next action was checkpointed by then (core-set next)"
+    if news is None or planned.seq > news.seq:
+        return ""
+    return (f"not tested: W's next was checkpointed at #{planned.seq}, before #{news.seq} ({news.kind}), "
+            "the last news before the stop, which the root had not planned on yet")
 
 
 _LAUNCHES = ("brief", "redirect")
+_NO_NEWS = ("checkpoint", "registry", "source")  # the root's own writing and fetching: no news
 UNFOUND = ("returned by no query: W names nothing that leads to it (name it in W, by its id or its words, "
            "with core-set before the stop: `open gaps` or `inputs`)")
 
 
-def _agent(event: Event) -> str:
-    """The agent a brief or redirect goes to: its brief file's name up to its first ``-``
-    (``briefs/A7-continued.md``: A7), or "" when its text is no such path."""
-    path = event.text.strip()
-    if not path.startswith("briefs/") or " " in path:
-        return ""
-    return path.rsplit("/", 1)[-1].split(".", 1)[0].split("-", 1)[0]
+def _names_of(event: Event, folded: bool = False) -> tuple[str, ...]:
+    """What names the agent a brief or redirect goes to: its brief file's name up to its first
+    ``-`` or ``.`` (the agent: ``briefs/A7-continued.md`` is A7), and the file's name (A7-continued);
+    none when its text is no file's path. ``folded``: as W is compared (``plain``, case-folded)."""
+    if not event.path:
+        return ()
+    stem = event.path.rsplit("/", 1)[-1].split(".", 1)[0]
+    names = tuple(dict.fromkeys(name for name in (re.split(r"[-.]", stem, maxsplit=1)[0], stem) if name))
+    return tuple(plain(name).casefold() for name in names) if folded else names
 
 
 def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:
@@ -248,5 +281,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
                            (f"first named by #{event.seq} ({event.kind}, {event.time})",),
                            best(findings[gid]), pages, unfound=UNFOUND)
                     for gid, (step, event) in routes.items())
+    action = (_planned_before_news(events) or next_action(w, log[len(events):]) if source == "checkpoints"
+              else "not tested: no checkpoint gives W's next of then")
     return Resume(run, until, events[-1] if events else None, source, w, tuple(notes), tuple(probes),
-                  targets, pages, next_action(w, log[len(events):]) if source == "checkpoints" else None)
+                  targets, pages, *((action, "") if isinstance(action, NextAction) else (None, action)))

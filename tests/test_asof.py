@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from conftest import library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.records.errors import BadInput, Refused
+from mem_retrieval.indexers.store import key
 from mem_retrieval.records.parse import iso_time, micros
 from mem_retrieval.memory import Memory
 
@@ -134,7 +135,8 @@ def test_at_an_event_the_steps_of_other_runs_its_log_has_named_are_memory(worksp
     names it at 01:00 on the 18th. As of alpha's event the run knew b1, and the search left it out."""
     events = workspace.events("alpha")
     workspace.write_events("alpha", [*events, {"time": "2026-10-17T04:00:00Z", "actor": "root",
-                                               "kind": "checkpoint", "ids": ["beta/b1"], "text": "R-1"}])
+                                               "kind": "checkpoint", "ids": ["beta/b1"],
+                                               "text": "R-1: see doc/3/page, returns/A6.json, (beta/b1)"}])
     memory = Memory.open(workspace.root)
     memory.index(progress=False)
     query = every_step_query(memory, ["alpha", "beta"])
@@ -144,6 +146,9 @@ def test_at_an_event_the_steps_of_other_runs_its_log_has_named_are_memory(worksp
         found = {h.id for h in memory.archive_hits(query, until=until)}
         assert ("beta/b1" in found) == seen, until
         assert "alpha/a1" in found  # named at 03:42 by alpha's own log
+    # words of no run's step (a path, `doc/3`) make no key: on a long log they made 180,000
+    named = set(memory.retriever.resolve_until("alpha#3", None).named)
+    assert key("beta/b1") in named and not named & {key("doc/3/page"), key("returns/A6.json")}
 
 # -------------------------------------------------------------------------------- --until TIME
 

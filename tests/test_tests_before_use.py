@@ -20,6 +20,7 @@ from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.records import writes
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.memory import Memory
+from mem_retrieval.records.types import Event
 
 SATAKE, IWAHORI = "satake-two-levels", "iwahori-two-levels"
 # every satake step iwahori cites: parents in its tree.json, and ids in its briefs (A6-7 is named
@@ -90,6 +91,13 @@ def test_resume_on_the_example_at_each_registry(example):
     # the same next action: after R-1 the run briefed A7 and A8 (#26, #27), whom W's next names
     assert (report.next_action.agents, [e.seq for e in report.next_action.events]) == (("A7", "A8"), [26, 27])
     assert report.next_action.missing == ()
+    # before R-1, W's next (#4) predates the returns the root had not planned on yet; before #4
+    # no next was checkpointed: neither W is held to what the run did next
+    assert resume(example.retriever, SATAKE, "20").next_untested == (
+        "not tested: W's next was checkpointed at #4, before #18 (return), the last news before the stop, "
+        "which the root had not planned on yet")
+    assert resume(example.retriever, SATAKE, "3").next_untested == (
+        "not tested: no next action was checkpointed by then (core-set next)")
     report = resume(example.retriever, SATAKE, "R-3")
     assert report.passed and {r.id for r in report.routes} == {
         f"{SATAKE}/{s}" for s in ("A2-6", "A6-3", "A5-8", "A5-9")}
@@ -217,6 +225,36 @@ def test_resume_takes_the_same_next_action_as_the_run(workspace):
     assert resume(memory.retriever, "alpha", "5").next_action.missing == ("B7",)
     # W of then unknown (no checkpoint carries its text): the current core.md is a later W, untested
     assert resume(memory.retriever, "beta").next_action is None
+
+
+def test_the_next_action_is_whom_the_run_launched_before_any_news_as_w_names_them():
+    """Worked by hand on events: what counts as the next action, and what names its agent."""
+    from datetime import UTC, datetime
+
+    from mem_retrieval.eval.resume import NextAction, next_action
+
+    def event(seq, kind, text, minute=0):
+        path = text if "/" in text and " " not in text else None
+        return Event("r", seq, "", datetime(2026, 1, 1, 0, minute, tzinfo=UTC), "root", kind, (), text, path)
+
+    briefs = [event(6, "checkpoint", "core.md checkpoint"), event(7, "registry", "R-2: …"),
+              event(8, "brief", "briefs/A7-continued.md", 5), event(9, "redirect", "notes/a8.v2.md", 5),
+              event(10, "brief", "briefs/A9.md", 6)]
+    found = next_action({"next": "a7 (continued) · Ａ8: the fibre method"}, briefs)
+    assert isinstance(found, NextAction) and (found.agents, found.missing) == (("A7", "a8"), ())
+    assert [e.seq for e in found.events] == [8, 9]  # A9, a minute later, is a later action
+    assert next_action({"next": "A7-continued, then a8"}, briefs).missing == ()  # the brief by name
+    # a step id is no agent, whichever hyphen it is written with
+    assert next_action({"next": "audit A7\u201124 and A7-25; a8"}, briefs).missing == ("A7",)
+    assert next_action({"next": ""}, briefs).missing == ("A7", "a8")
+    # news first: the launch after it was decided on it
+    assert next_action({"next": "A7"}, [event(6, "return", "returns/A3.md"), *briefs[2:]]) == (
+        "not tested: #6 (return) came before the run's next brief or redirect, which was decided on it")
+    # a brief that names no file names no agent
+    assert next_action({"next": "A8"}, [event(8, "brief", "A8: attack the fibres"), *briefs[3:]]) == (
+        "not tested: #8 (brief) names no brief file, so no agent to look for in W")
+    assert next_action({"next": "A8"}, briefs[:2]) == (
+        "not tested: the run briefed or redirected no agent after then")
 
 
 def test_resume_as_of_a_time_is_resumed_at_the_runs_event_then(workspace):
