@@ -2,10 +2,11 @@
 blocked route known by then (a step with status blocked, or of kind dead_end or error, that an event
 of the run had named by then), and take the same next action: W's ``next`` names the agents the run
 went on to brief or redirect (``next_action``: its first ``brief``/``redirect`` events after the cut,
-those logged at one time, when only the root's checkpoints and registry entries come between; an
-agent is named by its brief file's name or that name up to its first ``-`` or ``.``:
-``briefs/A7-continued.md`` by A7-continued or A7, as ids are compared, case aside). The next action is
-tested only on a W the checkpoints give: the current core.md is a later W.
+those logged at one time; an agent is named by its brief file's name or that name up to its first
+``-`` or ``.``: ``briefs/A7-continued.md`` by A7-continued or A7, as ids are compared, case aside).
+The run is held to it only where the resumed root could know it: on a W the checkpoints give (the
+current core.md is a later W), whose next was checkpointed after the last news the run had by then
+(``_planned_before_news``), and with no news and no new next between the stop and the launch.
 
 W of then is rebuilt from the ``core-set FIELD: TEXT`` checkpoints (records.writes.core_set) up to the
 cut; when none carries field text, the current core.md stands in, and the report says so. The probes
@@ -112,55 +113,76 @@ class Resume:
 
 @dataclass(frozen=True)
 class NextAction:
-    """What the run did next after the cut: the agents its first ``brief``/``redirect`` events (those
-    logged at one time) went to, and which of them W's ``next`` does not name."""
+    """What the run did next after the cut: its first ``brief``/``redirect`` events (those logged at
+    one time), each by its brief file's name (``briefs``), and which of them W's ``next`` does not
+    name (``missing``)."""
 
-    agents: tuple[str, ...]
+    briefs: tuple[str, ...]
     events: tuple[Event, ...]
     missing: tuple[str, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"agents": list(self.agents), "events": [e.seq for e in self.events],
+        return {"briefs": list(self.briefs), "events": [e.seq for e in self.events],
                 "missing": list(self.missing), "found": not self.missing}
 
     def line(self) -> str:
         said = ", ".join(f"#{e.seq} {e.kind} {short(e.text)}" for e in self.events)
         if not self.missing:
-            return (f"next action: W's next names {', '.join(self.agents)}, whom the run went on to brief "
+            return (f"next action: W's next names {', '.join(self.briefs)}, whom the run went on to brief "
                     f"or redirect ({said})")
-        return (f"next action: MISSED: the run went on to brief or redirect {', '.join(self.agents)} "
-                f"({said}); W's next "
-                f"does not name {', '.join(self.missing)}: checkpoint `next` (core-set next) before "
-                "the stop names whom to launch or redirect")
+        return (f"next action: MISSED: the run went on to brief or redirect {', '.join(self.briefs)} "
+                f"({said}); W's next does not name {', '.join(self.missing)}: checkpoint `next` "
+                "(core-set next) before the stop names whom to launch or redirect")
 
 
 def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
     """The run's next action after the cut (``later``: its events after it), as W should name it:
-    its first ``brief``/``redirect`` events, those logged at one time, when nothing but the root's
-    own checkpoints, registry entries and fetched sources came between (a return or an audit first is
-    news the launch after it was decided on: a resumed root cannot be held to it). Else why it is
-    not tested (a string)."""
-    launches: list[Event] = []
-    for event in later:
-        if event.kind in _LAUNCHES and (not launches or event.timestamp == launches[0].timestamp):
-            launches.append(event)
-        elif launches:
-            break
-        elif event.kind not in _NO_NEWS:
+    its first ``brief``/``redirect`` events, those logged at one time, when no news came between
+    (only checkpoints that leave W's next as it was, registry entries, fetched sources and evictions:
+    a return, an audit or a correction first is news the launch was decided on, and a new ``next``
+    a plan made after the stop; a resumed root cannot be held to either). Else why it is not tested
+    (a string)."""
+    first = next((i for i, e in enumerate(later) if e.kind in _LAUNCHES), None)
+    if first is None:
+        return "not tested: the run briefed or redirected no agent after then"
+    said = w.get("next") or ""
+    for event in later[:first]:
+        if event.kind not in _NO_NEWS:
             return (f"not tested: #{event.seq} ({event.kind}) came before the run's next brief or "
                     "redirect, which was decided on it")
-    if not launches:
-        return "not tested: the run briefed or redirected no agent after then"
+        planned = _next_checkpoint(event)
+        if planned is not None and planned.strip() != said.strip():
+            return (f"not tested: #{event.seq} checkpointed a new next before the run's next brief or "
+                    "redirect: a plan made after the stop")
+    launches = [e for e in later[first:] if e.timestamp == later[first].timestamp]
+    launches = launches[:next((i for i, e in enumerate(launches) if e.kind not in _LAUNCHES), len(launches))]
     unnamed = [e for e in launches if not _names_of(e)]
     if unnamed:
         return (f"not tested: #{unnamed[0].seq} ({unnamed[0].kind}) names no brief file, so no agent "
                 "to look for in W")
-    said = plain(w.get("next") or "").casefold()
-    agents = tuple(dict.fromkeys(_names_of(e)[0] for e in launches))
-    missing = tuple(dict.fromkeys(_names_of(e)[0] for e in launches
-                                  if not any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", said)
-                                             for name in _names_of(e, folded=True))))
-    return NextAction(agents, tuple(launches), missing)
+    folded = plain(said).casefold()
+    stems = {_names_of(e, folded=True)[-1] for e in launches}
+    missing = tuple(dict.fromkeys(_names_of(e)[-1] for e in launches
+                                  if not _named_in(folded, _names_of(e, folded=True), stems)))
+    return NextAction(tuple(dict.fromkeys(_names_of(e)[-1] for e in launches)), tuple(launches), missing)
+
+
+def _named_in(text: str, names: tuple[str, ...], stems: set[str]) -> bool:
+    """Whether ``text`` (folded) names one of ``names`` (a launch's head and brief name) as a word:
+    not inside a longer one, not as a step id's head (``A7-24``), and not as the head of another
+    launch's brief name (``lit`` of ``lit-search`` names no ``lit-review``); ``A7-A8`` names both."""
+    for name in names:
+        for found in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)(?!-\d)", text):
+            word = re.match(r"[\w-]+", text[found.start():])[0]
+            if word == name or word == names[-1] or word not in stems:
+                return True
+    return False
+
+
+def _next_checkpoint(event: Event) -> str | None:
+    """The text a ``core-set next`` checkpoint gave W's next, or None for any other event."""
+    match = _CHECKPOINT.match(event.text) if event.kind == "checkpoint" else None
+    return match.group(2) if match and match.group(1) == "next" else None
 
 
 def _planned_before_news(events: list[Event]) -> str:
@@ -168,8 +190,7 @@ def _planned_before_news(events: list[Event]) -> str:
     root had not planned), or it was checkpointed before the last news the run had by then (a
     return, an audit, a correction), which the root had not planned on yet; "" when it can."""
     news = next((e for e in reversed(events) if e.kind not in _NO_NEWS + _LAUNCHES), None)
-    planned = next((e for e in reversed(events) if e.kind == "checkpoint"
-                    and (m := _CHECKPOINT.match(e.text)) and m.group(1) == "next"), None)
+    planned = next((e for e in reversed(events) if _next_checkpoint(e) is not None), None)
     if planned is None:
         return "not tested: no next action was checkpointed by then (core-set next)"
     if news is None or planned.seq > news.seq:
@@ -179,20 +200,23 @@ def _planned_before_news(events: list[Event]) -> str:
 
 
 _LAUNCHES = ("brief", "redirect")
-_NO_NEWS = ("checkpoint", "registry", "source")  # the root's own writing and fetching: no news
+_NO_NEWS = ("checkpoint", "registry", "source", "evict")  # writing, fetching, a lost context: no news
 UNFOUND = ("returned by no query: W names nothing that leads to it (name it in W, by its id or its words, "
            "with core-set before the stop: `open gaps` or `inputs`)")
 
 
 def _names_of(event: Event, folded: bool = False) -> tuple[str, ...]:
     """What names the agent a brief or redirect goes to: its brief file's name up to its first
-    ``-`` or ``.`` (the agent: ``briefs/A7-continued.md`` is A7), and the file's name (A7-continued);
-    none when its text is no file's path. ``folded``: as W is compared (``plain``, case-folded)."""
+    ``-`` or ``.`` (the agent: ``briefs/A7-continued.md`` is A7), and the file's name (A7-continued,
+    last); none when its text is no file's path. ``folded``: as W is compared (``plain``, which
+    reads look-alike hyphens as ``-``, case-folded)."""
     if not event.path:
         return ()
     stem = event.path.rsplit("/", 1)[-1].split(".", 1)[0]
-    names = tuple(dict.fromkeys(name for name in (re.split(r"[-.]", stem, maxsplit=1)[0], stem) if name))
-    return tuple(plain(name).casefold() for name in names) if folded else names
+    head = re.split(r"[-.]", plain(stem), maxsplit=1)[0]
+    names = tuple(dict.fromkeys(name for name in (head, plain(stem)) if name)) if folded else tuple(
+        dict.fromkeys(name for name in (re.split(r"[-.]", stem, maxsplit=1)[0], stem) if name))
+    return tuple(name.casefold() for name in names) if folded else names
 
 
 def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:

@@ -535,7 +535,8 @@ class Retriever:
 
     def _run_known(self):
         """Whether a run is one of the workspace's, or of a library entry's (read once, when a run
-        the workspace lacks is asked of it): a word such as ``doc/3`` in an event's text names none."""
+        the workspace lacks is asked of it; any, when the library cannot be read): a word such as
+        ``doc/3`` in an event's text names none."""
         runs, library = set(self.workspace.runs()), None
 
         def known(name: str) -> bool:
@@ -545,9 +546,9 @@ class Retriever:
             if library is None:
                 try:
                     library = {entry.run for entry in self.workspace.library()}
-                except InputError:  # a malformed library: its runs name nothing here
-                    library = set()
-            return name in library
+                except InputError:  # a malformed library: any run may be one of its entries'
+                    library = True
+            return library is True or name in library
         return known
 
     def event_cut(self, run: str, until: Until | None) -> Until | None:

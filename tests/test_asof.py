@@ -149,6 +149,14 @@ def test_at_an_event_the_steps_of_other_runs_its_log_has_named_are_memory(worksp
     # words of no run's step (a path, `doc/3`) make no key: on a long log they made 180,000
     named = set(memory.retriever.resolve_until("alpha#3", None).named)
     assert key("beta/b1") in named and not named & {key("doc/3/page"), key("returns/A6.json")}
+    # a run only the library holds is a run; when the library cannot be read, any may be
+    events = workspace.events("alpha")
+    workspace.write_events("alpha", [*events[:-1], dict(events[-1], text="R-1: gone/g1 and doc/3")])
+    workspace.write_library([*workspace.library(), library_line("gone", make_step("g1"))])
+    assert key("gone/g1") in memory.retriever.resolve_until("alpha#3", None).named
+    assert key("doc/3") not in memory.retriever.resolve_until("alpha#3", None).named
+    workspace.library_path.write_text(workspace.library_path.read_text() + '{"run": "x"\n')
+    assert {key("gone/g1"), key("doc/3")} <= set(memory.retriever.resolve_until("alpha#3", None).named)
 
 # -------------------------------------------------------------------------------- --until TIME
 

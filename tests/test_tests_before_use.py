@@ -89,7 +89,7 @@ def test_resume_on_the_example_at_each_registry(example):
     assert report.w["next"].startswith("A7: audit every candidate proof (A2, A4, A6 now;")
     assert report.notes == ()
     # the same next action: after R-1 the run briefed A7 and A8 (#26, #27), whom W's next names
-    assert (report.next_action.agents, [e.seq for e in report.next_action.events]) == (("A7", "A8"), [26, 27])
+    assert (report.next_action.briefs, [e.seq for e in report.next_action.events]) == (("A7", "A8"), [26, 27])
     assert report.next_action.missing == ()
     # before R-1, W's next (#4) predates the returns the root had not planned on yet; before #4
     # no next was checkpointed: neither W is held to what the run did next
@@ -209,12 +209,13 @@ def test_resume_takes_the_same_next_action_as_the_run(workspace):
     code, text = cli(workspace.root, "--json", "eval", "resume", "alpha", "--until", "5")
     data = json.loads(text)
     assert code == 1 and [route["found"] for route in data["routes"]] == [True] and not data["pass"]
-    assert data["next_action"] == {"agents": ["B9", "B7"], "events": [6, 7], "missing": ["B9", "B7"],
-                                   "found": False}
+    assert data["next_action"] == {"briefs": ["B9", "B7-continued"], "events": [6, 7],
+                                   "missing": ["B9", "B7-continued"], "found": False}
     code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "5")
     assert text.splitlines()[-1] == ("resume: FAIL: 1 of 1 blocked routes found within 2 pages, next action "
-                                     "not in W; missed: B9, B7")
-    assert "W's next does not name B9, B7: checkpoint `next` (core-set next) before the stop" in text
+                                     "not in W; missed: B9, B7-continued")
+    assert ("W's next does not name B9, B7-continued: checkpoint `next` (core-set next) before the "
+            "stop") in text
     workspace.write_events("alpha", log("B9: audit a4 · B7 (continued): the quartic twist; not B7-24"))
     memory.index(progress=False)
     code, text = cli(workspace.root, "eval", "resume", "alpha", "--until", "5")
@@ -222,7 +223,7 @@ def test_resume_takes_the_same_next_action_as_the_run(workspace):
         "resume: PASS: 1 of 1 blocked routes found within 2 pages, next action as W says")
     workspace.write_events("alpha", log("B9: audit a4, then B7-24"))  # a step id is no agent
     memory.index(progress=False)
-    assert resume(memory.retriever, "alpha", "5").next_action.missing == ("B7",)
+    assert resume(memory.retriever, "alpha", "5").next_action.missing == ("B7-continued",)
     # W of then unknown (no checkpoint carries its text): the current core.md is a later W, untested
     assert resume(memory.retriever, "beta").next_action is None
 
@@ -238,22 +239,33 @@ def test_the_next_action_is_whom_the_run_launched_before_any_news_as_w_names_the
         return Event("r", seq, "", datetime(2026, 1, 1, 0, minute, tzinfo=UTC), "root", kind, (), text, path)
 
     briefs = [event(6, "checkpoint", "core.md checkpoint"), event(7, "registry", "R-2: …"),
-              event(8, "brief", "briefs/A7-continued.md", 5), event(9, "redirect", "notes/a8.v2.md", 5),
-              event(10, "brief", "briefs/A9.md", 6)]
+              event(8, "evict", "lost session: the root's context is lost"),  # no news: the test's case
+              event(9, "brief", "briefs/A7-continued.md", 5), event(10, "redirect", "notes/a8.v2.md", 5),
+              event(11, "brief", "briefs/A9.md", 6)]
     found = next_action({"next": "a7 (continued) · Ａ8: the fibre method"}, briefs)
-    assert isinstance(found, NextAction) and (found.agents, found.missing) == (("A7", "a8"), ())
-    assert [e.seq for e in found.events] == [8, 9]  # A9, a minute later, is a later action
+    assert isinstance(found, NextAction) and (found.briefs, found.missing) == (("A7-continued", "a8"), ())
+    assert [e.seq for e in found.events] == [9, 10]  # A9, a minute later, is a later action
     assert next_action({"next": "A7-continued, then a8"}, briefs).missing == ()  # the brief by name
+    assert next_action({"next": "A7\u2013A8: the fibres"}, briefs).missing == ()  # a range names both
     # a step id is no agent, whichever hyphen it is written with
-    assert next_action({"next": "audit A7\u201124 and A7-25; a8"}, briefs).missing == ("A7",)
-    assert next_action({"next": ""}, briefs).missing == ("A7", "a8")
-    # news first: the launch after it was decided on it
-    assert next_action({"next": "A7"}, [event(6, "return", "returns/A3.md"), *briefs[2:]]) == (
+    assert next_action({"next": "audit A7\u201124 and A7-25; a8"}, briefs).missing == ("A7-continued",)
+    assert next_action({"next": ""}, briefs).missing == ("A7-continued", "a8")
+    # agents sharing a head are two: `lit` of lit-search names no lit-review
+    pair = [event(2, "brief", "briefs/lit-review.md"), event(3, "brief", "briefs/lit\u2011search.md")]
+    assert next_action({"next": "lit-search: find d2"}, pair).missing == ("lit-review",)
+    assert next_action({"next": "lit: both reviews"}, pair).missing == ()
+    # news first: the launch after it was decided on it; a new next first: a plan made after the stop
+    assert next_action({"next": "A7"}, [event(6, "return", "returns/A3.md"), *briefs[3:]]) == (
         "not tested: #6 (return) came before the run's next brief or redirect, which was decided on it")
-    # a brief that names no file names no agent
-    assert next_action({"next": "A8"}, [event(8, "brief", "A8: attack the fibres"), *briefs[3:]]) == (
+    assert next_action({"next": "A7"}, [event(6, "checkpoint", "core-set next: A9 first"), *briefs[3:]]) == (
+        "not tested: #6 checkpointed a new next before the run's next brief or redirect: a plan made "
+        "after the stop")
+    assert isinstance(next_action({"next": "A7, a8"}, [event(6, "checkpoint", "core-set next: A7, a8"),
+                                                      *briefs[3:]]), NextAction)  # the same plan again
+    # a brief that names no file names no agent; no launch at all, whatever news comes
+    assert next_action({"next": "A8"}, [event(8, "brief", "A8: attack the fibres"), *briefs[4:]]) == (
         "not tested: #8 (brief) names no brief file, so no agent to look for in W")
-    assert next_action({"next": "A8"}, briefs[:2]) == (
+    assert next_action({"next": "A8"}, [*briefs[:3], event(12, "audit", "A7-24: pass")]) == (
         "not tested: the run briefed or redirected no agent after then")
 
 

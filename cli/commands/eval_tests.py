@@ -20,8 +20,10 @@ def register(subparsers, common) -> None:
                     "(else the current core.md, said in the output); each W line and each id W "
                     "names is put to archive-search and recall-search as of then. Every step with "
                     "status blocked, or of kind dead_end or error, that an event of RUN had named "
-                    "by then must be found within --pages pages. Exit 1 naming what was missed, or "
-                    "when no route was known by then (nothing to test).")
+                    "by then must be found within --pages pages, and W's next must name whom the "
+                    "run briefed or redirected first after then (where it could know: see the "
+                    "README). Exit 1 naming what was missed, or when there is neither a route nor a "
+                    "next action to test (nothing to test).")
     parser.add_argument("run")
     parser.add_argument("--until", metavar="EVENT|SEQ|TIME")
     parser.add_argument("--pages", type=integer, default=2, help="pages read per query (default 2)")
