@@ -628,23 +628,30 @@ def test_a_setting_the_ontology_does_not_know_is_named_in_a_warning(tmp_path, co
         "step matches those only by the same text"]
 
 
+def _judged_warnings(tmp_path, command: str, queries: list[dict], qrels: str) -> list[str]:
+    """The warnings of `mem eval COMMAND` over ``queries`` (each asking "statement") judged by
+    ``qrels`` on the test workspace."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"query": "statement", **query}) + "\n" for query in queries))
+    (tmp_path / "r.qrels").write_text(qrels)
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    err = io.StringIO()
+    extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
+    mem(["--workspace", str(ws.root), "eval", command, "--queries", str(path), "--qrels",
+         str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
+    return [line for line in err.getvalue().splitlines() if "warning" in line]
+
+
 @pytest.mark.parametrize("command", ["paging", "fusion"])
 def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, command):
     """A bare step id, or a misspelt run, in a qrels file scores 0 for its query: named once;
     grade 0 is no judgment of relevance."""
-    from conftest import build_workspace
-
-    ws = build_workspace(tmp_path / "ws")
-    queries = tmp_path / "q.jsonl"
-    queries.write_text("".join(json.dumps({"qid": qid, "query": "statement"}) + "\n" for qid in ("q1", "q2")))
-    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 a2 1\nq2 0 nosuch/z1 2\nq2 0 a2 1\n"
-                                      "q2 0 alpha/zz 0\n")
-    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
-    err = io.StringIO()
-    extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
-    mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
-         str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
-    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
+    warnings = _judged_warnings(tmp_path, command, [{"qid": "q1"}, {"qid": "q2"}],
+                                "q1 0 alpha/a1 1\nq1 0 a2 1\nq2 0 nosuch/z1 2\nq2 0 a2 1\nq2 0 alpha/zz 0\n")
+    assert warnings == [
         (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
          "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
          "id, run/step)")]
@@ -655,22 +662,12 @@ def test_a_judged_step_its_own_query_leaves_out_is_named_in_a_warning(tmp_path, 
     """A step of the query's own `run` is no candidate (a run cannot reuse itself), and its own
     `step` is hidden: the development set's `uses-all` files, run as shipped, judged 563 of 772
     such, and the figures read a sixth of the README's with no warning."""
-    from conftest import build_workspace
-
-    ws = build_workspace(tmp_path / "ws")
-    queries = tmp_path / "q.jsonl"
-    queries.write_text(json.dumps({"qid": "q1", "query": "statement", "run": "beta"}) + "\n"
-                       + json.dumps({"qid": "q2", "query": "statement", "step": "alpha/a2",
-                                     "run": "beta"}) + "\n")
     # q2 hides alpha/a2 and alpha/a4, which cites it; a2's input alpha/a1 stays
-    (tmp_path / "r.qrels").write_text("q1 0 alpha/a1 1\nq1 0 beta/b1 1\nq2 0 alpha/a2 1\nq2 0 alpha/a1 1\n"
-                                      "q2 0 alpha/a4 1\n")
-    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
-    err = io.StringIO()
-    extra = ["--strategy", "bm25"] if command == "paging" else ["--strategy", "graph", "--folds", "2"]
-    mem(["--workspace", str(ws.root), "eval", command, "--queries", str(queries), "--qrels",
-         str(tmp_path / "r.qrels"), *extra], out=io.StringIO(), err=err)
-    assert [line for line in err.getvalue().splitlines() if "warning" in line] == [
+    warnings = _judged_warnings(tmp_path, command, [{"qid": "q1", "run": "beta"},
+                                                    {"qid": "q2", "step": "alpha/a2", "run": "beta"}],
+                                "q1 0 alpha/a1 1\nq1 0 beta/b1 1\nq2 0 alpha/a2 1\nq2 0 alpha/a1 1\n"
+                                "q2 0 alpha/a4 1\n")
+    assert warnings == [
         (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 3 steps their query leaves out (q1: "
          "beta/b1, q2: alpha/a2, q2: alpha/a4): a query's `run` leaves that run's steps out of the "
          "search, and its `step` hides itself, what cites it and its run-mates written after it "
