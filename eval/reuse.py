@@ -100,7 +100,8 @@ class Reuse:
         if self.after:
             lines.append("citing the run's own steps, so written after it began (not required): "
                          + ", ".join(self.after))
-        by = " inserted by then" if self.later or self.undated else " written before it began" if self.after else ""
+        by = (" inserted by then" if self.later or self.undated
+              else " written before it began" if self.after else "")
         recall = (f"n/a (it cites no library step{by})"
                   if self.recall is None else f"{self.recall:.2f}")
         found = len(self.cited) - len(self.missed)

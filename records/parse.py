@@ -234,7 +234,9 @@ def date_alone(value: str) -> str | None:
 def time_fault(value: str, fault: str) -> str:
     """What is wrong with the time ``value`` (``fault``), or, when it is a date alone, what to write."""
     time = date_alone(value)
-    return f"{value!r} is a date without a time of day (write a time with its zone: {time})" if time else fault
+    if time is None:
+        return fault
+    return f"{value!r} is a date without a time of day (write a time with its zone: {time})"
 
 
 def parse_time(value: str, file: str, line: int | None, field: str) -> datetime:

@@ -416,7 +416,8 @@ def parse_time_arg(value: str) -> datetime | None:
         stamp = iso_time(value)
     except ValueError as err:
         if re.match(r"\d{4}-\d\d-\d\d", value) or date_alone(value):  # a date: not an event's id
-            raise BadInput(time_fault(value, f"{value!r} is not a valid time ({err})"), param="until") from None
+            raise BadInput(time_fault(value, f"{value!r} is not a valid time ({err})"),
+                           param="until") from None
         return None
     if stamp.tzinfo is None:
         raise BadInput(time_fault(value, f"{value!r} is a time without a zone (write Z or +hh:mm)"),

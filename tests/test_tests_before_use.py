@@ -458,7 +458,8 @@ def test_an_entry_inserted_just_before_the_run_began_is_required_and_one_with_no
     memory.index(progress=False)
     code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--runs-before")
     data = json.loads(text)
-    assert [t["id"] for t in data["cited"]] == ["alpha/a7"] and (data["later"], data["undated"]) == ([], ["alpha/a1"])
+    assert [t["id"] for t in data["cited"]] == ["alpha/a7"]
+    assert (data["later"], data["undated"]) == ([], ["alpha/a1"])
     code, text = cli(workspace.root, "eval", "reuse", "beta", "--runs-before")
     assert "in the library with no insertion time, so not dated before that (not required): alpha/a1" in text
     assert "inserted in the library after that" not in text
