@@ -23,7 +23,7 @@ from typing import Any
 from mem_retrieval.eval.paging import check_pages
 from mem_retrieval.eval.tests_before_use import (ARCHIVE, PAGES, RECALL, Probe, Target, best, locate,
                                    short, step_of)
-from mem_retrieval.records.core import id_candidates, render
+from mem_retrieval.records.core import EDGE, id_candidates, render
 from mem_retrieval.records.ids import plain, spellings, split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
@@ -161,20 +161,20 @@ def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
         return (f"not tested: #{unnamed[0].seq} ({unnamed[0].kind}) names no brief file, so no agent "
                 "to look for in W")
     folded = plain(said).casefold()
-    stems = {_names_of(e, folded=True)[-1] for e in launches}
     missing = tuple(dict.fromkeys(_names_of(e)[-1] for e in launches
-                                  if not _named_in(folded, _names_of(e, folded=True), stems)))
+                                  if not _named_in(folded, _names_of(e, folded=True))))
     return NextAction(tuple(dict.fromkeys(_names_of(e)[-1] for e in launches)), tuple(launches), missing)
 
 
-def _named_in(text: str, names: tuple[str, ...], stems: set[str]) -> bool:
-    """Whether ``text`` (folded) names one of ``names`` (a launch's head and brief name) as a word:
-    not inside a longer one, not as a step id's head (``A7-24``), and not as the head of another
-    launch's brief name (``lit`` of ``lit-search`` names no ``lit-review``); ``A7-A8`` names both."""
+def _named_in(text: str, names: tuple[str, ...]) -> bool:
+    """Whether ``text`` (folded) names one of ``names`` (a launch's head and brief name, last) as a
+    word: not inside a longer one (``lit`` of ``lit-search`` names no ``lit-review``; ``A7-24``, a
+    step id, names no A7), but as one end of a range of numbered agents (``A7-A8`` names both)."""
     for name in names:
-        for found in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)(?!-\d)", text):
-            word = re.match(r"[\w-]+", text[found.start():])[0]
-            if word == name or word == names[-1] or word not in stems:
+        for found in re.finditer(rf"(?<!\w){re.escape(name)}", text):
+            word = name + re.match(r"[\w-]*", text[found.end():])[0]
+            if word in (name, names[-1]) or (re.fullmatch(rf"{re.escape(name)}-[a-z]+\d+", word)
+                                             and re.search(r"\d", name)):
                 return True
     return False
 
@@ -212,7 +212,7 @@ def _names_of(event: Event, folded: bool = False) -> tuple[str, ...]:
     reads look-alike hyphens as ``-``, case-folded)."""
     if not event.path:
         return ()
-    stem = event.path.rsplit("/", 1)[-1].split(".", 1)[0]
+    stem = event.path.rsplit("/", 1)[-1].split(".", 1)[0].strip(EDGE) or event.path
     head = re.split(r"[-.]", plain(stem), maxsplit=1)[0]
     names = tuple(dict.fromkeys(name for name in (head, plain(stem)) if name)) if folded else tuple(
         dict.fromkeys(name for name in (re.split(r"[-.]", stem, maxsplit=1)[0], stem) if name))

@@ -254,6 +254,10 @@ def test_the_next_action_is_whom_the_run_launched_before_any_news_as_w_names_the
     pair = [event(2, "brief", "briefs/lit-review.md"), event(3, "brief", "briefs/lit\u2011search.md")]
     assert next_action({"next": "lit-search: find d2"}, pair).missing == ("lit-review",)
     assert next_action({"next": "lit: both reviews"}, pair).missing == ()
+    assert next_action({"next": "lit-search: find d2"}, pair[:1]).missing == ("lit-review",)  # alone too
+    # a name in punctuation is read without it (it was a TypeError)
+    assert next_action({"next": "(A7): audit"}, [event(2, "brief", "briefs/(A7).md")]).missing == ()
+    assert next_action({"next": "A7 audit"}, [event(2, "brief", "briefs/#A7.md")]).missing == ("#A7",)
     # news first: the launch after it was decided on it; a new next first: a plan made after the stop
     assert next_action({"next": "A7"}, [event(6, "return", "returns/A3.md"), *briefs[3:]]) == (
         "not tested: #6 (return) came before the run's next brief or redirect, which was decided on it")
