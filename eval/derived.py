@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from mem_retrieval.eval.judgments import Qrels, Query
-from mem_retrieval.records.parse import parse_time
+from mem_retrieval.records.parse import parse_time, time_resolution
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.query import searched_part
 
@@ -34,9 +34,13 @@ class Derived:
 
 
 def run_start(workspace: Workspace, run: str) -> datetime | None:
-    """When a run started: its first event's time (None without events)."""
+    """When a run started, as the time a library entry must be inserted before to count as there
+    when it began: the end of the instant its first event's time is written to (None without
+    events). Written to the second, as the SPEC writes times, a run's start covers that second: an
+    entry a Record inserted in it (to the millisecond) counts as before it, as it most often is;
+    their order within it is not written."""
     for event in workspace.events(run):
-        return event.timestamp
+        return event.timestamp + time_resolution(event.time)
     return None
 
 

@@ -224,7 +224,8 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
                               step.setting if step else "", tuple(how), finding, pages, why, match,
                               unfound="returned by no query: neither the Fix problem nor its criterion "
                                       "finds it"))
-    when = [f"the run's start ({start.isoformat()})"] if start else []
+    when = ([f"the run's start (before {start.isoformat()}, the end of the instant its first event is "
+             "written to)"] if start else [])
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
                  tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when),

@@ -217,6 +217,20 @@ def micros(stamp: datetime) -> int:
     return (stamp - _EPOCH) // timedelta(microseconds=1)
 
 
+_TIME_OF_DAY = re.compile(r"[T t](\d\d)(?::?(\d\d)(?::?(\d\d)(?:[.,](\d+))?)?)?")
+
+
+def time_resolution(value: str) -> timedelta:
+    """How long an instant the ISO time ``value`` names: its last written unit (``03:42:00Z`` a
+    second, ``03:42Z`` a minute, ``03:42:00.717Z`` a millisecond, at least a microsecond)."""
+    found = _TIME_OF_DAY.search(value)
+    if found is None:
+        return timedelta(days=1)
+    if found[4]:
+        return timedelta(microseconds=max(1, 10 ** (6 - min(len(found[4]), 6))))
+    return timedelta(seconds=1 if found[3] else 60 if found[2] else 3600)
+
+
 def date_alone(value: str) -> str | None:
     """The time to write for ``value`` when it is a date alone, with or without a zone (its
     midnight, e.g. ``2026-10-17T00:00Z``), else None: a time here needs its time of day and zone."""

@@ -110,9 +110,10 @@ def utc_iso(stamp: datetime) -> str:
 
 
 def now() -> datetime:
-    """The time a write stamps (an event, a library entry's ``inserted``): UTC to the millisecond.
-    To the second, a library entry inserted just before a run began read as inserted with it, and
-    so after it (``eval reuse --runs-before`` counts what is strictly before the run's start)."""
+    """The time a library entry's ``inserted`` is stamped with: UTC to the millisecond. Events are
+    stamped to the second (``append_event``), as the SPEC writes them and as a harness writing the
+    next event by hand does: to the millisecond, a hand-written event in the same second read as
+    earlier than ours, and the log was refused."""
     stamp = datetime.now(UTC)
     return stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
 
@@ -173,7 +174,7 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
     path = ws.events_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
-        stamp_now = now()
+        stamp_now = datetime.now(UTC).replace(microsecond=0)
         present(path)  # a folder or dead link is no log to append to (O_CREAT made its target)
         with writing(str(path), tried="cannot read it: "):  # its own name, not the caller's file's
             last = _last_time(path)

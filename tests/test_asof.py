@@ -209,6 +209,16 @@ def test_a_date_alone_is_refused_saying_the_time_to_write(example, workspace, da
         f"(write a time with its zone: {write})\n")
 
 
+def test_a_time_names_an_instant_as_long_as_its_last_written_unit():
+    from mem_retrieval.records.parse import time_resolution
+
+    assert [time_resolution(t) for t in ("2026-10-17T03:42:00Z", "2026-10-17T03:42Z", "2026-10-17T03Z",
+                                         "2026-10-17T03:42:00.717Z", "2026-10-17 03:42:00,5+02:00",
+                                         "2026-10-17T03:42:00.123456789Z", "20261017T034200Z")] == [
+        timedelta(seconds=1), timedelta(minutes=1), timedelta(hours=1), timedelta(milliseconds=1),
+        timedelta(milliseconds=100), timedelta(microseconds=1), timedelta(seconds=1)]
+
+
 def test_no_such_day_is_said_so_with_no_time_to_write(example):
     out, err = io.StringIO(), io.StringIO()
     code = run_cli(["--workspace", str(example.workspace.root), "archive-search", "A5-7",

@@ -437,8 +437,10 @@ def test_a_parent_naming_another_runs_source_is_no_library_citation(workspace):
 def test_an_entry_inserted_just_before_the_run_began_is_required_and_one_with_no_time_is_not_dated(
         workspace, monkeypatch):
     """A Record inserts alpha/a7 at 08:02:53.100 and beta's first event follows at 08:02:53.400:
-    written to the second, both read 08:02:53, so the entry read as inserted with the run's start,
-    "after" it, and dropped. An entry with no `inserted` was listed as inserted after it too."""
+    both written to the second read 08:02:53, so the entry read as inserted with the run's start,
+    "after" it, and was dropped. The entry is now stamped to the millisecond, the event to the
+    second (as a harness writes its next), and the run's start lasts to that second's end. An entry
+    with no `inserted` was listed as inserted after it too."""
     memory = _beta_reusing(workspace, "Inputs: alpha/a1, and\n- alpha/a7 for the lift.\n")
     workspace.events_path("beta").unlink()  # beta begins below
     workspace.add_step("alpha", make_step("a7", grade="minor", statement="Hensel lifting in rank two"))
@@ -453,7 +455,7 @@ def test_an_entry_inserted_just_before_the_run_began_is_required_and_one_with_no
     monkeypatch.setattr(writes, "datetime", Clock)
     assert memory.archive_insert("alpha/a7").inserted == "2026-12-05T08:02:53.100Z"
     memory.core_set("beta", "phase", "Fix")
-    assert workspace.events("beta")[0]["time"] == "2026-12-05T08:02:53.400Z"
+    assert workspace.events("beta")[0]["time"] == "2026-12-05T08:02:53Z"  # as a harness writes its next
     memory.index(progress=False)
     began = reuse(memory.retriever, "beta", runs_before=True)
     assert {t.id for t in began.cited} == {"alpha/a1", "alpha/a7"} and began.later == began.undated == ()

@@ -6,6 +6,7 @@ import json
 import shutil
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,6 +80,19 @@ def test_checkpoint_time_never_goes_before_the_last_event(workspace, mem):
     assert mem("core-set", "alpha", "phase", "verdict")[0] == 0
     assert workspace.events("alpha")[-1]["time"] == "2098-12-31T22:00:00Z"
     assert mem("check", "alpha")[0] == 0
+
+
+def test_a_checkpoint_leaves_room_for_a_hand_written_event_in_the_same_second(workspace, mem):
+    """The harness writes its events to the second, as the SPEC does: a checkpoint stamped to the
+    millisecond (…18.717Z) made its next event (…18Z) read as earlier, and the log was refused."""
+    assert mem("core-set", "alpha", "next", "brief A4")[0] == 0
+    stamp = workspace.events("alpha")[-1]["time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)  # to the second
+    (workspace.root / "alpha" / "briefs").mkdir(exist_ok=True)
+    (workspace.root / "alpha" / "briefs" / "A4.md").write_text("Audit a4.\n", encoding="utf-8")
+    workspace.write_events("alpha", [*workspace.events("alpha"), {
+        "time": stamp, "actor": "root", "kind": "brief", "ids": [], "text": "briefs/A4.md"}])
+    assert mem("check", "alpha")[0] == 0 and mem("index")[0] == 0
 
 
 LINE = st.sampled_from(["", " ", "\t", "\r", '{"time": "2026-10-17T03:42:00Z"}', '{"time": "é"}', "x"])
