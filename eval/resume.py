@@ -156,14 +156,14 @@ def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
                     "redirect: a plan made after the stop")
     launches = [e for e in later[first:] if e.timestamp == later[first].timestamp]
     launches = launches[:next((i for i, e in enumerate(launches) if e.kind not in _LAUNCHES), len(launches))]
-    unnamed = [e for e in launches if not _names_of(e)]
+    unnamed = [e for e in launches if not _brief_name(e)]
     if unnamed:
         return (f"not tested: #{unnamed[0].seq} ({unnamed[0].kind}) names no brief file, so no agent "
                 "to look for in W")
     folded = plain(said).casefold()
-    missing = tuple(dict.fromkeys(_names_of(e)[-1] for e in launches
-                                  if not _named_in(folded, _names_of(e, folded=True))))
-    return NextAction(tuple(dict.fromkeys(_names_of(e)[-1] for e in launches)), tuple(launches), missing)
+    briefs = tuple(dict.fromkeys(_brief_name(e) for e in launches))
+    missing = tuple(brief for brief in briefs if not _named_in(folded, _agent_names(brief)))
+    return NextAction(briefs, tuple(launches), missing)
 
 
 def _named_in(text: str, names: tuple[str, ...]) -> bool:
@@ -205,18 +205,20 @@ UNFOUND = ("returned by no query: W names nothing that leads to it (name it in W
            "with core-set before the stop: `open gaps` or `inputs`)")
 
 
-def _names_of(event: Event, folded: bool = False) -> tuple[str, ...]:
-    """What names the agent a brief or redirect goes to: its brief file's name up to its first
-    ``-`` or ``.`` (the agent: ``briefs/A7-continued.md`` is A7), and the file's name (A7-continued,
-    last); none when its text is no file's path. ``folded``: as W is compared (``plain``, which
-    reads look-alike hyphens as ``-``, case-folded)."""
+def _brief_name(event: Event) -> str:
+    """The name of the brief file a brief or redirect points to (``briefs/A7-continued.md``:
+    A7-continued), punctuation around it aside; "" when its text is no file's path."""
     if not event.path:
-        return ()
-    stem = event.path.rsplit("/", 1)[-1].split(".", 1)[0].strip(EDGE) or event.path
-    head = re.split(r"[-.]", plain(stem), maxsplit=1)[0]
-    names = tuple(dict.fromkeys(name for name in (head, plain(stem)) if name)) if folded else tuple(
-        dict.fromkeys(name for name in (re.split(r"[-.]", stem, maxsplit=1)[0], stem) if name))
-    return tuple(name.casefold() for name in names) if folded else names
+        return ""
+    return event.path.rsplit("/", 1)[-1].split(".", 1)[0].strip(EDGE) or event.path
+
+
+def _agent_names(brief: str) -> tuple[str, ...]:
+    """What names the agent of a brief, as W is compared (``plain``, which reads look-alike hyphens
+    as ``-``, case-folded): the name up to its first ``-`` or ``.`` (the agent, A7), then the
+    brief's whole name (A7-continued)."""
+    name = plain(brief).casefold()
+    return tuple(dict.fromkeys(part for part in (re.split(r"[-.]", name, maxsplit=1)[0], name) if part))
 
 
 def w_as_of(memory: Retriever, run: str, events: list[Event]) -> tuple[dict[str, str], str, list[str]]:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from mem_retrieval.indexers.store import key
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
     from mem_retrieval.retrieval.query import Filters, Hidden
@@ -79,6 +81,12 @@ class CitationGraph:
                    run_index=np.unique(run_keys, return_inverse=True)[1].reshape(-1),
                    named_ts=column("named_ts"), named_seq=column("named_seq"), offsets=offsets,
                    targets=targets, cited=np.bincount(targets, minlength=len(keys)))
+
+    def rows_of(self, gids: "Sequence[str]") -> "np.ndarray":
+        """Each global id's row (-1: no such step), as ``rows`` gives it for their keys."""
+        import numpy as np
+
+        return self.rows(np.asarray([key(gid) for gid in gids], dtype=np.int64))
 
     def rows(self, keys: "np.ndarray") -> "np.ndarray":
         """The row of each key (-1: no such step)."""
@@ -290,7 +298,7 @@ def graph_candidates(search, request, vector) -> list:
         context, affinity = np.log1p(counts), np.log1p(graph.affinity(mates, counts))
     if config.hub_damping:
         votes = votes / (1.0 + cited) ** config.hub_damping
-    rows = graph.rows(np.asarray([key(c.gid) for c in pool], dtype=np.int64))
+    rows = graph.rows_of([c.gid for c in pool])
     known = set(rows.tolist())
     order = np.lexsort((graph.keys, -votes))  # ties by key, not by where rows lie in the table
     voted = [int(row) for row in order[: OVERFETCH * config.voted + len(known)]
@@ -299,7 +307,7 @@ def graph_candidates(search, request, vector) -> list:
     place = {int(graph.keys[row]): i for i, row in enumerate(voted)}  # vote order
     passed.sort(key=lambda c: place[key(c.gid)])
     found = pool + passed[: config.voted]
-    found_rows = graph.rows(np.asarray([key(c.gid) for c in found], dtype=np.int64))
+    found_rows = graph.rows_of([c.gid for c in found])
     prior = np.log1p(cited)
     return [c.scored(0.0, bm25=c.bm25 or 0.0, vote=float(votes[row]) if row >= 0 else 0.0,
                      expanded=max(c.expanded, float(nearest[row])) if nearest is not None and row >= 0
@@ -318,7 +326,7 @@ def _voters(graph: CitationGraph, neighbours: list, query_vector, config, seen) 
     else their share of the best BM25 score), the first ``config.voters``."""
     import numpy as np
 
-    rows = graph.rows(np.asarray([key(c.gid) for c in neighbours], dtype=np.int64))
+    rows = graph.rows_of([c.gid for c in neighbours])
     citing = [i for i, row in enumerate(rows.tolist())  # a voter cites something the query may see
               if row >= 0 and graph.offsets[row + 1] > graph.offsets[row]
               and (seen is None or bool(seen[graph.parents(row)].any()))]

@@ -165,7 +165,6 @@ class Retriever:
         """The ``gids`` a search hiding ``step`` (leave-one-out, ``ArchiveQuery.hide``) cannot see:
         the step and its library copy, what cites it, and its run-mates written after it
         (``Searcher.before``); a gid the index does not hold is not among them."""
-        import numpy as np
 
         from mem_retrieval.retrieval.query import Filters
 
@@ -173,8 +172,7 @@ class Retriever:
         if graph is None:
             return [gid for gid in gids if key(gid) in set(hidden.keys)]
         seen = graph.visible(Filters(hide=hidden))
-        rows = graph.rows(np.asarray([key(gid) for gid in gids], dtype=np.int64))
-        return [gid for gid, row in zip(gids, rows.tolist())
+        return [gid for gid, row in zip(gids, graph.rows_of(gids).tolist())
                 if row >= 0 and seen is not None and not seen[row]]
 
     @_reads_index
@@ -182,15 +180,10 @@ class Retriever:
         """The ``steps`` (global ids) the index holds no row for: a leave-one-out query naming one
         hides only that id (``Hidden.only``), so a misspelt ``step`` would leave the step it
         meant, and its links, visible."""
-        import numpy as np
-
-        from mem_retrieval.indexers.store import key
-
         graph = self.searcher.graph()
         if graph is None:
             return list(steps)
-        rows = graph.rows(np.asarray([key(step) for step in steps], dtype=np.int64))
-        return [step for step, row in zip(steps, rows.tolist()) if row < 0]
+        return [step for step, row in zip(steps, graph.rows_of(steps).tolist()) if row < 0]
 
     @_reads_index
     def written_after(self, run: str) -> frozenset[int]:
@@ -656,3 +649,4 @@ def _word_names(word: str, run: str, known) -> frozenset[str]:
         return frozenset()
     return frozenset(spelled for form in id_candidates(word) if "/" in form for spelled in spellings(form)
                      if (other := split_gid(spelled)[0]) not in (None, run) and known(other))
+
