@@ -30,7 +30,7 @@ from mem_retrieval.cli.calls import Answer, call
 from mem_retrieval.cli.warm import WarmMemories
 from mem_retrieval.functions import BY_NAME, FUNCTIONS, Function, output_schema
 from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line
-from mem_retrieval.records.validate import type_name
+from mem_retrieval.records.validate import surrogate_problem, type_name
 
 SERVER_NAME = "mem"
 SHUTDOWN_WAIT_S = 60  # the longest wait, each, for the model's load and the calls running at exit
@@ -181,7 +181,7 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(AnsweringUnread(read, write), write, server.create_initialization_options())
 
     try:
         anyio.run(main)
@@ -193,6 +193,91 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
         if warming.is_alive():
             warming.join(timeout=SHUTDOWN_WAIT_S)
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+
+
+def unread_reply(problem: Exception):
+    """The JSON-RPC error answering a line the SDK's stdio transport could not read (it passes the
+    line's exception on, and its session drops it: the client would wait for ever): where the line
+    is JSON that Python reads (a lone ``\\ud800`` escape, which the SDK's parser refuses), an
+    invalid-params error to its request's id; a line that is no JSON at all, a parse error with a
+    null id (JSON-RPC 2.0 §5.1); None where the line was blank, a notification or a response."""
+    import json
+
+    from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = getattr(problem, "errors", None)
+    line = next((error.get("input") for error in errors() if isinstance(error.get("input"), str)),
+                None) if callable(errors) else None
+    if line is not None and not line.strip():
+        return None  # a blank line: no message, nothing to answer
+    try:
+        message = json.loads(line) if line is not None else None
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+            code=PARSE_ERROR, message="parse error: a line that is no JSON-RPC message"))
+    request_id = message.get("id")
+    if "method" not in message or isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return None
+    where, problem = next(_string_problems(message), ("the request", "could not be read"))
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+        code=INVALID_PARAMS, message=f"{where} {problem}"))
+
+
+def _string_problems(value: Any, where: str = ""):
+    """(path, problem) for each string in a decoded JSON value, or key, that is no Unicode text."""
+    if isinstance(value, str):
+        if problem := surrogate_problem(value):
+            yield where or "the request", problem
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if problem := surrogate_problem(str(key)):
+                yield f"a key in {where or 'the request'}", problem
+            yield from _string_problems(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _string_problems(item, f"{where}[{index}]")
+
+
+class AnsweringUnread:
+    """The stdio transport's read stream, less the lines it could not read, each answered on
+    ``write`` (``unread_reply``); everything else, ``last_context`` included, is the stream's."""
+
+    def __init__(self, read, write):
+        self._read, self._write = read, write
+
+    def __getattr__(self, name: str):
+        return getattr(self._read, name)
+
+    async def receive(self):
+        from mcp.shared.message import SessionMessage
+
+        while isinstance(item := await self._read.receive(), Exception):
+            if (reply := unread_reply(item)) is not None:
+                await self._write.send(SessionMessage(reply))
+        return item
+
+    def __aiter__(self) -> "AnsweringUnread":
+        return self
+
+    async def __anext__(self):
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._read.aclose()
+
+    async def __aenter__(self) -> "AnsweringUnread":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
 
 
 def _stop_on_interrupt(tools: Tools) -> None:

@@ -26,7 +26,7 @@ class Hit:
     # it then, whatever its setting_match: only a hit named by id or asked with any_setting has any)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"unmet_hyp": list(self.unmet_hyp)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +47,7 @@ class EventHit:
     score: float
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ids"] = list(self.ids)
-        return data
+        return asdict(self) | {"ids": list(self.ids)}
 
 
 H = TypeVar("H", Hit, EventHit)

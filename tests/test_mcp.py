@@ -542,6 +542,27 @@ class RawStdio:
             stream.close()
 
 
+def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path):
+    """A request whose JSON holds a lone surrogate escape (JSON that Python reads, the SDK's parser
+    refuses) gets an error naming the argument, a line of no JSON a parse error with a null id, a
+    blank line nothing; the next request is answered. The SDK's stdio transport dropped both
+    silently: a client waited for ever on its request."""
+    with RawStdio(tmp_path, "--lazy") as server:
+        server.send({"method": "notifications/initialized"})
+        for line in ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
+                     '"archive_search", "arguments": {"query": "GL2m \\ud800"}}}', "not json", "",
+                     '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}'):
+            server.proc.stdin.write(line.encode() + b"\n")
+        server.proc.stdin.flush()
+        replies = []
+        while len(replies) < 3 and select.select([server.proc.stdout], [], [], 60)[0]:
+            replies.append(json.loads(server.proc.stdout.readline()))
+    assert replies[0] == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": (
+        "params.arguments.query is not valid Unicode text (it holds an unpaired surrogate)")}}
+    assert replies[1]["id"] is None and replies[1]["error"]["code"] == -32700
+    assert replies[2]["id"] == 2 and "archive_search" in {tool["name"] for tool in replies[2]["result"]["tools"]}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lazy, signame", [([], "SIGINT"), (["--lazy"], "SIGINT"), ([], "SIGTERM")],
                          ids=["warming", "lazy", "sigterm"])
