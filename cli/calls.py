@@ -123,7 +123,7 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
         lines.append(f"{hit.run} #{hit.seq}  {hit.time} · {hit.actor} · {hit.kind}{ids}")
         lines.append(textwrap.indent(hit.text, "   "))  # the event, whole; its file's start:
         if hit.excerpt:
-            lines.append(f"   | {textwrap.shorten(hit.excerpt, 200, placeholder=' …')}")
+            lines.append(f"   | {hit.excerpt}")
         if hit.body is not None and len(hit.body) > 200:
             lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole in --json)")
     lines.append(_footer(page, spell))

@@ -149,17 +149,20 @@ class NearestIds:
         return self._names[bare]
 
     def near(self, ref: str, n: int = 5) -> list[str]:
-        """Up to ``n`` of the known ids closest to ``ref``, closest first."""
+        """Up to ``n`` of the known ids closest to ``ref``, closest first; never a global ``ref``
+        itself (a source or a step the filters leave out is known, and "no step has this id;
+        nearest: the same id" said nothing; a bare id's steps of other runs are offered)."""
         import bisect
         import difflib
 
-        by_name, names = self._by_name("/" not in ref)
+        bare = "/" not in ref
+        by_name, names = self._by_name(bare)
         word = plain(ref).casefold()
         if len(names) > self.WINDOW:
             at = bisect.bisect_left(names, word)
             names = names[max(0, at - self.WINDOW // 2):at + self.WINDOW // 2]
-        near = difflib.get_close_matches(word, names, n=n, cutoff=0.5)
-        return [gid for name in near for gid in by_name[name]][:n]
+        near = difflib.get_close_matches(word, names, n=n + 1, cutoff=0.5)
+        return [gid for name in near for gid in by_name[name] if bare or plain(gid) != plain(ref)][:n]
 
 
 def nearest_ids(ref: str, known: Iterable[str], n: int = 5) -> list[str]:

@@ -231,6 +231,8 @@ class ArchiveQuery:
 
     def __post_init__(self) -> None:
         check_text(self.text)
+        for name in ("run", "context_run", "exclude_run", "hide_run"):  # typed with a look-alike dash
+            object.__setattr__(self, name, typed_run(getattr(self, name)))
         if self.kind is not None and self.kind not in KINDS:
             raise BadInput(f"{self.kind!r} is not one of {', '.join(KINDS)}", param="kind")
         if self.status is not None and self.status not in STATUSES:

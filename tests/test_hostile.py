@@ -228,6 +228,20 @@ def test_the_nearest_ids_of_many_are_read_among_their_sorted_neighbours(monkeypa
     assert near[0] == "r/x050-y" and all(n in {f"r/x{i:03d}-y" for i in range(45, 56)} for n in near)
 
 
+
+def test_the_nearest_ids_never_name_the_id_asked(example):
+    """A source, or a step the filters leave out, is a known id: "no step this search may return
+    has this id; nearest: satake-two-levels/d3, …" named the very id asked. An id spelled otherwise
+    (case) is still offered, and a bare id's steps in every run (`--run` may be the mistake)."""
+    from mem_retrieval.records.ids import NearestIds
+
+    known = NearestIds(["r/d3", "r/d2", "s/d3", "s/A5-7"])
+    assert sorted(known.near("r/d3")) == ["r/d2", "s/d3"] and known.near("d3")[:2] == ["r/d3", "s/d3"]
+    assert known.near("a5-7") == ["s/A5-7"]
+    (note,) = example.archive_search("satake-two-levels/d3").notes
+    assert "; nearest: " in note.message and "nearest: satake-two-levels/d3" not in note.message
+
+
 NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
 
 

@@ -420,6 +420,9 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
     assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"
     code, out, _ = mem("--json", "recall-search", "--id", "A5-7", "--run", f"gamma{dash}run")
     assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
+    for flag in ("--run", "--context-run"):  # archive-search's too (they said "names no run")
+        code, out, err = mem("--json", "archive-search", "Zorb tower descent", flag, f"gamma{dash}run")
+        assert (code, err, [h["id"] for h in json.loads(out)["hits"]]) == (0, "", ["gamma-run/A5-7"])
     # a fullwidth typo is suggested the step it is close to (it got no suggestion)
     code, _, err = mem("archive-get", "\uff21\uff15-\uff18")
     assert code == 1 and "; nearest: gamma-run/A5-7" in err
