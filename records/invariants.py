@@ -26,6 +26,8 @@ from mem_retrieval.records.workspace import Workspace
 ERROR, WARNING = "error", "warning"
 _DIGIT = re.compile(r"[0-9]")  # an id-shaped word naming no step is warned of when it has one
 INTEGRITY, INPUT = "integrity", "input"
+DANGLING = "parent {!r} resolves to nothing (no step or source of its run, and no library entry)"
+CIRCULAR = "its parents lead back to it ({}): a circular proof"
 CODES = ("M1", "M2", "M3", "M4", INTEGRITY, INPUT)
 
 
@@ -169,6 +171,36 @@ class Catalog:
     def unverifiable(self, ref: str, run: str) -> bool:
         """Whether ``ref`` points into a run whose tree.json could not be read."""
         return (split_gid(ref)[0] or run) in self.unreadable
+
+    def dangling(self, step: Step) -> list[str]:
+        """The parents of ``step`` that resolve to nothing (where their run could be read)."""
+        return [parent for parent in step.parents
+                if self.resolve(parent, step.run) is None and not self.unverifiable(parent, step.run)]
+
+    def parent_steps(self, step: Step) -> list[Step]:
+        """The steps ``step``'s parents name (not sources, nor library entries alone)."""
+        found = (self.resolve(parent, step.run) for parent in step.parents)
+        return [target for target in found if isinstance(target, Step)]
+
+    def circle_through(self, step: Step) -> list[str] | None:
+        """The shortest circle of parents from ``step`` back to it (global ids, ``step`` at both
+        ends), or None when its parents never lead back to it."""
+        edges: dict[str, list[str]] = {}
+        todo = [step]
+        while todo:
+            current = todo.pop()
+            edges[current.gid] = [p.gid for p in self.parent_steps(current)]
+            todo += [self.steps[gid] for gid in edges[current.gid] if gid not in edges]
+        if not any(step.gid in targets for targets in edges.values()):
+            return None
+        return _shortest_circle(step.gid, set(edges), edges)
+
+    def circle_names(self, circle: list[str], run: str) -> str:
+        """A circle as a message shows it: ids of ``run`` bare, a long one by its ends."""
+        names = [s.id if s.run == run else s.gid for s in (self.steps[gid] for gid in circle)]
+        if len(names) > 9:  # a long circle: its ends, and how many between
+            names = [*names[:4], f"… {len(names) - 7:,} more …", *names[-3:]]
+        return " → ".join(names)
 
     def step_ids(self, run: str) -> list[str]:
         """The ids of ``run``'s steps (none when its tree.json was not read)."""
@@ -389,11 +421,9 @@ class _Checker:
                          "folder (nothing of it is searched)", WARNING)
         for step in tree.steps:
             self.report.counts["steps"] += 1
+            for parent in self.catalog.dangling(step):
+                self.add(run, tree.path, step.line, INTEGRITY, f"step {step.id}: {DANGLING.format(parent)}")
             for parent in step.parents:
-                if self.catalog.resolve(parent, run) is None and not self.catalog.unverifiable(parent, run):
-                    self.add(run, tree.path, step.line, INTEGRITY,
-                             f"step {step.id}: parent {parent!r} resolves to nothing (no step or "
-                             "source of its run, and no library entry)")
                 cited = split_gid(parent)[0]
                 if cited not in (None, run) and cited in self.catalog.unreadable:  # its entry may say
                     self.add(run, tree.path, step.line, INPUT,  # otherwise: M3 judges the step
@@ -410,7 +440,7 @@ class _Checker:
         and parents, however many circles the set holds."""
         steps = self.catalog.steps
         position = {gid: n for n, gid in enumerate(steps)}  # runs in order, steps in file order
-        parents = {gid: list(dict.fromkeys(p.gid for p in self._parent_steps(step)))
+        parents = {gid: list(dict.fromkeys(p.gid for p in self.catalog.parent_steps(step)))
                    for gid, step in steps.items()}
         for component in _strongly_connected(list(steps), parents):
             if len(component) == 1 and component[0] not in parents[component[0]]:
@@ -420,18 +450,11 @@ class _Checker:
             if first is None:
                 continue
             circle = _shortest_circle(first.gid, set(component), parents)
-            names = [s.id if s.run == first.run else s.gid for s in (steps[gid] for gid in circle)]
-            if len(names) > 9:  # a long circle: its ends, and how many between
-                names = [*names[:4], f"… {len(names) - 7:,} more …", *names[-3:]]
             among = (f", one of {len(component):,} steps citing each other in circles"
                      if len(circle) - 1 < len(component) else "")
             self.add(first.run, self.catalog.trees[first.run].path, first.line, INTEGRITY,
-                     f"step {first.id}: its parents lead back to it ({' → '.join(names)}): a circular "
-                     f"proof{among}")
-
-    def _parent_steps(self, step: Step) -> list[Step]:
-        found = (self.catalog.resolve(parent, step.run) for parent in step.parents)
-        return [target for target in found if isinstance(target, Step)]
+                     f"step {first.id}: {CIRCULAR.format(self.catalog.circle_names(circle, first.run))}"
+                     f"{among}")
 
     def events(self, run: str) -> None:
         path = self.ws.events_path(run)
@@ -583,6 +606,18 @@ def _shortest_circle(start: str, members: set[str], edges: dict[str, list[str]])
                 came_from[child] = node
                 queue.append(child)
     raise AssertionError(f"{start} is on no circle of its component")
+
+
+def integrity_problem(ws: Workspace, step: Step) -> str | None:
+    """Why ``step``'s record does not hold together, as `check` says it (a parent resolving to
+    nothing, parents leading back to it), else None: `archive-insert` refuses it then, as `record`
+    refuses its run (nothing removes an entry once written)."""
+    trees = ws.readable_trees(ws.runs())
+    catalog = Catalog(trees, ws.library(), set(ws.runs()) - set(trees))
+    if dangling := catalog.dangling(step):
+        return DANGLING.format(dangling[0])
+    circle = catalog.circle_through(step)
+    return CIRCULAR.format(catalog.circle_names(circle, step.run)) if circle else None
 
 
 def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:

@@ -21,7 +21,7 @@ from pathlib import Path
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
-from mem_retrieval.records.invariants import Catalog, admission_problem, m3_excluded
+from mem_retrieval.records.invariants import Catalog, admission_problem, integrity_problem, m3_excluded
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
                                        typed_run)
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
@@ -258,7 +258,8 @@ def library_record(step: Step, inserted: str) -> dict:
 
 def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEntry:
     """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails, when
-    M3 would leave it out of `record` (``m3_excluded``), or when the id is already there."""
+    M3 would leave it out of `record` (``m3_excluded``), when its record does not hold together
+    (``integrity_problem``), or when the id is already there."""
     ref, run = typed_ref(ref), typed_run(run)  # a run typed with a look-alike dash
     given = run  # ``--run`` (else the run is the id's own)
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
@@ -283,6 +284,8 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     _, excluded = m3_excluded(ws, tree, {entry.gid: entry for entry in ws.library()})
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
+    if problem := integrity_problem(ws, step):  # as `record` refuses its run
+        raise Refused(f"{step.gid} may not enter the library (integrity): {problem}")
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):

@@ -402,6 +402,25 @@ def test_archive_insert_refuses_what_m2_forbids(workspace, mem, step, message):
     assert workspace.library_path.read_bytes() == before
 
 
+def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(workspace, mem):
+    """A circular proof, or a parent naming nothing, was admitted (exit 0), though `check` names it
+    and `record` refuses the run: the same rule refuses it here, and nothing is written; a step
+    citing into such a circle, not on it, is admitted."""
+    for step in (make_step("c1", parents=("c2",)), make_step("c2", parents=("c3",)),
+                 make_step("c3", parents=("c1",)), make_step("c4", parents=("c2",)),
+                 make_step("e1", parents=("nope-zz",))):
+        workspace.add_step("alpha", step)
+    before = workspace.library_path.read_bytes()
+    said = {"c2": "its parents lead back to it (c2 → c3 → c1 → c2): a circular proof",
+            "e1": "parent 'nope-zz' resolves to nothing (no step or source of its run, and no library entry)"}
+    for step, why in said.items():
+        assert mem("archive-insert", f"alpha/{step}") == (
+            1, "", f"mem: alpha/{step} may not enter the library (integrity): {why}\n")
+    assert "alpha/tree.json:" in mem("check", "alpha")[1] + mem("check", "alpha")[2]
+    assert workspace.library_path.read_bytes() == before
+    assert mem("archive-insert", "alpha/c4")[0] == 0
+
+
 def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
     code, _, err = mem("archive-insert", "alpha/a1")
     assert code == 1 and "alpha/a1 is already in the library" in err and "library.jsonl:1" in err
