@@ -14,7 +14,7 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
-from mem_retrieval.records.parse import iso_time, micros, present, read_text, source_file
+from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
@@ -128,10 +128,8 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
     rows.library = workspace.library()
     library = {entry.gid: entry for entry in rows.library}
-    for problem in workspace.misnamed_runs():  # a run no search would ever see: bad input
-        raise InputError.of(problem)
-    for run in workspace.runs_without_tree():  # its tree.json a folder or a dead link: bad input, not
-        present(workspace.tree_path(run))      # a run whose rows silently go (as a lost tree.json's do)
+    for problem in [*workspace.misnamed_runs(), *workspace.lost_records().values()]:
+        raise InputError.of(problem)  # a run no search would ever see: bad input
     in_workspace = set(workspace.runs())
     for run in runs:
         tree = workspace.tree(run)

@@ -316,16 +316,9 @@ class _Checker:
                 problems.extend(error.problems)
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
         self.found[None].extend((problem, INPUT) for problem in self.ws.misnamed_runs())
-        for run in self.ws.runs_without_tree():
+        for run, problem in self.ws.lost_records().items():
             unreadable.add(run)
-            path = self.ws.tree_path(run)
-            try:
-                present(path)  # not a file (the run would be listed): nothing there, or it raises
-                what = "is missing"
-            except InputError as error:  # a folder, a dead link: as every reader says it
-                what = error.problem.message
-            self.found[run] = [(Problem(str(path), None, None, f"{what}: the run folder holds memory/ "
-                                        "but not its record"), INPUT)]
+            self.found[run] = [(problem, INPUT)]
         path = self.ws.library_path
         if self._present(None, path):
             problems, malformed = [], []

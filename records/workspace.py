@@ -104,6 +104,22 @@ class Workspace:
         return sorted(name for name, folder in self._slug_folders()
                       if (folder / "memory").is_dir() and not (folder / "tree.json").is_file())
 
+    def lost_records(self) -> dict[str, Problem]:
+        """Why each of ``runs_without_tree`` has no record, by run: its tree.json is missing, or
+        not a file (as every reader says it). `check` reports it, `mem index` refuses it: a run
+        no search would see."""
+        lost = {}
+        for run in self.runs_without_tree():
+            path = self.tree_path(run)
+            try:
+                present(path)  # not a file (the run would be listed): nothing there, or it raises
+                what = "is missing"
+            except InputError as error:  # a folder, a dead link: as every reader says it
+                what = error.problem.message
+            lost[run] = Problem(str(path), None, None, f"{what}: the run folder holds memory/ but not "
+                                "its record")
+        return lost
+
     def readable_trees(self, runs: Iterable[str]) -> dict[str, Tree]:
         """The trees of those of ``runs`` the workspace holds, in name order; one whose tree.json
         cannot be read is left out (``check`` names it)."""

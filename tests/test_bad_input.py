@@ -144,6 +144,11 @@ def tree_a_folder(ws):
     _no_file(ws.root / "alpha" / "tree.json", "folder")
 
 
+def tree_missing(ws):
+    # memory/ stays: the run's events were dropped from the index in silence (`check` named it)
+    (ws.root / "alpha" / "tree.json").unlink()
+
+
 def duplicate_key_in_tree(ws):
     # json keeps the last of a key written twice: the step read as proved, silently
     (ws.root / "alpha" / "tree.json").write_text(
@@ -191,6 +196,7 @@ CASES = [
     (core_a_folder, "alpha/memory/core.md", NO_FILE),
     (library_a_folder, "solve/library.jsonl", NO_FILE),
     (tree_a_folder, "alpha/tree.json", NO_FILE),
+    (tree_missing, "alpha/tree.json", "is missing: the run folder holds memory/ but not its record"),
 ]
 
 
@@ -220,7 +226,7 @@ def test_check_of_a_tree_that_is_a_loop_of_links_is_no_traceback(workspace, mem)
     code, out, err = mem("check")
     assert (code, err) == (2, "") and f"alpha/tree.json: input: {DEAD_LINK}: the run folder holds" in out
     code, out, err = mem("index", "--no-progress")
-    assert (code, out, err) == (2, "", f"mem: {tree}: {DEAD_LINK}\n")
+    assert (code, out, err) == (2, "", f"mem: {tree}: {DEAD_LINK}: the run folder holds memory/ but not its record\n")
 
 
 @pytest.fixture(scope="module")
