@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.parse import read_toml
+from mem_retrieval.records.parse import read_toml, toml_key_line
 from mem_retrieval.records.validate import Fields
 
 DEFAULT = Path(__file__).resolve().parent / "default.toml"
@@ -185,6 +185,10 @@ class Config:
         """The file that set ``key`` (``section.name``): where a value found bad later is blamed."""
         return self.origins.get(key, str(DEFAULT))
 
+    def fault(self, key: str, message: str) -> InputError:
+        """The InputError of ``key``'s value, at the file and line that set it."""
+        return located(self.origin(key), key, message)
+
 
 SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph": GraphConfig,
                              "fusion": FusionConfig, "reuse": ReuseConfig, "serve": ServeConfig, "model": ModelConfig,
@@ -265,7 +269,28 @@ def config_files(workspace: Path | None = None, override: Path | None = None) ->
 
 
 def load_config(workspace: Path | None = None, override: Path | None = None) -> Config:
-    """default.toml, overridden by ``WORKSPACE/solve/mem.toml``, then by ``override``."""
+    """default.toml, overridden by ``WORKSPACE/solve/mem.toml``, then by ``override``. A bad value
+    is an InputError naming its file, line and key."""
+    try:
+        return _load_config(workspace, override)
+    except InputError as error:
+        problem = error.problem
+        if problem.line is not None or not problem.field:
+            raise
+        raise located(problem.file, problem.field, problem.message) from None
+
+
+def located(file: str, key: str, message: str) -> InputError:
+    """The InputError of a bad ``key`` (``search.pool``) of the TOML ``file``, at the line setting
+    it (``records.parse.toml_key_line``; none where the file cannot be read again)."""
+    try:
+        line = toml_key_line(Path(file).read_text(encoding="utf-8"), key)
+    except (OSError, UnicodeDecodeError):
+        line = None
+    return InputError(file, line, key, message)
+
+
+def _load_config(workspace: Path | None, override: Path | None) -> Config:
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     files = [str(path) for path in config_files(workspace, override)]
@@ -275,18 +300,17 @@ def load_config(workspace: Path | None = None, override: Path | None = None) -> 
     config = Config(**sections, origins=origins)
     if config.model.quantize and config.model.backend != "onnx":  # blamed on the file read last
         if files.index(config.origin("model.backend")) > files.index(config.origin("model.quantize")):
-            raise InputError(config.origin("model.backend"), None, "model.backend",
-                             f"{config.model.backend!r} cannot run int8 weights (model.quantize = true): "
-                             "keep backend = \"onnx\", or set quantize = false too (other vectors: "
-                             "an index of int8 ones then needs `mem index --full`)")
-        raise InputError(config.origin("model.quantize"), None, "model.quantize",
-                         "int8 weights need backend = \"onnx\"")
+            raise config.fault("model.backend", f"{config.model.backend!r} cannot run int8 weights "
+                               "(model.quantize = true): keep backend = \"onnx\", or set quantize = "
+                               "false too (other vectors: an index of int8 ones then needs `mem index "
+                               "--full`)")
+        raise config.fault("model.quantize", "int8 weights need backend = \"onnx\"")
     if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
         name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
-        raise InputError(config.origin(name), None, name, f"{getattr(config.bm25, name[5:])}: the engine "
-                         f"\"lance\" scores with LanceDB's own k1 = {LANCE_K1}, b = {LANCE_B}, which "
-                         "it does not take; set bm25.engine = \"rank-bm25\" to score with others "
-                         "(read per query: the index stays as it is)")
+        raise config.fault(name, f"{getattr(config.bm25, name[5:])}: the engine \"lance\" scores "
+                           f"with LanceDB's own k1 = {LANCE_K1}, b = {LANCE_B}, which it does not take; "
+                           "set bm25.engine = \"rank-bm25\" to score with others (read per query: the "
+                           "index stays as it is)")
     for table in (f.name for f in fields(FusionConfig)):
         in_run = table.endswith("_in_run")
         weights = getattr(config.fusion, table).read(in_run)

@@ -29,7 +29,7 @@ from mem_retrieval.indexers.location import Location
 from mem_retrieval.indexers.rows import NEVER, Rows, build_rows, library_row, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
-from mem_retrieval.records.errors import BadInput, InputError
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
@@ -545,9 +545,8 @@ def embed_texts(index: Index, rows: Rows, hashes: list[str], config: Config,
 
 def _check_dim(matrix, config: Config) -> None:
     if matrix.shape[1] != config.model.dim:
-        raise InputError(config.origin("model.dim"), None, "model.dim",
-                         f"{config.model.dim}, but model {config.model.name} gives "
-                         f"{matrix.shape[1]}-dimensional vectors")
+        raise config.fault("model.dim", f"{config.model.dim}, but model {config.model.name} gives "
+                           f"{matrix.shape[1]}-dimensional vectors")
 
 
 def _vector_batches(index: Index, rows: Rows, pending: list[str], config: Config):

@@ -82,26 +82,22 @@ class Location:
             try:
                 folder = (workspace.root / Path(uri).expanduser()).resolve()
                 if folder.exists() and not folder.is_dir():
-                    raise InputError(config.origin("index.uri"), None, "index.uri",
-                                     f"{uri!r} names a file ({folder}), not a folder")
+                    raise config.fault("index.uri", f"{uri!r} names a file ({folder}), not a folder")
             except OSError as error:  # a name too long, a loop of links
-                raise InputError(config.origin("index.uri"), None, "index.uri",
-                                 f"{uri!r}: {error.strerror or error}") from None
+                raise config.fault("index.uri", f"{uri!r}: {error.strerror or error}") from None
             return cls(str(folder), local)
         scheme, _, rest = uri.partition("://")
         if scheme.lower() not in SCHEMES or not rest.split("/")[0]:
-            raise InputError(config.origin("index.uri"), None, "index.uri",
-                             f"{uri!r} is not a folder or an s3://bucket/prefix URI")
+            raise config.fault("index.uri", f"{uri!r} is not a folder or an s3://bucket/prefix URI")
         if odd := sorted(set(rest) & set(URL_SPECIAL)):  # LanceDB reads the URI as a URL: `#x` a
             # fragment, `?x` a query, `%41` an escape; its tables and meta.json then parted ways
-            raise InputError(config.origin("index.uri"), None, "index.uri",
-                             f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is read as a URL's "
-                             "fragment, query or escape by LanceDB: choose a prefix without "
-                             f"{' or '.join(map(repr, odd))}")
+            raise config.fault("index.uri", f"{uri!r}: a prefix with {' or '.join(map(repr, odd))} is "
+                               "read as a URL's fragment, query or escape by LanceDB: choose a prefix "
+                               f"without {' or '.join(map(repr, odd))}")
         if odd := [s for s in rest.rstrip("/").split("/")[1:] if s in ("", ".", "..")]:
-            raise InputError(config.origin("index.uri"), None, "index.uri",  # object keys have none
-                             f"{uri!r}: a prefix with an empty, '.' or '..' part ({odd[0]!r}) "
-                             "names no object key: write the prefix without such parts")
+            raise config.fault("index.uri", f"{uri!r}: a prefix with an empty, '.' or '..' part "
+                               f"({odd[0]!r}) names no object key (object keys have none): write the "
+                               "prefix without such parts")
         storage = config.index.storage
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))

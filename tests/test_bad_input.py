@@ -410,7 +410,7 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "afile"\n')
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
-        assert (code, out) == (2, "") and err == (f"mem: {workspace.root / 'solve' / 'mem.toml'}: index.uri: "
+        assert (code, out) == (2, "") and err == (f"mem: {workspace.root / 'solve' / 'mem.toml'}:2: index.uri: "
                                                   f"'afile' names a file ({workspace.root / 'afile'}), not a folder\n")
     events = workspace.events_path("alpha").read_bytes()
     (workspace.root / "alpha" / "memory" / ".core.md.lock").mkdir()
@@ -429,7 +429,7 @@ def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem,
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
         assert (code, out) == (2, ""), err
-        assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with "), err
+        assert err.startswith(f"mem: {config}:2: index.uri: {uri!r}: a prefix with "), err
         assert len(err.splitlines()) == 1 and "read as a URL's fragment, query or escape" in err
         assert err.endswith(f"choose a prefix without {uri.split('/')[-1][1]!r}\n"), err  # said whole
     assert not (workspace.root / ".mem").exists()
@@ -444,7 +444,7 @@ def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachab
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
         assert (code, out) == (2, ""), err
-        assert err.startswith(f"mem: {config}: index.uri: {uri!r}: a prefix with an empty, '.' or '..' part")
+        assert err.startswith(f"mem: {config}:2: index.uri: {uri!r}: a prefix with an empty, '.' or '..' part")
         assert len(err.splitlines()) == 1 and err.endswith("write the prefix without such parts\n"), err
     assert not (workspace.root / ".mem").exists()
 
@@ -549,7 +549,7 @@ def test_a_config_number_past_what_the_search_can_use_is_bad_input(workspace, me
     config.write_text(toml)
     for argv in (["archive-search", "statement"], ["recall-search", "statement"]):
         code, out, err = mem(*argv)
-        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: {said}") and err.count("\n") == 1
+        assert (code, out) == (2, "") and err.startswith(f"mem: {config}:2: {said}") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("where", ["config", "mem.toml", "settings.toml"])
@@ -597,7 +597,7 @@ def test_an_index_folder_whose_name_is_too_long_is_bad_input(workspace, mem):
     config.write_text(f'[index]\nuri = "{"a" * 300}"\n')
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
-        assert (code, out) == (2, "") and err.startswith(f"mem: {config}: index.uri: 'aaa")
+        assert (code, out) == (2, "") and err.startswith(f"mem: {config}:2: index.uri: 'aaa")
         assert err.endswith(": File name too long\n") and err.count("\n") == 1
 
 

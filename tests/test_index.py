@@ -368,7 +368,7 @@ def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_
     lance.write_text("[bm25]\nk1 = 2.0\n")
     code, out, err = mem("--config", str(lance), "archive-search", "statement")
     assert (code, out) == (2, "") and err == (
-        f"mem: {lance}: bm25.k1: 2.0: the engine \"lance\" scores with LanceDB's own k1 = 1.2, "
+        f"mem: {lance}:2: bm25.k1: 2.0: the engine \"lance\" scores with LanceDB's own k1 = 1.2, "
         "b = 0.75, which it does not take; set bm25.engine = \"rank-bm25\" to score with others (read "
         "per query: the index stays as it is)\n")
 

@@ -354,7 +354,7 @@ def test_a_missing_bucket_or_an_unreachable_store_is_one_line(s3, tmp_path, work
     bad = tmp_path / "bad.toml"
     bad.write_text('[index]\nuri = "ftp://host/x"\n')
     code, _, err = one_line_cli(workspace.root, bad, "archive-search", "x")
-    assert code == 2 and f"{bad}: index.uri: 'ftp://host/x' is not a folder or an s3://" in err
+    assert code == 2 and f"{bad}:2: index.uri: 'ftp://host/x' is not a folder or an s3://" in err
 
 
 # ------------------------------------------------------------------------------ two writers

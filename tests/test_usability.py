@@ -172,7 +172,8 @@ def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text
     paging = ["eval", "paging", "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels")]
     for argv in (["archive-search", "statement"], ["eval", "reuse", "alpha", "--per-step"], paging):
         code, _, err = cli(ws.root, *argv)
-        assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: {key}: {message}\n"), argv
+        line = 2 if key.count(".") == 2 or key.startswith("search") else 1  # a whole table: its header
+        assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml:{line}: {key}: {message}\n"), argv
 
 
 def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_it(tmp_path):
@@ -182,11 +183,11 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
     config = tmp_path / "mine.toml"
     for text, argv, line in [
         ('[model]\nbackend = "torch"\n', ["archive-search", "statement"],  # quantize is default.toml's
-         f"{config}: model.backend: 'torch' cannot run int8 weights (model.quantize = true): "
+         f"{config}:2: model.backend: 'torch' cannot run int8 weights (model.quantize = true): "
          "keep backend = \"onnx\", or set quantize = false too (other vectors: an index of int8 ones "
          "then needs `mem index --full`)"),
         ("[model]\ndim = 128\n", ["index", "--full"],
-         f"{config}: model.dim: 128, but model all-MiniLM-L6-v2 gives 384-dimensional vectors"),
+         f"{config}:2: model.dim: 128, but model all-MiniLM-L6-v2 gives 384-dimensional vectors"),
         ('[model]\npackage = "no_such_model"\n', ["index", "--full"],
          "the model package 'no_such_model' (model.package) is not installed (pip install no-such-model)"),
     ]:
@@ -207,7 +208,24 @@ def test_a_bad_value_in_the_workspace_config_is_blamed_on_that_file(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text("[search]\npage_size = 0\n")
     code, _, err = cli(ws.root, "index")
-    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml: search.page_size: must be at least 1, not 0\n")
+    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml:2: search.page_size: must be at least 1, not 0\n")
+
+
+def test_a_bad_config_value_names_the_line_that_set_it(tmp_path):
+    """A bad value named its file and key, not its line (settings.toml's did): the line under its
+    table, past comments; a key of an inline table or a dotted key, the line writing it; a whole
+    table, its header."""
+    from mem_retrieval.records.parse import toml_key_line
+
+    text = ('# tuned\n[search]\n# the pool\n\npool = "x"\n[fusion.graph]\nbm25 = 1\n[model]\n'
+            'x = { a = 1 }\n"bm25" . k1 = 2\n')
+    lines = {"search.pool": 5, "fusion.graph.bm25": 7, "fusion.graph.vote": 6, "fusion.graph": 6,
+             "model.x.a": 9, "model.bm25.k1": 10, "search": 2, "graph.pool": None}
+    assert {key: toml_key_line(text, key) for key in lines} == lines
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "solve" / "mem.toml").write_text('[search]\n# pool\n\npool = "x"\n')
+    assert cli(ws.root, "archive-search", "statement")[1:] == (
+        "", f"mem: {ws.root}/solve/mem.toml:4: search.pool: must be a whole number, not a string\n")
 
 
 def test_the_page_size_is_the_configured_one_everywhere(indexed, tmp_path):
