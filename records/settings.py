@@ -116,6 +116,7 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
     """Merge entries (later ones override earlier by name), check them, close ``implies``."""
     by_name: dict[str, tuple[dict, str]] = {}
     counts: dict[str, int] = {}
+    named: dict[tuple[str, str], int] = {}  # (file, name) -> the entry's index there
     for entry, file in entries:
         i = counts[file] = counts.get(file, -1) + 1  # the entry's index in its own file
         f = Fields(entry, file, None, f"setting[{i}].", ("name", "aliases", "implies"),
@@ -125,6 +126,13 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
         f.str("name", nonempty=True)
         f.str_list("aliases")
         f.str_list("implies")
+        if (file, normalize(entry["name"])) in named:  # a later file overrides; one file, no twice
+            earlier = named[file, normalize(entry["name"])]
+            at = _entry_line(file, f"setting[{earlier}].name")
+            f.fail("name", f"{entry['name']!r} is already the name of setting[{earlier}]"
+                   + (f" (line {at})" if at else "") + ": one entry a name in a file (the last "
+                   "would override the first in silence)")
+        named[file, normalize(entry["name"])] = i
         by_name[normalize(entry["name"])] = (entry, file)
     alias: dict[str, str] = {}
     for name, (entry, file) in by_name.items():

@@ -71,6 +71,23 @@ def test_workspace_settings_extend_and_override(tmp_path, onto):
     assert extended.match("PFR", "Q_p") == "incompatible"
 
 
+def test_a_name_twice_in_one_settings_file_is_bad_input_and_a_later_file_overrides(tmp_path, onto):
+    """Two [[setting]] entries of one name in one file: the last overrode the first in silence
+    (`myfield` implied C, not nonarch-local as its first entry said). The workspace's file still
+    overrides the shipped one's entry of that name."""
+    (tmp_path / "solve").mkdir()
+    path = tmp_path / "solve" / "settings.toml"
+    path.write_text('[[setting]]\nname = "myfield"\nimplies = ["nonarch-local"]\n\n'
+                    '[[setting]]\nname = "MyField"\nimplies = ["C"]\n')
+    with pytest.raises(InputError) as refused:
+        load_ontology(tmp_path)
+    assert str(refused.value) == (f"{path}:6: setting[1].name: 'MyField' is already the name of "
+                                  "setting[0] (line 2): one entry a name in a file (the last would "
+                                  "override the first in silence)")
+    path.write_text('[[setting]]\nname = "Qp"\nimplies = ["C"]\n')  # the shipped Qp, overridden
+    assert load_ontology(tmp_path).match("Qp", "C") == "implied" and onto.match("Qp", "C") != "implied"
+
+
 def test_a_cycle_in_implies_is_bad_input():
     entries = [({"name": "a", "implies": ["b"]}, "s.toml"), ({"name": "b", "implies": ["a"]}, "s.toml")]
     with pytest.raises(InputError, match="cycle in implies"):
