@@ -8,7 +8,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -410,9 +410,10 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
         if source_id in source_ids:
             s.fail("id", f"duplicate id {source_id!r} (already a source of this run)")
         source_ids.add(source_id)
-        sources.append(Source(run=name, id=source_id, origin=s.str("origin"),
-                              retrieved=s.str("retrieved"), hash=s.str("hash"), path=s.str("path"),
-                              line=source_lines[i]))
+        if retrieved := s.str("retrieved"):  # a time, as an event's (it was read as any text)
+            parse_time(retrieved, file, source_lines[i], f"sources[{i}].retrieved")
+        sources.append(Source(run=name, id=source_id, origin=s.str("origin"), retrieved=retrieved,
+                              hash=s.str("hash"), path=s.str("path"), line=source_lines[i]))
     raw_steps = obj.get("steps")
     if not isinstance(raw_steps, list):
         f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")
@@ -441,8 +442,23 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
         steps.append(step)
     if bad:
         raise InputError.many(bad)
-    return Tree(run=name, path=file, date=f.str("date"), fix=fix, sources=tuple(sources),
+    return Tree(run=name, path=file, date=_tree_date(f, text), fix=fix, sources=tuple(sources),
                 steps=tuple(steps))
+
+
+_DATE_KEY = re.compile(r'"date"\s*:')
+
+
+def _tree_date(f: Fields, text: str) -> str:
+    """A tree.json's ``date``: an ISO 8601 date (``2026-10-17``), or absent."""
+    value = f.str("date")
+    try:
+        if value:
+            date.fromisoformat(value)
+    except ValueError:
+        raise InputError(f.file, _line_of(text, _DATE_KEY), "date",
+                         f"{value!r} is not an ISO 8601 date (YYYY-MM-DD)") from None
+    return value
 
 
 # ------------------------------------------------------------------------------------- events.jsonl

@@ -115,6 +115,21 @@ def bad_id_with_space(ws):
     ws.add_step("alpha", make_step("a 9"))
 
 
+def _edit_tree(ws, change) -> None:
+    path = ws.root / "alpha" / "tree.json"
+    tree = json.loads(path.read_text())
+    change(tree)
+    path.write_text(json.dumps(tree, indent=1))
+
+
+def tree_date_not_a_date(ws):  # read as any text, and shown so
+    _edit_tree(ws, lambda tree: tree.update(date="yesterday"))
+
+
+def source_retrieved_not_a_time(ws):
+    _edit_tree(ws, lambda tree: tree.update(sources=[{"id": "d9", "origin": "x", "retrieved": "notatime"}]))
+
+
 def _no_file(path: Path, kind: str) -> None:
     """Put a folder or a link to nothing where the record file ``path`` stands."""
     path.unlink()
@@ -187,6 +202,8 @@ CASES = [
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
+    (tree_date_not_a_date, "alpha/tree.json:", "date: 'yesterday' is not an ISO 8601 date (YYYY-MM-DD)"),
+    (source_retrieved_not_a_time, "alpha/tree.json:", "sources[0].retrieved: 'notatime' is not an ISO 8601 time"),
     (duplicate_key_in_tree, "alpha/tree.json:3", f"status: {DUPLICATE}"),  # where the object starts
     (duplicate_key_in_event, "alpha/memory/events.jsonl:2", f"text: {DUPLICATE}"),
     (duplicate_key_deep_in_tree, "alpha/tree.json", f"k: {DUPLICATE}"),  # no line: no traceback
