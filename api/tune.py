@@ -67,8 +67,8 @@ class TuneReport:
                    f"last batch loss {self.loss:.3f}",
                  f"model: {self.model['path'] or 'not installed'} (from {self.model['base']}, "
                  f"sha256 {self.model['sha256'][:12]})"]
-        if self.index is not None:
-            lines.append(self.index.summary())
+        if self.index is not None:  # rows keep their content ("unchanged"); every vector is new
+            lines.append(f"every text re-embedded with the tuned model: {self.index.summary()}")
         return "\n".join(lines)
 
 

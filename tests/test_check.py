@@ -467,10 +467,10 @@ def test_strict_parsers_still_raise(workspace):
 def test_eval_status_passes_on_a_sound_library(mem):
     code, out, _ = mem("eval", "status")
     assert code == 0
-    assert out == "status: PASS: 1 library entry; 0 promoted statuses (M1), 0 not admissible (M2)\n"
+    assert out == "status: PASS: 1 library entry; 0 status mismatches (M1), 0 not admissible (M2)\n"
 
 
-def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
+def test_eval_status_fails_naming_a_status_mismatch(workspace, mem):
     # a4 is open in its run; the library copy claims it proved (M1), and graded pass though the step
     # was never audited (M2: its own audit is weighed whatever the statuses say)
     workspace.write_library([library_line("alpha", make_step("a1")),
@@ -482,7 +482,7 @@ def test_eval_status_fails_naming_a_promoted_status(workspace, mem):
         f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open",
         f"solve/library.jsonl:2: M2: alpha/a4: alpha/tree.json:{line} says not audited (no audit grade) and "
         "not repaired (the library says grade 'pass')",
-        "status: FAIL: 2 library entries; 1 promoted status (M1), 1 not admissible (M2)"]
+        "status: FAIL: 2 library entries; 1 status mismatch (M1), 1 not admissible (M2)"]
 
 
 def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, mem):
@@ -495,7 +495,7 @@ def test_eval_status_fails_on_an_inadmissible_entry_and_ignores_runs(workspace, 
     code, out, _ = mem("eval", "status")
     assert code == 1
     assert out.splitlines()[0].startswith("solve/library.jsonl:2: M2: alpha/a3: audit grade 'error'")
-    assert out.splitlines()[-1].endswith("0 promoted statuses (M1), 1 not admissible (M2)")
+    assert out.splitlines()[-1].endswith("0 status mismatches (M1), 1 not admissible (M2)")
 
 
 def test_eval_status_never_passes_over_a_run_it_cannot_read(workspace, mem):
@@ -508,7 +508,7 @@ def test_eval_status_never_passes_over_a_run_it_cannot_read(workspace, mem):
     assert out.splitlines() == [
         f"alpha/tree.json:{step_line(workspace, 'alpha', 'a3')}: input: steps[2].kind: 'foo' is not "
         "one of lemma, dead_end, error",
-        "status: FAIL: 1 library entry; 0 promoted statuses (M1), 0 not admissible (M2); 1 unchecked "
+        "status: FAIL: 1 library entry; 0 status mismatches (M1), 0 not admissible (M2); 1 unchecked "
         "(their run's tree.json cannot be read)"]
     workspace.edit_step("alpha", "a3", kind="dead_end")  # mended: the M1 shows
     assert mem("eval", "status")[0] == 1
@@ -569,7 +569,7 @@ def test_a_malformed_library_line_is_listed_and_the_entries_after_it_are_still_c
     lines = out.splitlines()
     assert code == 2 and lines[0].startswith("solve/library.jsonl:1: input: id: ")
     assert lines[1].startswith("solve/library.jsonl:2: M2: alpha/a1: ") and "major" in lines[1]
-    assert lines[-1].startswith("status: FAIL: 1 library entry; 0 promoted statuses (M1), 1 not admissible")
+    assert lines[-1].startswith("status: FAIL: 1 library entry; 0 status mismatches (M1), 1 not admissible")
     code, out, _ = mem("check")
     assert code == 2 and "solve/library.jsonl:2: M2: alpha/a1: " in out
 
@@ -715,7 +715,7 @@ def test_eval_status_fails_on_an_entry_that_names_no_step_of_its_run(workspace, 
     assert code == 1
     assert out.splitlines() == [
         "solve/library.jsonl:2: integrity: alpha/a9 is not a step of alpha/tree.json",
-        "status: FAIL: 2 library entries; 0 promoted statuses (M1), 0 not admissible (M2)"]
+        "status: FAIL: 2 library entries; 0 status mismatches (M1), 0 not admissible (M2)"]
 
 
 @settings(max_examples=400, deadline=None)

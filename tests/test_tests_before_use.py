@@ -341,6 +341,11 @@ def test_reuse_of_every_run_passes_when_those_with_something_to_test_pass(exampl
     memory.index(progress=False)
     code, text = cli(workspace.root, "eval", "reuse", "--all")
     assert (code, text.splitlines()[-1]) == (1, "reuse: FAIL: 2 runs (1 FAIL, 1 nothing to test)")
+    # with --per-step, the Fix queries of every run, apart (the run with nothing to test was gone)
+    code, text = cli(example.workspace.root, "--json", "eval", "reuse", "--all", "--per-step")
+    assert (code, [f["verdict"] for f in json.loads(text)["fix"]]) == (0, ["PASS", "nothing to test"])
+    code, text = cli(example.workspace.root, "eval", "reuse", "--all", "--per-step")
+    assert "\n\nFix queries, apart from the verdict: PASS: 2 runs (1 PASS, 1 nothing to test)\n\n" in text
 
 
 def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):

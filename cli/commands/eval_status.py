@@ -1,5 +1,6 @@
 """`mem eval status`: the design's third test before use — M1–M2 on the library; it passes when no
-library entry promotes a status (M1) or was admitted without a final, audited status (M2)."""
+library entry states a status its tree.json does not (M1: the design's "0 promoted statuses", a
+demotion counted too) or was admitted without a final, audited status (M2)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ ORDER = 70
 
 def register(subparsers, common) -> None:
     parser = subparsers.add_parser(
-        "status", parents=[common], help="M1–M2 on the library: pass means 0 promoted statuses",
+        "status", parents=[common], help="M1–M2 on the library: pass means 0 status mismatches",
         description="Check every library entry against its run's tree.json (M1) and the admission "
                     "rule (M2). Exit 1 when any entry fails, naming it, or names no step of its run "
                     "or repeats another; exit 2 when the library or a run its entries come from "
@@ -32,7 +33,7 @@ def status(args, ctx) -> int:
     verdict = "FAIL" if failing else "PASS"
     text = [str(v) for v in report.violations]
     text.append(f"status: {verdict}: {plural(entries, 'library entry', 'library entries')}; "
-                f"{plural(m1, 'promoted status', 'promoted statuses')} (M1), {m2} not admissible (M2)"
+                f"{plural(m1, 'status mismatch', 'status mismatches')} (M1), {m2} not admissible (M2)"
                 + (f"; {unchecked} unchecked (their run's tree.json cannot be read)" if unchecked else "")
                 + (f"; {elsewhere} of runs not in this workspace (M2 only: no tree.json to hold M1 "
                    "against)" if elsewhere else ""))

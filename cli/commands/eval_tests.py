@@ -108,10 +108,10 @@ def reuse(args, ctx) -> int:
     per_step = _per_step(args, ctx, memory, runs, pages, until, cut) if args.per_step else None
     fixes = [run_reuse(memory.retriever, run, pages, config.fix_recall, runs_before=args.runs_before,
                        until=until, cut=cut) for run in runs]
-    fixes = [f for f in fixes if f.recall is not None] or fixes[:1] if per_step else fixes
-    if per_step:  # its own verdict (the Fix queries, reported apart, often have no Fix problem to
-        verdict = per_step.verdict  # ask at the step's grain)
-        text = "\n\n".join([f.text() for f in fixes] + [per_step.text()])
+    if per_step:  # its own verdict; the Fix queries reported apart, every run's (a run with nothing
+        verdict = per_step.verdict  # to test was left out in silence)
+        apart = [f"Fix queries, apart from the verdict: {overall(fixes)[1].removeprefix('reuse: ')}"]
+        text = "\n\n".join([f.text() for f in fixes] + apart[:len(fixes) > 1] + [per_step.text()])
         data = {"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()}
     elif len(fixes) == 1:
         verdict, text, data = fixes[0].verdict, fixes[0].text(), fixes[0].as_dict()

@@ -64,7 +64,8 @@ def run_tune(args, ctx) -> int:
     training = Training(epochs=args.epochs, batch_size=args.batch_size, precision=args.precision)
     if args.reset:
         report = tune.reset(memory, args.progress, ctx.note)
-        ctx.emit(report.as_dict(), "the configured model again: " + report.summary())
+        ctx.emit(report.as_dict(), "every text re-embedded with the configured model again: "
+                 + report.summary())
         return 0
     if args.eval:
         result = tune.evaluate(memory, max_pairs=args.max_pairs, training=training, progress=args.progress)
