@@ -15,6 +15,7 @@ from typing import Any
 
 from mem_retrieval.functions import BY_NAME
 from mem_retrieval.records.errors import plural
+from mem_retrieval.retrieval.types import EXCERPT_CHARS
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
         lines.append(textwrap.indent(hit.text, "   "))  # the event, whole; its file's start:
         if hit.excerpt:
             lines.append(f"   | {hit.excerpt}")
-        if hit.body is not None and len(hit.body) > 200:
+        if hit.body is not None and len(hit.body) > EXCERPT_CHARS:  # the excerpt showed it whole
             lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole in --json)")
     lines.append(_footer(page, spell))
     return Answer(data, "\n".join(lines), 0, notes)

@@ -197,32 +197,52 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
 def unread_reply(problem: Exception):
     """The JSON-RPC error answering a line the SDK's stdio transport could not read (it passes the
-    line's exception on, and its session drops it: the client would wait for ever): where the line
-    is JSON that Python reads (a lone ``\\ud800`` escape, which the SDK's parser refuses), an
-    invalid-params error to its request's id; a line that is no JSON at all, a parse error with a
-    null id (JSON-RPC 2.0 §5.1); None where the line was blank, a notification or a response."""
+    line's exception on, and its session drops it: the client would wait for ever), JSON-RPC 2.0
+    §5.1: a line that is no JSON, a parse error (-32700); JSON that Python reads and the SDK's
+    parser refuses (a lone ``\\ud800`` escape), invalid params (-32602) naming the field; JSON that
+    is no message MCP reads (params not an object, no method, a batch), an invalid request
+    (-32600). Each to its request's id, or a null id where none can be read (or it holds no text);
+    None where the line was blank, a notification or a response."""
     import json
 
-    from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError
+    from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
-    errors = getattr(problem, "errors", None)
-    line = next((error.get("input") for error in errors() if isinstance(error.get("input"), str)),
-                None) if callable(errors) else None
-    if line is not None and not line.strip():
-        return None  # a blank line: no message, nothing to answer
-    try:
-        message = json.loads(line) if line is not None else None
-    except ValueError:
-        message = None
+    errors = problem.errors() if callable(getattr(problem, "errors", None)) else []
+    line = next((e["input"] for e in errors if e.get("type") == "json_invalid"
+                 and isinstance(e.get("input"), str)), None)
+    if line is not None:
+        if not line.strip():
+            return None  # a blank line: no message, nothing to answer
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return _error(None, PARSE_ERROR, "parse error: a line that is no JSON")
+        where, why = next(_string_problems(message), ("the request", "could not be read"))
+        code, text = INVALID_PARAMS, f"{where} {why}"
+    else:  # JSON, but no message: the parsed line is the input of the error at its root
+        whole = [e["input"] for e in errors if len(e.get("loc", ())) <= 1]  # no object at all
+        message = whole[0] if whole else next((e["input"] for e in errors if len(e.get("loc", ())) == 2
+                                               and isinstance(e.get("input"), dict)), None)
+        request = next((e for e in errors if e.get("loc", ())[:1] == ("JSONRPCRequest",)), None)
+        code, text = INVALID_REQUEST, (f"invalid request: {'.'.join(map(str, request['loc'][1:]))}: "
+                                       f"{request['msg']}" if request and not whole else "")
     if not isinstance(message, dict):
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-            code=PARSE_ERROR, message="parse error: a line that is no JSON-RPC message"))
+        return _error(None, INVALID_REQUEST, "invalid request: a batch (MCP reads one message a line)"
+                      if isinstance(message, list) else "invalid request: not a JSON object")
+    if "result" in message or "error" in message or ("id" not in message and "method" in message):
+        return None  # a response, a notification: nothing to answer
     request_id = message.get("id")
-    if "method" not in message or isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
-        return None
-    where, problem = next(_string_problems(message), ("the request", "could not be read"))
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
-        code=INVALID_PARAMS, message=f"{where} {problem}"))
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)) \
+            or (isinstance(request_id, str) and surrogate_problem(request_id)):
+        request_id = None  # an id that cannot be written back
+    return _error(request_id, code, text)
+
+
+def _error(request_id, code: int, text: str):
+    from mcp_types import ErrorData, JSONRPCError
+
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # a reply must be text
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
 
 
 def _string_problems(value: Any, where: str = ""):
@@ -255,7 +275,12 @@ class AnsweringUnread:
         from mcp.shared.message import SessionMessage
 
         while isinstance(item := await self._read.receive(), Exception):
-            if (reply := unread_reply(item)) is not None:
+            try:
+                reply = unread_reply(item)
+            except Exception:  # an answer is a courtesy: never the end of the server
+                logging.getLogger(__name__).exception("mem mcp: a line that could not be read")
+                continue
+            if reply is not None:
                 await self._write.send(SessionMessage(reply))
         return item
 

@@ -177,6 +177,11 @@ class Catalog:
         return [parent for parent in step.parents
                 if self.resolve(parent, step.run) is None and not self.unverifiable(parent, step.run)]
 
+    def unjudged(self, step: Step) -> list[str]:
+        """The parents of ``step`` in another run whose tree.json could not be read."""
+        return [parent for parent in step.parents
+                if split_gid(parent)[0] not in (None, step.run) and split_gid(parent)[0] in self.unreadable]
+
     def parent_steps(self, step: Step) -> list[Step]:
         """The steps ``step``'s parents name (not sources, nor library entries alone)."""
         found = (self.resolve(parent, step.run) for parent in step.parents)
@@ -189,8 +194,9 @@ class Catalog:
         todo = [step]
         while todo:
             current = todo.pop()
-            edges[current.gid] = [p.gid for p in self.parent_steps(current)]
-            todo += [self.steps[gid] for gid in edges[current.gid] if gid not in edges]
+            if current.gid not in edges:  # pushed once for each step citing it: read once
+                edges[current.gid] = [p.gid for p in self.parent_steps(current)]
+                todo += [self.steps[gid] for gid in edges[current.gid] if gid not in edges]
         if not any(step.gid in targets for targets in edges.values()):
             return None
         return _shortest_circle(step.gid, set(edges), edges)
@@ -416,13 +422,10 @@ class _Checker:
             self.report.counts["steps"] += 1
             for parent in self.catalog.dangling(step):
                 self.add(run, tree.path, step.line, INTEGRITY, f"step {step.id}: {DANGLING.format(parent)}")
-            for parent in step.parents:
-                cited = split_gid(parent)[0]
-                if cited not in (None, run) and cited in self.catalog.unreadable:  # its entry may say
-                    self.add(run, tree.path, step.line, INPUT,  # otherwise: M3 judges the step
-                             f"step {step.id} cites {parent}, whose run's "
-                             f"{self._rel(str(self.ws.tree_path(cited)))} cannot be read: M3 cannot "
-                             "judge it")
+            for parent in self.catalog.unjudged(step):  # its entry may say otherwise: M3 judges it
+                self.add(run, tree.path, step.line, INPUT, f"step {step.id} cites {parent}, whose run's "
+                         f"{self._rel(str(self.ws.tree_path(split_gid(parent)[0])))} cannot be read: "
+                         "M3 cannot judge it")
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps):
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 
@@ -601,16 +604,21 @@ def _shortest_circle(start: str, members: set[str], edges: dict[str, list[str]])
     raise AssertionError(f"{start} is on no circle of its component")
 
 
-def integrity_problem(ws: Workspace, step: Step) -> str | None:
-    """Why ``step``'s record does not hold together, as `check` says it (a parent resolving to
-    nothing, parents leading back to it), else None: `archive-insert` refuses it then, as `record`
-    refuses its run (nothing removes an entry once written)."""
-    trees = ws.readable_trees(ws.runs())
-    catalog = Catalog(trees, ws.library(), set(ws.runs()) - set(trees))
+def integrity_problem(ws: Workspace, step: Step) -> tuple[str, str] | None:
+    """Why ``step``'s record does not hold together, (code, message) as `check` says it over the
+    workspace as it reads it (``_Checker``): a parent resolving to nothing, parents leading back to
+    it (integrity), a parent in a run whose tree.json cannot be read (input); else None.
+    `archive-insert` refuses it then, as `record` refuses its run (nothing removes an entry once
+    written)."""
+    catalog = _Checker(ws, None, None).catalog
     if dangling := catalog.dangling(step):
-        return DANGLING.format(dangling[0])
-    circle = catalog.circle_through(step)
-    return CIRCULAR.format(catalog.circle_names(circle, step.run)) if circle else None
+        return INTEGRITY, DANGLING.format(dangling[0])
+    if circle := catalog.circle_through(step):
+        return INTEGRITY, CIRCULAR.format(catalog.circle_names(circle, step.run))
+    if unjudged := catalog.unjudged(step):
+        return INPUT, (f"it cites {unjudged[0]}, whose run's tree.json cannot be read: M3 cannot "
+                       "judge it")
+    return None
 
 
 def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:

@@ -174,32 +174,37 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(file, _line_of(text, _DEEP), None, "invalid TOML: nested too deeply") from None
 
 
-_TOML_TABLE = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
-_TOML_KEY = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\")(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"))*)\s*=")
+_TOML_NAME = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""  # bare, basic or literal
+_TOML_DOTTED = rf"{_TOML_NAME}(?:\s*\.\s*{_TOML_NAME})*"
+_TOML_TABLE = re.compile(rf"\s*\[\[?\s*({_TOML_DOTTED})\s*\]\]?\s*(?:#.*)?$")  # [t], [[array]]
+_TOML_KEY = re.compile(rf"\s*({_TOML_DOTTED})\s*=")
+_TOML_PART = re.compile(_TOML_NAME)
 
 
 def _toml_path(dotted: str) -> list[str]:
-    return [part.strip().strip('"') for part in dotted.split(".")]
+    return [part.strip("\"'") for part in _TOML_PART.findall(dotted)]
 
 
 def toml_key_line(text: str, dotted: str) -> int | None:
     """The line of a TOML document setting ``dotted`` (``search.pool``): its ``key =`` line under
-    its ``[table]``, or the line setting the nearest table holding it (an inline table, a header);
-    None when no line does. To place a value found bad after tomllib read it (tomllib keeps no
-    lines); a line inside a multi-line string may be taken for a key."""
+    its ``[table]`` (or a dotted key setting a key inside it), or the line setting the nearest
+    table holding it (an inline table, a header); None when no line does. To place a value found
+    bad after tomllib read it (tomllib keeps no lines); a line inside a multi-line string may be
+    taken for a key, and a quoted key's escapes are compared as written."""
     wanted = _toml_path(dotted)
     table: list[str] = []
     best, best_depth = None, 0
-    for number, line in enumerate(text_lines(text), start=1):
+    for number, line in enumerate(text_lines(text.removeprefix("\ufeff")), start=1):
         if header := _TOML_TABLE.match(line):
-            table, found = _toml_path(header.group(1)), _toml_path(header.group(1))
+            table = found = _toml_path(header.group(1))
         elif key := _TOML_KEY.match(line):
             found = table + _toml_path(key.group(1))
         else:
             continue
-        depth = len(found) if wanted[:len(found)] == found else 0
-        if depth > best_depth:
-            best, best_depth = number, depth
+        shared = len(wanted) if found[:len(wanted)] == wanted else len(found) \
+            if wanted[:len(found)] == found else 0
+        if shared > best_depth:
+            best, best_depth = number, shared
     return best
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
-from mem_retrieval.records.invariants import Catalog, admission_problem, integrity_problem, m3_excluded
+from mem_retrieval.records.invariants import INPUT, Catalog, admission_problem, integrity_problem, m3_excluded
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
                                        typed_run)
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
@@ -284,8 +284,10 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     _, excluded = m3_excluded(ws, tree, {entry.gid: entry for entry in ws.library()})
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
-    if problem := integrity_problem(ws, step):  # as `record` refuses its run
-        raise Refused(f"{step.gid} may not enter the library (integrity): {problem}")
+    if found := integrity_problem(ws, step):  # as `record` refuses its run
+        code, problem = found
+        raise (BadInput if code == INPUT else Refused)(f"{step.gid} may not enter the library ({code}): "
+                                                       f"{problem}")
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):

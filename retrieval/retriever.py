@@ -27,9 +27,8 @@ from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, exact_lookup, parse_time_arg
-from mem_retrieval.retrieval.types import EventHit, Hit, Note, Page
+from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Page
 
-EXCERPT_CHARS = 300
 # The advice of a note on what the index lacks, when the one the search read is no longer the
 # newest (``Retriever.index_replaced``: a long-lived ``Memory`` reads its own version until reopened)
 NEWER_INDEX = ("a newer index has been written since this session opened its own: `reopen()` reads it "

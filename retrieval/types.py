@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+EXCERPT_CHARS = 300  # an event hit's excerpt: the first characters of its brief or return
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -42,7 +44,7 @@ class EventHit:
     ids: tuple[str, ...]
     text: str
     path: str
-    excerpt: str        # the first 300 characters of the brief or return, white space folded
+    excerpt: str        # the first EXCERPT_CHARS of the brief or return, white space folded
     body: str | None    # the brief or return, whole, as the file stands (None: the event has none)
     score: float
 

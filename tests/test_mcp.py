@@ -543,24 +543,34 @@ class RawStdio:
 
 
 def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path):
-    """A request whose JSON holds a lone surrogate escape (JSON that Python reads, the SDK's parser
-    refuses) gets an error naming the argument, a line of no JSON a parse error with a null id, a
-    blank line nothing; the next request is answered. The SDK's stdio transport dropped both
-    silently: a client waited for ever on its request."""
+    """JSON-RPC 2.0 §5.1 for the lines the SDK's stdio transport dropped in silence (a client
+    waited for ever on its request): a lone surrogate escape (JSON that Python reads, the SDK's
+    parser refuses) is invalid params naming the field, to the request's id, or to a null id when
+    the id holds it (echoing it crashed the server's writer); JSON that is no message MCP reads is
+    an invalid request to its own id (not to an id a string inside it spells); a batch, or a line
+    of no JSON, a null id; a blank line and a notification, nothing. The server goes on."""
+    lines = [('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive_search", '
+              '"arguments": {"query": "GL2m \\ud800"}}}'),
+             '{"jsonrpc": "2.0", "id": "q\\udc00", "method": "ping"}',
+             '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": "{\\"id\\": 99, \\"method\\": \\"x\\"}"}',
+             '[{"jsonrpc": "2.0", "id": 4, "method": "ping"}]', "not json", "", "  ",
+             '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"q": "\\ud800"}}',
+             '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}']
     with RawStdio(tmp_path, "--lazy") as server:
         server.send({"method": "notifications/initialized"})
-        for line in ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
-                     '"archive_search", "arguments": {"query": "GL2m \\ud800"}}}', "not json", "",
-                     '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}'):
-            server.proc.stdin.write(line.encode() + b"\n")
+        server.proc.stdin.write("".join(line + "\n" for line in lines).encode())
         server.proc.stdin.flush()
         replies = []
-        while len(replies) < 3 and select.select([server.proc.stdout], [], [], 60)[0]:
+        while len(replies) < 6 and select.select([server.proc.stdout], [], [], 60)[0]:
             replies.append(json.loads(server.proc.stdout.readline()))
-    assert replies[0] == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": (
-        "params.arguments.query is not valid Unicode text (it holds an unpaired surrogate)")}}
-    assert replies[1]["id"] is None and replies[1]["error"]["code"] == -32700
-    assert replies[2]["id"] == 2 and "archive_search" in {tool["name"] for tool in replies[2]["result"]["tools"]}
+    errors = [(r["id"], r["error"]["code"], r["error"]["message"]) for r in replies[:5]]
+    assert errors == [
+        (1, -32602, "params.arguments.query is not valid Unicode text (it holds an unpaired surrogate)"),
+        (None, -32602, "id is not valid Unicode text (it holds an unpaired surrogate)"),
+        (3, -32600, "invalid request: params: Input should be an object"),
+        (None, -32600, "invalid request: a batch (MCP reads one message a line)"),
+        (None, -32700, "parse error: a line that is no JSON")]
+    assert replies[5]["id"] == 5 and "archive_search" in {tool["name"] for tool in replies[5]["result"]["tools"]}
 
 
 @pytest.mark.slow

@@ -841,3 +841,24 @@ def test_a_forgotten_query_vector_is_embedded_anew(example, monkeypatch):
     assert example.archive_search(text) == first and len(embedded) == 1  # the second read the cache
     forget_query_vectors()
     assert example.archive_search(text) == first and len(embedded) == 2
+
+
+def test_recall_text_shows_a_brief_up_to_its_excerpt_whole_and_says_where_a_longer_one_is(example):
+    """The text cut the 300-character excerpt at 200, and said "whole in --json" under a brief of
+    246 characters it had then shown whole."""
+    import io
+
+    from mem_retrieval.cli.main import run as run_cli
+
+    def text(*argv: str) -> str:
+        out = io.StringIO()
+        assert run_cli(["--workspace", str(example.workspace.root), *argv], out=out, err=io.StringIO()) == 0
+        return out.getvalue()
+
+    for query, whole in (("redirect", True), ("brief", False)):  # a brief of 246 characters; of 379
+        (hit, *_) = json.loads(text("--json", "recall-search", query, "--run", "iwahori-two-levels"))["hits"]
+        assert hit["body"] and (len(hit["body"]) <= 300) == whole
+        shown = text("recall-search", query, "--run", "iwahori-two-levels")
+        assert f"   | {hit['excerpt']}\n" in shown and len(hit["excerpt"]) > 200
+        said = f"({len(hit['body']):,} characters: {hit['run']}/{hit['path']}; whole in --json)"
+        assert (said in shown) != whole

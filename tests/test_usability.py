@@ -222,6 +222,12 @@ def test_a_bad_config_value_names_the_line_that_set_it(tmp_path):
     lines = {"search.pool": 5, "fusion.graph.bm25": 7, "fusion.graph.vote": 6, "fusion.graph": 6,
              "model.x.a": 9, "model.bm25.k1": 10, "search": 2, "graph.pool": None}
     assert {key: toml_key_line(text, key) for key in lines} == lines
+    for other, line in (("[search]\n# the pool\n'pool' = \"x\"\n", 3),    # a literal-quoted key
+                        ("\ufeff[search]\n# pool\npool = \"x\"\n", 3),       # a byte order mark
+                        ("[search]\npool.x = 1\n", 2),                     # a key set inside it
+                        ("[search]\n[[other]]\npool = 1\n", 1),            # another table's key
+                        ("[ search ] # c\r\npool = 1\r\n", 2)):
+        assert toml_key_line(other, "search.pool") == line, other
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text('[search]\n# pool\n\npool = "x"\n')
     assert cli(ws.root, "archive-search", "statement")[1:] == (

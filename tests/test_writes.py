@@ -419,6 +419,22 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
     assert "alpha/tree.json:" in mem("check", "alpha")[1] + mem("check", "alpha")[2]
     assert workspace.library_path.read_bytes() == before
     assert mem("archive-insert", "alpha/c4")[0] == 0
+    # the workspace as check reads it: a circle through a run whose tree.json also repeats an id
+    # (check reads it, naming the repeat) was admitted; a parent in a run whose tree.json cannot be
+    # read (check: input) was "resolves to nothing", or admitted
+    workspace.add_run("beta", [make_step("b1", parents=("alpha/f1",)), make_step("b2"), make_step("b2")])
+    workspace.add_step("alpha", make_step("f1", parents=("beta/b1",)))
+    workspace.add_run("gamma", [make_step("g1")])
+    workspace.add_step("alpha", make_step("f2", parents=("gamma/g1",)))
+    (workspace.root / "gamma" / "tree.json").write_text("{not json")
+    before = workspace.library_path.read_bytes()
+    assert mem("archive-insert", "alpha/f1") == (1, "", "mem: alpha/f1 may not enter the library "
+                                                 "(integrity): its parents lead back to it (f1 → beta/b1 → "
+                                                 "f1): a circular proof\n")
+    assert mem("archive-insert", "alpha/f2") == (2, "", "mem: alpha/f2 may not enter the library (input): "
+                                                 "it cites gamma/g1, whose run's tree.json cannot be read: "
+                                                 "M3 cannot judge it\n")
+    assert workspace.library_path.read_bytes() == before
 
 
 def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
