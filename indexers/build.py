@@ -193,6 +193,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                 rows = build_rows(workspace, config, scope_runs)
             plan = plan_changes(index, rows, scope_runs if narrowed else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
+            known |= _pinned_vectors(index, plan.texts_wanted() - set(known))
             pending = sorted(plan.texts_wanted() - set(known), key=lambda h: (-len(rows.embed_text[h]), h))
             if pending and (engine or config.index.engine) == "ray":
                 from mem_retrieval.indexers.distributed import RayEngine
@@ -598,9 +599,33 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
     return writer.publish(index, config)
 
 
-def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str]) -> dict[str, Any]:
+def _pinned_vectors(index: Index, wanted: set[str]) -> dict[str, Any]:
+    """The vectors of the ``wanted`` text hashes that the versions meta.json pins hold and the
+    tables' latest do not: a run committed and never published (stopped, or its store refused
+    meta.json); its rows replaced some the readers still read, and a text put back as they have it
+    was embedded again."""
+    found: dict[str, Any] = {}
+    if not wanted or not index.model_same:
+        return found
+    for name in sorted((set(index.unpublished) & set(EMBEDDED_TABLES)) - set(index.rebuilt)):
+        version = index.pinned.get(name)
+        if version is None:
+            continue
+        try:
+            table = index.db.open_table(name)
+            table.checkout(version)
+        except Exception:  # no such version any more: embedding again is all it costs
+            continue
+        missing = wanted - found.keys()
+        found |= _stored_vectors({name: table}, dict.fromkeys(missing, name), missing, only_embedded=True)
+    return found
+
+
+def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[str],
+                    only_embedded: bool = False) -> dict[str, Any]:
     """The stored vectors of the ``wanted`` text hashes (hex digests made by rows.digest, so safe
-    to quote in a filter), read in chunks from the tables holding them."""
+    to quote in a filter), read in chunks from the tables holding them (``only_embedded``: of
+    rows whose vector is computed, not a placeholder)."""
     found: dict[str, Any] = {}
     by_table: dict[str, list[str]] = {}
     for text_hash in sorted(wanted):
@@ -610,7 +635,8 @@ def _stored_vectors(tables: dict[str, Any], stored: dict[str, str], wanted: set[
         rows = max(tables[name].count_rows(), 1)  # no smaller limit: one text's rows may fill it
         for start in range(0, len(hashes), 1000):
             chunk = hashes[start:start + 1000]
-            where = "text_hash IN (" + ", ".join(f"'{h}'" for h in chunk) + ")"
+            where = ("embedded AND " if only_embedded else "") + \
+                "text_hash IN (" + ", ".join(f"'{h}'" for h in chunk) + ")"
             data = (tables[name].search().where(where).select(["text_hash", "vector"])
                     .limit(rows).to_arrow())
             vectors = data["vector"].to_numpy(zero_copy_only=False)

@@ -639,6 +639,26 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     assert [h.id for h in after.hits] == before
 
 
+def test_a_text_put_back_after_a_run_that_never_published_is_not_embedded_again(memory, workspace, monkeypatch):
+    """A run stopped between its commit and its publish replaced a2's row; its statement put back
+    as the readers have it, the next run embedded it again (the latest version no longer held its
+    vector; the version meta.json pins does): now it reads it there."""
+    from mem_retrieval.indexers import writer
+
+    (statement,) = [s["statement"] for s in workspace.tree("alpha")["steps"] if s["id"] == "a2"]
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    monkeypatch.setattr(writer, "publish", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    monkeypatch.undo()
+    workspace.edit_step("alpha", "a2", statement=statement)
+    before = embedded()
+    report = Memory.open(workspace.root).index(progress=False)
+    assert (report.embedded, embedded(), report.total("updated")) == (0, before, 0)
+    fresh = Memory.open(workspace.root)
+    assert [h.id for h in fresh.archive_search(statement, strategy="vector").hits][:1] == ["alpha/a2"]
+
+
 def test_the_run_after_a_stopped_one_counts_what_it_publishes_against_what_readers_had(
         memory, workspace, monkeypatch):
     """A run stopped between its commit and its publish leaves its rows written, unpinned; the next
