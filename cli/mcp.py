@@ -215,9 +215,11 @@ def unread_reply(problem: Exception):
             return None  # a blank line: no message, nothing to answer
         try:
             message = json.loads(line)
+            where, why = next(_string_problems(message), ("the request", "could not be read"))
         except ValueError:
             return _error(None, PARSE_ERROR, "parse error: a line that is no JSON")
-        where, why = next(_string_problems(message), ("the request", "could not be read"))
+        except RecursionError:  # deeper than Python reads (the SDK gave up at some 200 levels)
+            return _error(None, INVALID_REQUEST, "invalid request: nested too deeply")
         code, text = INVALID_PARAMS, f"{where} {why}"
     else:  # JSON, but no message: the parsed line is the input of the error at its root
         whole = [e["input"] for e in errors if len(e.get("loc", ())) <= 1]  # no object at all
@@ -229,8 +231,9 @@ def unread_reply(problem: Exception):
     if not isinstance(message, dict):
         return _error(None, INVALID_REQUEST, "invalid request: a batch (MCP reads one message a line)"
                       if isinstance(message, list) else "invalid request: not a JSON object")
-    if "result" in message or "error" in message or ("id" not in message and "method" in message):
-        return None  # a response, a notification: nothing to answer
+    if "method" in message and "id" not in message or "method" not in message and (
+            "result" in message or "error" in message):
+        return None  # a notification, a response: nothing to answer (a method makes a request)
     request_id = message.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, (str, int)) \
             or (isinstance(request_id, str) and surrogate_problem(request_id)):

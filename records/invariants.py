@@ -78,7 +78,8 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry]
     each resting on such a step through its own run's steps. `record` leaves them out, and
     `archive-insert` refuses them, by this one rule."""
     cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-    steps = {s.gid: s for other in ws.readable_trees(cited).values() for s in other.steps}
+    read = (read_tree(ws, run)[0] for run in sorted(cited & set(ws.runs())))
+    steps = {s.gid: s for other in read if other is not None for s in other.steps}
     problems = list(reuse_problems(tree, library, ws.ontology, steps))
     excluded: dict[str, str] = {}
     for problem in problems:
@@ -86,6 +87,16 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry]
             excluded.setdefault(problem.step.id, problem.message)
     _rests_on_excluded(tree.steps, tree.run, excluded)
     return problems, excluded
+
+
+def read_tree(ws: Workspace, run: str) -> tuple[Tree | None, list[Problem]]:
+    """``run``'s tree as `check` reads it, and what is wrong with it: a step repeating an id is
+    left out and named (the tree is read), a file that cannot be parsed is no tree (None)."""
+    problems: list[Problem] = []
+    try:
+        return parse_tree(ws.tree_path(run), run, problems), problems
+    except InputError as error:
+        return None, [*problems, *error.problems]
 
 
 def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
@@ -314,12 +325,11 @@ class _Checker:
         trees: dict[str, Tree] = {}
         unreadable: set[str] = set()
         for run in self.ws.runs():
-            problems: list[Problem] = []
-            try:
-                trees[run] = parse_tree(self.ws.tree_path(run), run, problems)
-            except InputError as error:
+            tree, problems = read_tree(self.ws, run)
+            if tree is None:
                 unreadable.add(run)
-                problems.extend(error.problems)
+            else:
+                trees[run] = tree
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
         self.found[None].extend((problem, INPUT) for problem in self.ws.misnamed_runs())
         for run, problem in self.ws.lost_records().items():

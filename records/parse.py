@@ -189,16 +189,21 @@ def toml_key_line(text: str, dotted: str) -> int | None:
     """The line of a TOML document setting ``dotted`` (``search.pool``): its ``key =`` line under
     its ``[table]`` (or a dotted key setting a key inside it), or the line setting the nearest
     table holding it (an inline table, a header); None when no line does. To place a value found
-    bad after tomllib read it (tomllib keeps no lines); a line inside a multi-line string may be
-    taken for a key, and a quoted key's escapes are compared as written."""
+    bad after tomllib read it (tomllib keeps no lines). The lines of a value spanning several (a
+    multi-line string or array) are no keys; a quoted key's escapes are compared as written."""
     wanted = _toml_path(dotted)
     table: list[str] = []
     best, best_depth = None, 0
+    inside: tuple[str | None, int] = (None, 0)  # a value spanning lines: its open string, brackets
     for number, line in enumerate(text_lines(text.removeprefix("\ufeff")), start=1):
+        if inside != (None, 0):  # a line of a multi-line string or array: no key, no header
+            inside = _toml_value_end(line, *inside)
+            continue
         if header := _TOML_TABLE.match(line):
             table = found = _toml_path(header.group(1))
         elif key := _TOML_KEY.match(line):
             found = table + _toml_path(key.group(1))
+            inside = _toml_value_end(line[key.end():], None, 0)
         else:
             continue
         shared = len(wanted) if found[:len(wanted)] == wanted else len(found) \
@@ -206,6 +211,34 @@ def toml_key_line(text: str, dotted: str) -> int | None:
         if shared > best_depth:
             best, best_depth = number, shared
     return best
+
+
+def _toml_value_end(text: str, string: str | None, depth: int) -> tuple[str | None, int]:
+    """After reading ``text`` (part of a value), the multi-line string still open (its quotes)
+    and how many brackets are: a value ends where both are none."""
+    at = 0
+    while at < len(text):
+        if string is not None:  # inside a string: find its end (a basic one's escapes skipped)
+            if string[0] == '"' and text[at] == "\\":
+                at += 2
+                continue
+            if text.startswith(string, at):
+                at, string = at + len(string), None
+                continue
+            at += 1
+            if len(string) == 1 and at >= len(text):
+                string = None  # a one-line string the line ends: not TOML; stop it here
+            continue
+        char = text[at]
+        if char == "#":
+            break
+        if char in "\"'":
+            string = char * 3 if text.startswith(char * 3, at) else char
+            at += len(string)
+            continue
+        depth += (char in "[{") - (char in "]}")
+        at += 1
+    return string if string and len(string) == 3 else None, max(depth, 0)
 
 
 # the two ISO 8601 forms datetime.fromisoformat refuses: an ordinal date (2026-334, 2026334) and

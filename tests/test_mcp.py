@@ -553,7 +553,11 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path)
               '"arguments": {"query": "GL2m \\ud800"}}}'),
              '{"jsonrpc": "2.0", "id": "q\\udc00", "method": "ping"}',
              '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": "{\\"id\\": 99, \\"method\\": \\"x\\"}"}',
-             '[{"jsonrpc": "2.0", "id": 4, "method": "ping"}]', "not json", "", "  ",
+             '[{"jsonrpc": "2.0", "id": 4, "method": "ping"}]',
+             '{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"x": ' + "[" * 5000 + "]" * 5000 + "}}",
+             ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "result": {}, "params": {"name": "check", '
+              '"arguments": {"x": "\\ud800"}}}'),  # a method makes it a request
+             "not json", "", "  ",
              '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"q": "\\ud800"}}',
              '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}']
     with RawStdio(tmp_path, "--lazy") as server:
@@ -561,16 +565,20 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path)
         server.proc.stdin.write("".join(line + "\n" for line in lines).encode())
         server.proc.stdin.flush()
         replies = []
-        while len(replies) < 6 and select.select([server.proc.stdout], [], [], 60)[0]:
+        while len(replies) < 8 and select.select([server.proc.stdout], [], [], 60)[0]:
             replies.append(json.loads(server.proc.stdout.readline()))
-    errors = [(r["id"], r["error"]["code"], r["error"]["message"]) for r in replies[:5]]
+        server.proc.stdin.close()
+        assert server.proc.wait(60) == 0 and b"Traceback" not in server.proc.stderr.read()
+    errors = [(r["id"], r["error"]["code"], r["error"]["message"]) for r in replies[:7]]
     assert errors == [
         (1, -32602, "params.arguments.query is not valid Unicode text (it holds an unpaired surrogate)"),
         (None, -32602, "id is not valid Unicode text (it holds an unpaired surrogate)"),
         (3, -32600, "invalid request: params: Input should be an object"),
         (None, -32600, "invalid request: a batch (MCP reads one message a line)"),
+        (None, -32600, "invalid request: nested too deeply"),
+        (7, -32602, "params.arguments.x is not valid Unicode text (it holds an unpaired surrogate)"),
         (None, -32700, "parse error: a line that is no JSON")]
-    assert replies[5]["id"] == 5 and "archive_search" in {tool["name"] for tool in replies[5]["result"]["tools"]}
+    assert replies[7]["id"] == 5 and "archive_search" in {tool["name"] for tool in replies[7]["result"]["tools"]}
 
 
 @pytest.mark.slow

@@ -216,6 +216,23 @@ def test_a_step_resting_on_one_left_out_under_m3_is_left_out_too(workspace, mem)
     assert mem("archive-insert", "beta/b5")[0] == 0
 
 
+def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_check_judges_it(
+        workspace, mem):
+    """delta's tree.json repeats an id: check reads it (naming the repeat) and judges beta/b7's
+    citation of delta/x1 under M3; record admitted b7 and archive-insert wrote it (they read only
+    trees without a fault, and so saw no cited step at all)."""
+    workspace.add_run("delta", [make_step("x1", setting="Fq((t))"), make_step("y1"), make_step("y1")],
+                      setting="Fq((t))")
+    workspace.add_step("beta", make_step("b7", parents=("delta/x1",)))
+    reason = "step b7 cites step delta/x1 (setting 'Fq((t))'), which this run's setting 'Qp' does not imply"
+    assert f"M3: {reason}" in mem("check", "beta")[1]
+    code, out, err = mem("--json", "record", "beta", "--dry-run")
+    assert code == 0 and {"id": "beta/b7", "code": "M3", "reason": reason} in json.loads(out)["left_out"], err
+    before = workspace.library_path.read_bytes()
+    assert mem("archive-insert", "beta/b7") == (1, "", f"mem: beta/b7 may not enter the library (M3): {reason}\n")
+    assert workspace.library_path.read_bytes() == before
+
+
 def test_a_setting_the_ontology_cannot_judge_is_admitted_with_a_warning(workspace, mem):
     workspace.write_library(workspace.library() + [library_line(
         "gamma", make_step("g1", setting="some unknown world"))])

@@ -226,7 +226,11 @@ def test_a_bad_config_value_names_the_line_that_set_it(tmp_path):
                         ("\ufeff[search]\n# pool\npool = \"x\"\n", 3),       # a byte order mark
                         ("[search]\npool.x = 1\n", 2),                     # a key set inside it
                         ("[search]\n[[other]]\npool = 1\n", 1),            # another table's key
-                        ("[ search ] # c\r\npool = 1\r\n", 2)):
+                        ("[ search ] # c\r\npool = 1\r\n", 2),
+                        ("[search]\nhint = [\n  [1]\n]\npool = -1\n", 5),         # an array's line
+                        ('[search]\nnote = \"\"\"\n[notes]\n\"\"\"\npool = -1\n', 5),  # a string's
+                        ("[search]\nnote = '''\npool = 1\n'''\npool = -1\n", 5),
+                        ('[search]\nnote = "#[" # [\npool = -1\n', 3)):
         assert toml_key_line(other, "search.pool") == line, other
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text('[search]\n# pool\n\npool = "x"\n')
