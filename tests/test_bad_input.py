@@ -203,7 +203,8 @@ CASES = [
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
     (tree_date_not_a_date, "alpha/tree.json:", "date: 'yesterday' is not an ISO 8601 date (YYYY-MM-DD)"),
-    (source_retrieved_not_a_time, "alpha/tree.json:", "sources[0].retrieved: 'notatime' is not an ISO 8601 time"),
+    (source_retrieved_not_a_time, "alpha/tree.json:",
+     "sources[0].retrieved: 'notatime' is not an ISO 8601 time"),
     (duplicate_key_in_tree, "alpha/tree.json:3", f"status: {DUPLICATE}"),  # where the object starts
     (duplicate_key_in_event, "alpha/memory/events.jsonl:2", f"text: {DUPLICATE}"),
     (duplicate_key_deep_in_tree, "alpha/tree.json", f"k: {DUPLICATE}"),  # no line: no traceback
@@ -243,7 +244,8 @@ def test_check_of_a_tree_that_is_a_loop_of_links_is_no_traceback(workspace, mem)
     code, out, err = mem("check")
     assert (code, err) == (2, "") and f"alpha/tree.json: input: {DEAD_LINK}: the run folder holds" in out
     code, out, err = mem("index", "--no-progress")
-    assert (code, out, err) == (2, "", f"mem: {tree}: {DEAD_LINK}: the run folder holds memory/ but not its record\n")
+    assert (code, out, err) == (2, "", f"mem: {tree}: {DEAD_LINK}: the run folder holds memory/ but not its "
+                                       "record\n")
 
 
 @pytest.fixture(scope="module")
@@ -427,7 +429,8 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "afile"\n')
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
-        assert (code, out) == (2, "") and err == (f"mem: {workspace.root / 'solve' / 'mem.toml'}:2: index.uri: "
+        config = workspace.root / "solve" / "mem.toml"
+        assert (code, out) == (2, "") and err == (f"mem: {config}:2: index.uri: "
                                                   f"'afile' names a file ({workspace.root / 'afile'}), not a folder\n")
     events = workspace.events_path("alpha").read_bytes()
     (workspace.root / "alpha" / "memory" / ".core.md.lock").mkdir()
@@ -461,7 +464,8 @@ def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachab
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem(*argv)
         assert (code, out) == (2, ""), err
-        assert err.startswith(f"mem: {config}:2: index.uri: {uri!r}: a prefix with an empty, '.' or '..' part")
+        assert err.startswith(f"mem: {config}:2: index.uri: {uri!r}: a prefix with an empty, '.' or '..' "
+                              "part")
         assert len(err.splitlines()) == 1 and err.endswith("write the prefix without such parts\n"), err
     assert not (workspace.root / ".mem").exists()
 

@@ -639,7 +639,8 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     assert [h.id for h in after.hits] == before
 
 
-def test_a_text_put_back_after_a_run_that_never_published_is_not_embedded_again(memory, workspace, monkeypatch):
+def test_a_text_put_back_after_a_run_that_never_published_is_not_embedded_again(memory, workspace,
+                                                                                 monkeypatch):
     """A run stopped between its commit and its publish replaced a2's row; its statement put back
     as the readers have it, the next run embedded it again (the latest version no longer held its
     vector; the version meta.json pins does): now it reads it there."""

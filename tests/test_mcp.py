@@ -552,9 +552,11 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path)
     lines = [('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive_search", '
               '"arguments": {"query": "GL2m \\ud800"}}}'),
              '{"jsonrpc": "2.0", "id": "q\\udc00", "method": "ping"}',
-             '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": "{\\"id\\": 99, \\"method\\": \\"x\\"}"}',
+             ('{"jsonrpc": "2.0", "id": 3, "method": "tools/call", '
+              '"params": "{\\"id\\": 99, \\"method\\": \\"x\\"}"}'),
              '[{"jsonrpc": "2.0", "id": 4, "method": "ping"}]',
-             '{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"x": ' + "[" * 5000 + "]" * 5000 + "}}",
+             ('{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"x": '
+              + "[" * 5000 + "]" * 5000 + "}}"),
              ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "result": {}, "params": {"name": "check", '
               '"arguments": {"x": "\\ud800"}}}'),  # a method makes it a request
              "not json", "", "  ",
@@ -578,7 +580,8 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path)
         (None, -32600, "invalid request: nested too deeply"),
         (7, -32602, "params.arguments.x is not valid Unicode text (it holds an unpaired surrogate)"),
         (None, -32700, "parse error: a line that is no JSON")]
-    assert replies[7]["id"] == 5 and "archive_search" in {tool["name"] for tool in replies[7]["result"]["tools"]}
+    assert replies[7]["id"] == 5
+    assert "archive_search" in {tool["name"] for tool in replies[7]["result"]["tools"]}
 
 
 @pytest.mark.slow

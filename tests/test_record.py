@@ -229,7 +229,8 @@ def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_ch
     code, out, err = mem("--json", "record", "beta", "--dry-run")
     assert code == 0 and {"id": "beta/b7", "code": "M3", "reason": reason} in json.loads(out)["left_out"], err
     before = workspace.library_path.read_bytes()
-    assert mem("archive-insert", "beta/b7") == (1, "", f"mem: beta/b7 may not enter the library (M3): {reason}\n")
+    assert mem("archive-insert", "beta/b7") == (1, "", f"mem: beta/b7 may not enter the library (M3): "
+                                                       f"{reason}\n")
     assert workspace.library_path.read_bytes() == before
 
 

@@ -208,7 +208,8 @@ def test_a_bad_value_in_the_workspace_config_is_blamed_on_that_file(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     (ws.root / "solve" / "mem.toml").write_text("[search]\npage_size = 0\n")
     code, _, err = cli(ws.root, "index")
-    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml:2: search.page_size: must be at least 1, not 0\n")
+    assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml:2: search.page_size: must be at least 1, "
+                              "not 0\n")
 
 
 def test_a_bad_config_value_names_the_line_that_set_it(tmp_path):

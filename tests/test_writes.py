@@ -429,8 +429,8 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
     (workspace.root / "gamma" / "tree.json").write_text("{not json")
     before = workspace.library_path.read_bytes()
     assert mem("archive-insert", "alpha/f1") == (1, "", "mem: alpha/f1 may not enter the library "
-                                                 "(integrity): its parents lead back to it (f1 → beta/b1 → "
-                                                 "f1): a circular proof\n")
+                                                 "(integrity): its parents lead back to it (f1 → beta/b1"
+                                                 " → f1): a circular proof\n")
     assert mem("archive-insert", "alpha/f2") == (2, "", "mem: alpha/f2 may not enter the library (input): "
                                                  "it cites gamma/g1, whose run's tree.json cannot be read: "
                                                  "M3 cannot judge it\n")
