@@ -227,7 +227,7 @@ def unread_reply(problem: Exception):
                                                and isinstance(e.get("input"), dict)), None)
         request = next((e for e in errors if e.get("loc", ())[:1] == ("JSONRPCRequest",)), None)
         code, text = INVALID_REQUEST, (f"invalid request: {'.'.join(map(str, request['loc'][1:]))}: "
-                                       f"{request['msg']}" if request and not whole else "")
+                                       f"{request['msg']}" if request else "invalid request")
     if not isinstance(message, dict):
         return _error(None, INVALID_REQUEST, "invalid request: a batch (MCP reads one message a line)"
                       if isinstance(message, list) else "invalid request: not a JSON object")

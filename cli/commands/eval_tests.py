@@ -110,8 +110,9 @@ def reuse(args, ctx) -> int:
                        until=until, cut=cut) for run in runs]
     if per_step:  # its own verdict; the Fix queries reported apart, every run's (a run with nothing
         verdict = per_step.verdict  # to test was left out in silence)
-        apart = [f"Fix queries, apart from the verdict: {overall(fixes)[1].removeprefix('reuse: ')}"]
-        text = "\n\n".join([f.text() for f in fixes] + apart[:len(fixes) > 1] + [per_step.text()])
+        apart = ([f"Fix queries, apart from the verdict: {overall(fixes)[1].removeprefix('reuse: ')}"]
+                 if len(fixes) > 1 else [])
+        text = "\n\n".join([f.text() for f in fixes] + apart + [per_step.text()])
         data = {"fix": [f.as_dict() for f in fixes], "per_step": per_step.as_dict()}
     elif len(fixes) == 1:
         verdict, text, data = fixes[0].verdict, fixes[0].text(), fixes[0].as_dict()
