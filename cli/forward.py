@@ -11,6 +11,7 @@ This module is imported on every `mem` call, before anything else: standard libr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -130,12 +131,32 @@ def socket_path(workspace: str | None) -> str | None:
     return os.path.join(os.path.realpath(chosen), INDEX_DIR, SOCKET_NAME)
 
 
+SUN_PATH = 108  # bytes a Unix socket's name may take (Linux's sockaddr_un), its final NUL included
+
+
+@contextlib.contextmanager
+def address(path: str):
+    """``path`` as a socket is bound or reached at: itself, or, when longer than a socket's name
+    may be, the same file through a descriptor of its folder (``/proc/self/fd/N/serve.sock``, on
+    Linux). A workspace 92 characters deep got no server ("AF_UNIX path too long"), and every call
+    ran cold, starting a server that failed so again."""
+    if len(os.fsencode(path)) < SUN_PATH or not os.path.isdir("/proc/self/fd"):
+        yield path
+        return
+    folder = os.open(os.path.dirname(path), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{folder}/{os.path.basename(path)}"
+    finally:
+        os.close(folder)
+
+
 def answers(path: str) -> bool:
     """Whether a live server accepts connections on ``path`` (a stale socket refuses them)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(CONNECT_TIMEOUT)
         try:
-            probe.connect(path)
+            with address(path) as reached:
+                probe.connect(reached)
         except TimeoutError:
             return True  # there, but too busy to accept: alive
         except OSError:
@@ -170,7 +191,8 @@ def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict 
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(CONNECT_TIMEOUT)
-            conn.connect(path)
+            with address(path) as reached:
+                conn.connect(reached)
             ours, pid = _peer(conn, path)
             if not ours:
                 return None

@@ -387,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     from mem_retrieval.cli.forward import forward, read_command
 
     words = sys.argv[1:] if argv is None else argv
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started with the descriptor closed (`>&-`): what it would
+            # say goes nowhere, not into a traceback (it took a successful search's exit status)
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
     try:
         os.getcwd()

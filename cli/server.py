@@ -8,7 +8,8 @@ cannot answer (the client then runs the command in-process), each with the serve
 ``vars`` (cli.forward.environment: HOME, XDG_CACHE_HOME, MEM_CACHE_DIR, and AWS_* for an index on an
 object store) must be the server's own, and ``build`` (cli.forward.code_version) its code's, else
 the client stops it (a server left running by an upgrade); ``{"ping": true}`` → ``{"pid",
-"requests", "workspace", "peak", "build"}`` (``peak``: the most requests it has answered at once). A request
+"requests", "workspace", "peak", "build"}`` (``peak``: the most requests at work at once, pings
+and callers queued for a worker aside). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
 for byte.
@@ -36,8 +37,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, answers, code_version,
-                                      read_command)
+from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, address, answers,
+                                      code_version, read_command)
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
 POLL_SECONDS = 1.0     # how often an idle server checks its idle time and that its socket is still its own
@@ -66,9 +67,8 @@ class Server:
         self.build = code_version()          # the code it runs: clients of other code are not answered
         self.memories = WarmMemories()
         self._lock = threading.Lock()
-        self._busy = 0                       # requests being answered
         self._working = 0                    # requests (not pings) at work: the idle clock waits for them
-        self.peak = 0                        # the most answered at once
+        self.peak = 0                        # the most requests at work at once (pings aside)
         self._last = time.monotonic()        # when the last one was answered
         self._jobs: queue.Queue[socket.socket | None] = queue.Queue()
         self._streams = None
@@ -90,7 +90,8 @@ class Server:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         mask = os.umask(0o177)  # only this user may connect: the socket runs commands as us
         try:
-            listener.bind(str(path))
+            with address(str(path)) as reached:  # a long path: through its folder's descriptor
+                listener.bind(reached)
         except OSError as error:
             listener.close()
             raise Refused(f"cannot listen on {path}: {error.strerror or error}") from None
@@ -155,9 +156,6 @@ class Server:
                     self.handle(conn)
             except Exception as error:  # a bug: say so, and keep serving
                 sys.stderr.write(f"mem serve: {type(error).__name__}: {error}\n")
-            finally:
-                with self._lock:
-                    self._busy -= 1
 
     def _loop(self) -> str:
         self.listener.settimeout(POLL_SECONDS)
@@ -172,9 +170,6 @@ class Server:
                 if not self._owns_socket():
                     return f"{self.path} was removed or replaced"
                 continue
-            with self._lock:
-                self._busy += 1
-                self.peak = max(self.peak, self._busy)
             self._jobs.put(conn)
 
     def handle(self, conn: socket.socket) -> None:
@@ -189,6 +184,7 @@ class Server:
                 working = True
                 with self._lock:
                     self._working += 1
+                    self.peak = max(self.peak, self._working)  # a ping, or a caller queued, is none
             answer = self.answer(request)
         except (OSError, ValueError) as error:
             answer = {"error": f"bad request: {error}"}

@@ -350,6 +350,35 @@ def test_a_read_command_started_with_standard_error_closed_exits_with_its_status
     assert through == "in-process" or served(spare) == before + 1
 
 
+@pytest.mark.parametrize("through", ["in-process", "server"])
+def test_a_read_command_started_with_standard_output_closed_says_its_error_and_exits_with_its_status(
+        spare, servers, through):
+    """With descriptor 1 closed (`>&-`) a search ended in a traceback (exit 1, a success's too), and
+    through a server without its one-line error."""
+    if through == "server":
+        servers.start(spare, "--lazy")
+    env = client_env(**({"MEM_NO_AUTOSTART": "1"} if through == "server" else {"MEM_NO_SERVER": "1"}))
+    for ref, status in (("satake-two-levels/A5-7", 0), ("satake-two-levels/Z9-9", 1)):
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(spare), "archive-get", ref],
+                              cwd=REPO, stdout=None, stderr=subprocess.PIPE, text=True, timeout=120, env=env,
+                              preexec_fn=lambda: os.close(1))
+        assert done.returncode == status and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("mem: no step 'satake-two-levels/Z9-9'") == bool(status)
+
+
+def test_a_workspace_deeper_than_a_socket_name_may_be_is_served(spare, servers, tmp_path):
+    """A Unix socket's name holds 108 bytes: a workspace 92 characters deep got "AF_UNIX path too
+    long", no server, and every call ran cold (each starting a server that failed so again)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "ws"
+    shutil.copytree(spare, deep, ignore=NOT_COPIED)
+    assert len(sock(deep).encode()) > 108
+    servers.start(deep, "--lazy")
+    assert exchange(sock(deep), {"ping": True})["peak"] == 0  # pings are no requests at work
+    assert forwarded(deep, "-w", str(deep), "archive-get", "satake-two-levels/A5-7")[0] == 0
+    assert exchange(sock(deep), {"ping": True})["peak"] == 1
+    assert mem("-w", str(deep), "serve", "--stop")[0] == 0 and not Path(sock(deep)).exists()
+
+
 def test_a_config_read_from_a_pipe_runs_in_process(spare, servers):
     """`--config /dev/stdin` or `--config <(…)` names the caller's own pipe: the server read its own
     standard input (the setting silently lost) or found no such file (exit 2)."""
