@@ -126,7 +126,8 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
         if hit.excerpt:
             lines.append(f"   | {hit.excerpt}")
         if hit.body is not None and len(hit.body) > EXCERPT_CHARS:  # the excerpt showed it whole
-            lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole in --json)")
+            lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole as body in the "
+                         f"{spell('json')} output)")  # MCP: its structured content
     lines.append(_footer(page, spell))
     return Answer(data, "\n".join(lines), 0, notes)
 

@@ -54,9 +54,13 @@ class Context:
     workspace_arg: str | None
     json: bool
     config_path: Path | None
-    out: Any = field(default=sys.stdout)
-    err: Any = field(default=sys.stderr)
+    out: Any = None  # None: sys.stdout as it is when written to (`main` may replace a closed one)
+    err: Any = None
     caller: Caller | None = None
+
+    def __post_init__(self) -> None:
+        self.out = self.out or sys.stdout
+        self.err = self.err or sys.stderr
 
     def workspace(self):
         from mem_retrieval.records.workspace import Workspace

@@ -9,7 +9,8 @@ cannot answer (the client then runs the command in-process), each with the serve
 object store) must be the server's own, and ``build`` (cli.forward.code_version) its code's, else
 the client stops it (a server left running by an upgrade); ``{"ping": true}`` → ``{"pid",
 "requests", "workspace", "peak", "build"}`` (``peak``: the most requests at work at once, pings
-and callers queued for a worker aside). A request
+and callers queued for a worker aside; one the server sends back to run in-process counts while it
+reads it). A request
 runs through ``mem_retrieval.cli.main.run`` for the caller (``Caller``: its folder and
 ``$MEM_WORKSPACE``, without changing this process's), so its answer is the in-process output byte
 for byte.

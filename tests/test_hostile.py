@@ -375,6 +375,14 @@ def test_a_current_folder_that_no_longer_exists_is_one_line(tmp_path):
                           env=os.environ | {"MEM_NO_SERVER": "1"}, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "mem: the current folder no longer exists: change to one that does\n"
+    # with standard output closed (`>&-`), or error: the same exit, no traceback (the message went
+    # to the stream closed when the module was imported: AttributeError, exit 1)
+    for closed in (">&-", "2>&-"):
+        done = subprocess.run(["sh", "-c", f'cd "{tmp_path}" && mkdir gone && cd gone && rmdir ../gone && '
+                               f'exec "$0" -m mem_retrieval.cli archive-get a1 {closed}', sys.executable],
+                              env=os.environ | {"MEM_NO_SERVER": "1"}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (closed, done.stderr)
 
 
 # ------------------------------------------------------- text read in time linear in its length

@@ -292,7 +292,7 @@ def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(
     assert (code, err, hit["id"], hit["body"]) == (0, "", "alpha#3", brief)
     assert hit["excerpt"] == " ".join(brief[:300].split())
     code, out, _ = mem("recall-search", "platypus")
-    assert f"({len(brief):,} characters: alpha/briefs/A2.md; whole in --json)" in out
+    assert f"({len(brief):,} characters: alpha/briefs/A2.md; whole as body in the --json output)" in out
     code, out, _ = mem("recall-search", "wombat verdict")
     assert code == 0 and "wombat verdict" in out  # the event's own text, not cut at 200 characters
     assert json.loads(mem("--json", "recall-search", "wombat")[1])["hits"][0]["body"] is None
@@ -860,5 +860,6 @@ def test_recall_text_shows_a_brief_up_to_its_excerpt_whole_and_says_where_a_long
         assert hit["body"] and (len(hit["body"]) <= 300) == whole
         shown = text("recall-search", query, "--run", "iwahori-two-levels")
         assert f"   | {hit['excerpt']}\n" in shown and len(hit["excerpt"]) > 200
-        said = f"({len(hit['body']):,} characters: {hit['run']}/{hit['path']}; whole in --json)"
+        said = (f"({len(hit['body']):,} characters: {hit['run']}/{hit['path']}; whole as body in the "
+                "--json output)")
         assert (said in shown) != whole
