@@ -359,8 +359,8 @@ def test_a_read_command_started_with_standard_output_closed_says_its_error_and_e
         servers.start(spare, "--lazy")
     env = client_env(**({"MEM_NO_AUTOSTART": "1"} if through == "server" else {"MEM_NO_SERVER": "1"}))
     for ref, status in (("satake-two-levels/A5-7", 0), ("satake-two-levels/Z9-9", 1)):
-        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(spare), "archive-get", ref],
-                              cwd=REPO, stdout=None, stderr=subprocess.PIPE, text=True, timeout=120, env=env,
+        argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(spare), "archive-get", ref]
+        done = subprocess.run(argv, cwd=REPO, stderr=subprocess.PIPE, text=True, timeout=120, env=env,
                               preexec_fn=lambda: os.close(1))
         assert done.returncode == status and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.startswith("mem: no step 'satake-two-levels/Z9-9'") == bool(status)
