@@ -54,7 +54,7 @@ class Context:
     workspace_arg: str | None
     json: bool
     config_path: Path | None
-    out: Any = None  # None: sys.stdout as it is when written to (`main` may replace a closed one)
+    out: Any = None  # None: sys.stdout as it is when the context is made (`main` replaces a closed one)
     err: Any = None
     caller: Caller | None = None
 
