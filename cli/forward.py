@@ -238,9 +238,8 @@ def forward(argv: list[str]) -> int | None:
     try:
         sys.stdout.write(answer["stdout"])
         sys.stdout.flush()
-        if sys.stderr is not None:  # None: started with descriptor 2 closed (in-process writes none too)
-            sys.stderr.write(answer["stderr"])
-            sys.stderr.flush()
+        sys.stderr.write(answer["stderr"])  # a stream started closed is the null device (cli.main)
+        sys.stderr.flush()
     except BrokenPipeError:  # as the in-process path: a closed reader is not an error
         return 0
     return answer["code"]

@@ -71,15 +71,17 @@ class ReuseProblem:
     message: str
 
 
-def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry]
-                ) -> tuple[list[ReuseProblem], dict[str, str]]:
+def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
+                steps: Mapping[str, Step] | None = None) -> tuple[list[ReuseProblem], dict[str, str]]:
     """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
     library for them (step id -> why): each citing a reuse its run's setting does not allow, and
     each resting on such a step through its own run's steps. `record` leaves them out, and
-    `archive-insert` refuses them, by this one rule."""
-    cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-    read = (read_tree(ws, run)[0] for run in sorted(cited & set(ws.runs())))
-    steps = {s.gid: s for other in read if other is not None for s in other.steps}
+    `archive-insert` refuses them, by this one rule. ``steps``: the workspace's steps by global id,
+    where read already (``Catalog.steps``); else the cited runs' are read here, as check reads them."""
+    if steps is None:
+        cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
+        read = (read_tree(ws, run)[0] for run in sorted(cited & set(ws.runs())))
+        steps = {s.gid: s for other in read if other is not None for s in other.steps}
     problems = list(reuse_problems(tree, library, ws.ontology, steps))
     excluded: dict[str, str] = {}
     for problem in problems:
@@ -614,13 +616,17 @@ def _shortest_circle(start: str, members: set[str], edges: dict[str, list[str]])
     raise AssertionError(f"{start} is on no circle of its component")
 
 
-def integrity_problem(ws: Workspace, step: Step) -> tuple[str, str] | None:
+def read_catalog(ws: Workspace) -> Catalog:
+    """Every id of the workspace as `check` reads it (``_Checker``)."""
+    return _Checker(ws, None, None).catalog
+
+
+def integrity_problem(catalog: Catalog, step: Step) -> tuple[str, str] | None:
     """Why ``step``'s record does not hold together, (code, message) as `check` says it over the
-    workspace as it reads it (``_Checker``): a parent resolving to nothing, parents leading back to
-    it (integrity), a parent in a run whose tree.json cannot be read (input); else None.
+    workspace's ``catalog`` (``read_catalog``): a parent resolving to nothing, parents leading back
+    to it (integrity), a parent in a run whose tree.json cannot be read (input); else None.
     `archive-insert` refuses it then, as `record` refuses its run (nothing removes an entry once
     written)."""
-    catalog = _Checker(ws, None, None).catalog
     if dangling := catalog.dangling(step):
         return INTEGRITY, DANGLING.format(dangling[0])
     if circle := catalog.circle_through(step):

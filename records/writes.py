@@ -21,7 +21,8 @@ from pathlib import Path
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
-from mem_retrieval.records.invariants import INPUT, Catalog, admission_problem, integrity_problem, m3_excluded
+from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem, integrity_problem,
+                                               m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
                                        typed_run)
 from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
@@ -281,10 +282,12 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
-    _, excluded = m3_excluded(ws, tree, {entry.gid: entry for entry in ws.library()})
+    library = {entry.gid: entry for entry in ws.library()}  # a malformed line: bad input, here
+    catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
+    _, excluded = m3_excluded(ws, tree, library, catalog.steps)
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
-    if found := integrity_problem(ws, step):  # as `record` refuses its run
+    if found := integrity_problem(catalog, step):  # as `record` refuses its run
         code, problem = found
         raise (BadInput if code == INPUT else Refused)(f"{step.gid} may not enter the library ({code}): "
                                                        f"{problem}")

@@ -169,7 +169,8 @@ class Retriever:
 
         hidden, graph = self.searcher.before(step), self.searcher.graph()
         if graph is None:
-            return [gid for gid in gids if key(gid) in set(hidden.keys)]
+            keys = set(hidden.keys)
+            return [gid for gid in gids if key(gid) in keys]
         seen = graph.visible(Filters(hide=hidden))
         return [gid for gid, row in zip(gids, graph.rows_of(gids).tolist())
                 if row >= 0 and seen is not None and not seen[row]]
