@@ -282,7 +282,7 @@ class _Checker:
         self.ws, self.package = ws, package
         self.selected = set(ws.check_runs(runs)) if runs else None
         self.report = Report()
-        self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}  # by run; None: library
+        self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}  # None: workspace
         self.entries: list[LibraryEntry] = []
         self.catalog = self._load()
 
@@ -334,9 +334,9 @@ class _Checker:
                 trees[run] = tree
             self.found[run] = [(p, INPUT if run in unreadable else INTEGRITY) for p in problems]
         self.found[None].extend((problem, INPUT) for problem in self.ws.misnamed_runs())
-        for run, problem in self.ws.lost_records().items():
-            unreadable.add(run)
-            self.found[run] = [(problem, INPUT)]
+        for run, problem in self.ws.lost_records().items():  # no index reads the workspace while
+            unreadable.add(run)  # one is lost, so every check names it, as every misnamed run
+            self.found[None].append((problem, INPUT))
         path = self.ws.library_path
         if self._present(None, path):
             problems, malformed = [], []
@@ -654,7 +654,7 @@ def check_library(ws: Workspace) -> Report:
     checker = _Checker(ws, None, None)
     checker.library()
     for run in sorted(checker.catalog.unreadable & {entry.run for entry in checker.entries}):
-        for problem, code in checker.found[run]:
+        for problem, code in checker.found.get(run, ()):
             checker.add_problem(run, problem, code)
     checker.report.violations.sort(key=lambda v: v.line or 0)
     return checker.report

@@ -96,6 +96,10 @@ def _return_not_utf8(ws) -> None:
     # unreadable input: a return the index would read whole is not UTF-8 (check passed it once,
     # and the Record step wrote the library before its index step failed)
     (lambda ws: _return_not_utf8(ws), "input", "alpha/returns/A1.md:2: input: not UTF-8 (byte 0xff"),
+    # another run's folder lost its tree.json (memory/ kept): no index reads the workspace, so the
+    # Record step wrote the library and then failed
+    (lambda ws: (ws.root / "lost" / "memory").mkdir(parents=True), "input",
+     "lost/tree.json: input: is missing: the run folder holds memory/ but not its record"),
 ])
 def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, mem, break_it, code,
                                                                       where):
