@@ -188,6 +188,13 @@ def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict 
     """Send one request to the server at ``path`` and return its answer, or None when there is
     no server there, it does not answer in time, or it is not this user's (``_peer``; nor when it
     names a pid other than its own)."""
+    return ask(path, request, timeout)[0]
+
+
+def ask(path: str, request: dict, timeout: float) -> tuple[dict | None, int | None]:
+    """``exchange``'s answer, and, where none came, the pid of a server that took the request
+    and sent nothing back within ``timeout`` (stopped by a signal, or stuck: the system still
+    queues connections to it), where it is this user's; else None."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(CONNECT_TIMEOUT)
@@ -195,22 +202,25 @@ def exchange(path: str, request: dict, timeout: float = ANSWER_TIMEOUT) -> dict 
                 conn.connect(reached)
             ours, pid = _peer(conn, path)
             if not ours:
-                return None
+                return None, None
             conn.settimeout(timeout)
             conn.sendall(json.dumps(request).encode("utf-8"))
             conn.shutdown(socket.SHUT_WR)
             chunks, size = [], 0
-            while chunk := conn.recv(1 << 16):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > 64 * MAX_MESSAGE:
-                    return None
+            try:
+                while chunk := conn.recv(1 << 16):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > 64 * MAX_MESSAGE:
+                        return None, None
+            except TimeoutError:
+                return None, None if chunks else pid
         answer = json.loads(b"".join(chunks))
     except (OSError, ValueError):
-        return None
+        return None, None
     if not isinstance(answer, dict) or (pid is not None and "pid" in answer and answer["pid"] != pid):
-        return None
-    return answer
+        return None, None
+    return answer, None
 
 
 def forward(argv: list[str]) -> int | None:

@@ -84,7 +84,7 @@ class Server:
             path.parent.mkdir(exist_ok=True)
             if path.exists() or path.is_symlink():
                 if answers(str(path)):
-                    raise Refused(f"a server already answers on {path} (stop it first)")
+                    raise Refused(f"a server already answers on {path} (`mem serve --stop` stops it)")
                 path.unlink(missing_ok=True)  # stale: its server died without cleaning up
         except OSError as error:  # .mem a file, the socket's name a folder
             raise Refused(f"cannot listen on {path}: {error.strerror or error}") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, spellings, split_gid
-from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, parse_tree, present,
+from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, present,
                                          read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
@@ -80,7 +80,7 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
     where read already (``Catalog.steps``); else the cited runs' are read here, as check reads them."""
     if steps is None:
         cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-        read = (read_tree(ws, run)[0] for run in sorted(cited & set(ws.runs())))
+        read = (ws.read_tree(run)[0] for run in sorted(cited & set(ws.runs())))
         steps = {s.gid: s for other in read if other is not None for s in other.steps}
     problems = list(reuse_problems(tree, library, ws.ontology, steps))
     excluded: dict[str, str] = {}
@@ -89,16 +89,6 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
             excluded.setdefault(problem.step.id, problem.message)
     _rests_on_excluded(tree.steps, tree.run, excluded)
     return problems, excluded
-
-
-def read_tree(ws: Workspace, run: str) -> tuple[Tree | None, list[Problem]]:
-    """``run``'s tree as `check` reads it, and what is wrong with it: a step repeating an id is
-    left out and named (the tree is read), a file that cannot be parsed is no tree (None)."""
-    problems: list[Problem] = []
-    try:
-        return parse_tree(ws.tree_path(run), run, problems), problems
-    except InputError as error:
-        return None, [*problems, *error.problems]
 
 
 def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
@@ -197,7 +187,8 @@ class Catalog:
 
     def parent_steps(self, step: Step) -> list[Step]:
         """The steps ``step``'s parents name (not sources, nor library entries alone)."""
-        found = (self.resolve(parent, step.run) for parent in step.parents)
+        own = self._steps.get(step.run, {})  # a bare id naming a step of its run: resolve's first
+        found = (own.get(parent) or self.resolve(parent, step.run) for parent in step.parents)
         return [target for target in found if isinstance(target, Step)]
 
     def circle_through(self, step: Step) -> list[str] | None:
@@ -327,7 +318,7 @@ class _Checker:
         trees: dict[str, Tree] = {}
         unreadable: set[str] = set()
         for run in self.ws.runs():
-            tree, problems = read_tree(self.ws, run)
+            tree, problems = self.ws.read_tree(run)
             if tree is None:
                 unreadable.add(run)
             else:

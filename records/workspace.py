@@ -178,15 +178,33 @@ class Workspace:
 
     # ---- loading (validated; InputError on bad input)
     def tree(self, run: str) -> Tree:
-        """The run's parsed tree.json, cached while the file is unchanged (``files.stamp``)."""
+        """The run's parsed tree.json (``read_tree``'s, where it found nothing wrong)."""
+        path = self.tree_path(run)
+        if stamp(path) is None:
+            raise Refused(f"no run {run!r} in {self.root}")
+        tree, problems = self.read_tree(run)
+        if tree is not None and not problems:
+            return tree
+        return parse_tree(path, run)  # raises what is wrong, as a read that records nothing says it
+
+    def read_tree(self, run: str) -> tuple[Tree | None, tuple[Problem, ...]]:
+        """``run``'s tree as `check` reads it, and what is wrong with it: a step repeating an id is
+        left out and named (the tree is read), a file that cannot be parsed is no tree (None).
+        Cached while the file is unchanged (``files.stamp``): `archive-insert` and `record` read
+        the tree of their run, and every run as check does, once."""
         cache = self.__dict__.setdefault("_trees", {})
         path = self.tree_path(run)
         found = stamp(path)
-        if found is None:
-            raise Refused(f"no run {run!r} in {self.root}")
-        if run not in cache or cache[run][0] != found:
-            cache[run] = (found, parse_tree(path, run))
-        return cache[run][1]
+        if found is not None and run in cache and cache[run][0] == found:
+            return cache[run][1]
+        problems: list[Problem] = []
+        try:
+            read = parse_tree(path, run, problems), tuple(problems)
+        except InputError as error:
+            read = None, (*problems, *error.problems)
+        if found is not None:
+            cache[run] = (found, read)
+        return read
 
     def events(self, run: str) -> Iterator[Event]:
         path = self.events_path(run)

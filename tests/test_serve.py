@@ -419,6 +419,31 @@ def test_a_stale_socket_is_replaced_a_live_server_refused_and_sigterm_cleans_up(
     assert "stopped (SIGTERM)" in servers.log(first)
 
 
+def test_a_server_that_does_not_answer_is_named_by_status_and_stopped_by_stop(spare, servers, tmp_path):
+    """A stopped or stuck server holds the socket and answers nothing: `--status` and `--stop` said
+    "no server answers", `mem serve` refused to start beside it and each call waited 30 s."""
+    proc = servers.start(spare, "--lazy")
+    proc.send_signal(signal.SIGSTOP)
+    code, out, err = mem("-w", str(spare), "serve", "--status")
+    assert (code, out) == (1, "") and err == (f"mem: the server on {sock(spare)} (pid {proc.pid}) does not "
+                                              "answer: `mem serve --stop` stops it\n")
+    code, out, err = mem("-w", str(spare), "--json", "serve", "--stop")
+    assert (code, err, json.loads(out)) == (0, "", {"stopped": proc.pid})
+    assert proc.wait(20) == 0 and "stopped (SIGTERM)" in servers.log(proc)  # SIGCONT let it go cleanly
+    assert not Path(sock(spare)).exists()
+    # one that ignores SIGTERM and never accepts: killed, and its socket removed
+    stuck = subprocess.Popen([sys.executable, "-c", (
+        "import signal, socket, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(); print('up', flush=True); "
+        "time.sleep(600)"), sock(spare)], stdout=subprocess.PIPE, text=True)
+    assert stuck.stdout.readline() == "up\n"
+    code, out, err = mem("-w", str(spare), "serve", "--stop")
+    assert (code, out, err) == (0, f"mem serve: stopped pid {stuck.pid}, which did not answer\n", "")
+    assert stuck.wait(20) == -signal.SIGKILL and not Path(sock(spare)).exists()
+    stuck.stdout.close()
+    assert mem("-w", str(spare), "serve", "--stop")[2] == f"mem: no server answers on {sock(spare)}\n"
+
+
 def test_an_idle_server_stops_by_itself(spare, servers):
     proc = servers.start(spare, "--lazy", "--idle-timeout", "1")
     started = time.monotonic()

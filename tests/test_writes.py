@@ -437,6 +437,28 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
     assert workspace.library_path.read_bytes() == before
 
 
+def test_archive_insert_and_record_read_each_tree_json_once(workspace, mem, monkeypatch):
+    """`archive-insert` parsed its run's tree.json twice (once for the step, once as check reads
+    every run): on 20,000 densely cited steps half its time."""
+    from mem_retrieval.records import invariants, parse, workspace as records_workspace
+
+    workspace.add_run("beta", [make_step("b1")])
+    workspace.add_step("alpha", make_step("x1", parents=("a1", "beta/b1")))
+    parsed: list[str] = []
+
+    def counted(path, *args, **kwargs):
+        parsed.append(Path(path).parent.name)
+        return parse.parse_tree(path, *args, **kwargs)
+
+    for module in (invariants, records_workspace):  # wherever a tree.json is parsed from
+        monkeypatch.setattr(module, "parse_tree", counted, raising=False)
+    assert mem("archive-insert", "alpha/x1")[0] == 0
+    assert sorted(parsed) == ["alpha", "beta"]
+    parsed.clear()
+    assert mem("record", "alpha", "--dry-run")[0] == 0
+    assert sorted(parsed) == ["alpha", "beta"]
+
+
 def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
     code, _, err = mem("archive-insert", "alpha/a1")
     assert code == 1 and "alpha/a1 is already in the library" in err and "library.jsonl:1" in err

@@ -70,15 +70,24 @@ def serve(args, ctx) -> int:
 
 
 def _control(ctx, path, stop: bool) -> int:
-    """``--status`` and ``--stop``: ping the socket; stop the server it names."""
+    """``--status`` and ``--stop``: ping the socket; stop the server it names. A server that takes
+    the ping and sends nothing back (stopped by a signal, or stuck) is named by the pid the system
+    gives for the socket's listener (``forward.ask``); ``--stop`` stops it all the same."""
     import os
     import signal
     import time
 
-    from mem_retrieval.cli.forward import exchange
+    from mem_retrieval.cli.forward import ask
     from mem_retrieval.records.errors import Refused
 
-    answer = exchange(str(path), {"ping": True}, timeout=5.0) if path.exists() else None
+    answer, silent = ask(str(path), {"ping": True}, timeout=5.0) if path.exists() else (None, None)
+    if silent is not None:
+        if not stop:
+            raise Refused(f"the server on {path} (pid {silent}) does not answer: `mem serve --stop` "
+                          "stops it")
+        _stop_silent(path, silent)
+        ctx.emit({"stopped": silent}, f"mem serve: stopped pid {silent}, which did not answer")
+        return 0
     if not answer or not isinstance(answer.get("pid"), int):
         raise Refused(f"no server answers on {path}")
     if not stop:
@@ -93,3 +102,42 @@ def _control(ctx, path, stop: bool) -> int:
         raise Refused(f"the server (pid {answer['pid']}) did not stop within 15 s")
     ctx.emit({"stopped": answer["pid"]}, f"mem serve: stopped pid {answer['pid']}")
     return 0
+
+
+def _stop_silent(path, pid: int) -> None:
+    """Stop the server ``pid`` that holds the socket ``path`` and answers nothing: SIGTERM (with
+    SIGCONT, for one stopped by a signal), then SIGKILL if the socket is still there after 5 s,
+    and its socket file removed once nothing listens on it."""
+    import os
+    import signal
+    import time
+
+    from mem_retrieval.cli.forward import answers
+    from mem_retrieval.records.errors import Refused
+
+    def wait(done, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return done()
+
+    try:
+        inode = path.stat().st_ino
+        for sent in (signal.SIGTERM, signal.SIGCONT):
+            os.kill(pid, sent)
+        if wait(lambda: not path.exists(), 5):
+            return
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except FileNotFoundError:  # it removed its socket meanwhile
+        return
+    except PermissionError as error:
+        raise Refused(f"the server (pid {pid}) does not answer and cannot be stopped: {error}") from None
+    if not wait(lambda: not answers(str(path)), 5):
+        raise Refused(f"the server (pid {pid}) does not answer and did not stop within 10 s")
+    try:
+        if path.stat().st_ino == inode:  # no server bound another meanwhile
+            path.unlink()
+    except FileNotFoundError:
+        pass
