@@ -13,6 +13,7 @@ from pathlib import Path
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import plain
+from mem_retrieval.records.notation import latex_plain
 from mem_retrieval.records.parse import read_toml, text_lines
 from mem_retrieval.records.validate import Fields
 
@@ -21,10 +22,11 @@ SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 
 
 def normalize(text: str) -> str:
-    """In plain characters (``records.ids.plain``: NFKC, a dash drawn as '-' made '-', invisible
+    r"""In plain characters (``records.ids.plain``: NFKC, a dash drawn as '-' made '-', invisible
     characters dropped; an agent's ``non‑archimedean`` with U+2011, which NFKC keeps, is
-    ``non-archimedean``), case folded, white space collapsed."""
-    return " ".join(plain(text).casefold().split())
+    ``non-archimedean``), its LaTeX read as drawn (``records.notation.latex_plain``:
+    ``\mathbb{F}_q((t))`` is ``F_q((t))``), case folded, white space collapsed."""
+    return " ".join(latex_plain(plain(text)).casefold().split())
 
 
 def clauses(setting: str) -> list[str]:

@@ -62,6 +62,19 @@ def test_a_setting_typed_with_a_look_alike_dash_is_the_same_setting(onto, dash):
     assert onto.match("Q_p", f"p{dash}adic local\u200b") == onto.match("Q_p", "p-adic local") == "implied"
 
 
+@pytest.mark.parametrize("typed", [r"\mathbb{F}_q((t))", r"\mathbb F_q((t))", "𝔽_q((t))", "F_{q}((t))",
+                                   r"\mathbb{F}_q(\!(t)\!)", r"\F_q\left((t)\right)"])
+def test_a_setting_typed_in_latex_is_the_setting_it_draws(onto, typed):
+    """The tokeniser read \\mathbb{F}_q((t)) as F_q((t)) and the settings did not: a search over it
+    offered a Q_p step as unknown (ranked first), and a step written over \\mathbb{Q}_p was unknown,
+    not incompatible, under F_q((t)): no transfer by analogy, except through notation."""
+    assert onto.match(typed, "F_q((t))") == "same"
+    assert onto.match(typed, "Q_p") == onto.match(typed, r"\mathbb{Q}_p") == "incompatible"
+    assert onto.match("F_q((t))", typed) == "same"
+    assert onto.match("Q_p", typed) == onto.match(r"\Q_p", typed) == "incompatible"
+    assert onto.match(typed, "every non-arch. local F") == "implied"
+
+
 def test_workspace_settings_extend_and_override(tmp_path, onto):
     (tmp_path / "solve").mkdir()
     (tmp_path / "solve" / "settings.toml").write_text(

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 import hashlib
 
+import pytest
+
 from mem_retrieval.text.tokenize import VERSION, signatures, token_string, tokenize
 
 
@@ -31,6 +33,23 @@ def test_greek_letters_match_their_names():
     assert tokenize("φ") == tokenize("phi") == tokenize(r"\varphi") == tokenize(r"\phi") == ["phi"]
     assert tokenize("ϕ") == ["phi"]
     assert tokenize("Σ σ") == ["sigma", "sigma"]
+
+
+@pytest.mark.parametrize("spellings", [
+    ("mu_n", r"\mu_n", "μ_n", r"\mu_{n}"),          # a Greek letter indexed is the letter and its index
+    ("chi_K", r"\chi_K", "χ_K"),
+    ("sigma^2", r"\sigma^2", "σ²"),
+    ("pi_1(X)", r"\pi_1(X)", "π_1(X)"),
+    ("l-adic", "ℓ-adic", r"\ell-adic"),              # NFKC makes ℓ an l; \ell is ℓ
+    ("l_p", "ℓ_p", r"\ell_p"),
+])
+def test_a_letter_with_a_script_is_one_spelling_however_it_is_typed(spellings):
+    r"""``mu_n`` was the word mun while ``\mu_n`` and ``μ_n`` were mu and n, and ``\ell-adic`` was
+    not ``ℓ-adic``: a query typed one way did not find a step written the other (``mu_n`` found no
+    step holding ``\mu_n``)."""
+    assert len({tuple(tokenize(text)) for text in spellings}) == 1, [tokenize(t) for t in spellings]
+    assert tokenize("σx") == ["sigma", "x"]
+    assert tokenize("pi_le") == ["pi_le", "pi", "le"]  # an identifier's underscore, not a script
 
 
 def test_identifier_underscores_separate_but_subscripts_join():
@@ -139,7 +158,9 @@ def test_accents_never_change_the_tokens(marked):
 GOLDEN = {  # VERSION -> sha256 of GOLDEN_TEXTS' token strings, one a line
     "math-v6": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",
     "math-v7": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",  # (a chain of
-}  # more than text.tokenize.SCRIPTS scripts before an operator's bracket is no operator)
+    # more than text.tokenize.SCRIPTS scripts before an operator's bracket is no operator)
+    "math-v8": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",  # (mu_n is
+}  # mu n, as \mu_n is, and \ell-adic ℓ-adic: none of these texts holds either)
 GOLDEN_TEXTS = [
     "GL₄/Sp₄ generation over F_q((t)) and \\mathrm{GL}_{2m}/\\operatorname{Sp}_{2m}",
     "For $\\bbH[X|Y] \\le \\bbH[X]$ with \\bbI[X:Y|Z] = 0, apply the chain rule",

@@ -1,0 +1,31 @@
+"""LaTeX notation read as the plain characters it draws, for text compared whole (a setting):
+``\\mathbb{F}_q(\\!(t)\\!)``, ``𝔽_q((t))`` (after NFKC) and ``F_q((t))`` are one setting. The BM25
+tokeniser (``text.tokenize``) unwraps the same font commands."""
+
+from __future__ import annotations
+
+import re
+
+# A font command's argument is the letter or word it draws: \mathbb{Q} and \mathrm{GL} are Q and GL.
+FONT_COMMANDS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
+                 "operatorname", "boldsymbol", "bm")
+_FONT = re.compile(r"\\(?:%s)(?![A-Za-z])\s*(?:\{\s*([^{}]*?)\s*\}|([A-Za-z0-9]))" % "|".join(FONT_COMMANDS))
+# Spacing that draws nothing: \! \, \: \; and \left / \right before a bracket.
+_SPACING = re.compile(r"\\[!,:;]|\\(?:left|right)(?![A-Za-z])")
+# A preamble's one-letter blackboard macro (\Q, \F, \R, \C, \Z, \N): its letter.
+_LETTER_MACRO = re.compile(r"\\([A-Z])(?![A-Za-z])")
+# Braces around a script draw nothing: F_{q} is F_q.
+_SCRIPT = re.compile(r"([_^])\{\s*([A-Za-z0-9]+)\s*\}")
+
+
+def latex_plain(text: str) -> str:
+    """``text`` with its LaTeX notation read as drawn: fonts unwrapped, spacing dropped, a
+    one-letter macro its letter, braces around a one-word script dropped."""
+    if "\\" not in text and "{" not in text:
+        return text
+    text = _FONT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+    text = _LETTER_MACRO.sub(r"\1", _SPACING.sub("", text))
+    return _SCRIPT.sub(r"\1\2", text)
+
+
+__all__ = ["FONT_COMMANDS", "latex_plain"]
