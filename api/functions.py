@@ -150,7 +150,8 @@ FUNCTIONS: tuple[Function, ...] = (
         "scored with embeddings; the embedding never adds a candidate alone). With setting, hits "
         "whose setting or a hypothesis it does not imply (M3) are left out unless any_setting. Each "
         "hit: id, run, kind, statement, status, grade, setting, setting_match, score, in_library, "
-        "unmet_hyp (its hypotheses the setting does not imply).",
+        "unmet_hyp (its hypotheses the setting does not imply), via (id: the query named it; text: "
+        "the search found it).",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
                required=True, positional=True, metavar="QUERY"),
          Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",
@@ -200,8 +201,9 @@ FUNCTIONS: tuple[Function, ...] = (
         "archive_insert", "Copy one audited step to solve/library.jsonl",
         "Copied from its tree.json. Refused when M2 fails (status not final, not audited, or not "
         "passed and not repaired), when M3 would leave it out of record (it cites a reuse its run's "
-        "setting does not allow, or rests on such a step), or when the id is already in the "
-        "library. Index afterwards (or use record) to make it searchable.",
+        "setting does not allow, or rests on such a step), when its record does not hold together "
+        "(a parent naming nothing, a circular proof: as check and record judge it), or when the id "
+        "is already in the library. Index afterwards (or use record) to make it searchable.",
         (Param("id", "string", "a global id run/step, or a step id with run", required=True,
                positional=True, metavar="ID"),
          RUN_OF_ID),
@@ -215,8 +217,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(
         "record", "The Record step of a run: check it, admit its audited steps to the library, index",
         "Refused, listing them, on M1, M4 or integrity violations. Admits every step satisfying M2 "
-        "not yet in the library, except steps citing a library step the run's setting does not "
-        "imply (M3), in one all-or-nothing write; then indexes the run. Says what it admitted, left "
+        "not yet in the library, except steps citing a step the run's setting does not imply (M3) "
+        "and steps resting on those through the run's own steps, in one all-or-nothing write; then "
+        "indexes the run. Says what it admitted, left "
         "out and why. Idempotent: a second call admits nothing.",
         (Param("run", "string", "the run to record", required=True, positional=True, metavar="RUN"),
          Param("dry_run", "boolean", "show the plan; write nothing")),

@@ -35,7 +35,7 @@ def register(subparsers, common) -> None:
         description="For each RUN (or --all): archive-search over the library (the run's own steps "
                     "left out) with the Fix problem and criterion, setting = the Fix setting; every "
                     "library step the run cites (a parent in tree.json, or a global id in a brief, "
-                    "except on a line saying 'not an input') must come back within --pages pages. "
+                    "except on a line saying 'not an input' or 'left out') must come back within --pages pages. "
                     "With --per-step, every step citing library steps is also a query (its "
                     "statement, its setting; leave-one-out) judged by those citations, run through "
                     "the paging evaluator. PASS/FAIL against the threshold in [reuse]; 'nothing to "
