@@ -19,7 +19,7 @@ from typing import Any
 
 from mem_retrieval.configs import Config, load_config
 from mem_retrieval.functions import BY_NAME, Param
-from mem_retrieval.records.errors import BadInput, MemError, Refused
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.paging import check_list_id, check_page
@@ -128,7 +128,8 @@ class Memory:
         safe to rerun after a crash. ``dry_run``: the plan, nothing written. Should the index step
         fail after the write, the error (of the index's kind) starts with what was written."""
 
-        from mem_retrieval.records.record import admit, plan_record
+        from mem_retrieval.indexers.store import IndexMismatch
+        from mem_retrieval.records.record import admit, plan_record, retract
 
         _typed("record", run=run, dry_run=dry_run)
         plan = plan_record(self.workspace, run, self.config.model.package)
@@ -137,10 +138,23 @@ class Memory:
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)
-        except MemError as err:  # the library is written: say so, and that an index is owed
-            failed = BadInput if err.exit_status == BadInput.exit_status else Refused
-            raise failed(f"{done.summary()}, written to the library; indexing it failed: {err}") from err
+        except InputError as err:  # the index reads other runs too (none indexed yet, the library
+            # changed for them): a file of theirs is bad input, and the write is undone
+            if not isinstance(err, IndexMismatch) and retract(self.workspace, done):
+                raise InputError(err.problem.file, err.problem.line, err.problem.field,
+                                 f"{err.problem.message} (record {run} refused: nothing was admitted; its "
+                                 "index step reads this file)") from err
+            raise self._unindexed(done, err) from err
+        except MemError as err:
+            raise self._unindexed(done, err) from err
         return replace(done, index=index)
+
+    @staticmethod
+    def _unindexed(done, err: MemError) -> MemError:
+        """The index step failed after the library was written: say what stands, and why."""
+        failed = BadInput if err.exit_status == BadInput.exit_status else Refused
+        wrote = ", written to the library" if done.admitted else ""
+        return failed(f"{done.summary()}{wrote}; indexing it failed: {err}")
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

@@ -213,8 +213,8 @@ def ask(path: str, request: dict, timeout: float) -> tuple[dict | None, int | No
                     size += len(chunk)
                     if size > 64 * MAX_MESSAGE:
                         return None, None
-            except TimeoutError:
-                return None, None if chunks else pid
+            except TimeoutError:  # a pid of 0: the server's pid namespace is not the caller's
+                return None, pid if not chunks and pid is not None and pid > 0 else None
         answer = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         return None, None

@@ -9,7 +9,7 @@ import re
 # A font command's argument is the letter or word it draws: \mathbb{Q} and \mathrm{GL} are Q and GL.
 FONT_COMMANDS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathscr", "mathbb", "mathfrak",
                  "operatorname", "boldsymbol", "bm")
-_FONT = re.compile(r"\\(?:%s)(?![A-Za-z])\s*(?:\{\s*([^{}]*?)\s*\}|([A-Za-z0-9]))" % "|".join(FONT_COMMANDS))
+_FONT = re.compile(r"\\(?:%s)(?![A-Za-z])\s*(?:\{([^{}]*)\}|([A-Za-z0-9]))" % "|".join(FONT_COMMANDS))
 # Spacing that draws nothing: \! \, \: \; and \left / \right before a bracket.
 _SPACING = re.compile(r"\\[!,:;]|\\(?:left|right)(?![A-Za-z])")
 # A preamble's one-letter blackboard macro (\Q, \F, \R, \C, \Z, \N): its letter.
@@ -20,10 +20,12 @@ _SCRIPT = re.compile(r"([_^])\{\s*([A-Za-z0-9]+)\s*\}")
 
 def latex_plain(text: str) -> str:
     """``text`` with its LaTeX notation read as drawn: fonts unwrapped, spacing dropped, a
-    one-letter macro its letter, braces around a one-word script dropped."""
+    one-letter macro its letter, braces around a one-word script dropped. Linear in the text's
+    length (a lazy group between two runs of spaces made 2,000 characters of ``\\mathbb{`` and
+    spaces cost seconds, and a 16,384-character setting minutes)."""
     if "\\" not in text and "{" not in text:
         return text
-    text = _FONT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+    text = _FONT.sub(lambda m: m.group(1).strip() if m.group(1) is not None else m.group(2), text)
     text = _LETTER_MACRO.sub(r"\1", _SPACING.sub("", text))
     return _SCRIPT.sub(r"\1\2", text)
 

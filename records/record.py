@@ -55,6 +55,7 @@ class Record:
     already: tuple[str, ...]
     warnings: tuple[Violation, ...] = ()
     index: Any = field(default=None, compare=False)
+    written: bytes = field(default=b"", compare=False, repr=False)  # the lines ``admit`` appended
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -158,7 +159,24 @@ def admit(ws: Workspace, plan: Record) -> Record:
             with writing(str(path)):
                 replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
             entries = [parse_library_entry(r, str(path), first + i) for i, r in enumerate(records)]
-    return Record(plan.run, False, tuple(entries), plan.left_out, already, plan.warnings)
+    return Record(plan.run, False, tuple(entries), plan.left_out, already, plan.warnings,
+                  written=new if entries else b"")
 
 
-__all__ = ["BLOCKING", "LeftOut", "Record", "RecordRefused", "admit", "plan_record"]
+def retract(ws: Workspace, done: Record) -> bool:
+    """Undo what ``admit`` wrote for ``done``, where the library still ends with those lines (no
+    writer appended since): the Record step then wrote nothing. False when it wrote nothing, or the
+    library has moved on (the write stands)."""
+    if not done.written:
+        return False
+    path = ws.library_path
+    with locked(path.parent / ".library.lock"):
+        now = path.read_bytes() if present(path) else b""
+        if not now.endswith(done.written):
+            return False
+        with writing(str(path)):
+            replace_atomic(path, lambda tmp: tmp.write_bytes(now[: len(now) - len(done.written)]))
+    return True
+
+
+__all__ = ["BLOCKING", "LeftOut", "Record", "RecordRefused", "admit", "plan_record", "retract"]

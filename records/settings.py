@@ -29,6 +29,13 @@ def normalize(text: str) -> str:
     return " ".join(latex_plain(plain(text)).casefold().split())
 
 
+def _drawn(text: str) -> str:
+    """What a message adds where ``text`` holds LaTeX read as drawn (``\\mathbb{F}_q`` is F_q): why
+    two spellings are one name (until 2026-12-05 they were two)."""
+    drawn = latex_plain(plain(text))
+    return "" if drawn == plain(text) else f" (LaTeX is read as drawn: {text!r} is {drawn!r})"
+
+
 def clauses(setting: str) -> list[str]:
     """A setting's clauses (separated by ';'), normalised; empty clauses dropped. Split after NFKC:
     a fullwidth ';' (U+FF1B) or the Greek question mark (U+037E, drawn as ';') is one."""
@@ -133,7 +140,7 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
             at = _entry_line(file, f"setting[{earlier}].name")
             f.fail("name", f"{entry['name']!r} is already the name of setting[{earlier}]"
                    + (f" (line {at})" if at else "") + ": one entry a name in a file (the last "
-                   "would override the first in silence)")
+                   "would override the first in silence)" + _drawn(entry["name"]))
         named[file, normalize(entry["name"])] = i
         by_name[normalize(entry["name"])] = (entry, file)
     alias: dict[str, str] = {}
@@ -142,7 +149,7 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
             key = normalize(text)
             if alias.get(key, name) != name:
                 raise InputError(file, None, f"{entry['name']}.aliases",
-                                 f"{text!r} names both {alias[key]!r} and {name!r}")
+                                 f"{text!r} names both {alias[key]!r} and {name!r}" + _drawn(text))
             alias[key] = name
     direct: dict[str, set[str]] = {}
     for name, (entry, file) in by_name.items():

@@ -177,6 +177,26 @@ def test_a_log_that_is_a_link_starts_no_server_and_is_not_written(ws):
     assert ping(ws.root) is None and target.read_text() == "mine\n"
 
 
+def test_a_silent_listener_the_system_names_no_pid_for_is_never_signalled(tmp_path, monkeypatch):
+    """`SO_PEERCRED` gives pid 0 for a listener in a pid namespace the caller cannot see (a server
+    in another container sharing the workspace): `serve --stop` took it for a silent server and
+    sent signal 0's meaning of a pid, its own process group, SIGTERM."""
+    import socket
+
+    from mem_retrieval.cli import forward
+
+    path = str(tmp_path / "serve.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)  # never accepts: silent
+    try:
+        assert forward.ask(path, {"ping": True}, timeout=0.5) == (None, os.getpid())  # as the system says
+        monkeypatch.setattr(forward, "_peer", lambda conn, path: (True, 0))  # as another namespace's
+        assert forward.ask(path, {"ping": True}, timeout=0.5) == (None, None)
+    finally:
+        listener.close()
+
+
 def test_a_server_naming_another_pid_is_not_believed(tmp_path):
     """The CLI took the pid a server named in its ping and sent it SIGTERM (`serve --stop`, and a
     retirement of a server of other code): whatever listened there could name any process. A server

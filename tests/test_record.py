@@ -136,6 +136,29 @@ def test_an_index_step_that_fails_after_the_write_says_what_was_written(workspac
     assert sorted(h.id for h in hits) == ["alpha/a1", *ALPHA_NEW]
 
 
+def test_an_index_step_that_reads_another_runs_bad_input_undoes_the_write(workspace, mem):
+    """With no index yet, `record alpha` indexes every run: beta's broken log (which `check alpha`
+    does not read) made it write the library and then exit 2; a rerun then said "written to the
+    library" of a write of nothing."""
+    with (workspace.root / "beta" / "memory" / "events.jsonl").open("a") as handle:
+        handle.write("{not json\n")
+    before = workspace.library_path.read_bytes()
+    status, out, err = mem("record", "alpha")
+    assert (status, out) == (2, "") and len(err.splitlines()) == 1
+    assert err.startswith("mem: ") and "beta/memory/events.jsonl:" in err
+    assert err.rstrip().endswith("(record alpha refused: nothing was admitted; its index step reads this file)")
+    assert workspace.library_path.read_bytes() == before and not list(workspace.library_path.parent.glob(".*.tmp"))
+    (workspace.root / "beta" / "memory" / "events.jsonl").write_text("")  # mended
+    assert mem("record", "alpha")[0] == 0 and gids(workspace) == ["alpha/a1", *ALPHA_NEW]
+    with (workspace.root / "beta" / "memory" / "events.jsonl").open("a") as handle:
+        handle.write("{not json\n")
+    (workspace.root / ".mem" / "meta.json").unlink()  # the next index reads every run again
+    status, out, err = mem("record", "alpha")  # nothing to admit: nothing was written either
+    assert (status, out) == (2, "") and "written to the library" not in err
+    assert err.startswith("mem: record alpha: admitted 0 steps, left out 1, 4 already in the library; "
+                          "indexing it failed: ")
+
+
 def test_the_api_raises_the_refusal_with_its_violations(workspace):
     workspace.write_core("alpha", "## inputs      a4 proved\n")
     with pytest.raises(RecordRefused) as refused:

@@ -75,6 +75,26 @@ def test_a_setting_typed_in_latex_is_the_setting_it_draws(onto, typed):
     assert onto.match(typed, "every non-arch. local F") == "implied"
 
 
+def test_latex_that_makes_two_names_one_says_so_and_a_long_setting_is_read_in_linear_time(tmp_path, onto):
+    """An alias or name in LaTeX is the setting it draws (until 2026-12-05 it was a name of its
+    own): where that makes it another entry's, the refusal says why. A setting of hostile LaTeX
+    (\\mathbb{ and 16,375 spaces) took minutes to read (a lazy group between two runs of spaces)."""
+    (tmp_path / "solve").mkdir()
+    path = tmp_path / "solve" / "settings.toml"
+    path.write_text('[[setting]]\nname = "Fq((t)) in LaTeX"\naliases = [\'\\mathbb{F}_q((t))\']\n'
+                    'implies = ["nonarch-local"]\n')
+    with pytest.raises(InputError) as refused:
+        load_ontology(tmp_path)
+    assert str(refused.value).endswith("'\\\\mathbb{F}_q((t))' names both 'fq((t))' and 'fq((t)) in latex' "
+                                       "(LaTeX is read as drawn: '\\\\mathbb{F}_q((t))' is 'F_q((t))')")
+    path.write_text('[[setting]]\nname = "Z_p"\n\n[[setting]]\nname = "Z_{p}"\n')
+    with pytest.raises(InputError) as refused:
+        load_ontology(tmp_path)
+    assert str(refused.value).endswith("(LaTeX is read as drawn: 'Z_{p}' is 'Z_p')")
+    hostile = "\\mathbb{" + " " * 16375 + "x"
+    assert onto.match(hostile, "Q_p") == "unknown" and onto.match(hostile + "}", "x") == "same"
+
+
 def test_workspace_settings_extend_and_override(tmp_path, onto):
     (tmp_path / "solve").mkdir()
     (tmp_path / "solve" / "settings.toml").write_text(

@@ -106,8 +106,9 @@ def _control(ctx, path, stop: bool) -> int:
 
 def _stop_silent(path, pid: int) -> None:
     """Stop the server ``pid`` that holds the socket ``path`` and answers nothing: SIGTERM (with
-    SIGCONT, for one stopped by a signal), then SIGKILL if the socket is still there after 5 s,
-    and its socket file removed once nothing listens on it."""
+    SIGCONT, for one stopped by a signal), then SIGKILL if the socket is still there after 15 s
+    (as long as ``--stop`` waits for one that answers: a server too busy to answer a ping in 5 s
+    stops by its SIGTERM), and its socket file removed once nothing listens on it."""
     import os
     import signal
     import time
@@ -125,7 +126,7 @@ def _stop_silent(path, pid: int) -> None:
         inode = path.stat().st_ino
         for sent in (signal.SIGTERM, signal.SIGCONT):
             os.kill(pid, sent)
-        if wait(lambda: not path.exists(), 5):
+        if wait(lambda: not path.exists(), 15):
             return
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -135,7 +136,7 @@ def _stop_silent(path, pid: int) -> None:
     except PermissionError as error:
         raise Refused(f"the server (pid {pid}) does not answer and cannot be stopped: {error}") from None
     if not wait(lambda: not answers(str(path)), 5):
-        raise Refused(f"the server (pid {pid}) does not answer and did not stop within 10 s")
+        raise Refused(f"the server (pid {pid}) does not answer and did not stop within 20 s")
     try:
         if path.stat().st_ino == inode:  # no server bound another meanwhile
             path.unlink()
