@@ -125,36 +125,31 @@ class Memory:
         """The Record step of ``run`` (``records.record.Record``): check it (refused on M1, M4 or
         integrity violations), admit every M2-admissible step not yet in the library except those
         with an M3 problem, in one all-or-nothing write, then index incrementally. Idempotent, and
-        safe to rerun after a crash. ``dry_run``: the plan, nothing written. Should the index step
-        fail after the write, the error (of the index's kind) starts with what was written."""
+        safe to rerun after a crash. ``dry_run``: the plan, nothing written. Refused before it writes
+        while a file of any run is bad input (the index step may read every run). Should the index
+        step fail after the write, the error (of the index's kind) starts with what was written.""" 
 
-        from mem_retrieval.indexers.store import IndexMismatch
-        from mem_retrieval.records.record import admit, plan_record, retract
+        from mem_retrieval.indexers.rows import build_rows
+        from mem_retrieval.records.record import admit, plan_record
 
         _typed("record", run=run, dry_run=dry_run)
         plan = plan_record(self.workspace, run, self.config.model.package)
+        try:  # every run, as the index step reads them all when there is no index yet (or when the
+            build_rows(self.workspace, self.config, self.workspace.check_runs(None))  # library changed
+        except InputError as err:  # for them): their bad input refuses it before it writes
+            raise InputError(err.problem.file, err.problem.line, err.problem.field,
+                             f"{err.problem.message} (record {run} refused: nothing was admitted; its "
+                             "index step may read this file)") from err
         if dry_run:
             return plan
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)
-        except InputError as err:  # the index reads other runs too (none indexed yet, the library
-            # changed for them): a file of theirs is bad input, and the write is undone
-            if not isinstance(err, IndexMismatch) and retract(self.workspace, done):
-                raise InputError(err.problem.file, err.problem.line, err.problem.field,
-                                 f"{err.problem.message} (record {run} refused: nothing was admitted; its "
-                                 "index step reads this file)") from err
-            raise self._unindexed(done, err) from err
-        except MemError as err:
-            raise self._unindexed(done, err) from err
+        except MemError as err:  # the library is written: say so, and that an index is owed
+            failed = BadInput if err.exit_status == BadInput.exit_status else Refused
+            wrote = ", written to the library" if done.admitted else ""
+            raise failed(f"{done.summary()}{wrote}; indexing it failed: {err}") from err
         return replace(done, index=index)
-
-    @staticmethod
-    def _unindexed(done, err: MemError) -> MemError:
-        """The index step failed after the library was written: say what stands, and why."""
-        failed = BadInput if err.exit_status == BadInput.exit_status else Refused
-        wrote = ", written to the library" if done.admitted else ""
-        return failed(f"{done.summary()}{wrote}; indexing it failed: {err}")
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

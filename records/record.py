@@ -13,18 +13,17 @@ the index."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput, Refused, plural
-from mem_retrieval.records.files import replace_atomic, sweep_temporaries, writing
+from mem_retrieval.records.files import sweep_temporaries
 from mem_retrieval.records.invariants import (ERROR, INPUT, INTEGRITY, Violation, admission_problem, check,
                                               m3_excluded)
 from mem_retrieval.records.parse import iter_library, parse_library_entry, present
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.records.writes import library_record, locked, now, utc_iso
+from mem_retrieval.records.writes import append_whole, library_record, locked, now, utc_iso
 
 BLOCKING = ("M1", "M4", INTEGRITY, INPUT)  # violations that refuse the whole Record step
 
@@ -55,7 +54,6 @@ class Record:
     already: tuple[str, ...]
     warnings: tuple[Violation, ...] = ()
     index: Any = field(default=None, compare=False)
-    written: bytes = field(default=b"", compare=False, repr=False)  # the lines ``admit`` appended
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -149,34 +147,11 @@ def admit(ws: Workspace, plan: Record) -> Record:
         already = plan.already + tuple(step.gid for step in plan.admitted if step.gid in held)
         entries: list[LibraryEntry] = []
         if todo:
-            old = path.read_bytes() if there else b""
-            if old and not old.endswith(b"\n"):
-                old += b"\n"
             stamp = utc_iso(now())
             records = [library_record(step, stamp) for step in todo]
-            first = old.count(b"\n") + 1
-            new = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records)
-            with writing(str(path)):
-                replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
+            first = append_whole(path, records)
             entries = [parse_library_entry(r, str(path), first + i) for i, r in enumerate(records)]
-    return Record(plan.run, False, tuple(entries), plan.left_out, already, plan.warnings,
-                  written=new if entries else b"")
+    return Record(plan.run, False, tuple(entries), plan.left_out, already, plan.warnings)
 
 
-def retract(ws: Workspace, done: Record) -> bool:
-    """Undo what ``admit`` wrote for ``done``, where the library still ends with those lines (no
-    writer appended since): the Record step then wrote nothing. False when it wrote nothing, or the
-    library has moved on (the write stands)."""
-    if not done.written:
-        return False
-    path = ws.library_path
-    with locked(path.parent / ".library.lock"):
-        now = path.read_bytes() if present(path) else b""
-        if not now.endswith(done.written):
-            return False
-        with writing(str(path)):
-            replace_atomic(path, lambda tmp: tmp.write_bytes(now[: len(now) - len(done.written)]))
-    return True
-
-
-__all__ = ["BLOCKING", "LeftOut", "Record", "RecordRefused", "admit", "plan_record", "retract"]
+__all__ = ["BLOCKING", "LeftOut", "Record", "RecordRefused", "admit", "plan_record"]

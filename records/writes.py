@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
-from mem_retrieval.records.files import sweep_temporaries, write_atomic, writing
+from mem_retrieval.records.files import replace_atomic, sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem, integrity_problem,
                                                m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
@@ -91,6 +91,21 @@ def append_line(path: Path, record: dict) -> int:
         if created:
             fsync_dir(path.parent)
     return number
+
+
+def append_whole(path: Path, records: list[dict]) -> int:
+    """Append ``records`` as JSON lines by replacing ``path`` with its bytes and them (``files.
+    replace_atomic``): a reader, which takes no lock, sees the file before or after, never a line
+    part written (an ``os.write`` of a long line reached readers in pieces, and `check` called a
+    valid library bad input); a kill leaves one or the other. The caller holds the file's lock.
+    Returns the first new line's number."""
+    old = path.read_bytes() if present(path) else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"
+    new = b"".join((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8") for record in records)
+    with writing(str(path)):
+        replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
+    return old.count(b"\n") + 1
 
 
 def _count_lines(fd: int, size: int) -> int:
@@ -226,6 +241,12 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     ws.tree(run)
     path = ws.core_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if present(path):  # bad input refuses it before a lock file is made (read again under the lock)
+        parse_core_text(read_text(path), run, str(path))
+    log = ws.events_path(run)
+    if present(log):
+        with writing(str(log), tried="cannot read it: "):
+            _last_time(log)
     with locked(_lock_of(path)):
         sweep_temporaries(path)  # left by a killed core-set
         core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
@@ -298,6 +319,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
         for entry in list(iter_library(path)) if present(path) else ():
             if entry.gid == step.gid:
                 raise Refused(f"{step.gid} is already in the library ({path}:{entry.line})")
+        sweep_temporaries(path)  # left by a killed writer
         record = library_record(step, utc_iso(now()))
-        line = append_line(path, record)
+        line = append_whole(path, [record])
     return parse_library_entry(record, str(path), line)

@@ -20,7 +20,9 @@ from test_check import step_line
 from mem_retrieval.memory import Memory
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.records.parse import iter_library
-from mem_retrieval.records.record import RecordRefused
+from mem_retrieval.records.record import RecordRefused, plan_record
+from mem_retrieval.records.workspace import Workspace as RecordsWorkspace
+from mem_retrieval.configs import load_config
 
 ALPHA_NEW = ["alpha/a2", "alpha/a3", "alpha/a5"]
 
@@ -130,33 +132,35 @@ def test_an_index_step_that_fails_after_the_write_says_what_was_written(workspac
                           "library, written to the library; indexing it failed: ")
     assert err.rstrip().endswith("run `mem index --full`") and len(err.splitlines()) == 1
     assert gids(workspace) == ["alpha/a1", *ALPHA_NEW]  # the write stands
+    status, _, err = mem("record", "alpha")  # nothing left to admit: nothing said written
+    assert status == 2 and err.startswith("mem: record alpha: admitted 0 steps, left out 1, 4 already in "
+                                          "the library; indexing it failed: ")
     assert mem("index", "--full")[0] == 0
     hits = Memory.open(workspace.root).archive_hits("statement", run="alpha", library=True,
                                                      strategy="bm25")
     assert sorted(h.id for h in hits) == ["alpha/a1", *ALPHA_NEW]
 
 
-def test_an_index_step_that_reads_another_runs_bad_input_undoes_the_write(workspace, mem):
+def test_another_runs_bad_input_the_index_step_may_read_refuses_it_before_it_writes(workspace, mem):
     """With no index yet, `record alpha` indexes every run: beta's broken log (which `check alpha`
-    does not read) made it write the library and then exit 2; a rerun then said "written to the
-    library" of a write of nothing."""
-    with (workspace.root / "beta" / "memory" / "events.jsonl").open("a") as handle:
+    does not read) made it write the library and then exit 2."""
+    log = workspace.root / "beta" / "memory" / "events.jsonl"
+    mended = log.read_bytes()
+    with log.open("a") as handle:
         handle.write("{not json\n")
     before = workspace.library_path.read_bytes()
-    status, out, err = mem("record", "alpha")
-    assert (status, out) == (2, "") and len(err.splitlines()) == 1
-    assert err.startswith("mem: ") and "beta/memory/events.jsonl:" in err
-    assert err.rstrip().endswith("(record alpha refused: nothing was admitted; its index step reads this file)")
-    assert workspace.library_path.read_bytes() == before and not list(workspace.library_path.parent.glob(".*.tmp"))
-    (workspace.root / "beta" / "memory" / "events.jsonl").write_text("")  # mended
+    for argv in (("record", "alpha"), ("record", "alpha", "--dry-run")):
+        status, out, err = mem(*argv)
+        assert (status, out) == (2, "") and len(err.splitlines()) == 1
+        assert err.startswith("mem: ") and "beta/memory/events.jsonl:2: " in err
+        assert err.rstrip().endswith("(record alpha refused: nothing was admitted; its index step may "
+                                     "read this file)")
+        assert workspace.library_path.read_bytes() == before and not (workspace.root / ".mem").exists()
+    log.write_bytes(mended)
     assert mem("record", "alpha")[0] == 0 and gids(workspace) == ["alpha/a1", *ALPHA_NEW]
-    with (workspace.root / "beta" / "memory" / "events.jsonl").open("a") as handle:
-        handle.write("{not json\n")
-    (workspace.root / ".mem" / "meta.json").unlink()  # the next index reads every run again
-    status, out, err = mem("record", "alpha")  # nothing to admit: nothing was written either
-    assert (status, out) == (2, "") and "written to the library" not in err
-    assert err.startswith("mem: record alpha: admitted 0 steps, left out 1, 4 already in the library; "
-                          "indexing it failed: ")
+    with log.open("a") as handle:  # an index now: the index step would read alpha alone, and the
+        handle.write("{not json\n")  # library changed for no other run; still refused, as `mem index`
+    assert mem("record", "alpha")[0] == 2 and mem("index")[0] == 2
 
 
 def test_the_api_raises_the_refusal_with_its_violations(workspace):
@@ -253,8 +257,10 @@ def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_ch
     workspace.add_step("beta", make_step("b7", parents=("delta/x1",)))
     reason = "step b7 cites step delta/x1 (setting 'Fq((t))'), which this run's setting 'Qp' does not imply"
     assert f"M3: {reason}" in mem("check", "beta")[1]
-    code, out, err = mem("--json", "record", "beta", "--dry-run")
-    assert code == 0 and {"id": "beta/b7", "code": "M3", "reason": reason} in json.loads(out)["left_out"], err
+    plan = plan_record(RecordsWorkspace.open(workspace.root), "beta", load_config(workspace.root).model.package)
+    assert {"id": "beta/b7", "code": "M3", "reason": reason} in [left.as_dict() for left in plan.left_out]
+    code, _, err = mem("record", "beta", "--dry-run")  # the index step would read delta's tree.json
+    assert code == 2 and "delta/tree.json" in err and "duplicate id 'y1'" in err
     before = workspace.library_path.read_bytes()
     assert mem("archive-insert", "beta/b7") == (1, "", f"mem: beta/b7 may not enter the library (M3): "
                                                        f"{reason}\n")

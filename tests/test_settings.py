@@ -1,5 +1,7 @@
 """setting_match (SPEC §8) on the shipped ontology and on small hand-made ones."""
 
+from pathlib import Path
+
 import pytest
 
 from mem_retrieval.records.errors import InputError
@@ -9,6 +11,16 @@ from mem_retrieval.records.settings import build, clauses, load_ontology
 @pytest.fixture(scope="module")
 def onto():
     return load_ontology()
+
+
+def refusal(root: Path, toml: str) -> tuple[Path, str]:
+    """Write ``toml`` as ``root``'s solve/settings.toml: the file, and the one line loading it says."""
+    path = root / "solve" / "settings.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(toml)
+    with pytest.raises(InputError) as refused:
+        load_ontology(root)
+    return path, str(refused.value)
 
 
 def test_a_local_function_field_implies_every_nonarchimedean_local_field(onto):
@@ -79,18 +91,12 @@ def test_latex_that_makes_two_names_one_says_so_and_a_long_setting_is_read_in_li
     """An alias or name in LaTeX is the setting it draws (until 2026-12-05 it was a name of its
     own): where that makes it another entry's, the refusal says why. A setting of hostile LaTeX
     (\\mathbb{ and 16,375 spaces) took minutes to read (a lazy group between two runs of spaces)."""
-    (tmp_path / "solve").mkdir()
-    path = tmp_path / "solve" / "settings.toml"
-    path.write_text('[[setting]]\nname = "Fq((t)) in LaTeX"\naliases = [\'\\mathbb{F}_q((t))\']\n'
-                    'implies = ["nonarch-local"]\n')
-    with pytest.raises(InputError) as refused:
-        load_ontology(tmp_path)
-    assert str(refused.value).endswith("'\\\\mathbb{F}_q((t))' names both 'fq((t))' and 'fq((t)) in latex' "
-                                       "(LaTeX is read as drawn: '\\\\mathbb{F}_q((t))' is 'F_q((t))')")
-    path.write_text('[[setting]]\nname = "Z_p"\n\n[[setting]]\nname = "Z_{p}"\n')
-    with pytest.raises(InputError) as refused:
-        load_ontology(tmp_path)
-    assert str(refused.value).endswith("(LaTeX is read as drawn: 'Z_{p}' is 'Z_p')")
+    _, refused = refusal(tmp_path, '[[setting]]\nname = "Fq((t)) in LaTeX"\n'
+                                   'aliases = [\'\\mathbb{F}_q((t))\']\nimplies = ["nonarch-local"]\n')
+    assert refused.endswith("'\\\\mathbb{F}_q((t))' names both 'fq((t))' and 'fq((t)) in latex' "
+                            "(LaTeX is read as drawn: '\\\\mathbb{F}_q((t))' is 'F_q((t))')")
+    _, refused = refusal(tmp_path, '[[setting]]\nname = "Z_p"\n\n[[setting]]\nname = "Z_{p}"\n')
+    assert refused.endswith("(LaTeX is read as drawn: 'Z_{p}' is 'Z_p')")
     hostile = "\\mathbb{" + " " * 16375 + "x"
     assert onto.match(hostile, "Q_p") == "unknown" and onto.match(hostile + "}", "x") == "same"
 
@@ -108,15 +114,11 @@ def test_a_name_twice_in_one_settings_file_is_bad_input_and_a_later_file_overrid
     """Two [[setting]] entries of one name in one file: the last overrode the first in silence
     (`myfield` implied C, not nonarch-local as its first entry said). The workspace's file still
     overrides the shipped one's entry of that name."""
-    (tmp_path / "solve").mkdir()
-    path = tmp_path / "solve" / "settings.toml"
-    path.write_text('[[setting]]\nname = "myfield"\nimplies = ["nonarch-local"]\n\n'
-                    '[[setting]]\nname = "MyField"\nimplies = ["C"]\n')
-    with pytest.raises(InputError) as refused:
-        load_ontology(tmp_path)
-    assert str(refused.value) == (f"{path}:6: setting[1].name: 'MyField' is already the name of "
-                                  "setting[0] (line 2): one entry a name in a file (the last would "
-                                  "override the first in silence)")
+    path, refused = refusal(tmp_path, '[[setting]]\nname = "myfield"\nimplies = ["nonarch-local"]\n\n'
+                                      '[[setting]]\nname = "MyField"\nimplies = ["C"]\n')
+    assert refused == (f"{path}:6: setting[1].name: 'MyField' is already the name of setting[0] "
+                       "(line 2): one entry a name in a file (the last would override the first in "
+                       "silence)")
     path.write_text('[[setting]]\nname = "Qp"\nimplies = ["C"]\n')  # the shipped Qp, overridden
     assert load_ontology(tmp_path).match("Qp", "C") == "implied" and onto.match("Qp", "C") != "implied"
 

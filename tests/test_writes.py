@@ -308,11 +308,37 @@ def test_a_write_the_machine_refuses_is_taken_back_whole_and_said_in_one_line(wo
     done = _mem_within(workspace.root, library.stat().st_size + 10, "archive-insert", "alpha/a2")
     assert (done.returncode, done.stderr) == (2, f"mem: {library}: cannot write it: File too large\n")
     assert {path: path.read_bytes() for path in before} == before
-    assert [p.name for p in core.parent.iterdir() if p.suffix == ".tmp"] == []
+    assert [p.name for folder in (core.parent, library.parent) for p in folder.iterdir() if p.suffix == ".tmp"] == []
     assert mem("core-set", "alpha", "next", "a new plan")[0] == 0
     assert mem("archive-insert", "alpha/a2")[0] == 0
     assert workspace.events("alpha")[-1]["text"] == "core-set next: a new plan"
     assert mem("check")[0] == 0
+
+
+def test_a_reader_never_sees_part_of_a_line_archive_insert_writes(workspace, mem):
+    """Readers take no lock: an archive-insert of a long statement, one os.write appending to the
+    library in place, reached them in pieces, and `check` called the valid library bad input (2 of
+    ~400 checks beside 20 MB statements; 6 of 18,000 reads beside 8 KB ones). The library is
+    replaced whole now, as record's write is: a reader that opened it before reads it as it was,
+    whole, and one that opens it after reads the new line whole."""
+    workspace.add_step("alpha", make_step("big", statement="a long statement " * 250_000))
+    before = workspace.library_path.read_bytes()
+    with workspace.library_path.open("rb") as opened_before:
+        assert mem("archive-insert", "alpha/big")[0] == 0
+        assert opened_before.read() == before
+    assert [e["id"] for e in workspace.library()][-1] == "big"
+
+
+def test_core_set_refused_for_bad_input_leaves_no_file_behind(workspace, mem):
+    """It took its locks before reading core.md and the log: a refusal left .core.md.lock and
+    .events.jsonl.lock in memory/."""
+    folder = workspace.core_path("alpha").parent
+    with workspace.events_path("alpha").open("a") as log:
+        log.write('{"time": "2026-10-18T09:00:00Z", "actor": "x"\n')
+    before = sorted(p.name for p in folder.iterdir())
+    status, out, err = mem("core-set", "alpha", "next", "A2-1 proved")
+    assert (status, out) == (2, "") and "events.jsonl:" in err and "invalid JSON" in err
+    assert sorted(p.name for p in folder.iterdir()) == before
 
 
 def test_a_log_that_cannot_be_read_is_named_by_core_set_not_core_md(workspace, monkeypatch):
