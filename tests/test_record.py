@@ -257,7 +257,8 @@ def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_ch
     workspace.add_step("beta", make_step("b7", parents=("delta/x1",)))
     reason = "step b7 cites step delta/x1 (setting 'Fq((t))'), which this run's setting 'Qp' does not imply"
     assert f"M3: {reason}" in mem("check", "beta")[1]
-    plan = plan_record(RecordsWorkspace.open(workspace.root), "beta", load_config(workspace.root).model.package)
+    package = load_config(workspace.root).model.package
+    plan = plan_record(RecordsWorkspace.open(workspace.root), "beta", package)
     assert {"id": "beta/b7", "code": "M3", "reason": reason} in [left.as_dict() for left in plan.left_out]
     code, _, err = mem("record", "beta", "--dry-run")  # the index step would read delta's tree.json
     assert code == 2 and "delta/tree.json" in err and "duplicate id 'y1'" in err

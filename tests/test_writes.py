@@ -308,7 +308,8 @@ def test_a_write_the_machine_refuses_is_taken_back_whole_and_said_in_one_line(wo
     done = _mem_within(workspace.root, library.stat().st_size + 10, "archive-insert", "alpha/a2")
     assert (done.returncode, done.stderr) == (2, f"mem: {library}: cannot write it: File too large\n")
     assert {path: path.read_bytes() for path in before} == before
-    assert [p.name for folder in (core.parent, library.parent) for p in folder.iterdir() if p.suffix == ".tmp"] == []
+    folders = (core.parent, library.parent)
+    assert [p.name for folder in folders for p in folder.iterdir() if p.suffix == ".tmp"] == []
     assert mem("core-set", "alpha", "next", "a new plan")[0] == 0
     assert mem("archive-insert", "alpha/a2")[0] == 0
     assert workspace.events("alpha")[-1]["text"] == "core-set next: a new plan"
