@@ -219,8 +219,8 @@ FUNCTIONS: tuple[Function, ...] = (
         "Refused, listing them, on M1, M4 or integrity violations. Admits every step satisfying M2 "
         "not yet in the library, except steps citing a step the run's setting does not imply (M3) "
         "and steps resting on those through the run's own steps, in one all-or-nothing write; then "
-        "indexes the run. Says what it admitted, left "
-        "out and why. Idempotent: a second call admits nothing.",
+        "indexes the run. Says what it admitted, left out and why. Idempotent: a second call admits "
+        "nothing.",
         (Param("run", "string", "the run to record", required=True, positional=True, metavar="RUN"),
          Param("dry_run", "boolean", "show the plan; write nothing")),
         writes=True),

@@ -127,7 +127,7 @@ class Memory:
         with an M3 problem, in one all-or-nothing write, then index incrementally. Idempotent, and
         safe to rerun after a crash. ``dry_run``: the plan, nothing written. Refused before it writes
         while a file of any run is bad input (the index step may read every run). Should the index
-        step fail after the write, the error (of the index's kind) starts with what was written.""" 
+        step fail after the write, the error (of the index's kind) starts with what was written."""
 
         from mem_retrieval.indexers.rows import build_rows
         from mem_retrieval.records.record import admit, plan_record

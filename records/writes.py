@@ -11,6 +11,7 @@ append it cut short is taken back."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -99,11 +100,14 @@ def append_whole(path: Path, records: list[dict]) -> int:
     part written (an ``os.write`` of a long line reached readers in pieces, and `check` called a
     valid library bad input); a kill leaves one or the other. The caller holds the file's lock.
     Returns the first new line's number."""
-    old = path.read_bytes() if present(path) else b""
+    there = present(path)
+    old = path.read_bytes() if there else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
     new = b"".join((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8") for record in records)
     with writing(str(path)):
+        if there and not os.access(path, os.W_OK):  # a file made read-only stays unwritten, as an
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))  # append in place left it
         replace_atomic(path, lambda tmp: tmp.write_bytes(old + new))
     return old.count(b"\n") + 1
 

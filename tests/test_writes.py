@@ -330,6 +330,22 @@ def test_a_reader_never_sees_part_of_a_line_archive_insert_writes(workspace, mem
     assert [e["id"] for e in workspace.library()][-1] == "big"
 
 
+def test_a_library_made_read_only_is_not_written(workspace, mem, monkeypatch):
+    """Replacing the library whole wrote one its owner had made read-only (an append in place was
+    refused). The check is the system's own (``os.access``): this suite runs as root, who may write
+    anything, so the test gives the answer a user without write permission gets."""
+    import mem_retrieval.records.writes as writes
+
+    library = workspace.library_path
+    real_access = os.access
+    monkeypatch.setattr(writes.os, "access", lambda path, mode, **kw: (
+        False if Path(path) == library and mode == os.W_OK else real_access(path, mode, **kw)))
+    before = library.read_bytes()
+    for argv in (("archive-insert", "alpha/a2"), ("record", "alpha")):
+        assert mem(*argv) == (2, "", f"mem: {library}: cannot write it: Permission denied\n")
+        assert library.read_bytes() == before
+
+
 def test_core_set_refused_for_bad_input_leaves_no_file_behind(workspace, mem):
     """It took its locks before reading core.md and the log: a refusal left .core.md.lock and
     .events.jsonl.lock in memory/."""
