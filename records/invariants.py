@@ -608,8 +608,14 @@ def _shortest_circle(start: str, members: set[str], edges: dict[str, list[str]])
 
 
 def read_catalog(ws: Workspace) -> Catalog:
-    """Every id of the workspace as `check` reads it (``_Checker``)."""
-    return _Checker(ws, None, None).catalog
+    """Every id of the workspace as `check` reads it (``_Checker``); InputError for the library's
+    first line that cannot be read or repeats an entry, as a strict read of it says it (the library
+    is then read once, not once more to raise)."""
+    checker = _Checker(ws, None, None)
+    library = str(ws.library_path)
+    if unread := sorted((p for p, _ in checker.found[None] if p.file == library), key=lambda p: p.line or 0):
+        raise InputError.of(unread[0])
+    return checker.catalog
 
 
 def integrity_problem(catalog: Catalog, step: Step) -> tuple[str, str] | None:

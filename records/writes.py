@@ -307,9 +307,8 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
-    library = {entry.gid: entry for entry in ws.library()}  # a malformed line: bad input, here
     catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
-    _, excluded = m3_excluded(ws, tree, library, catalog.steps)
+    _, excluded = m3_excluded(ws, tree, catalog.library, catalog.steps)  # (a malformed line: input)
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
     if found := integrity_problem(catalog, step):  # as `record` refuses its run

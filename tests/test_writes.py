@@ -482,8 +482,9 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
 
 def test_archive_insert_and_record_read_each_tree_json_once(workspace, mem, monkeypatch):
     """`archive-insert` parsed its run's tree.json twice (once for the step, once as check reads
-    every run): on 20,000 densely cited steps half its time."""
-    from mem_retrieval.records import invariants, parse, workspace as records_workspace
+    every run): on 20,000 densely cited steps half its time; and it read the library three times
+    (strictly, as check reads it, and under its lock): at 50,000 lines 2 s each."""
+    from mem_retrieval.records import invariants, parse, writes, workspace as records_workspace
 
     workspace.add_run("beta", [make_step("b1")])
     workspace.add_step("alpha", make_step("x1", parents=("a1", "beta/b1")))
@@ -493,13 +494,18 @@ def test_archive_insert_and_record_read_each_tree_json_once(workspace, mem, monk
         parsed.append(Path(path).parent.name)
         return parse.parse_tree(path, *args, **kwargs)
 
-    for module in (invariants, records_workspace):  # wherever a tree.json is parsed from
+    def library_read(path, *args, **kwargs):
+        parsed.append(Path(path).name)
+        return parse.iter_library(path, *args, **kwargs)
+
+    for module in (invariants, records_workspace, writes):  # wherever a record file is parsed from
         monkeypatch.setattr(module, "parse_tree", counted, raising=False)
+        monkeypatch.setattr(module, "iter_library", library_read, raising=False)
     assert mem("archive-insert", "alpha/x1")[0] == 0
-    assert sorted(parsed) == ["alpha", "beta"]
+    assert sorted(parsed) == ["alpha", "beta", "library.jsonl", "library.jsonl"]  # the lock's read too
     parsed.clear()
     assert mem("record", "alpha", "--dry-run")[0] == 0
-    assert sorted(parsed) == ["alpha", "beta"]
+    assert sorted(name for name in parsed if name != "library.jsonl") == ["alpha", "beta"]
 
 
 def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):

@@ -45,11 +45,11 @@ _LATEX_LETTERS = {
     "varphi": "phi", "varepsilon": "epsilon", "vartheta": "theta", "varpi": "pi", "varrho": "rho",
     "varsigma": "sigma", "varkappa": "kappa", "ell": "l",
 }
-# Font commands: \mathrm{GL} is the word GL, and \mathrm{Hom}(A, B) applies Hom, as Hom(A, B) does.
-_FONTS = FONT_COMMANDS
-# Commands whose name carries no meaning: their argument stays, the name goes.
+# Commands whose name carries no meaning: their argument stays, the name goes (a font command's
+# too, records.notation.FONT_COMMANDS: \mathrm{GL} is the word GL, and \mathrm{Hom}(A, B) applies
+# Hom, as Hom(A, B) does).
 _DROP_COMMANDS = {
-    *_FONTS, "text", "textrm", "textbf", "textit", "emph", "mbox",
+    *FONT_COMMANDS, "text", "textrm", "textbf", "textit", "emph", "mbox",
     "left", "right", "big", "bigl", "bigr", "Big", "Bigl", "Bigr", "bigg", "displaystyle",
     "textstyle", "quad", "qquad", "label", "begin", "end", "item", "hat", "tilde", "bar",
     "overline", "underline", "widehat", "widetilde", "cdot", "cdots", "ldots", "dots", "colon",
@@ -89,7 +89,7 @@ _BRACES = re.compile(r"[{}]")
 # the chain to its end (100,000 characters of `a_` took 218 s; tokenizer math-v6).
 SCRIPTS = 10
 _APPLIED = re.compile(
-    r"(?:\\(?:" + "|".join(_FONTS) + r")\{([A-Za-z]+)\}|\\([A-Za-z]+)"
+    r"(?:\\(?:" + "|".join(FONT_COMMANDS) + r")\{([A-Za-z]+)\}|\\([A-Za-z]+)"
     r"|(?<![^\W\d_])(?<!\\)([A-Za-z]+|[α-ωΑ-Ωϑϕϰϱϵςϖ]))"
     r"(?:[0-9]|[_^](?:\{[^{}]{0,20}\}|[A-Za-z0-9])){0,%d}[\[(]" % SCRIPTS)
 _SEPARATORS = {",": "c", ";": "s", ":": "m", "|": "g"}
