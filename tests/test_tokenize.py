@@ -141,6 +141,24 @@ def test_a_name_is_one_word_however_its_accents_are_typed():
     assert tokenize(r"\d x") == ["d", "x"]                      # \d is also a differential
 
 
+@pytest.mark.parametrize("spellings, word", [
+    (["≤", r"\le", r"\leq", r"\leqslant"], ["le"]),
+    (["≥", r"\ge", r"\geq"], ["ge"]),
+    (["≠", r"\ne", r"\neq"], ["ne"]),
+    (["⊗", r"\otimes", r"\bigotimes"], ["otimes"]),
+    (["≅", r"\cong"], ["cong"]),
+    (["∑", r"\sum"], ["sum"]),
+    (["↦", r"\mapsto", r"\longmapsto"], ["mapsto"]),
+    (["→", "⟶", r"\to", r"\rightarrow", "∈", r"\in"], []),   # dropped, as \to and \in are
+])
+def test_a_symbol_is_one_word_however_it_is_typed(spellings, word):
+    # a statement in Unicode and one in LaTeX share their relations; ≤ reads as Lean spells it
+    assert [tokenize(f"x {spelling} y") for spelling in spellings] == [["x", *word, "y"]] * len(spellings)
+    assert tokenize("H[X] ≤ H[X|Y] ⊗ C") == tokenize(r"H[X] \leq H[X|Y] \otimes C") == [
+        "h_x", "h", "x", "le", "h_x", "h", "x", "y", "otimes", "c", "h_sig_g"]
+    assert "le" in tokenize("mul_le_mul") and "le" in tokenize("a ≤ b")
+
+
 ACCENTS = [chr(c) for c in range(0x300, 0x370)]  # the combining diacritical marks
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZαβγ0123456789 -/()[],;:|"
 
@@ -160,7 +178,9 @@ GOLDEN = {  # VERSION -> sha256 of GOLDEN_TEXTS' token strings, one a line
     "math-v7": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",  # (a chain of
     # more than text.tokenize.SCRIPTS scripts before an operator's bracket is no operator)
     "math-v8": "57fbc7fc93e7755851567684c64d2c4dd3ea39bad4a82c84e5fa30629dca512d",  # (mu_n is
-}  # mu n, as \mu_n is, and \ell-adic ℓ-adic: none of these texts holds either)
+    # mu n, as \mu_n is, and \ell-adic ℓ-adic: none of these texts holds either)
+    "math-v9": "e60ef14cedd59f3d574a40ae8c6de1a4a7b308946b1a80c95322d0b8886f1c10",  # (≤ and \leq
+}  # are \le, ≅ \cong, ∑ \sum, ⊗ \otimes)
 GOLDEN_TEXTS = [
     "GL₄/Sp₄ generation over F_q((t)) and \\mathrm{GL}_{2m}/\\operatorname{Sp}_{2m}",
     "For $\\bbH[X|Y] \\le \\bbH[X]$ with \\bbI[X:Y|Z] = 0, apply the chain rule",

@@ -1,6 +1,8 @@
 """Math-aware tokenisation for BM25, shared by indexing and querying.
 
-Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); Greek letters to their names (φ, \\varphi -> phi);
+Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); a symbol as the LaTeX command that draws it, and a
+command's other spellings as its name (≤, \\leq -> \\le -> le; ⊗ -> otimes; → and ∈ dropped, as
+\\to and \\in are); Greek letters to their names (φ, \\varphi -> phi);
 accents folded, in Unicode and in LaTeX (Plünnecke, Pl\\"{u}nnecke and Plunnecke are one word, as
 are Čech, \\v{C}ech and Cech: a name is the same name however it is typed); LaTeX commands
 unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other commands kept as
@@ -31,7 +33,7 @@ import unicodedata
 
 from mem_retrieval.records.notation import FONT_COMMANDS
 
-VERSION = "math-v8"
+VERSION = "math-v9"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -56,6 +58,31 @@ _DROP_COMMANDS = {
     "mid", "in", "to", "frac", "dfrac", "tfrac", "sqrt", "limits", "nolimits", "ref", "cref",
     "Cref", "eqref", "cite", "autoref",
 }
+# A relation or operator is one word however it is typed: a LaTeX command's other spellings are its
+# name (\leq is \le), and a Unicode symbol is the command that draws it (≤ is \le, ⊗ \otimes, → \to,
+# which is dropped). A statement in Unicode and one in LaTeX then share their words, and ≤ reads as
+# Lean's names spell it (mul_le_mul). Tokenizer math-v9: the default's R@10 / nDCG@10 on the
+# development set .674 / .418 → .688 / .423, the example set unchanged (README).
+_COMMAND_ALIASES = {
+    "leq": "le", "leqslant": "le", "geq": "ge", "geqslant": "ge", "neq": "ne", "lnot": "neg",
+    "land": "wedge", "lor": "vee", "gets": "leftarrow", "iff": "leftrightarrow",
+    "rightarrow": "to", "longrightarrow": "to", "longmapsto": "mapsto", "varnothing": "emptyset",
+    "bigotimes": "otimes", "bigoplus": "oplus", "bigcup": "cup", "bigcap": "cap",
+    "bigwedge": "wedge", "bigvee": "vee", "bigsqcup": "sqcup",
+}
+_SYMBOL_COMMANDS = {
+    "≤": "le", "≥": "ge", "≠": "ne", "⊗": "otimes", "⊕": "oplus", "∑": "sum", "∏": "prod",
+    "∐": "coprod", "∫": "int", "⊂": "subset", "⊆": "subseteq", "⊊": "subsetneq", "⊃": "supset",
+    "⊇": "supseteq", "∩": "cap", "∪": "cup", "⊔": "sqcup", "∞": "infty", "∂": "partial",
+    "∇": "nabla", "≅": "cong", "≃": "simeq", "∼": "sim", "≈": "approx", "≡": "equiv",
+    "⋊": "rtimes", "⋉": "ltimes", "×": "times", "↦": "mapsto", "∘": "circ", "∀": "forall",
+    "∃": "exists", "¬": "neg", "∧": "wedge", "∨": "vee", "⊥": "perp", "∅": "emptyset",
+    "↪": "hookrightarrow", "↠": "twoheadrightarrow", "→": "to", "⟶": "to", "∈": "in",
+    "∖": "setminus", "≪": "ll", "≫": "gg", "⊴": "trianglelefteq", "◁": "triangleleft",
+    "⊲": "triangleleft", "⟨": "langle", "⟩": "rangle", "←": "leftarrow", "↔": "leftrightarrow",
+    "⟺": "leftrightarrow", "⇔": "leftrightarrow", "⇒": "implies", "⟹": "implies", "∣": "mid",
+}
+_SYMBOLS = str.maketrans({symbol: f" \\{name} " for symbol, name in _SYMBOL_COMMANDS.items()})
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have if in into is it its of on or such that the then "
     "there these this those to was we were which with".split()
@@ -109,6 +136,7 @@ def _command(match: re.Match[str]) -> str:
     name = match.group(1)
     if name is None:
         return " "  # \, \; \\ and friends
+    name = _COMMAND_ALIASES.get(name, name)
     lowered = name.lower()
     if name in _DROP_COMMANDS:
         return ""
@@ -135,8 +163,9 @@ def fold_accents(text: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """NFKC, LaTeX accents and commands unwrapped, Greek letters named, case and accents folded."""
-    text = unicodedata.normalize("NFKC", text)
+    """NFKC, symbols as the commands that draw them, LaTeX accents and commands unwrapped, Greek
+    letters named, case and accents folded."""
+    text = unicodedata.normalize("NFKC", text).translate(_SYMBOLS)
     text = _COMMAND.sub(_command, _ACCENT.sub(_accented, text))
     text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
     return _GREEK_SCRIPTED.sub(r"\1 ", unicodedata.normalize("NFKC", text))
