@@ -129,13 +129,13 @@ class Memory:
         while a file of any run is bad input (the index step may read every run). Should the index
         step fail after the write, the error (of the index's kind) starts with what was written."""
 
-        from mem_retrieval.indexers.rows import build_rows
+        from mem_retrieval.indexers.rows import read_records
         from mem_retrieval.records.record import admit, plan_record
 
         _typed("record", run=run, dry_run=dry_run)
         plan = plan_record(self.workspace, run, self.config.model.package)
         try:  # every run, as the index step reads them all when there is no index yet (or when the
-            build_rows(self.workspace, self.config, self.workspace.check_runs(None))  # library changed
+            read_records(self.workspace, self.config, self.workspace.check_runs(None))  # library changed
         except InputError as err:  # for them): their bad input refuses it before it writes
             raise InputError(err.problem.file, err.problem.line, err.problem.field,
                              f"{err.problem.message} (record {run} refused: nothing was admitted; its "

@@ -15,7 +15,7 @@ from mem_retrieval.indexers.store import key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
-from mem_retrieval.records.types import Event, LibraryEntry, Step
+from mem_retrieval.records.types import Event, LibraryEntry, Step, Tree
 from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
 from mem_retrieval.text.tokenize import token_string
@@ -101,10 +101,13 @@ def step_row(step: Step, entry: LibraryEntry | None, named: tuple[int, int] | No
     return row
 
 
-def event_row(event: Event, run_dir: Path, config: Config) -> dict[str, Any]:
-    body = ""
-    if event.path:
-        body = read_text(run_dir / event.path)[: config.index.event_body_chars]
+def event_body(event: Event, run_dir: Path, config: Config) -> str:
+    """The text of the brief or return an event points to, as far as the index keeps it ("" for
+    none); a file that is not UTF-8 text is bad input."""
+    return read_text(run_dir / event.path)[: config.index.event_body_chars] if event.path else ""
+
+
+def event_row(event: Event, body: str) -> dict[str, Any]:
     gids = event.step_gids
     row = {
         "gid": event.gid, "key": key(event.gid), "run": event.run, "run_key": key(event.run),
@@ -121,29 +124,49 @@ def event_search_text(row: dict[str, Any]) -> str:
     return " ".join([row["actor"], row["kind"], " ".join(row["ids"]), row["text"], row["body"]])
 
 
+@dataclass(frozen=True)
+class RunRecords:
+    """What the index reads of one run: its tree, its events and their briefs' and returns' text."""
+
+    tree: Tree
+    events: list[Event]
+    bodies: list[str]  # event_body of each event, in order
+
+
+def read_records(workspace: Workspace, config: Config, runs: list[str]) -> tuple[list[LibraryEntry],
+                                                                                 dict[str, RunRecords]]:
+    """Parse and validate ``runs`` and the library as the index reads them, making no rows: raises
+    the InputError ``build_rows`` would (`mem record` asks it of every run before it writes)."""
+    workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
+    library = workspace.library()
+    for problem in [*workspace.misnamed_runs(), *workspace.lost_records().values()]:
+        raise InputError.of(problem)  # a run no search would ever see: bad input
+    read = {}
+    for run in runs:
+        tree = workspace.tree(run)
+        workspace.core(run)  # not indexed, but validated: bad input is reported at index time
+        events = list(workspace.events(run))
+        read[run] = RunRecords(tree, events, [event_body(e, workspace.run_dir(run), config) for e in events])
+    return library, read
+
+
 def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     """Parse and validate ``runs`` and the library into rows. Raises InputError before anything
     is written, so bad input never reaches the index."""
     rows = Rows()
-    workspace.ontology  # validated here too: a bad settings.toml fails the index, not a later search
-    rows.library = workspace.library()
+    rows.library, read = read_records(workspace, config, runs)
     library = {entry.gid: entry for entry in rows.library}
-    for problem in [*workspace.misnamed_runs(), *workspace.lost_records().values()]:
-        raise InputError.of(problem)  # a run no search would ever see: bad input
     in_workspace = set(workspace.runs())
-    for run in runs:
-        tree = workspace.tree(run)
-        workspace.core(run)  # not indexed, but validated: bad input is reported at index time
-        run_dir = workspace.run_dir(run)
-        events = list(workspace.events(run))
+    for run, records in read.items():
+        tree, events, run_dir = records.tree, records.events, workspace.run_dir(run)
         named = {step: (seq, micros(stamp)) for step, (seq, stamp) in
                  first_written(events, run, rows.library).items()}
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             row = step_row(step, library.get(step.gid), named.get(step.id), sources)
             rows.steps.append(_finish(row, rows, step_embed_text(row), step_search_text(row), config))
-        for event in events:
-            row = event_row(event, run_dir, config)
+        for event, body in zip(events, records.bodies):
+            row = event_row(event, body)
             text = " ".join(part for part in (event.text, row["body"]) if part)
             rows.events.append(_finish(row, rows, text, event_search_text(row), config))
         for source in tree.sources:

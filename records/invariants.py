@@ -274,6 +274,7 @@ class _Checker:
         self.selected = set(ws.check_runs(runs)) if runs else None
         self.report = Report()
         self.found: dict[str | None, list[tuple[Problem, str]]] = {None: []}  # None: workspace
+        self.consequences: list[Violation] = []  # of a file that cannot be read: listed after it
         self.entries: list[LibraryEntry] = []
         self.catalog = self._load()
 
@@ -288,9 +289,17 @@ class _Checker:
         return run is None or self.selected is None or run in self.selected
 
     def add(self, run: str | None, file: str, line: int | None, code: str, message: str,
-            severity: str = ERROR) -> None:
+            severity: str = ERROR) -> Violation | None:
         if self.wants(run):
             self.report.violations.append(Violation(self._rel(file), line, code, message, severity))
+            return self.report.violations[-1]
+        return None
+
+    def in_order(self) -> None:
+        """The violations by file and line, those that follow from a file that cannot be read after
+        every other: the first line names what to mend."""
+        later = {id(v) for v in self.consequences}
+        self.report.violations.sort(key=lambda v: (id(v) in later, v.file, v.line or 0))
 
     def at(self, file: str, line: int | None) -> str:
         return self._rel(file) if line is None else f"{self._rel(file)}:{line}"
@@ -426,9 +435,10 @@ class _Checker:
             for parent in self.catalog.dangling(step):
                 self.add(run, tree.path, step.line, INTEGRITY, f"step {step.id}: {DANGLING.format(parent)}")
             for parent in self.catalog.unjudged(step):  # its entry may say otherwise: M3 judges it
-                self.add(run, tree.path, step.line, INPUT, f"step {step.id} cites {parent}, whose run's "
-                         f"{self._rel(str(self.ws.tree_path(split_gid(parent)[0])))} cannot be read: "
-                         "M3 cannot judge it")
+                unread = self._rel(str(self.ws.tree_path(split_gid(parent)[0])))
+                said = self.add(run, tree.path, step.line, INPUT, f"step {step.id} cites {parent}, whose "
+                                f"run's {unread} cannot be read: M3 cannot judge it")
+                self.consequences += [said] if said else []
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps):
             self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
 
@@ -641,7 +651,7 @@ def check(ws: Workspace, runs: list[str] | None, package: str) -> Report:
     for run in sorted(checker.selected or {*checker.catalog.trees, *checker.catalog.unreadable}):
         checker.run(run)
     checker.cycles()
-    checker.report.violations.sort(key=lambda v: (v.file, v.line or 0))
+    checker.in_order()
     return checker.report
 
 

@@ -538,7 +538,7 @@ def lines_after(path: Path, number: int) -> int:
     if lines and lines[-1]:  # the last line has no line break: it may be still being written
         try:
             json.loads(lines[-1])
-        except ValueError:
+        except (ValueError, RecursionError):  # not whole (or deeper than Python reads: not an event)
             lines.pop()
     return sum(1 for line in lines if line)
 

@@ -231,8 +231,20 @@ class Workspace:
         return parse_core(path, run) if present(path) else None
 
     def library(self) -> list[LibraryEntry]:
+        """solve/library.jsonl's entries, strictly read (a bad line raises); none without one.
+        Cached while the file is unchanged (``files.stamp``): a warm server's `archive-get` read
+        the whole library at each call, and `record` read it three times. The writers read it
+        again under their lock."""
         path = self.library_path
-        return list(iter_library(path)) if present(path) else []
+        if not present(path):
+            return []
+        found, cached = stamp(path), self.__dict__.get("_library")
+        if found is not None and cached is not None and cached[0] == found:
+            return list(cached[1])
+        entries = tuple(iter_library(path))
+        if found is not None:
+            self.__dict__["_library"] = (found, entries)
+        return list(entries)
 
     def step(self, ref: str, run: str | None = None) -> Step | LibraryEntry | None:
         """A step by global id, or by bare id in ``run``; library entries for runs not present."""

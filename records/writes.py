@@ -26,8 +26,8 @@ from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem,
                                                m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
                                        typed_run)
-from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_library_entry,
-                                         parse_time, present, read_text)
+from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_json,
+                                         parse_library_entry, parse_time, present, read_text)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
@@ -160,10 +160,7 @@ def _last_time(path: Path) -> datetime | None:
         os.close(fd)
     file = str(path)
     line = decode_utf8(raw, file, number - 1)
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise InputError(file, number, None, f"invalid JSON: {err.msg}") from None
+    obj = parse_json(line, file, number)  # as every reader of the log parses it
     time = obj.get("time") if isinstance(obj, dict) else None
     if not isinstance(time, str):
         raise InputError(file, number, "time", "missing")

@@ -26,7 +26,8 @@ from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
-from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until, exact_lookup, parse_time_arg
+from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, RecallQuery, Until, exact_lookup,
+                                           parse_time_arg)
 from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Page
 
 # The advice of a note on what the index lacks, when the one the search read is no longer the
@@ -291,7 +292,8 @@ class Retriever:
         near = ""
         if len(unnamed) == 1:  # the nearest ids, as archive-get and recall-search give them
             try:
-                near = self._suggest(unnamed[0], self._library())
+                cut = self._cut(query.until, query.run, self.searcher.hidden(query))
+                near = self._suggest(unnamed[0], self._library(), cut)
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
         newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""
@@ -402,7 +404,7 @@ class Retriever:
             return []
         where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
-                     + self._suggest(query.id, library))]
+                     + self._suggest(query.id, library, self._cut(query.until, query.run)))]
 
     def _names_a_step(self, ref: str, library: dict[str, LibraryEntry], trees: dict | None = None) -> bool:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
@@ -610,12 +612,21 @@ class Retriever:
     def _library(self) -> dict[str, LibraryEntry]:
         return {entry.gid: entry for entry in self.workspace.library()}
 
-    def _suggest(self, ref: str, library: dict[str, LibraryEntry]) -> str:
-        """``; nearest: …`` naming up to five known ids close to ``ref``."""
+    def _cut(self, until: str | Until | None, run: str | None, hide=None) -> frozenset[str] | None:
+        """The global ids of the steps in memory as of a search's cut (``until``, the steps it
+        hides), which alone a note may name; None without a cut (every id may be named)."""
+        if until is None and hide is None:
+            return None
+        return self.searcher.gids_in_memory(Filters(hide=hide, until=self.resolve(until, run)))
+
+    def _suggest(self, ref: str, library: dict[str, LibraryEntry], cut: frozenset[str] | None = None) -> str:
+        """``; nearest: …`` naming up to five known ids close to ``ref`` (those in ``cut`` alone,
+        when given: a search as of an earlier point names no id written after it)."""
         known: list[str] = []
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
-        close = nearest_ids(ref, [*known, *library])
+        known += library
+        close = nearest_ids(ref, known if cut is None else [gid for gid in known if gid in cut])
         return f"; nearest: {', '.join(close)}" if close else ""
 
 

@@ -441,6 +441,17 @@ class Searcher:
         ranked = self.strategy("rerank", "events").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
 
+    def gids_in_memory(self, filters: Filters) -> frozenset[str]:
+        """The global ids of the steps in memory under ``filters``'s cut (``Filters.memory``: its
+        ``until`` and hidden steps), read from the index (the nearest ids a note may name)."""
+        table = self.table("steps")
+        if table is None:
+            return frozenset()
+        where = filters.memory().where("steps")
+        found = table.search() if where is None else table.search().where(where)
+        found = found.select(["gid"]).limit(max(table.count_rows(), 1))
+        return frozenset(found.to_arrow()["gid"].to_pylist())
+
     def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:
         """The id-like words of ``text`` that name none of the steps ``named`` (id hits), as
         written: (those of the shape of a step id the index holds, or global: a typo, a step not

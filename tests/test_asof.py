@@ -94,6 +94,20 @@ def test_recall_returns_no_event_after_the_cut(example):
         example.retriever.resolve_until(f"{SATAKE}#{r1}", IWAHORI)
 
 
+def test_the_nearest_ids_a_note_names_were_in_memory_at_the_cut(example):
+    """A typo's nearest ids, as of an event, are steps named by then (oracle: the log's first
+    mentions); a search as of line 37 named A5-7, first named at line 38."""
+    named = first_named(example, SATAKE)
+    for cut in (24, 37, 60):
+        memory = {f"{SATAKE}/{s}" for s, (seq, _) in named.items() if seq <= cut}
+        _, searched = cli(example, "archive-search", "A5-77", "--run", SATAKE, "--until", str(cut))
+        _, recalled = cli(example, "recall-search", "--id", "A5-77", "--run", SATAKE, "--until", str(cut))
+        for notes in (searched["notes"], recalled["notes"]):
+            nearest = [note.split("; nearest: ")[1].split(", ") for note in notes if "; nearest: " in note]
+            assert len(nearest) == 1 and set(nearest[0]) <= memory, (cut, nearest)
+        assert (f"{SATAKE}/A5-7" in nearest[0]) == (cut >= 38)
+
+
 def test_recall_by_id_as_of_an_event(example):
     # A2's return (line 17), W's inputs checkpointed at R-1 (line 23), the registry R-1 (line 24)
     code, data = cli(example, "recall-search", "--id", "A2-4", "--run", SATAKE, "--until", "R-1")

@@ -40,6 +40,20 @@ def found(out: str) -> list[str]:
     return out.splitlines()[:-1]
 
 
+
+def test_a_file_that_cannot_be_read_is_named_before_what_follows_from_it(workspace, mem):
+    """Steps of alpha citing zeta's steps cannot be judged while zeta's tree.json cannot be read:
+    the first line names zeta's file (it came after alpha's lines, by file name)."""
+    workspace.add_run("zeta", [make_step("z1"), make_step("z2")])
+    workspace.add_step("alpha", make_step("a8", parents=("zeta/z1",)))
+    workspace.add_step("alpha", make_step("a9", parents=("zeta/z2",)))
+    (workspace.root / "zeta" / "tree.json").write_text('{"run": "zeta", "steps": [')
+    code, out, _ = mem("check")
+    lines = out.splitlines()
+    assert code == 2 and lines[0].startswith("zeta/tree.json:") and "input: invalid JSON" in lines[0]
+    assert [line.split(":", 1)[0] for line in lines[1:3]] == ["alpha/tree.json"] * 2
+    assert all("cannot be read: M3 cannot judge it" in line for line in lines[1:3])
+
 def test_a_valid_workspace_passes(mem):
     assert mem("check") == (0, OK_SUMMARY + "\n", "")
 

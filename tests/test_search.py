@@ -316,6 +316,15 @@ def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(
     assert (code, err) == (0, "") and out.startswith("page 1 of 1 · 3 events")
 
 
+def test_a_last_line_nested_deeper_than_python_reads_is_not_counted_and_breaks_no_search(workspace, mem):
+    """An unfinished last line is passed over however deep it is (a RecursionError's traceback before)."""
+    assert mem("index")[0] == 0
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        log.write("[" * 100_000)
+    code, out, err = mem("recall-search", "echidna")
+    assert code in (0, 1) and err == "" and "Traceback" not in out
+
+
 def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(workspace, mem):
     """With --until or --id, the note counts the events written since `mem index` that the search
     would have kept: logged by the cut (by position in the cut's own run, else by time), naming

@@ -147,6 +147,23 @@ def test_a_core_set_refused_on_a_bad_log_writes_no_core_md(workspace, mem):
     assert not workspace.core_path("beta").exists()
 
 
+@pytest.mark.parametrize("line, says", [
+    ("[" * 5000 + "]" * 5000, "invalid JSON: nested too deeply"),
+    ('{"time": "2026-10-17T05:00:00Z", "time": "2026-10-18T05:00:00Z"}', "time: written twice"),
+])
+def test_core_set_reads_the_last_event_as_every_reader_does(workspace, mem, line, says):
+    """The last line core-set reads for its time is refused as `mem index` refuses it: one line, exit 2,
+    nothing written (a line nested 5,000 deep was a RecursionError's traceback)."""
+    path, core = workspace.events_path("beta"), workspace.core_path("beta")
+    path.write_bytes(path.read_bytes() + line.encode() + b"\n")
+    before = path.read_bytes(), core.read_bytes() if core.exists() else None
+    number = path.read_bytes().count(b"\n")
+    code, out, err = mem("core-set", "beta", "next", "audit b2")
+    assert (code, out) == (2, "") and err.startswith(f"mem: {path}:{number}: {says}")
+    after = path.read_bytes(), core.read_bytes() if core.exists() else None
+    assert err.count("\n") == 1 and after == before
+
+
 def test_core_set_refuses_an_unknown_field_with_the_list(workspace, mem):
     before = workspace.events_path("alpha").read_bytes()
     code, out, err = mem("core-set", "alpha", "plan", "x")
@@ -505,7 +522,31 @@ def test_archive_insert_and_record_read_each_tree_json_once(workspace, mem, monk
     assert sorted(parsed) == ["alpha", "beta", "library.jsonl", "library.jsonl"]  # the lock's read too
     parsed.clear()
     assert mem("record", "alpha", "--dry-run")[0] == 0
-    assert sorted(name for name in parsed if name != "library.jsonl") == ["alpha", "beta"]
+    assert sorted(parsed) == ["alpha", "beta", "library.jsonl", "library.jsonl"]  # as check reads it, and
+    # strictly once (the plan and the index step's reading of every run shared it; it read it twice)
+
+
+def test_a_long_lived_memory_reads_the_library_again_only_when_it_changes(workspace, monkeypatch):
+    """A warm server's archive-get parsed the whole library at each call (80 ms at 4,586 entries);
+    it is read once while the file is unchanged, and anew once another writer changed it."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records import parse, workspace as records_workspace
+
+    workspace.add_run("gamma", [make_step("g1")])
+    reads: list[str] = []
+
+    def library_read(path, *args, **kwargs):
+        reads.append(Path(path).name)
+        return parse.iter_library(path, *args, **kwargs)
+
+    monkeypatch.setattr(records_workspace, "iter_library", library_read)
+    memory = Memory.open(workspace.root)
+    for _ in range(3):
+        assert memory.archive_get("gamma/g1").step.gid == "gamma/g1"
+    assert reads == ["library.jsonl"]
+    Memory.open(workspace.root).archive_insert("gamma/g1")  # another writer: the file is replaced
+    assert [entry.gid for entry in memory.workspace.library()][-1] == "gamma/g1"
+    assert reads == ["library.jsonl"] * 2
 
 
 def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
