@@ -250,7 +250,7 @@ class Report:
 
     @property
     def unreadable(self) -> bool:
-        return any(v.code == INPUT for v in self.violations)
+        return any(v.code == INPUT for v in self.errors)
 
     def by_code(self) -> dict[str, int]:
         found = Counter(v.code for v in self.errors)
@@ -471,8 +471,9 @@ class _Checker:
             return
         problems: list[Problem] = []
         malformed: list[Problem] = []
+        begun: list[Problem] = []
         try:
-            for event in iter_events(path, run, self.ws.run_dir(run), problems, malformed):
+            for event in iter_events(path, run, self.ws.run_dir(run), problems, malformed, begun):
                 self.report.counts["events"] += 1
                 if event.path:  # the index reads a brief or return whole: it must be UTF-8
                     try:
@@ -489,6 +490,8 @@ class _Checker:
             self.add_problem(run, problem, INPUT)
         for problem in problems:
             self.add_problem(run, problem, INTEGRITY)
+        for problem in begun:  # an append in progress is no violation; one a crash left, mended by hand
+            self.add(run, problem.file, problem.line, INPUT, problem.message, WARNING)
 
     def core(self, run: str) -> None:
         path = self.ws.core_path(run)

@@ -501,9 +501,10 @@ def _tree_date(f: Fields, text: str) -> str:
 
 # ------------------------------------------------------------------------------------- events.jsonl
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, decoded line without its line break) for every non-blank line, streamed (a
-    JSON error's column is then within the line: a line cut short is reported at its end)."""
+def _iter_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """(line number, decoded line without its line break, whether it has one) for every non-blank
+    line, streamed (a JSON error's column is then within the line: a line cut short is reported at
+    its end). Only the last line may have none."""
     file = str(path)
     try:
         handle = path.open("rb")
@@ -513,7 +514,22 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
         for number, raw in enumerate(handle, start=1):
             line = decode_utf8(raw, file, number - 1)
             if line.strip():
-                yield number, line.rstrip("\r\n")
+                yield number, line.rstrip("\r\n"), raw.endswith(b"\n")
+
+
+def whole_json(text: str | bytes) -> bool:
+    """Whether ``text`` parses as JSON (deeper than Python reads: no)."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+# A last line with no line break that is not whole JSON: a writer (a harness takes no lock) is still
+# appending it, and every reader passes it over until it ends; or a crash cut it short.
+BEGUN = ("no line break, and not whole JSON: a line another writer is still appending (readers pass "
+         "it over until it ends), or one a crash cut short (end it, or remove it)")
 
 
 def _raw_lines_after(path: Path, number: int) -> list[tuple[int, bytes]]:
@@ -535,11 +551,8 @@ def lines_after(path: Path, number: int) -> int:
     line break, which counts once it is whole JSON (a writer may be half-way through it); 0 when
     there is no file."""
     lines = [raw.decode("utf-8", "replace").strip() for _, raw in _raw_lines_after(path, number)]
-    if lines and lines[-1]:  # the last line has no line break: it may be still being written
-        try:
-            json.loads(lines[-1])
-        except (ValueError, RecursionError):  # not whole (or deeper than Python reads: not an event)
-            lines.pop()
+    if lines and lines[-1] and not whole_json(lines[-1]):  # no line break: it may be still being written
+        lines.pop()
     return sum(1 for line in lines if line)
 
 
@@ -590,8 +603,11 @@ def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:
 
 def iter_events(path: Path, run: str, run_dir: Path | None = None,
                 problems: list[Problem] | None = None,
-                malformed: list[Problem] | None = None) -> Iterator[Event]:
-    """Stream a run's events; times must never decrease; paths must stay in the run folder.
+                malformed: list[Problem] | None = None,
+                begun: list[Problem] | None = None) -> Iterator[Event]:
+    """Stream a run's events; times must never decrease; paths must stay in the run folder. A last
+    line without its line break that is not whole JSON is no event yet (``BEGUN``): passed over,
+    and recorded in ``begun`` when given.
 
     With ``problems``, a time earlier than the event before it is recorded there (and the event
     kept) instead of raised. With ``malformed``, a malformed line is recorded there and skipped, up
@@ -600,7 +616,11 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
     file = str(path)
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
-    for number, line in _iter_lines(path):
+    for number, line, ended in _iter_lines(path):
+        if not ended and not whole_json(line):
+            if begun is not None:
+                begun.append(Problem(file, number, None, BEGUN))
+            continue
         try:
             event = _parse_event(line, file, number, run, run_dir)
         except InputError as error:
@@ -668,7 +688,7 @@ def iter_library(path: Path, problems: list[Problem] | None = None,
     it raises."""
     file = str(path)
     seen: dict[str, int] = {}
-    for number, line in _iter_lines(path):
+    for number, line, _ in _iter_lines(path):
         try:
             entry = parse_library_entry(parse_json(line, file, number), file, number)
         except InputError as error:

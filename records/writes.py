@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,13 +27,17 @@ from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem,
                                                m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
                                        typed_run)
-from mem_retrieval.records.parse import (decode_utf8, iter_library, parse_core_text, parse_json,
-                                         parse_library_entry, parse_time, present, read_text)
+from mem_retrieval.records.parse import (BEGUN, decode_utf8, iter_library, parse_core_text, parse_json,
+                                         parse_library_entry, parse_time, present, read_text, whole_json)
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_tokens
 from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
 
 LOCK_TIMEOUT_S = 60.0
+# How long an event's append waits for a line another writer has begun to end (a harness appending
+# in pieces; it takes no lock), looking every LINE_POLL_S.
+LINE_WAIT_S = 2.0
+LINE_POLL_S = 0.01
 
 
 # ------------------------------------------------------------------------------- durable file writes
@@ -64,21 +69,31 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+class _LineBegun(Exception):
+    """Another writer (it takes no lock) has begun a line of the file and not ended it, or appended
+    while mem wrote: wait, and look again."""
+
+
 def append_line(path: Path, record: dict) -> int:
     """Append ``record`` as one JSON line with one ``os.write`` (O_APPEND), fsynced; the caller holds
-    the file's lock. A file not ending in a newline gets one first. Returns the new line's number.
-    A write the machine refuses (a full disk, a file size limit) is taken back whole: the file is
-    cut to its old length, and the refusal is one line (``files.writing``)."""
-    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    the file's lock. Returns the new line's number. A last line without its line break that is
+    whole JSON (written by hand) gets one first; one that is not is another writer's line begun
+    (a harness takes no lock): ``_LineBegun``, for the caller to wait and look again. So is what
+    another writer appended between this look and this write: the write is taken back when nothing
+    followed it (the other's line may be unfinished, or timed after this one); a line broken by
+    both, which nothing can take back, is bad input, named. A write the machine refuses (a full
+    disk, a file size limit) is taken back whole: the file is cut to its old length, and the
+    refusal is one line (``files.writing``)."""
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     created = not path.exists()
     with writing(str(path)):
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
-            unfinished = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-            if unfinished:
-                data = b"\n" + data
-            number = _count_lines(fd, size) + 1 + unfinished
+            last = _last_line(fd, size) if size and os.pread(fd, 1, size - 1) != b"\n" else None
+            if last is not None and not whole_json(last[1]):
+                raise _LineBegun()
+            data = line if last is None else b"\n" + line
             try:
                 view = memoryview(data)
                 while view:
@@ -87,6 +102,18 @@ def append_line(path: Path, record: dict) -> int:
             except OSError:
                 os.ftruncate(fd, size)  # never half a line: the next append and every reader would stop at it
                 raise
+            start = os.lseek(fd, 0, os.SEEK_CUR) - len(data)  # O_APPEND: just past what this wrote
+            if start > size:  # another writer appended between this look and this write
+                if os.fstat(fd).st_size == start + len(data):  # nothing after ours: take it back (its
+                    os.ftruncate(fd, start)  # line may be unfinished, or timed after ours)
+                    os.fsync(fd)
+                    raise _LineBegun()
+                if os.pread(fd, 1, start - 1) != b"\n":  # ours is inside its line, which went on
+                    number = _count_lines(fd, start) + 1
+                    raise InputError(str(path), number, None, "another writer appended part of this "
+                                     "line while mem wrote an event: the line is broken (a writer that "
+                                     "takes no lock must write each line whole, in one write: README)")
+            number = _count_lines(fd, start) + 1 + (last is not None)
         finally:
             os.close(fd)
         if created:
@@ -144,27 +171,35 @@ def _lock_of(path: Path) -> Path:
 
 # ------------------------------------------------------------------------------------------- events
 
-def _last_time(path: Path) -> datetime | None:
+def _last_time(path: Path, waiting: bool = False) -> datetime | None:
     """The time of the last event in events.jsonl (None when there is none), read from the file's
-    end: a long log is not read whole for one append."""
+    end: a long log is not read whole for one append. A last line without its line break that is
+    not whole JSON is another writer's line begun: ``_LineBegun`` while ``waiting``, else bad
+    input saying so."""
     if not path.is_file():
         return None
     fd = os.open(path, os.O_RDONLY)
     try:
-        found = _last_line(fd, os.fstat(fd).st_size)
+        size = os.fstat(fd).st_size
+        found = _last_line(fd, size)
         if found is None:
             return None
         start, raw = found
         number = _count_lines(fd, start) + 1
+        begun = os.pread(fd, 1, size - 1) != b"\n" and not whole_json(raw)
     finally:
         os.close(fd)
     file = str(path)
+    if begun and waiting:
+        raise _LineBegun()
+    if begun:
+        raise InputError(file, number, None, f"{BEGUN} (waited {LINE_WAIT_S:g} s for it to end)")
     line = decode_utf8(raw, file, number - 1)
     obj = parse_json(line, file, number)  # as every reader of the log parses it
-    time = obj.get("time") if isinstance(obj, dict) else None
-    if not isinstance(time, str):
+    written = obj.get("time") if isinstance(obj, dict) else None
+    if not isinstance(written, str):
         raise InputError(file, number, "time", "missing")
-    return parse_time(time, file, number, "time")
+    return parse_time(written, file, number, "time")
 
 
 def _last_line(fd: int, size: int, block: int = 1 << 16) -> tuple[int, bytes] | None:
@@ -191,13 +226,22 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
     path = ws.events_path(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(_lock_of(path)):
-        stamp_now = datetime.now(UTC).replace(microsecond=0)
-        present(path)  # a folder or dead link is no log to append to (O_CREAT made its target)
-        with writing(str(path), tried="cannot read it: "):  # its own name, not the caller's file's
-            last = _last_time(path)
-        stamp = max(stamp_now, last) if last else stamp_now
-        record = {"time": utc_iso(stamp), "actor": actor, "kind": kind, "ids": ids, "text": text}
-        seq = append_line(path, record)
+        deadline = time.monotonic() + LINE_WAIT_S
+        while True:  # a line another writer has begun (a harness takes no lock) is let end first
+            stamp_now = datetime.now(UTC).replace(microsecond=0)
+            present(path)  # a folder or dead link is no log to append to (O_CREAT made its target)
+            try:
+                with writing(str(path), tried="cannot read it: "):  # its own name, not the caller's
+                    last = _last_time(path, waiting=time.monotonic() < deadline)
+                stamp = max(stamp_now, last) if last else stamp_now
+                record = {"time": utc_iso(stamp), "actor": actor, "kind": kind, "ids": ids, "text": text}
+                seq = append_line(path, record)
+                break
+            except _LineBegun:
+                if time.monotonic() >= deadline:  # begun again after each wait
+                    raise Refused(f"{path}: another writer keeps beginning lines as mem appends "
+                                  f"(waited {LINE_WAIT_S:g} s)") from None
+                time.sleep(LINE_POLL_S)
     return Event(run=run, seq=seq, time=record["time"], timestamp=stamp, actor=actor, kind=kind,
                  ids=tuple(ids), text=text)
 
@@ -245,9 +289,9 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     if present(path):  # bad input refuses it before a lock file is made (read again under the lock)
         parse_core_text(read_text(path), run, str(path))
     log = ws.events_path(run)
-    if present(log):
-        with writing(str(log), tried="cannot read it: "):
-            _last_time(log)
+    if present(log):  # a line another writer has begun is for the append to wait for
+        with writing(str(log), tried="cannot read it: "), contextlib.suppress(_LineBegun):
+            _last_time(log, waiting=True)
     with locked(_lock_of(path)):
         sweep_temporaries(path)  # left by a killed core-set
         core = parse_core_text(read_text(path), run, str(path)) if present(path) else None

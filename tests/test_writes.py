@@ -379,7 +379,7 @@ def test_a_log_that_cannot_be_read_is_named_by_core_set_not_core_md(workspace, m
     """core-set reads the log's last time before appending: a refusal there named core.md."""
     import mem_retrieval.records.writes as writes
 
-    def refused(path):
+    def refused(path, waiting=False):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(writes, "_last_time", refused)
@@ -809,3 +809,151 @@ def test_a_new_file_takes_the_umask_without_setting_it_for_the_process(tmp_path,
         monkeypatch.undo()
         os.umask(old)
     assert (tmp_path / "new.md").stat().st_mode & 0o777 == 0o640
+
+
+# ---------------------------------------------------------------- a line another writer has begun
+
+HARNESS_LINE = json.dumps({"time": "2026-10-17T05:00:00Z", "actor": "A7", "kind": "audit",
+                           "ids": ["a1"], "text": "harness audit of a1"}) + "\n"
+
+
+def test_a_line_a_harness_is_still_appending_is_no_event_yet_for_any_reader(workspace, mem):
+    """Half a line with no line break (a harness appends in pieces, taking no lock) was bad input to
+    `index`, `check` and `record` (exit 2, "invalid JSON"); every reader passes it over until it
+    ends, `check` saying so as a warning, and the next `mem index` reads the event."""
+    path = workspace.events_path("alpha")
+    lines = path.read_text().count("\n")
+    with path.open("a") as log:
+        log.write(HARNESS_LINE[:40])
+    assert mem("index")[0] == 0
+    code, out, _ = mem("check")
+    warning = f"alpha/memory/events.jsonl:{lines + 1}: input: warning: no line break, and not whole JSON"
+    assert code == 0 and any(line.startswith(warning) for line in out.splitlines()), out
+    assert mem("record", "alpha", "--dry-run")[0] == 0
+    assert mem("recall-search", "harness audit")[0] == 1  # nothing holds those words yet
+    with path.open("a") as log:
+        log.write(HARNESS_LINE[40:])
+    assert mem("index")[0] == 0
+    code, out, _ = mem("--json", "recall-search", "harness audit")
+    assert code == 0 and json.loads(out)["hits"][0]["id"] == f"alpha#{lines + 1}"
+    assert "warning" not in mem("check")[1]
+
+
+def test_core_set_waits_for_a_line_another_writer_has_begun(workspace, mem):
+    """core-set read the begun line as bad input (refused), or, begun after its look, split it with
+    a line break of its own: it waits for the line to end, then appends after it."""
+    import threading
+
+    path = workspace.events_path("alpha")
+    lines = path.read_text().count("\n")
+    with path.open("a") as log:
+        log.write(HARNESS_LINE[:40])
+
+    def finish():
+        with path.open("a") as log:
+            log.write(HARNESS_LINE[40:])
+
+    threading.Timer(0.3, finish).start()
+    code, out, err = mem("core-set", "alpha", "next", "audit a4")
+    assert (code, err) == (0, "") and f"checkpoint event {lines + 2}" in out
+    written = path.read_text().splitlines()
+    assert written[lines] + "\n" == HARNESS_LINE and json.loads(written[lines + 1])["kind"] == "checkpoint"
+    assert "audit a4" in workspace.core_path("alpha").read_text()
+
+
+def test_core_set_refuses_a_begun_line_that_does_not_end(workspace, mem, monkeypatch):
+    from mem_retrieval.records import writes
+
+    monkeypatch.setattr(writes, "LINE_WAIT_S", 0.2)
+    path = workspace.events_path("alpha")
+    lines = path.read_text().count("\n")
+    with path.open("a") as log:
+        log.write(HARNESS_LINE[:40])
+    before = path.read_bytes(), workspace.core_path("alpha").read_bytes()
+    code, out, err = mem("core-set", "alpha", "next", "audit a4")
+    assert (code, out) == (2, "") and err.startswith(f"mem: {path}:{lines + 1}: no line break, and not "
+                                                     "whole JSON") and "(waited 0.2 s" in err
+    assert (path.read_bytes(), workspace.core_path("alpha").read_bytes()) == before
+
+
+@pytest.mark.parametrize("ends", ["later", "at once"])
+def test_a_line_begun_between_core_sets_look_and_its_write_is_never_broken_unsaid(workspace, mem,
+                                                                                   monkeypatch, ends):
+    """Another writer begins a line just before core-set's write lands (a harness takes no lock):
+    the event was written inside it (the log broken at that line, core-set saying it succeeded).
+    Its event is taken back and written once the line ends; when the other writer's rest followed
+    at once, nothing can be taken back: core-set says the line is broken, and leaves core.md."""
+    import threading
+    from mem_retrieval.records import writes
+
+    path = workspace.events_path("alpha")
+    lines = path.read_text().count("\n")
+    core = workspace.core_path("alpha").read_bytes()
+    real_write, begun = os.write, []
+
+    def harness(rest: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        real_write(fd, rest.encode())
+        os.close(fd)
+
+    def write(fd, data):
+        if not begun and os.path.samefile(f"/proc/self/fd/{fd}", path):
+            begun.append(True)
+            harness(HARNESS_LINE[:40])  # the look said the log ended with a line break
+            written = real_write(fd, data)
+            if ends == "at once":
+                harness(HARNESS_LINE[40:])
+            else:
+                threading.Timer(0.3, harness, [HARNESS_LINE[40:]]).start()
+            return written
+        return real_write(fd, data)
+
+    monkeypatch.setattr(writes.os, "write", write)
+    code, out, err = mem("core-set", "alpha", "next", "audit a4")
+    monkeypatch.undo()
+    if ends == "later":
+        assert (code, err) == (0, "") and f"checkpoint event {lines + 2}" in out
+        written = path.read_text().splitlines()
+        assert written[lines] + "\n" == HARNESS_LINE and len(written) == lines + 2
+        assert json.loads(written[lines + 1])["kind"] == "checkpoint"
+    else:
+        assert (code, out) == (2, "") and err.startswith(f"mem: {path}:{lines + 1}: another writer appended "
+                                                         "part of this line while mem wrote an event")
+        assert workspace.core_path("alpha").read_bytes() == core
+
+
+@pytest.mark.slow
+def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line(workspace, mem):
+    """A harness writing each event in two writes 1–3 ms apart, a line every 0–4 ms, beside 40
+    core-sets: before, 3 to 6 lines in 20 were broken (each core-set saying it succeeded) and many
+    core-sets refused the half line as bad input. Oracle: every line of the log parses, and holds
+    each harness event and each checkpoint once, in the harness's order."""
+    import random
+    import threading
+
+    path, stop, rng = workspace.events_path("alpha"), threading.Event(), random.Random(7)
+
+    def harness():
+        fd, count = os.open(path, os.O_WRONLY | os.O_APPEND), 0
+        while not stop.is_set():
+            count += 1
+            line = (json.dumps({"time": "2026-10-17T05:00:00Z", "actor": "A7", "kind": "audit",
+                                "ids": ["a1"], "text": f"pass {count}"}) + "\n").encode()
+            os.write(fd, line[: len(line) // 2])
+            time.sleep(rng.uniform(0.001, 0.003))
+            os.write(fd, line[len(line) // 2:])
+            time.sleep(rng.uniform(0, 0.004))
+        os.close(fd)
+
+    thread = threading.Thread(target=harness)
+    thread.start()
+    try:
+        codes = [mem("core-set", "alpha", "next", f"audit a4, try {k}")[0] for k in range(40)]
+    finally:
+        stop.set()
+        thread.join()
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]  # all parse
+    passes = [int(e["text"].split()[1]) for e in events if e["text"].startswith("pass ")]
+    tries = [e["text"] for e in events if e["kind"] == "checkpoint"]
+    assert codes == [0] * 40 and passes == list(range(1, len(passes) + 1))
+    assert tries == [f"core-set next: audit a4, try {k}" for k in range(40)]
