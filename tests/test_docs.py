@@ -128,3 +128,14 @@ def test_the_record_field_table_is_the_readers(tmp_path):
             with pytest.raises(InputError, match=rf"^f:1: {field}: missing$"):
                 read(minimal | {"kind": kind})
             read(minimal | {"kind": kind, field: "x"})
+
+
+def test_the_contents_list_every_section_in_order_each_linked_to_it():
+    """The README's contents, a list of links, name its `## ` sections in order, each link the anchor
+    GitHub makes of the heading (lower case, spaces as `-`, other punctuation dropped)."""
+    readme = README.read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", readme, re.M)
+    contents = readme.split("Contents:", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- \[(.+)\]\(#([^)]*)\)$", contents, re.M)
+    anchors = [re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings]
+    assert listed == list(zip(headings, anchors))
