@@ -112,6 +112,22 @@ class Context:
                       f"hold ({_first_three(unknown)}): leave-one-out hides nothing else for those "
                       "queries, so a misspelt id leaves the step it meant visible")
 
+    def warn_if_tuned_on(self, memory, steps: list[str]) -> None:
+        """Say so when the model was tuned (`mem tune`) on the links of one of the queries' ``steps``,
+        or of work written after it: the model has seen its gold (`mem tune --holdout-queries`
+        keeps them out), and every figure asked of it (`eval paging`, `eval fusion`, `eval reuse
+        --per-step`) is optimistic."""
+        from mem_retrieval.indexers.store import read_meta
+        from mem_retrieval.tune import trained_on_answers, trained_steps
+
+        location = memory.retriever.location
+        trained = trained_steps(location, read_meta(location))
+        seen = trained_on_answers(memory.retriever, trained, steps) if trained else []
+        if seen:
+            self.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "
+                      "steps or of work written after them: their figures are optimistic "
+                      "(mem tune --holdout-queries, or mem tune --eval)")
+
     def warn_if_unknown_judged(self, memory, qrels, queries, source: str) -> None:
         """Say so when ``source`` judges relevant, for one of ``queries``, an id the index does not
         hold (a bare step id, a misspelt run, the wrong workspace), or one its query leaves out
@@ -125,7 +141,9 @@ class Context:
             self.note(f"mem: warning: {source} judges relevant {plural(len(unknown), 'id')} the index "
                       f"does not hold ({_first_three(unknown)}): no search finds them, and they count "
                       "as missed (judgments name steps by global id, run/step)")
-        own = left_out_by_their_query(memory.retriever, queries, qrels)
+        missing = set(unknown)  # said above: no step, whichever query judges it
+        own = [left for left in left_out_by_their_query(memory.retriever, queries, qrels)
+               if left.split(": ", 1)[1] not in missing]
         if own:
             self.note(f"mem: warning: {source} judges relevant {plural(len(own), 'step')} their query "
                       f"leaves out ({_first_three(own)}): a query's `run` leaves that run's steps out of "

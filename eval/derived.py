@@ -71,10 +71,22 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
             if not gold:
                 continue
             qid = f"q-{step.gid}"
-            queries.append(Query(qid, searched_part(without_links(step.statement, parents)),
+            text = without_links(step.statement, step_links(workspace, step, sources))
+            queries.append(Query(qid, searched_part(text),
                                  step.setting or tree.fix.setting or None, run, step.gid))
             qrels[qid] = {gid: 1 for gid in gold}
     return Derived(queries, qrels, steps, starts)
+
+
+def step_links(workspace: Workspace, step, sources: frozenset[str]) -> list[str]:
+    """The global ids of the steps ``step`` links to (SPEC §10: its parents and its proof): its
+    parents less its run's ``sources``, then the steps its proof names (``records.writes.
+    named_ids``, as a checkpoint names them)."""
+    from mem_retrieval.records.writes import named_ids
+
+    named = named_ids(workspace, step.run, step.proof) if step.proof else []
+    proof = [ref if "/" in ref else f"{step.run}/{ref}" for ref in named if ref not in sources]
+    return list(dict.fromkeys([*step.cited(sources), *proof]))
 
 
 def without_links(statement: str, parents: Sequence[str]) -> str:

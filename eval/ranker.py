@@ -58,18 +58,20 @@ def make_ranker(retriever: Retriever, *, library: bool = False, until=None,
 def archive_query(retriever: Retriever, query: Query, strategy: str, **options) -> ArchiveQuery | None:
     """The search an evaluation query stands for (what ``make_ranker`` and the fusion tuner both
     ask): its setting; its run left out of the candidates and taken as its context; its ``step``
-    hidden (leave-one-out), with the words of its text that name the step's links (``\\Cref{A2-4}``:
-    the statement was written once its inputs were found; an id lookup would answer with its
-    judgments, ``derived.without_links``). None when nothing else is left to ask."""
-    from mem_retrieval.eval.derived import without_links
+    hidden (leave-one-out), with the words of its text that name the step's links, its parents and
+    the steps its proof names (``\\Cref{A2-4}``: the statement was written once its inputs were
+    found; an id lookup would answer with its judgments, ``derived.without_links``). None when
+    nothing else is left to ask."""
+    from mem_retrieval.eval.derived import step_links, without_links
     from mem_retrieval.records.types import Step
 
     text = query.query
     workspace = retriever.workspace
     step = workspace.step(query.step) if query.step is not None else None
-    if isinstance(step, Step) and step.parents:  # (a library entry without its run has no links)
+    if isinstance(step, Step):  # (a library entry without its run has no links)
         sources = frozenset(source.id for source in workspace.tree(step.run).sources)
-        text = without_links(text, step.cited(sources))  # its steps, as derive takes them
+        links = step_links(workspace, step, sources)  # its parents and its proof's, as derive takes them
+        text = without_links(text, links) if links else text
         if not text.strip():
             return None
     return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,

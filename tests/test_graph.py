@@ -267,6 +267,27 @@ def test_a_query_text_naming_its_steps_links_does_not_find_them_by_id(only_route
     assert ranker(strategy, Query("q1", "gamma/g", step="gamma/q"), 100) == []  # nothing left to ask
 
 
+def test_an_id_its_step_names_only_in_its_proof_is_a_link_too(tmp_path):
+    """SPEC §10 counts a step's proof among its links: a query naming an id its step's proof names
+    (and not its parents) found that step first by id, with the step hidden; the words are left out,
+    as a parent's are. Oracle: the same text asked without its step finds it by id."""
+    from mem_retrieval.eval.judgments import Query
+    from mem_retrieval.eval.ranker import make_ranker
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_step("alpha", make_step("p", statement="zorblax flux bound, see alpha/a1 and a2",
+                                   proof="Apply alpha/a1, then a2 and the source d1."))
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    ranker = make_ranker(memory.retriever)
+    for strategy in TEXT_STRATEGIES:
+        asked = ranker(strategy, Query("q", "zorblax flux bound, see alpha/a1 and a2"), 100)
+        assert [hit.gid for hit in asked[:2]] == ["alpha/a1", "alpha/a2"], strategy  # by their ids
+        hidden = ranker(strategy, Query("q", "zorblax flux bound, see alpha/a1 and a2", step="alpha/p"), 100)
+        if strategy in ("bm25", "rerank", "graph", "rerank-graph"):  # (the vector ranks every step)
+            assert {"alpha/a1", "alpha/a2"}.isdisjoint(hit.gid for hit in hidden), strategy
+
+
 @pytest.fixture(scope="module")
 def later_work(tmp_path_factory):
     return gamma_workspace(tmp_path_factory.mktemp("later") / "ws", "r")

@@ -647,14 +647,16 @@ def _judged_warnings(tmp_path, command: str, queries: list[dict], qrels: str) ->
 
 @pytest.mark.parametrize("command", ["paging", "fusion"])
 def test_a_judged_id_the_index_does_not_hold_is_named_in_a_warning(tmp_path, command):
-    """A bare step id, or a misspelt run, in a qrels file scores 0 for its query: named once;
-    grade 0 is no judgment of relevance."""
-    warnings = _judged_warnings(tmp_path, command, [{"qid": "q1"}, {"qid": "q2"}],
-                                "q1 0 alpha/a1 1\nq1 0 a2 1\nq2 0 nosuch/z1 2\nq2 0 a2 1\nq2 0 alpha/zz 0\n")
+    """A bare step id, or a misspelt run, in a qrels file scores 0 for its query: named once (one
+    in the query's own run was named again as one its query leaves out); grade 0 is no judgment of
+    relevance."""
+    warnings = _judged_warnings(tmp_path, command, [{"qid": q, "run": "beta"} for q in ("q1", "q2", "q3")],
+                                "q1 0 alpha/a1 1\nq1 0 a2 1\nq2 0 nosuch/z1 2\nq2 0 a2 1\nq2 0 alpha/zz 0\n"
+                                "q3 0 beta/nope 1\nq3 0 alpha/a1 1\n")
     assert warnings == [
-        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 2 ids the index does not hold (a2, "
-         "nosuch/z1): no search finds them, and they count as missed (judgments name steps by global "
-         "id, run/step)")]
+        (f"mem: warning: {tmp_path / 'r.qrels'} judges relevant 3 ids the index does not hold (a2, "
+         "nosuch/z1, beta/nope): no search finds them, and they count as missed (judgments name steps by "
+         "global id, run/step)")]
 
 
 @pytest.mark.parametrize("command", ["paging", "fusion"])

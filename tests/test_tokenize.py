@@ -148,8 +148,15 @@ def test_a_name_is_one_word_however_its_accents_are_typed():
     (["⊗", r"\otimes", r"\bigotimes"], ["otimes"]),
     (["≅", r"\cong"], ["cong"]),
     (["∑", r"\sum"], ["sum"]),
-    (["↦", r"\mapsto", r"\longmapsto"], ["mapsto"]),
+    (["↦", "⟼", r"\mapsto", r"\longmapsto"], ["mapsto"]),
     (["→", "⟶", r"\to", r"\rightarrow", "∈", r"\in"], []),   # dropped, as \to and \in are
+    (["⩽", "≦", r"\leqslant", r"\leqq"], ["le"]),
+    (["⇒", "⟹", r"\Rightarrow", r"\Longrightarrow", r"\implies"], ["implies"]),
+    (["⇔", "⟺", r"\Leftrightarrow", r"\Longleftrightarrow", r"\iff"], ["iff"]),
+    (["⋃", "∪", r"\bigcup", r"\cup"], ["cup"]),
+    (["⨂", r"\bigotimes"], ["otimes"]),
+    (["≰", "≤\u0338", r"\nleq", r"\not\leq", r"\not\le"], ["not", "le"]),   # a negation: not, and it
+    (["∉", r"\notin", r"\not\in"], ["not"]),
 ])
 def test_a_symbol_is_one_word_however_it_is_typed(spellings, word):
     # a statement in Unicode and one in LaTeX share their relations; ≤ reads as Lean spells it
@@ -157,6 +164,9 @@ def test_a_symbol_is_one_word_however_it_is_typed(spellings, word):
     assert tokenize("H[X] ≤ H[X|Y] ⊗ C") == tokenize(r"H[X] \leq H[X|Y] \otimes C") == [
         "h_x", "h", "x", "le", "h_x", "h", "x", "y", "otimes", "c", "h_sig_g"]
     assert "le" in tokenize("mul_le_mul") and "le" in tokenize("a ≤ b")
+    # an operator's shape reads its aliases and the divides bar as LaTeX does
+    assert signatures("P(A ∣ B, C)") == signatures(r"P(A \mid B, C)") == ["p_sig_gc"]
+    assert signatures(r"\leq(a, b)") == signatures(r"\le(a, b)") == ["le_sig_c"]
 
 
 ACCENTS = [chr(c) for c in range(0x300, 0x370)]  # the combining diacritical marks

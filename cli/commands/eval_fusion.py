@@ -73,6 +73,7 @@ def run_fusion(args, ctx) -> int:
     ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], args.queries)
     ctx.warn_if_unknown_settings(memory, [q.setting for q in queries if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, queries, args.qrels)
+    ctx.warn_if_tuned_on(memory, [q.step for q in queries if q.step])
     features = collect(memory.retriever, args.strategy, queries)
     guard = _guard(args, ctx, memory.config, in_run) if args.guard else None
     kind = _kind(in_run)

@@ -65,7 +65,7 @@ def run_paging(args, ctx) -> int:
     ctx.warn_if_unknown_runs(memory, [q.run for q in chosen if q.run], args.queries)
     ctx.warn_if_unknown_settings(memory, [q.setting for q in chosen if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, chosen, args.qrels)
-    _warn_if_trained_on(ctx, memory, chosen)
+    ctx.warn_if_tuned_on(memory, [q.step for q in chosen if q.step])
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
@@ -84,19 +84,3 @@ def run_paging(args, ctx) -> int:
     ctx.emit(evaluation.to_json(), table_text(evaluation))
     return 0
 
-
-def _warn_if_trained_on(ctx, memory, queries) -> None:
-    """A query whose step's links, or those of work written after it, tuned the model (`mem
-    tune`) is answered by a model that has seen its gold: say so (`mem tune --holdout-queries`
-    keeps them out)."""
-    from mem_retrieval.indexers.store import read_meta
-    from mem_retrieval.tune import trained_on_answers, trained_steps
-
-    location = memory.retriever.location
-    trained = trained_steps(location, read_meta(location))
-    steps = [q.step for q in queries if q.step]
-    seen = trained_on_answers(memory.retriever, trained, steps) if trained else []
-    if seen:
-        ctx.note(f"mem: warning: the model was tuned on the links of {len(seen)} of these queries' "
-                 "steps or of work written after them: their figures are optimistic "
-                 "(mem tune --holdout-queries, or mem tune --eval)")

@@ -146,6 +146,7 @@ def _per_step(args, ctx, memory, runs, pages, until, cut):
     check_folder(args.report, "report")
     check_folder(args.write_queries, "write_queries")
     derived = derive(memory.workspace, runs, runs_before=args.runs_before, until=until)
+    ctx.warn_if_tuned_on(memory, [q.step for q in derived.queries if q.step])
     if args.write_queries:
         with writing(args.write_queries, "write_queries"):
             written = write(derived, Path(args.write_queries))
