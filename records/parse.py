@@ -512,9 +512,15 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
         raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
     with handle:
         for number, raw in enumerate(handle, start=1):
-            line = decode_utf8(raw, file, number - 1)
+            ended = raw.endswith(b"\n")
+            try:
+                line = decode_utf8(raw, file, number - 1)
+            except InputError:
+                if ended:
+                    raise
+                line = raw.decode("utf-8", "replace")  # a line being written, cut inside a character
             if line.strip():
-                yield number, line.rstrip("\r\n"), raw.endswith(b"\n")
+                yield number, line.rstrip("\r\n"), ended
 
 
 def whole_json(text: str | bytes) -> bool:

@@ -814,25 +814,26 @@ def test_a_new_file_takes_the_umask_without_setting_it_for_the_process(tmp_path,
 # ---------------------------------------------------------------- a line another writer has begun
 
 HARNESS_LINE = json.dumps({"time": "2026-10-17T05:00:00Z", "actor": "A7", "kind": "audit",
-                           "ids": ["a1"], "text": "harness audit of a1"}) + "\n"
+                           "ids": ["a1"], "text": "harness audit of a1, é"}, ensure_ascii=False) + "\n"
 
 
-def test_a_line_a_harness_is_still_appending_is_no_event_yet_for_any_reader(workspace, mem):
+@pytest.mark.parametrize("cut", [40, len(HARNESS_LINE.encode()) - 4])  # inside "é": not UTF-8 yet
+def test_a_line_a_harness_is_still_appending_is_no_event_yet_for_any_reader(workspace, mem, cut):
     """Half a line with no line break (a harness appends in pieces, taking no lock) was bad input to
     `index`, `check` and `record` (exit 2, "invalid JSON"); every reader passes it over until it
     ends, `check` saying so as a warning, and the next `mem index` reads the event."""
     path = workspace.events_path("alpha")
     lines = path.read_text().count("\n")
-    with path.open("a") as log:
-        log.write(HARNESS_LINE[:40])
+    with path.open("ab") as log:
+        log.write(HARNESS_LINE.encode()[:cut])
     assert mem("index")[0] == 0
     code, out, _ = mem("check")
     warning = f"alpha/memory/events.jsonl:{lines + 1}: input: warning: no line break, and not whole JSON"
     assert code == 0 and any(line.startswith(warning) for line in out.splitlines()), out
     assert mem("record", "alpha", "--dry-run")[0] == 0
     assert mem("recall-search", "harness audit")[0] == 1  # nothing holds those words yet
-    with path.open("a") as log:
-        log.write(HARNESS_LINE[40:])
+    with path.open("ab") as log:
+        log.write(HARNESS_LINE.encode()[cut:])
     assert mem("index")[0] == 0
     code, out, _ = mem("--json", "recall-search", "harness audit")
     assert code == 0 and json.loads(out)["hits"][0]["id"] == f"alpha#{lines + 1}"
