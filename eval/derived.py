@@ -85,8 +85,9 @@ def step_links(workspace: Workspace, step, sources: frozenset[str]) -> list[str]
     from mem_retrieval.records.writes import named_ids
 
     named = named_ids(workspace, step.run, step.proof) if step.proof else []
-    proof = [ref if "/" in ref else f"{step.run}/{ref}" for ref in named if ref not in sources]
-    return list(dict.fromkeys([*step.cited(sources), *proof]))
+    proof = [ref if "/" in ref else f"{step.run}/{ref}" for ref in named]
+    sources_named = {f"{step.run}/{source}" for source in sources}  # a source is no step, however named
+    return list(dict.fromkeys([*step.cited(sources), *(gid for gid in proof if gid not in sources_named)]))
 
 
 def without_links(statement: str, parents: Sequence[str]) -> str:

@@ -70,20 +70,19 @@ def fsync_dir(folder: Path) -> None:
 
 
 class _LineBegun(Exception):
-    """Another writer (it takes no lock) has begun a line of the file and not ended it, or appended
-    while mem wrote: wait, and look again."""
+    """Another writer (it takes no lock) has begun a line of the file and not ended it: wait, and
+    look again."""
 
 
 def append_line(path: Path, record: dict) -> int:
     """Append ``record`` as one JSON line with one ``os.write`` (O_APPEND), fsynced; the caller holds
     the file's lock. Returns the new line's number. A last line without its line break that is
     whole JSON (written by hand) gets one first; one that is not is another writer's line begun
-    (a harness takes no lock): ``_LineBegun``, for the caller to wait and look again. So is what
-    another writer appended between this look and this write: the write is taken back when nothing
-    followed it (the other's line may be unfinished, or timed after this one); a line broken by
-    both, which nothing can take back, is bad input, named. A write the machine refuses (a full
-    disk, a file size limit) is taken back whole: the file is cut to its old length, and the
-    refusal is one line (``files.writing``)."""
+    (a harness takes no lock): ``_LineBegun``, for the caller to wait and look again. Another
+    writer's bytes are never cut: a line it began between this look and this write holds this one
+    inside it, which nothing can take back, and is bad input, named. A write the machine refuses
+    (a full disk, a file size limit) takes back what of it was written, when nothing followed it,
+    and the refusal is one line (``files.writing``)."""
     line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     created = not path.exists()
     with writing(str(path)):
@@ -94,25 +93,22 @@ def append_line(path: Path, record: dict) -> int:
             if last is not None and not whole_json(last[1]):
                 raise _LineBegun()
             data = line if last is None else b"\n" + line
+            written = 0
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                while written < len(data):
+                    written += os.write(fd, data[written:])
                 os.fsync(fd)
             except OSError:
-                os.ftruncate(fd, size)  # never half a line: the next append and every reader would stop at it
+                end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just past what this wrote
+                if written and os.fstat(fd).st_size == end:  # never half a line: every reader
+                    os.ftruncate(fd, end - written)  # would stop at it (another writer's, kept)
                 raise
-            start = os.lseek(fd, 0, os.SEEK_CUR) - len(data)  # O_APPEND: just past what this wrote
-            if start > size:  # another writer appended between this look and this write
-                if os.fstat(fd).st_size == start + len(data):  # nothing after ours: take it back (its
-                    os.ftruncate(fd, start)  # line may be unfinished, or timed after ours)
-                    os.fsync(fd)
-                    raise _LineBegun()
-                if os.pread(fd, 1, start - 1) != b"\n":  # ours is inside its line, which went on
-                    number = _count_lines(fd, start) + 1
-                    raise InputError(str(path), number, None, "another writer appended part of this "
-                                     "line while mem wrote an event: the line is broken (a writer that "
-                                     "takes no lock must write each line whole, in one write: README)")
+            start = os.lseek(fd, 0, os.SEEK_CUR) - len(data)
+            if start > size and os.pread(fd, 1, start - 1) != b"\n":  # inside a line begun meanwhile
+                raise InputError(str(path), _count_lines(fd, start) + 1, None, "another writer began "
+                                 "this line as mem wrote an event into it: the line is broken (a "
+                                 "writer that takes no lock must write each line whole, in one write: "
+                                 "README)")
             number = _count_lines(fd, start) + 1 + (last is not None)
         finally:
             os.close(fd)
@@ -238,7 +234,8 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
                 seq = append_line(path, record)
                 break
             except _LineBegun:
-                if time.monotonic() >= deadline:  # begun again after each wait
+                if time.monotonic() >= deadline:
+                    _last_time(path, waiting=False)  # the line still begun: bad input, named
                     raise Refused(f"{path}: another writer keeps beginning lines as mem appends "
                                   f"(waited {LINE_WAIT_S:g} s)") from None
                 time.sleep(LINE_POLL_S)

@@ -276,9 +276,13 @@ def test_an_id_its_step_names_only_in_its_proof_is_a_link_too(tmp_path):
 
     ws = build_workspace(tmp_path / "ws")
     ws.add_step("alpha", make_step("p", statement="zorblax flux bound, see alpha/a1 and a2",
-                                   proof="Apply alpha/a1, then a2 and the source d1."))
+                                   proof="Apply alpha/a1, then a2 and the source d1 (alpha/d1)."))
     memory = Memory.open(ws.root)
     memory.index(progress=False)
+    from mem_retrieval.eval.derived import step_links
+
+    step = memory.workspace.step("alpha/p")
+    assert step_links(memory.workspace, step, frozenset({"d1"})) == ["alpha/a1", "alpha/a2"]  # no source
     ranker = make_ranker(memory.retriever)
     for strategy in TEXT_STRATEGIES:
         asked = ranker(strategy, Query("q", "zorblax flux bound, see alpha/a1 and a2"), 100)
