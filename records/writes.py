@@ -235,7 +235,8 @@ def append_event(ws: Workspace, run: str, kind: str, ids: list[str], text: str,
                 break
             except _LineBegun:
                 if time.monotonic() >= deadline:
-                    _last_time(path, waiting=False)  # the line still begun: bad input, named
+                    with writing(str(path), tried="cannot read it: "):  # the line still begun: bad
+                        _last_time(path, waiting=False)  # input, named
                     raise Refused(f"{path}: another writer keeps beginning lines as mem appends "
                                   f"(waited {LINE_WAIT_S:g} s)") from None
                 time.sleep(LINE_POLL_S)
