@@ -148,7 +148,7 @@ def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
     return Answer({"inserted": entry.gid, "line": entry.line, "status": entry.status,
                    "grade": entry.grade, "repair": entry.repair, "time": entry.inserted},
                   f"{entry.gid} ({entry.status}, grade {entry.grade}) inserted into solve/library.jsonl "
-                  f"line {entry.line}")
+                  f"line {entry.line}; searches see it there after `mem index {entry.run}`")
 
 
 def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
