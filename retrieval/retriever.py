@@ -612,21 +612,21 @@ class Retriever:
     def _library(self) -> dict[str, LibraryEntry]:
         return {entry.gid: entry for entry in self.workspace.library()}
 
-    def _cut(self, until: str | Until | None, run: str | None, hide=None) -> frozenset[str] | None:
-        """The global ids of the steps in memory as of a search's cut (``until``, the steps it
-        hides), which alone a note may name; None without a cut (every id may be named)."""
+    def _cut(self, until: str | Until | None, run: str | None, hide=None) -> frozenset[int] | None:
+        """The keys of the steps in memory as of a search's cut (``until``, the steps it hides),
+        which alone a note may name; None without a cut (every id may be named)."""
         if until is None and hide is None:
             return None
-        return self.searcher.gids_in_memory(Filters(hide=hide, until=self.resolve(until, run)))
+        return self.searcher.keys_in_memory(Filters(hide=hide, until=self.resolve(until, run)))
 
-    def _suggest(self, ref: str, library: dict[str, LibraryEntry], cut: frozenset[str] | None = None) -> str:
+    def _suggest(self, ref: str, library: dict[str, LibraryEntry], cut: frozenset[int] | None = None) -> str:
         """``; nearest: …`` naming up to five known ids close to ``ref`` (those in ``cut`` alone,
         when given: a search as of an earlier point names no id written after it)."""
         known: list[str] = []
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
         known += library
-        close = nearest_ids(ref, known if cut is None else [gid for gid in known if gid in cut])
+        close = nearest_ids(ref, known if cut is None else [gid for gid in known if key(gid) in cut])
         return f"; nearest: {', '.join(close)}" if close else ""
 
 

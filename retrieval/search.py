@@ -441,16 +441,14 @@ class Searcher:
         ranked = self.strategy("rerank", "events").rank(self, Request("events", text, filters))
         return ranked[: self.config.search.pool]
 
-    def gids_in_memory(self, filters: Filters) -> frozenset[str]:
-        """The global ids of the steps in memory under ``filters``'s cut (``Filters.memory``: its
-        ``until`` and hidden steps), read from the index (the nearest ids a note may name)."""
-        table = self.table("steps")
-        if table is None:
+    def keys_in_memory(self, filters: Filters) -> frozenset[int]:
+        """The keys of the steps in memory under ``filters``'s cut (``Filters.memory``: its
+        ``until`` and hidden steps), as the graph features see it (``CitationGraph.visible``)."""
+        graph = self.graph()
+        if graph is None:
             return frozenset()
-        where = filters.memory().where("steps")
-        found = table.search() if where is None else table.search().where(where)
-        found = found.select(["gid"]).limit(max(table.count_rows(), 1))
-        return frozenset(found.to_arrow()["gid"].to_pylist())
+        seen = graph.visible(filters)
+        return frozenset((graph.keys if seen is None else graph.keys[seen]).tolist())
 
     def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:
         """The id-like words of ``text`` that name none of the steps ``named`` (id hits), as
