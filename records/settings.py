@@ -31,7 +31,7 @@ def normalize(text: str) -> str:
 
 def _drawn(text: str) -> str:
     """What a message adds where ``text`` holds LaTeX read as drawn (``\\mathbb{F}_q`` is F_q): why
-    two spellings are one name (until 2026-12-05 they were two)."""
+    two spellings are one name."""
     drawn = latex_plain(plain(text))
     return "" if drawn == plain(text) else f" (LaTeX is read as drawn: {text!r} is {drawn!r})"
 

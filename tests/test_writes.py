@@ -993,6 +993,7 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
     named = [int(re.match(rf"mem: {re.escape(str(path))}:(\d+): another writer began this line", err)[1])
              for code, _, err in calls if code == 2]
     assert {code for code, _, _ in calls} <= {0, 2} and len(named) == sum(c == 2 for c, _, _ in calls)
+    assert len(named) <= 4  # the instant is microseconds wide: 0 in 450 in-process appends, 1 in 30 calls
     lines = path.read_text().split("\n")
     broken = {number for number, line in enumerate(lines, 1) if line.strip() and not whole_json(line)}
     assert broken <= {n for number in named for n in (number, number + 1)}
