@@ -139,3 +139,17 @@ def test_the_contents_list_every_section_in_order_each_linked_to_it():
     listed = re.findall(r"^- \[(.+)\]\(#([^)]*)\)$", contents, re.M)
     anchors = [re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings]
     assert listed == list(zip(headings, anchors))
+
+
+def test_every_file_a_document_links_to_is_in_the_checkout():
+    """A relative link in the README, the CHANGELOG or a file under docs/ names a file that exists
+    (figures and history moved between them keep their links working)."""
+    root = README.parent
+    documents = [README, root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md"))]
+    broken = []
+    for document in documents:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", document.read_text(encoding="utf-8")):
+            if "://" not in target and not (document.parent / target).exists():
+                broken.append(f"{document.relative_to(root)}: {target}")
+    assert not broken
+    assert len(documents) >= 4  # the README, the CHANGELOG, docs/measurements.md, the paging report
