@@ -234,7 +234,7 @@ class Retriever:
         except Refused as err:
             if changed is None:
                 raise
-            raise Refused(f"{err}; list_id {changed}") from None
+            raise Refused(f"{changed}; {err}", param="list_id") from None  # spelled as the caller does
         return shown, current, [Note("list_id", changed)] if changed else []
 
     def notes(self, query: ArchiveQuery, ranked: Sequence) -> list[Note]:
@@ -389,7 +389,8 @@ class Retriever:
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
         """Why a recall search found nothing, when a run it names is none (``run``'s, or the run
         of a global ``id``), or its ``id`` names no step (with the nearest ids: "no events" alone
-        read as a step nothing was said about)."""
+        read as a step nothing was said about), or ``run`` is not the run of a global ``id`` (its
+        log may name another run's step, but here none does)."""
         id_run = split_gid(query.id)[0] if query.id is not None else None
         wrong_id = [Note("id", f"{query.id!r}: run {note.message}")
                     for note in self.unknown_run("id", id_run)]
@@ -401,7 +402,10 @@ class Retriever:
         except InputError:
             library = {}
         if self._names_a_step(query.ref, library):
-            return []
+            if id_run is None or query.run in (None, id_run):
+                return []
+            return [Note("run", f"{query.run!r} logs no event naming {query.id!r}, a step of run "
+                                f"{id_run!r}: without the run, every run's events naming it are listed")]
         where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
                      + self._suggest(query.id, library, self._cut(query.until, query.run)))]

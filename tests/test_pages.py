@@ -71,7 +71,10 @@ def test_a_page_names_its_list_and_says_when_an_index_run_changed_it(workspace, 
                               "so read it from page 1"]
     assert json.loads(mem("--json", "archive-search", "statement", "--page", "2")[1])["notes"] == []
     code, out, err = mem("archive-search", "statement", "--page", "3", "--list-id", first["list_id"])
-    assert code == 1 and err.startswith("mem: page 3 of 2: there are only 2 pages (7 hits); list_id ")
+    assert code == 1 and err.startswith(f"mem: --list-id {first['list_id']}: the result list is not the one")
+    assert err.endswith("; page 3 of 2: there are only 2 pages (7 hits)\n")
+    with pytest.raises(Refused, match=rf"^list_id {first['list_id']}: the result list .*; page 3 of 2: "):
+        Memory.open(workspace.root).archive_search("statement", page=3, list_id=first["list_id"])
     code, out, err = mem("archive-search", "statement", "--list-id", "A5-7")
     assert (code, err) == (2, "mem: --list-id 'A5-7' is not a list_id a page gave (16 hex digits)\n")
 

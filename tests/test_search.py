@@ -490,6 +490,13 @@ def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
     assert example.recall_search(None, id="A5-7", run="satake-two-levels").notes == ()  # it has events
     before = example.recall_search(None, id="A5-7", run="satake-two-levels", until="1")
     assert (before.total, before.notes) == (0, ())  # a step no event had named yet: no such note
+    # a global id with another run: that run's log may name the step, but none of its events does
+    page = example.recall_search(None, id="satake-two-levels/A5-7", run=iwahori)
+    assert page.total == 0 and [(n.param, n.message) for n in page.notes] == [
+        ("run", f"'{iwahori}' logs no event naming 'satake-two-levels/A5-7', a step of run '{satake}': "
+                "without the run, every run's events naming it are listed")]
+    done = call(example, "recall_search", {"id": "satake-two-levels/A5-7", "run": iwahori})
+    assert done.notes[0].startswith(f"run '{iwahori}' logs no event naming")
 
 
 def test_the_names_no_step_note_passes_over_a_tree_or_library_it_cannot_read(workspace, mem):
