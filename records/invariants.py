@@ -16,7 +16,7 @@ from pathlib import Path
 from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, spellings, split_gid
-from mem_retrieval.records.parse import (iter_events, iter_library, parse_core_text, present,
+from mem_retrieval.records.parse import (Malformed, iter_events, iter_library, parse_core_text, present,
                                          read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
@@ -339,13 +339,13 @@ class _Checker:
             self.found[None].append((problem, INPUT))
         path = self.ws.library_path
         if self._present(None, path):
-            problems, malformed = [], []
+            problems, malformed = [], Malformed()
             try:
                 for entry in iter_library(path, problems, malformed):
                     self.entries.append(entry)
-            except InputError as error:
-                malformed.append(error.problem)
-            self.found[None].extend((p, INPUT) for p in malformed)
+            except InputError as error:  # the file itself cannot be read
+                malformed.add(error.problem)
+            self.found[None].extend((p, INPUT) for p in malformed.problems())
             self.found[None].extend((p, INTEGRITY) for p in problems)
         return Catalog(trees, self.entries, unreadable)
 
@@ -470,7 +470,7 @@ class _Checker:
         if not self._present(run, path):
             return
         problems: list[Problem] = []
-        malformed: list[Problem] = []
+        malformed = Malformed()
         begun: list[Problem] = []
         try:
             for event in iter_events(path, run, self.ws.run_dir(run), problems, malformed, begun):
@@ -484,12 +484,13 @@ class _Checker:
                     if self.catalog.resolve(ref, run) is None and not self.catalog.unverifiable(ref, run):
                         self.add(run, str(path), event.seq, INTEGRITY,
                                  f"event names unknown id {ref!r}")
-        except InputError as error:
-            malformed.append(error.problem)
-        for problem in malformed:
+        except InputError as error:  # the file itself cannot be read
+            malformed.add(error.problem)
+        for problem in malformed.problems():
             self.add_problem(run, problem, INPUT)
-        for problem in problems:
-            self.add_problem(run, problem, INTEGRITY)
+        for problem in problems:  # a clock set back: the log cannot be mended, the order dates it
+            self.add(run, problem.file, problem.line, INTEGRITY, f"{problem.field}: {problem.message}",
+                     WARNING)
         for problem in begun:  # an append in progress is no violation; one a crash left, mended by hand
             self.add(run, problem.file, problem.line, INPUT, problem.message, WARNING)
 

@@ -8,11 +8,12 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from mem_retrieval.records.errors import InputError, Problem
+from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import is_run_slug, ref_problem, step_id_problem
 from mem_retrieval.records.validate import Fields, type_name
 from mem_retrieval.records.types import (
@@ -607,18 +608,50 @@ def check_event_path(text: str, run_dir: Path, file: str, line: int) -> str:
     return text
 
 
+class Malformed:
+    """The malformed lines a lenient reader of one file passed over (`mem check`): the first
+    ``InputError.MAX_PROBLEMS`` listed, the rest counted, so that a file of garbage stays a short
+    report and the lines that can be read after it are all read."""
+
+    def __init__(self) -> None:
+        self.listed: list[Problem] = []
+        self.more = 0
+        self._first_more: Problem | None = None
+
+    def add(self, problem: Problem) -> None:
+        if len(self.listed) < InputError.MAX_PROBLEMS:
+            self.listed.append(problem)
+            return
+        self.more += 1
+        self._first_more = self._first_more or problem
+
+    def problems(self) -> list[Problem]:
+        """What to report: each listed line, then one saying how many more there are, where the
+        first of them is."""
+        if not self.more:
+            return list(self.listed)
+        first = self._first_more
+        return [*self.listed, Problem(first.file, first.line, None,
+                                      f"{plural(self.more, 'more malformed line')} from here on, not "
+                                      f"listed (the first {len(self.listed)} are; the lines that can be "
+                                      "read are checked)")]
+
+
 def iter_events(path: Path, run: str, run_dir: Path | None = None,
                 problems: list[Problem] | None = None,
-                malformed: list[Problem] | None = None,
+                malformed: Malformed | None = None,
                 begun: list[Problem] | None = None) -> Iterator[Event]:
-    """Stream a run's events; times must never decrease; paths must stay in the run folder. A last
-    line without its line break that is not whole JSON is no event yet (``BEGUN``): passed over,
-    and recorded in ``begun`` when given.
+    """Stream a run's events; paths must stay in the run folder. A last line without its line break
+    that is not whole JSON is no event yet (``BEGUN``): passed over, and recorded in ``begun`` when
+    given.
 
-    With ``problems``, a time earlier than the event before it is recorded there (and the event
-    kept) instead of raised. With ``malformed``, a malformed line is recorded there and skipped, up
-    to ``InputError.MAX_PROBLEMS`` of them (then raised), so that `mem check` lists them all;
-    without, it raises."""
+    Times should never decrease down the log (SPEC §4). An event stamped earlier than the one before
+    it (a writer's clock set back) keeps its ``time`` as written and is dated, ``timestamp``, as
+    the one before it: it was appended after it, and a log is never edited, so refusing it would
+    refuse the run for good. Every reader (``--until``, the index) sees times that never decrease;
+    with ``problems`` (`mem check`) each such event is recorded there. With ``malformed``, a
+    malformed line is recorded there and skipped, so that `mem check` lists them and reads every
+    other line; without, it raises."""
     file = str(path)
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
@@ -630,13 +663,16 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
         try:
             event = _parse_event(line, file, number, run, run_dir)
         except InputError as error:
-            if malformed is None or len(malformed) + 1 >= InputError.MAX_PROBLEMS:
+            if malformed is None:
                 raise
-            malformed.append(error.problem)
+            malformed.add(error.problem)
             continue
         if last is not None and event.timestamp < last:
-            _record(problems, InputError(file, number, "time", f"{event.time} is earlier than the "
-                                                               f"event before it ({last.isoformat()})"))
+            if problems is not None:
+                problems.append(Problem(file, number, "time", f"{event.time} is earlier than the event "
+                                                              f"before it ({last.isoformat()}): read as "
+                                                              "that time, the log's order"))
+            event = replace(event, timestamp=last)
         last = event.timestamp
         yield event
 
@@ -685,7 +721,7 @@ def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
 
 
 def iter_library(path: Path, problems: list[Problem] | None = None,
-                 malformed: list[Problem] | None = None) -> Iterator[LibraryEntry]:
+                 malformed: Malformed | None = None) -> Iterator[LibraryEntry]:
     """Stream solve/library.jsonl; a global id appearing twice is an error.
 
     With ``problems``, a repeated global id is recorded there (and the later entry dropped) instead
@@ -698,9 +734,9 @@ def iter_library(path: Path, problems: list[Problem] | None = None,
         try:
             entry = parse_library_entry(parse_json(line, file, number), file, number)
         except InputError as error:
-            if malformed is None or len(malformed) + 1 >= InputError.MAX_PROBLEMS:
+            if malformed is None:
                 raise
-            malformed.append(error.problem)
+            malformed.add(error.problem)
             continue
         if entry.gid in seen:
             _record(problems, InputError(file, number, "id", f"duplicate library entry {entry.gid!r} "
