@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,20 +69,25 @@ class ReuseProblem:
     cited: LibraryEntry | Step
     severity: str
     message: str
+    absent: bool = False  # the warning that ``cited`` is not in the library
 
 
 def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
-                steps: Mapping[str, Step] | None = None) -> tuple[list[ReuseProblem], dict[str, str]]:
+                catalog: "Catalog | None" = None) -> tuple[list[ReuseProblem], dict[str, str]]:
     """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
     library for them (step id -> why): each citing a reuse its run's setting does not allow, and
     each resting on such a step through its own run's steps. `record` leaves them out, and
-    `archive-insert` refuses them, by this one rule. ``steps``: the workspace's steps by global id,
-    where read already (``Catalog.steps``); else the cited runs' are read here, as check reads them."""
-    if steps is None:
+    `archive-insert` refuses them, by this one rule. ``catalog``: the workspace as read already
+    (its steps, and the runs whose tree.json cannot be read); else the cited runs are read here,
+    as check reads them."""
+    if catalog is None:
         cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-        read = (ws.read_tree(run)[0] for run in sorted(cited & set(ws.runs())))
-        steps = {s.gid: s for other in read if other is not None for s in other.steps}
-    problems = list(reuse_problems(tree, library, ws.ontology, steps))
+        read = {run: ws.read_tree(run)[0] for run in sorted(cited & set(ws.runs()))}
+        steps = {s.gid: s for other in read.values() if other is not None for s in other.steps}
+        unread = {run for run, other in read.items() if other is None}
+    else:
+        steps, unread = catalog.steps, catalog.unreadable
+    problems = list(reuse_problems(tree, library, ws.ontology, steps, unread))
     excluded: dict[str, str] = {}
     for problem in problems:
         if problem.severity == ERROR:
@@ -110,7 +115,8 @@ def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, st
 
 
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
-                   steps: Mapping[str, Step] | None = None) -> Iterator[ReuseProblem]:
+                   steps: Mapping[str, Step] | None = None,
+                   unread: Collection[str] = ()) -> Iterator[ReuseProblem]:
     """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;
     ``steps``: the steps of other runs by global id). A step of another run is reused, in the
     library or not (a run may cite another run's step): this run's setting must imply its setting,
@@ -118,13 +124,15 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
     satisfies"; a hypothesis outside the ontology, such as ``n ≥ 1``, is not a setting). One that is
     not in the library was never admitted to it (M2): a warning saying why. A library step is judged
     as its tree has it (what the search's setting rule judges, from the index), by its entry only
-    when its run is not read (a step whose entry says otherwise is `check`'s warning)."""
+    when its run is not in the workspace (a step whose entry says otherwise is `check`'s warning).
+    A step of a run in ``unread`` (its tree.json cannot be read) is not judged: that is bad input,
+    named where it is read (``Catalog.unjudged``)."""
     run, setting = tree.run, tree.fix.setting
     for step in tree.steps:
         for parent in step.parents:
             entry = library.get(parent)
             cited = (steps or {}).get(parent) or entry
-            if cited is None or cited.run == run:
+            if cited is None or cited.run == run or cited.run in unread:
                 continue
             what = f"{'library ' if entry is not None else ''}step {cited.gid}"
             match = ontology.match(setting, cited.setting)
@@ -145,17 +153,18 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                 why = admission_problem(cited.status, cited.grade, cited.repaired)
                 yield ReuseProblem(step, cited, WARNING,
                                    f"step {step.id} cites {what}, which is not in the library ("
-                                   + (f"it may not be: {why})" if why else "not recorded yet)"))
+                                   + (f"it may not be: {why})" if why else "not recorded yet)"), absent=True)
 
 
 class Catalog:
     """Every id the workspace knows: the steps and sources of the runs read, and the library."""
 
     def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry],
-                 unreadable: set[str] | None = None):
+                 unreadable: set[str] | None = None, library_whole: bool = True):
         self.trees = trees
         self.library = {entry.gid: entry for entry in library}
         self.unreadable = unreadable or set()
+        self.library_whole = library_whole  # False: some of its lines cannot be read
         self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
         self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
@@ -172,8 +181,10 @@ class Catalog:
         return found or self.library.get(f"{target}/{local}")
 
     def unverifiable(self, ref: str, run: str) -> bool:
-        """Whether ``ref`` points into a run whose tree.json could not be read."""
-        return (split_gid(ref)[0] or run) in self.unreadable
+        """Whether ``ref`` points into a run whose tree.json could not be read, or into a run the
+        workspace does not hold while a line of the library cannot be read (it may be that line)."""
+        target = split_gid(ref)[0] or run
+        return target in self.unreadable or (not self.library_whole and target not in self.trees)
 
     def dangling(self, step: Step) -> list[str]:
         """The parents of ``step`` that resolve to nothing (where their run could be read)."""
@@ -337,7 +348,7 @@ class _Checker:
         for run, problem in self.ws.lost_records().items():  # no index reads the workspace while
             unreadable.add(run)  # one is lost, so every check names it, as every misnamed run
             self.found[None].append((problem, INPUT))
-        path = self.ws.library_path
+        path, whole = self.ws.library_path, True
         if self._present(None, path):
             problems, malformed = [], Malformed()
             try:
@@ -347,7 +358,8 @@ class _Checker:
                 malformed.add(error.problem)
             self.found[None].extend((p, INPUT) for p in malformed.problems())
             self.found[None].extend((p, INTEGRITY) for p in problems)
-        return Catalog(trees, self.entries, unreadable)
+            whole = not malformed.listed
+        return Catalog(trees, self.entries, unreadable, library_whole=whole)
 
     # ---- the library: M1, M2
     def library(self) -> None:
@@ -439,8 +451,13 @@ class _Checker:
                 said = self.add(run, tree.path, step.line, INPUT, f"step {step.id} cites {parent}, whose "
                                 f"run's {unread} cannot be read: M3 cannot judge it")
                 self.consequences += [said] if said else []
-        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps):
-            self.add(run, tree.path, problem.step.line, "M3", problem.message, problem.severity)
+        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps,
+                                      self.catalog.unreadable):
+            unsure = problem.absent and not self.catalog.library_whole  # it may be a line not read
+            said = self.add(run, tree.path, problem.step.line, "M3", problem.message + (
+                f"; {self._rel(str(self.ws.library_path))} has lines that cannot be read: it may be one of "
+                "them" if unsure else ""), problem.severity)
+            self.consequences += [said] if said and unsure else []
 
     def cycles(self) -> None:
         """Integrity: steps whose parents lead back to them are a circular proof. Each set of steps

@@ -347,7 +347,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
-    _, excluded = m3_excluded(ws, tree, catalog.library, catalog.steps)  # (a malformed line: input)
+    _, excluded = m3_excluded(ws, tree, catalog.library, catalog)  # (a malformed line: input)
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
     if found := integrity_problem(catalog, step):  # as `record` refuses its run

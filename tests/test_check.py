@@ -582,6 +582,23 @@ def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
     assert code == 2 and out.startswith("solve/library.jsonl:1: input: invalid JSON")
 
 
+def test_what_a_library_line_that_cannot_be_read_may_hold_is_no_false_violation(workspace, mem):
+    """A step cited from a line that cannot be read was "not in the library (not recorded yet)",
+    and a parent naming a library entry of a run the workspace does not hold on such a line
+    "resolves to nothing" (an integrity error), both listed before the line that caused them."""
+    workspace.add_step("beta", make_step("b2", parents=("zeta/z1",)))
+    lines = [library_line("alpha", make_step("a1")), library_line("zeta", make_step("z1"))]
+    workspace.write_library(lines)
+    assert mem("check")[0] == 0  # whole, the library holds both
+    workspace.library_path.write_text("".join(json.dumps(line)[:-1] + ",}\n" for line in lines))
+    code, out, _ = mem("check")
+    assert code == 2 and [line.split(": ")[:2] for line in found(out)] == [
+        ["solve/library.jsonl:1", "input"], ["solve/library.jsonl:2", "input"],
+        [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}", "M3"]]
+    assert found(out)[2].endswith("which is not in the library (not recorded yet); solve/library.jsonl "
+                                  "has lines that cannot be read: it may be one of them")
+
+
 def test_a_malformed_library_line_is_listed_and_the_entries_after_it_are_still_checked(workspace, mem):
     """The first malformed line stopped the reading: the entries after it were neither counted
     nor checked, so an M2 violation further down went unlisted."""

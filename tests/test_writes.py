@@ -496,6 +496,15 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
                                                  "it cites gamma/g1, whose run's tree.json cannot be read: "
                                                  "M3 cannot judge it\n")
     assert workspace.library_path.read_bytes() == before
+    # nor is it judged by its library entry while its run is in the workspace: an entry whose setting
+    # alpha's does not imply made it an M3 refusal (exit 1), and check said both that and "cannot judge"
+    entries = [json.loads(line) for line in before.decode().splitlines()]
+    workspace.write_library(entries + [library_line("gamma", make_step("g1", setting="F_q((t))"))])
+    assert mem("archive-insert", "alpha/f2")[0] == 2
+    code, out, _ = mem("check", "alpha")
+    assert code == 2 and "alpha/f2" not in out and "step f2 cites gamma/g1, whose run's" in out
+    assert [line.split(": ", 1)[1] for line in out.splitlines() if "gamma/g1" in line] == [
+        "input: step f2 cites gamma/g1, whose run's gamma/tree.json cannot be read: M3 cannot judge it"]
 
 
 def test_archive_insert_and_record_read_each_tree_json_once(workspace, mem, monkeypatch):
