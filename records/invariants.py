@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mem_retrieval.records.core import EDGE, claims, id_candidates
-from mem_retrieval.records.errors import InputError, Problem, plural
+from mem_retrieval.records.errors import InputError, Problem, one_line, plural
 from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, spellings, split_gid
 from mem_retrieval.records.parse import (Malformed, iter_events, iter_library, parse_core_text, present,
                                          read_text, source_file, text_lines)
@@ -42,8 +42,11 @@ class Violation:
     severity: str = ERROR
 
     def __str__(self) -> str:
+        """The line `mem check` prints: one printable line (an id holding a zero-width space, as a
+        step id may, shows it escaped, or a nearest id would look like the one typed)."""
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.code}: {'warning: ' if self.severity == WARNING else ''}{self.message}"
+        return one_line(f"{where}: {self.code}: {'warning: ' if self.severity == WARNING else ''}"
+                        f"{self.message}")
 
 
 def admission_problem(status: str, grade: str | None, repaired: bool) -> str | None:

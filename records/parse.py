@@ -92,7 +92,9 @@ def _duplicate_line(text: str) -> int | None:
 
 def parse_json(text: str, file: str, line: int | None = None) -> Any:
     """Decoded JSON, or one InputError naming the file and line (json's own message; a key written
-    twice in one object: the line where the object starts, and the key)."""
+    twice in one object: the line where the object starts, and the key). ``line``: ``text`` is that
+    line of a JSON-lines file; one that ends before its object does, or holds no object's start, is
+    said to be a piece of one (an object written over several lines, as a pretty-printer writes)."""
     try:
         return json.loads(text, object_pairs_hook=_unique)
     except _DuplicateKey as duplicate:
@@ -101,7 +103,10 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
                          "would keep the last)") from None
     except json.JSONDecodeError as err:
         at = err.lineno if line is None else line
-        raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})") from None
+        piece = line is not None and (err.pos >= len(text.rstrip()) or not text.lstrip().startswith("{"))
+        raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})" + (
+            ": a line holds one whole JSON object (one written over several lines is read a line at a "
+            "time)" if piece else "")) from None
     except RecursionError:
         at = line if line is not None else _line_of(text, _DEEP)
         raise InputError(file, at, None, "invalid JSON: nested too deeply") from None

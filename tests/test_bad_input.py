@@ -657,3 +657,24 @@ def test_an_empty_value_of_a_memory_function_is_the_apis_to_judge_as_on_every_pa
     code, out, err = mem("archive-search", "statement", "--run", "")
     assert (code, out.splitlines()[0]) == (1, "no hits") and "--run '' names no run" in err
     assert mem("archive-search", "statement", "--setting", "")[0] == 0  # a blank setting is none
+
+
+def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
+    """A pretty-printed event (a harness's `json.dumps(event, indent=2)`) got json's own words
+    alone ("Expecting property name enclosed in double quotes"): nothing said a line of the log
+    must hold a whole object. A line that is a whole object but wrong gets no such advice."""
+    log = workspace.root / "alpha" / "memory" / "events.jsonl"
+    good = log.read_text()
+    event = {"time": "2026-10-17T04:00:00Z", "actor": "A1", "kind": "audit", "ids": ["a1"], "text": "ok"}
+    log.write_text(good + json.dumps(event, indent=2) + "\n")
+    code, _, err = mem("index", "--no-progress")
+    assert code == 2 and err == (f"mem: {log}:3: invalid JSON: Expecting property name enclosed in "
+                                 "double quotes (column 2): a line holds one whole JSON object (one "
+                                 "written over several lines is read a line at a time)\n")
+    code, out, _ = mem("check", "alpha")
+    assert code == 2 and out.count("a line holds one whole JSON object") == 8  # 9 lines; `"a1"` is JSON
+    assert "events.jsonl:8: input: must be a JSON object, not a string" in out
+    log.write_text(good + '{"time": "2026-10-17T04:00:00Z", "kind": "audit",, "ids": []}\n')
+    code, _, err = mem("index", "--no-progress")
+    assert code == 2 and err.endswith("invalid JSON: Expecting property name enclosed in double quotes "
+                                      "(column 50)\n")

@@ -788,3 +788,20 @@ def test_m1_reads_conditions_and_questions_clause_by_clause_in_one_pass(words):
             or words[end].rstrip(")]}\"'”’*`").endswith("?")
 
     assert asked(words) == [brute(at) for at in range(len(words))]
+
+
+def test_an_id_with_an_invisible_character_is_shown_escaped_in_every_line(workspace, mem):
+    """A step id may hold a zero-width space (SPEC §2 forbids only white space and `/`): the
+    nearest id `check` and a search's note offered printed it raw, looking just like the id typed,
+    so the advice could not be followed; `archive-get` showed it escaped."""
+    workspace.add_step("alpha", make_step("q\u200b1"))
+    workspace.write_core("alpha", "## phase       round 2\n## portfolio   A1 local\n## open gaps   q1 open\n"
+                                  "## next        audit q1\n## inputs      a1 proved\n")
+    code, out, _ = mem("check", "alpha")
+    (line,) = [line for line in found(out) if "'q1'" in line]
+    assert "nearest: q\\u200b1, " in line and "\u200b" not in out
+    assert mem("index", "--no-progress")[0] == 0
+    code, out, err = mem("archive-search", "q1")
+    assert "nearest: alpha/q\\u200b1" in err and "\u200b" not in err
+    code, out, _ = mem("--json", "archive-search", "q1")
+    assert "nearest: alpha/q\\u200b1" in json.loads(out)["notes"][0]
