@@ -2,7 +2,8 @@
 
 Each row carries a content hash; a second run with nothing changed writes and embeds nothing. A
 changed row is rewritten; its vector is reused whenever its embedding text is unchanged (or equals
-another row's), so no text is embedded twice. Each table is updated in one LanceDB commit (upserts
+another row's), so no text the index holds is embedded again (one it no longer holds, an edit put
+back, is). Each table is updated in one LanceDB commit (upserts
 and deletions together), so a crash leaves the previous version readable. Two `mem index` at once
 on one machine are serialised by a lock on .mem/index.lock; writers on other machines (an index on
 an object store) meet at meta.json, replaced by compare-and-swap (``store.publish_meta``), and
