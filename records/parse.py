@@ -413,17 +413,64 @@ def _with_line(error: InputError, text: str) -> InputError:
     p = error.problem
     if p.line is not None:
         return error
-    line = None
-    source = re.match(r"sources\[(\d+)\]", p.field or "")
-    if source:
-        line = _element_lines(text, _SOURCES_KEY, int(source.group(1)) + 1)[-1]
-    elif p.field:
-        key = re.match(r"[^.\[]+", p.field)
-        match = re.search(r'(?<!\\)"%s"\s*:' % re.escape(key.group()), text) if key else None
-        line = text.count("\n", 0, match.start()) + 1 if match else None
+    line = field_line(text, p.field or "")
     if line is None:
         line = text.count("\n", 0, len(text) - len(text.lstrip())) + 1
     return InputError(p.file, line, p.field, p.message)
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_BLANK = " \t\r\n"
+
+
+def field_line(text: str, field: str) -> int | None:
+    """The line where ``field`` (``steps[3].audit.grade``, ``fix.setting``, ``steps[1].hyp[0]``)
+    stands in the JSON document ``text``: its key's line in an object, its element's in an array.
+    A field that is not there (a missing one) gets the line where the innermost object or array
+    holding it starts; None when ``text`` cannot be walked. A pretty-printed tree.json spreads a
+    step over dozens of lines: an error names the line of the field at fault, not of its step."""
+    parts = [key or int(index) for key, index in _PATH_PART.findall(field)]
+    decoder, pos = json.JSONDecoder(), 0
+
+    def blank(at: int) -> int:
+        while at < len(text) and text[at] in _BLANK:
+            at += 1
+        return at
+
+    def line_of(at: int) -> int:
+        return text.count("\n", 0, at) + 1
+
+    try:
+        pos = blank(pos)
+        for depth, part in enumerate(parts, start=1):
+            start, found = pos, None
+            if isinstance(part, str) and text[pos] == "{":
+                pos = blank(pos + 1)
+                while text[pos] != "}":
+                    key_at = pos
+                    key, pos = decoder.raw_decode(text, pos)
+                    pos = blank(pos)
+                    pos = blank(pos + 1)  # the colon
+                    if key == part:
+                        found = key_at
+                        break
+                    pos = blank(decoder.raw_decode(text, pos)[1])
+                    pos = blank(pos + 1) if text[pos] == "," else pos
+            elif isinstance(part, int) and text[pos] == "[":
+                pos, index = blank(pos + 1), 0
+                while text[pos] != "]":
+                    if index == part:
+                        found = pos
+                        break
+                    pos = blank(decoder.raw_decode(text, pos)[1])
+                    pos, index = (blank(pos + 1) if text[pos] == "," else pos), index + 1
+            if found is None:
+                return line_of(start)
+            if depth == len(parts):
+                return line_of(found)
+    except (ValueError, IndexError):
+        return None
+    return line_of(pos)
 
 
 def _parse_tree(obj: Any, text: str, file: str, run: str | None,
@@ -468,8 +515,9 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     for i, raw in enumerate(raw_steps):
         try:
             step = parse_step(raw, name, file, lines[i], f"steps[{i}].")
-        except InputError as error:
-            bad.append(error.problem)
+        except InputError as error:  # named on its field's line (the step's when it is missing)
+            p = error.problem
+            bad.append(Problem(p.file, field_line(text, p.field or "") or p.line, p.field, p.message))
             if len(bad) == InputError.MAX_PROBLEMS:
                 break
             continue

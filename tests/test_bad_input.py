@@ -678,3 +678,25 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith("invalid JSON: Expecting property name enclosed in double quotes "
                                       "(column 50)\n")
+
+
+def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace, mem):
+    """tree.json is usually pretty-printed, a step over a dozen lines: errors named the line where
+    the step starts, up to a step's size above the field at fault (SPEC §9: the line where the
+    input was at fault). A field that is missing is named at its step's line."""
+    path = workspace.root / "alpha" / "tree.json"
+    tree = json.loads(path.read_text())
+    tree["steps"][1]["hyp"] = "p-adic local field"
+    tree["steps"][3]["audit"] = {"grade": "ok", "by": "A7", "note": "", "repaired": False}
+    del tree["steps"][4]["statement"]
+    path.write_text(json.dumps(tree, indent=2))
+    lines = path.read_text().split("\n")
+    code, _, err = mem("index", "--no-progress")
+    said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
+            for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
+    assert code == 2 and set(said) == {"steps[1].hyp", "steps[3].audit.grade", "steps[4].statement"}
+    assert lines[said["steps[1].hyp"] - 1] == '      "hyp": "p-adic local field",'
+    assert lines[said["steps[3].audit.grade"] - 1] == '        "grade": "ok",'
+    assert lines[said["steps[4].statement"] - 1] == "    {"  # the step's own line
+    code, out, _ = mem("check", "alpha")
+    assert code == 2 and f"alpha/tree.json:{said['steps[1].hyp']}: input: steps[1].hyp: " in out

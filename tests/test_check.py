@@ -529,8 +529,8 @@ def test_eval_status_never_passes_over_a_run_it_cannot_read(workspace, mem):
     workspace.edit_step("alpha", "a3", kind="foo")
     code, out, _ = mem("eval", "status")
     assert code == 2
-    assert out.splitlines() == [
-        f"alpha/tree.json:{step_line(workspace, 'alpha', 'a3')}: input: steps[2].kind: 'foo' is not "
+    assert out.splitlines() == [  # the line of a3's "kind", below its "{" and its "id"
+        f"alpha/tree.json:{step_line(workspace, 'alpha', 'a3') + 2}: input: steps[2].kind: 'foo' is not "
         "one of lemma, dead_end, error",
         "status: FAIL: 1 library entry; 0 status mismatches (M1), 0 not admissible (M2); 1 unchecked "
         "(their run's tree.json cannot be read)"]

@@ -26,13 +26,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import Workspace, build_workspace, library_line, make_step, copy_workspace
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.records.errors import InputError
-from mem_retrieval.records.parse import Malformed, event_path, iter_events, iter_library, parse_tree
+from mem_retrieval.records.parse import (Malformed, event_path, field_line, iter_events, iter_library,
+                                         parse_tree)
 from mem_retrieval.records.types import EVENT_KINDS, GRADES, KINDS, STATUSES
 from test_bad_input import snapshot
 
@@ -791,6 +792,52 @@ def test_any_valid_tree_round_trips(step_list, indent, ascii_only):
             assert (got.audit.grade, got.audit.by, got.audit.note, got.audit.repaired) == (
                 audit["grade"], audit.get("by", ""), audit.get("note", ""), audit.get("repaired", False))
     assert parsed.fix.checklist == ("a",) and parsed.sources[0].id == "src-0"
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=12)
+
+
+@st.composite
+def documents_with_a_path(draw) -> tuple[dict, list]:
+    """A JSON object and the path (keys and indexes) to one of its members, an object's or an
+    array's, at any depth."""
+    document = draw(st.dictionaries(st.text(max_size=4), JSON_VALUES, min_size=1, max_size=4))
+    path, node = [], document
+    while True:
+        key = draw(st.sampled_from(sorted(node)) if isinstance(node, dict) else
+                   st.integers(0, len(node) - 1))
+        path.append(key)
+        node = node[key]
+        if not (isinstance(node, (dict, list)) and node and draw(st.booleans())):
+            return document, path
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents_with_a_path(), st.sampled_from([None, 0, 1, 2, "\t"]), st.booleans())
+def test_the_line_of_a_field_is_where_json_dumps_puts_it(found, indent, ascii_only):
+    """``field_line`` (the line an error in a pretty-printed tree.json names) against an oracle:
+    the same document with the member at the path marked (its key renamed in place, or the element
+    replaced by a string: neither moves the lines up to it) and the marker's line found as text."""
+    document, path = found
+    assume(all(isinstance(k, int) or (k and not set(k) & set(".[]")) for k in path))  # dotted-path names
+    text = json.dumps(document, indent=indent, ensure_ascii=ascii_only)
+    marked = json.loads(text)
+    parent = marked
+    for key in path[:-1]:
+        parent = parent[key]
+    marker = "\u2603marker\u2603"
+    if isinstance(parent, dict):
+        members = list(parent.items())
+        parent.clear()
+        parent.update((marker if k == path[-1] else k, v) for k, v in members)
+    else:
+        parent[path[-1]] = marker
+    oracle = json.dumps(marked, indent=indent, ensure_ascii=ascii_only)
+    where = oracle.index(json.dumps(marker, ensure_ascii=ascii_only))
+    field = "".join(f"[{k}]" if isinstance(k, int) else ("." if i else "") + k for i, k in enumerate(path))
+    assert field_line(text, field) == oracle.count("\n", 0, where) + 1
 
 
 @st.composite
