@@ -10,6 +10,7 @@ import sys
 
 from mem_retrieval.cli.outputs import integer
 from mem_retrieval.functions import BY_NAME, Function, Param
+from mem_retrieval.records.errors import one_line
 
 
 def register_functions(subparsers, common, names: list[str]) -> None:
@@ -51,8 +52,8 @@ def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
             arguments[param.name] = _standard_input()
     answer = call(ctx.memory(), function.name, arguments, spell=functools.partial(flag, function=function),
                   progress=None)
-    for note in answer.notes:
-        ctx.note(f"mem: {note}")
+    for note in answer.notes:  # one printable line: an id's zero-width space shows escaped (JSON keeps it)
+        ctx.note(one_line(f"mem: {note}"))
     ctx.emit(answer.data, answer.text)
     return answer.status
 

@@ -11,6 +11,7 @@ one."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -35,6 +36,25 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def unescape(text: str) -> str:
+    """``text`` with the escapes ``one_line`` writes (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``, ``\\n``…) read
+    back as their characters: an id a message showed escaped, typed or pasted as shown."""
+    if "\\" not in text:
+        return text
+
+    def character(match: re.Match[str]) -> str:
+        if match.group(4):
+            return _CONTROL[match.group(4)]
+        code = int(match.group(1) or match.group(2) or match.group(3), 16)
+        return chr(code) if code <= 0x10FFFF else match.group()
+
+    return _ESCAPE.sub(character, text)
+
+
+_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\([ntr])")
+_CONTROL = {"n": "\n", "t": "\t", "r": "\r"}
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

@@ -150,8 +150,10 @@ class NearestIds:
 
     def near(self, ref: str, n: int = 5) -> list[str]:
         """Up to ``n`` of the known ids closest to ``ref``, closest first; never a global ``ref``
-        itself (a source or a step the filters leave out is known, and "no step has this id;
-        nearest: the same id" said nothing; a bare id's steps of other runs are offered)."""
+        itself, as the lookup reads it (``spellings``: a source or a step the filters leave out is
+        known, and "no step has this id; nearest: the same id" said nothing; a bare id's steps of
+        other runs are offered). An id that only reads like it (``q\u200b1`` for ``q1``: the
+        lookup does not find it) is offered."""
         import bisect
         import difflib
 
@@ -162,7 +164,8 @@ class NearestIds:
             at = bisect.bisect_left(names, word)
             names = names[max(0, at - self.WINDOW // 2):at + self.WINDOW // 2]
         near = difflib.get_close_matches(word, names, n=n + 1, cutoff=0.5)
-        return [gid for name in near for gid in by_name[name] if bare or plain(gid) != plain(ref)][:n]
+        same = set() if bare else set(spellings(ref))
+        return [gid for name in near for gid in by_name[name] if gid not in same][:n]
 
 
 def nearest_ids(ref: str, known: Iterable[str], n: int = 5) -> list[str]:

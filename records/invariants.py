@@ -554,9 +554,10 @@ class _Checker:
         error (a word without one is prose: ``the sub-lemma is open`` beside ids such as ``chain-rule``)."""
         forms = list(dict.fromkeys(spelled for form in id_candidates(word) for spelled in spellings(form)))
         for form in forms:
-            if self.catalog.unverifiable(form, run):
+            unread = (split_gid(form)[0] or run) in self.catalog.unreadable  # its tree is the authority
+            target = None if unread else self.catalog.resolve(form, run)
+            if target is None and self.catalog.unverifiable(form, run):  # it may be on a line unread
                 return
-            target = self.catalog.resolve(form, run)
             if isinstance(target, Source):
                 return
             if target is not None:

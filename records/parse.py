@@ -103,7 +103,8 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
                          "would keep the last)") from None
     except json.JSONDecodeError as err:
         at = err.lineno if line is None else line
-        piece = line is not None and (err.pos >= len(text.rstrip()) or not text.lstrip().startswith("{"))
+        ends = err.pos >= len(text.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
+        piece = line is not None and (ends or not text.lstrip(_BLANK).startswith("{"))
         raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})" + (
             ": a line holds one whole JSON object (one written over several lines is read a line at a "
             "time)" if piece else "")) from None
@@ -349,10 +350,15 @@ _SOURCES_KEY = re.compile(r'(?<!\\)"sources"\s*:\s*\[')
 
 def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | None]:
     """The line on which each element of the top-level array ``key`` starts (best effort)."""
+    return [None if at is None else at[1] for at in _elements(text, key, count)]
+
+
+def _elements(text: str, key: re.Pattern[str], count: int) -> list[tuple[int, int] | None]:
+    """Where each element of the top-level array ``key`` starts: (offset, line), best effort."""
     match = key.search(text)
     if not match:
         return [None] * count
-    decoder, pos, lines = json.JSONDecoder(), match.end(), []
+    decoder, pos, found = json.JSONDecoder(), match.end(), []
     line, counted = text.count("\n", 0, pos) + 1, pos  # counted up to ``counted``: linear, not steps × size
     try:
         for _ in range(count):
@@ -360,11 +366,11 @@ def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | No
                 pos += 1
             line += text.count("\n", counted, pos)
             counted = pos
-            lines.append(line)
+            found.append((pos, line))
             _, pos = decoder.raw_decode(text, pos)
     except (ValueError, IndexError):
         return [None] * count
-    return lines
+    return found
 
 
 def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> Step:
@@ -419,58 +425,70 @@ def _with_line(error: InputError, text: str) -> InputError:
     return InputError(p.file, line, p.field, p.message)
 
 
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_KEY_PART = re.compile(r"[^.\[\]]*")
+_INDEX_PART = re.compile(r"\[(\d+)\]")
 _BLANK = " \t\r\n"
 
 
-def field_line(text: str, field: str) -> int | None:
+def field_line(text: str, field: str, at: int = 0, line: int = 1) -> int | None:
     """The line where ``field`` (``steps[3].audit.grade``, ``fix.setting``, ``steps[1].hyp[0]``)
-    stands in the JSON document ``text``: its key's line in an object, its element's in an array.
-    A field that is not there (a missing one) gets the line where the innermost object or array
-    holding it starts; None when ``text`` cannot be walked. A pretty-printed tree.json spreads a
-    step over dozens of lines: an error names the line of the field at fault, not of its step."""
-    parts = [key or int(index) for key, index in _PATH_PART.findall(field)]
-    decoder, pos = json.JSONDecoder(), 0
+    stands in the JSON document ``text``, or in its value starting at offset ``at`` on line ``line``:
+    its key's line in an object, its element's in an array. A key that holds the rest of the path
+    whole (an unknown field named ``audit.grade`` or ``hyp[0]``) is that key. A field that is not
+    there (a missing one) gets the line where the innermost object or array holding it starts;
+    None when ``text`` cannot be walked. A pretty-printed tree.json spreads a step over dozens of
+    lines: an error names the line of the field at fault, not of its step."""
+    decoder = json.JSONDecoder()
 
-    def blank(at: int) -> int:
-        while at < len(text) and text[at] in _BLANK:
-            at += 1
-        return at
+    def blank(pos: int) -> int:
+        while pos < len(text) and text[pos] in _BLANK:
+            pos += 1
+        return pos
 
-    def line_of(at: int) -> int:
-        return text.count("\n", 0, at) + 1
+    def line_of(pos: int) -> int:
+        return line + text.count("\n", at, pos)
 
+    rest, pos = field, blank(at)
     try:
-        pos = blank(pos)
-        for depth, part in enumerate(parts, start=1):
-            start, found = pos, None
-            if isinstance(part, str) and text[pos] == "{":
+        while rest:
+            start, found, inner = pos, None, None
+            if text[pos] == "{" and not rest.startswith("["):
+                part = _KEY_PART.match(rest).group()
                 pos = blank(pos + 1)
-                while text[pos] != "}":
+                while text[pos] != "}":  # every member: the whole rest as one key comes first
                     key_at = pos
                     key, pos = decoder.raw_decode(text, pos)
-                    pos = blank(pos)
-                    pos = blank(pos + 1)  # the colon
-                    if key == part:
-                        found = key_at
-                        break
+                    pos = blank(blank(pos) + 1)  # past the colon
+                    if key == rest:
+                        return line_of(key_at)
+                    if key == part and found is None:
+                        found, inner = key_at, pos
                     pos = blank(decoder.raw_decode(text, pos)[1])
                     pos = blank(pos + 1) if text[pos] == "," else pos
-            elif isinstance(part, int) and text[pos] == "[":
-                pos, index = blank(pos + 1), 0
+                rest = rest[len(part):].removeprefix(".")
+            elif text[pos] == "[" and (index := _INDEX_PART.match(rest)):
+                pos, count = blank(pos + 1), 0
                 while text[pos] != "]":
-                    if index == part:
-                        found = pos
+                    if count == int(index.group(1)):
+                        found = inner = pos
                         break
                     pos = blank(decoder.raw_decode(text, pos)[1])
-                    pos, index = (blank(pos + 1) if text[pos] == "," else pos), index + 1
+                    pos, count = (blank(pos + 1) if text[pos] == "," else pos), count + 1
+                rest = rest[index.end():].removeprefix(".")
             if found is None:
                 return line_of(start)
-            if depth == len(parts):
+            if not rest:
                 return line_of(found)
+            pos = inner
     except (ValueError, IndexError):
         return None
     return line_of(pos)
+
+
+def _line_within(text: str, at: tuple[int, int] | None, field: str) -> int | None:
+    """``field_line`` of ``field`` in the element of an array starting at ``at`` (offset, line):
+    only that element is walked, not the document before it."""
+    return None if at is None else field_line(text, field, *at)
 
 
 def _parse_tree(obj: Any, text: str, file: str, run: str | None,
@@ -491,7 +509,8 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     raw_sources = [] if raw_sources is None else raw_sources
     if not isinstance(raw_sources, list):
         f.fail("sources", f"must be a list, not {type_name(raw_sources)}")
-    source_lines, source_ids = _element_lines(text, _SOURCES_KEY, len(raw_sources)), set()
+    source_at, source_ids = _elements(text, _SOURCES_KEY, len(raw_sources)), set()
+    source_lines = [None if at is None else at[1] for at in source_at]
     for i, raw in enumerate(raw_sources):
         s = Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
         source_id = s.str("id", required=True)
@@ -502,40 +521,45 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
             s.fail("id", f"duplicate id {source_id!r} (already a source of this run)")
         source_ids.add(source_id)
         if retrieved := s.str("retrieved"):  # a time, as an event's (it was read as any text)
-            parse_time(retrieved, file, source_lines[i], f"sources[{i}].retrieved")
+            parse_time(retrieved, file, _line_within(text, source_at[i], "retrieved") or source_lines[i],
+                       f"sources[{i}].retrieved")
         sources.append(Source(run=name, id=source_id, origin=s.str("origin"), retrieved=retrieved,
                               hash=s.str("hash"), path=s.str("path"), line=source_lines[i]))
     raw_steps = obj.get("steps")
     if not isinstance(raw_steps, list):
         f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")
-    lines = _element_lines(text, _STEPS_KEY, len(raw_steps))
+    steps_at = _elements(text, _STEPS_KEY, len(raw_steps))
+    lines = [None if at is None else at[1] for at in steps_at]
     steps: list[Step] = []
     seen: dict[str, int | None] = {s.id: None for s in sources}
     bad: list[Problem] = []  # every malformed step, reported together
+    repeated: set[str] = set()
     for i, raw in enumerate(raw_steps):
         try:
             step = parse_step(raw, name, file, lines[i], f"steps[{i}].")
         except InputError as error:  # named on its field's line (the step's when it is missing)
             p = error.problem
-            bad.append(Problem(p.file, field_line(text, p.field or "") or p.line, p.field, p.message))
+            rest = (p.field or "").removeprefix(f"steps[{i}]").removeprefix(".")
+            bad.append(Problem(p.file, _line_within(text, steps_at[i], rest) or p.line, p.field, p.message))
             if len(bad) == InputError.MAX_PROBLEMS:
                 break
             continue
         if step.id in seen:
             what = "a source" if seen[step.id] is None and step.id in {s.id for s in sources} else "a step"
-            duplicate = InputError(file, lines[i], f"steps[{i}].id",
+            duplicate = InputError(file, _line_within(text, steps_at[i], "id") or lines[i], f"steps[{i}].id",
                                    f"duplicate id {step.id!r} (already {what} of this run)")
             if problems is None:
                 bad.append(duplicate.problem)
             else:
                 problems.append(duplicate.problem)
+                repeated.add(step.id)
             continue
         seen[step.id] = lines[i]
         steps.append(step)
     if bad:
         raise InputError.many(bad)
     return Tree(run=name, path=file, date=_tree_date(f, text), fix=fix, sources=tuple(sources),
-                steps=tuple(steps))
+                steps=tuple(steps), repeated=frozenset(repeated))
 
 
 _DATE_KEY = re.compile(r'"date"\s*:')
@@ -619,18 +643,28 @@ def lines_after(path: Path, number: int) -> int:
 _FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
 
 
-def events_after(path: Path, number: int, run: str, run_dir: Path) -> Iterator[Event]:
+def events_after(path: Path, number: int, run: str, run_dir: Path,
+                 after: int | None = None) -> Iterator[Event]:
     """The events ``path`` holds after line ``number`` (those ``lines_after`` counts), parsed; a
     line that is not a whole event (malformed, or still being written) is passed over, as no
-    search could find it either."""
+    search could find it either. ``after``: the time (epoch microseconds) event ``number`` is dated
+    by (the index's ``ts``): an event stamped earlier than the one before it is dated as that one,
+    as ``iter_events`` dates it."""
     file = str(path)
+    running = after
     for offset, raw in _raw_lines_after(path, number):
         try:
             line = decode_utf8(raw, file, offset - 1)
-            if line.strip():
-                yield _parse_event(line.rstrip("\r"), file, offset, run, run_dir)
+            if not line.strip():
+                continue
+            event = _parse_event(line.rstrip("\r"), file, offset, run, run_dir)
         except InputError:
             continue
+        stamp = micros(event.timestamp)
+        if running is not None and stamp < running:
+            event = replace(event, timestamp=_EPOCH + timedelta(microseconds=running))
+        running = max(stamp, running or stamp)
+        yield event
 
 
 def event_path(kind: str, text: str) -> bool:

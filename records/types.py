@@ -108,6 +108,7 @@ class Tree:
     fix: Fix = field(default_factory=Fix)
     sources: tuple[Source, ...] = ()
     steps: tuple[Step, ...] = ()
+    repeated: frozenset[str] = frozenset()  # step ids used twice (`check` reads such a tree, the first kept)
 
     def step(self, step_id: str) -> Step | None:
         for s in self.steps:

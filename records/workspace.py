@@ -221,10 +221,11 @@ class Workspace:
             cache[run] = (found, seq, lines_after(path, seq) if found else 0)
         return cache[run][2]
 
-    def events_after(self, run: str, seq: int) -> Iterator[Event]:
+    def events_after(self, run: str, seq: int, after: int | None = None) -> Iterator[Event]:
         """The run's events after the one numbered ``seq``, those ``logged_after`` counts; a line
-        that is not a whole event is passed over."""
-        yield from events_after(self.events_path(run), seq, run, self.run_dir(run))
+        that is not a whole event is passed over. ``after``: the time event ``seq`` is dated by
+        (``parse.events_after``)."""
+        yield from events_after(self.events_path(run), seq, run, self.run_dir(run), after)
 
     def core(self, run: str) -> CoreMemory | None:
         path = self.core_path(run)

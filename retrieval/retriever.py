@@ -17,7 +17,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
-from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural, unescape
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
 from mem_retrieval.records.parse import micros, present, read_text
@@ -369,10 +369,11 @@ class Retriever:
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
         until = query.until
         if ahead and (until is not None or query.id is not None):  # rare: those lines are read
-            ahead = {run: count for run in ahead
-                     if (count := sum(1 for event in self.workspace.events_after(run, logged.get(run, 0))
-                                      if (until is None or until.admits(event))
-                                      and (query.id is None or event.names(query.ref)))) > 0}
+            def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
+                events = self.workspace.events_after(run, logged.get(run, 0), self.searcher.logged_time(run))
+                return sum(1 for event in events if (until is None or until.admits(event))
+                           and (query.id is None or event.names(query.ref)))
+            ahead = {run: count for run in ahead if (count := kept(run)) > 0}
         if not ahead:
             return []
         total = sum(ahead.values())
@@ -429,18 +430,21 @@ class Retriever:
         """``ref`` (of ``run`` when bare) as a lookup of one step reads it: as typed when it names a
         step or source, in any Unicode normal form; else its ``plain`` form when that does (``A5‑7``
         with U+2011 for ``A5-7``), so that a look-alike never adds a second step to the one an id
-        names as typed (nor its events)."""
-        spelled = plain(ref)
-        if spelled == ref:
+        names as typed (nor its events); else, with the escapes a message shows for an invisible
+        character read back (``q\\u200b1``, copied from a note, for ``q`` U+200B ``1``), when that
+        does."""
+        others = [form for form in dict.fromkeys((plain(ref), unescape(ref))) if form != ref]
+        if not others:
             return ref
         try:  # a library that cannot be read: judged by the trees (the lookup then says what is wrong)
             library = self._library()
         except InputError:
             library = {}
-        scoped = ref if "/" in ref or run is None else f"{run}/{ref}"
-        trees = self.workspace.readable_trees(self.workspace.runs())  # read once for both questions
-        typed = self._names_a_step(scoped, library, trees)
-        return spelled if not typed and self._names_a_step(plain(scoped), library, trees) else ref
+        trees = self.workspace.readable_trees(self.workspace.runs())  # read once for every question
+        for form in [ref, *others]:
+            if self._names_a_step(form if "/" in form or run is None else f"{run}/{form}", library, trees):
+                return form
+        return ref
 
     @_reads_index
     def recall_hits(self, query: RecallQuery, whole: bool = True) -> list[EventHit]:

@@ -174,6 +174,7 @@ class Searcher:
         self._graph: CitationGraph | None = None
         self._before_runs: dict[str, Hidden] = {}  # run -> before_run(run), of this table version
         self._logged: dict[str, int] | None = None
+        self._logged_ts: dict[str, int] = {}
         self._shapes: frozenset[str] | None = None
         self._lock = threading.Lock()
         self._searches = 0
@@ -487,11 +488,18 @@ class Searcher:
             table = self.table("events")
             logged: dict[str, int] = {}
             if table is not None:
-                last = (table.search().select(["run", "seq"]).limit(max(table.count_rows(), 1)).to_arrow()
-                        .group_by("run").aggregate([("seq", "max")]))
+                last = (table.search().select(["run", "seq", "ts"]).limit(max(table.count_rows(), 1))
+                        .to_arrow().group_by("run").aggregate([("seq", "max"), ("ts", "max")]))
                 logged = dict(zip(last["run"].to_pylist(), last["seq_max"].to_pylist()))
+                self._logged_ts = dict(zip(last["run"].to_pylist(), last["ts_max"].to_pylist()))
             self._logged = logged
         return self._logged
+
+    def logged_time(self, run: str) -> int | None:
+        """The time (``ts``, as the index dates it) of the last of ``run``'s events the index holds
+        (``logged_events``): a run's times never decrease as the index dates them."""
+        self.logged_events()
+        return self._logged_ts.get(run)
 
     def events_naming(self, ref: str, filters: Filters) -> list[Candidate]:
         """Every event naming the step ``ref`` (in its ids: a global id, or, bare, a step of any

@@ -6,8 +6,6 @@ from dataclasses import asdict, dataclass
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from mem_retrieval.records.errors import one_line
-
 EXCERPT_CHARS = 300  # an event hit's excerpt: the first characters of its brief or return
 
 
@@ -69,9 +67,8 @@ class Note:
     see: str | None = None
 
     def render(self, spell: "Callable[[str], str]" = str) -> str:
-        """One printable line (``one_line``: a zero-width space in an id it names shows escaped)."""
         text = f"{spell(self.param)} {self.message}" if self.param else self.message
-        return one_line(text + (f" ({spell(self.see)} shows them)" if self.see else ""))
+        return text + (f" ({spell(self.see)} shows them)" if self.see else "")
 
 
 @dataclass(frozen=True, slots=True)

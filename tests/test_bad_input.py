@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import build_workspace, copy_workspace, make_step
+from mem_retrieval.records.errors import one_line, unescape
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -678,6 +681,12 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith("invalid JSON: Expecting property name enclosed in double quotes "
                                       "(column 50)\n")
+    log.write_text(good + json.dumps(event) + "\u00a0\n")  # whole, then a space JSON does not know
+    code, _, err = mem("index", "--no-progress")
+    assert code == 2 and err.endswith(f"invalid JSON: Extra data (column {len(json.dumps(event)) + 1})\n")
+    log.write_text(good + json.dumps(event)[:-2] + "\nfirst\"}\n")  # a line break inside its text
+    code, _, err = mem("index", "--no-progress")
+    assert code == 2 and "Unterminated string" in err and "a line holds one whole JSON object" in err
 
 
 def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace, mem):
@@ -700,3 +709,41 @@ def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace
     assert lines[said["steps[4].statement"] - 1] == "    {"  # the step's own line
     code, out, _ = mem("check", "alpha")
     assert code == 2 and f"alpha/tree.json:{said['steps[1].hyp']}: input: steps[1].hyp: " in out
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\\"), max_size=30))
+def test_a_line_escaped_for_printing_reads_back_as_it_was(text):
+    """``unescape`` reads back what ``one_line`` escaped (an id copied from a message as shown)."""
+    assert unescape(one_line(text)) == text and one_line(text).isprintable()
+
+
+def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, mem):
+    """An unknown key spelt like a path (`audit.grade`, `hyp[0]`, a top-level `fix.setting`) was
+    named on the line of the real field that path leads to; a bad source time, and a step id used
+    twice, on the line where their object starts."""
+    path = workspace.root / "alpha" / "tree.json"
+    tree = json.loads(path.read_text())
+    tree["steps"][1]["audit.grade"] = "pass"
+    tree["steps"][2]["hyp[0]"] = "x"
+    path.write_text(json.dumps(tree, indent=2))
+    lines = path.read_text().split("\n")
+    code, _, err = mem("index", "--no-progress")
+    said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
+            for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
+    assert code == 2 and set(said) == {"steps[1].audit.grade", "steps[2].hyp[0]"}
+    assert lines[said["steps[1].audit.grade"] - 1] == '      "audit.grade": "pass"'
+    assert lines[said["steps[2].hyp[0]"] - 1] == '      "hyp[0]": "x"'
+    del tree["steps"][1]["audit.grade"], tree["steps"][2]["hyp[0]"]
+    tree["fix.setting"] = "Qp"
+    path.write_text(json.dumps(tree, indent=2))
+    lines = path.read_text().split("\n")
+    code, _, err = mem("index", "--no-progress")
+    where = int(err.split(": ")[1].rsplit(":", 1)[1])
+    assert code == 2 and lines[where - 1] == '  "fix.setting": "Qp"' and ": fix.setting: unknown field" in err
+    del tree["fix.setting"]
+    tree["sources"][0]["retrieved"] = "yesterday"
+    path.write_text(json.dumps(tree, indent=2))
+    lines = path.read_text().split("\n")
+    code, _, err = mem("index", "--no-progress")
+    where = int(err.split(": ")[1].rsplit(":", 1)[1])
+    assert code == 2 and lines[where - 1] == '      "retrieved": "yesterday",' and "sources[0].retrieved" in err

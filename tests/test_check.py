@@ -397,6 +397,16 @@ def test_event_times_going_backwards_are_all_listed_as_warnings_read_in_the_logs
     assert code == 0 and [(h["seq"], h["time"]) for h in hits] == [(1, "2026-10-17T03:00:00Z"),
                                                                    (2, "2026-10-17T02:00:00Z")]
     assert mem("record", "alpha", "--dry-run")[0] == 0
+    # written since the index: the note of events not searched dates them as the index will
+    log = workspace.root / "alpha" / "memory" / "events.jsonl"
+    with log.open("a") as appending:
+        for time, text in (("08:00", "later"), ("06:00", "set back")):
+            appending.write(json.dumps({"time": f"2026-10-17T{time}:00Z", "actor": "root", "kind": "registry",
+                                        "ids": ["a1"], "text": text}) + "\n")
+    code, out, _ = mem("--json", "recall-search", "--id", "a1", "--until", "2026-10-17T07:00:00Z")
+    assert json.loads(out)["notes"] == []  # both dated 08:00, after the cut
+    code, out, _ = mem("--json", "recall-search", "--id", "a1", "--until", "2026-10-17T08:30:00Z")
+    assert json.loads(out)["notes"][0].startswith("2 events written since the last `mem index` are not")
 
 
 def test_step_ids_used_twice_are_all_listed(workspace, mem):
@@ -406,7 +416,7 @@ def test_step_ids_used_twice_are_all_listed(workspace, mem):
     code, out, _ = mem("check")
     assert code == 1
     lines = (workspace.root / "alpha" / "tree.json").read_text().splitlines()
-    starts = [i for i, text in enumerate(lines) if text.startswith('   "id"')][-3:]
+    starts = [i + 1 for i, text in enumerate(lines) if text.startswith('   "id"')][-3:]  # each "id" line
     assert found(out) == [
         f"alpha/tree.json:{starts[0]}: integrity: steps[5].id: duplicate id 'a1' (already a step of "
         "this run)",
@@ -597,6 +607,19 @@ def test_what_a_library_line_that_cannot_be_read_may_hold_is_no_false_violation(
         [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}", "M3"]]
     assert found(out)[2].endswith("which is not in the library (not recorded yet); solve/library.jsonl "
                                   "has lines that cannot be read: it may be one of them")
+    # what the lines that can be read hold is still checked: an M1 claim on a library-only step
+    zeta = [library_line("zeta", make_step("z2")), library_line("zeta", make_step("z3"))]
+    workspace.library_path.write_text("".join(json.dumps(line) + "\n" for line in lines + zeta))
+    workspace.write_core("alpha", "## phase       round 2\n## open gaps   zeta/z2 refuted · zeta/z3 open\n")
+    code, out, _ = mem("check", "alpha")
+    assert code == 1 and [line.split(": ", 2)[1:] for line in found(out)] == [
+        ["M1", "W says zeta/z2 refuted, solve/library.jsonl:3 says proved"],
+        ["M1", "W says zeta/z3 open, solve/library.jsonl:4 says proved"]]
+    workspace.library_path.write_text("".join(json.dumps(line) + "\n" for line in lines + zeta[:1])
+                                      + json.dumps(zeta[1])[:-1] + ",}\n")
+    code, out, _ = mem("check", "alpha")
+    assert code == 2 and [line.split(": ", 2)[:2] for line in found(out)] == [
+        ["alpha/memory/core.md:2", "M1"], ["solve/library.jsonl:4", "input"]]  # z3's line unread
 
 
 def test_a_malformed_library_line_is_listed_and_the_entries_after_it_are_still_checked(workspace, mem):
@@ -803,5 +826,12 @@ def test_an_id_with_an_invisible_character_is_shown_escaped_in_every_line(worksp
     assert mem("index", "--no-progress")[0] == 0
     code, out, err = mem("archive-search", "q1")
     assert "nearest: alpha/q\\u200b1" in err and "\u200b" not in err
-    code, out, _ = mem("--json", "archive-search", "q1")
-    assert "nearest: alpha/q\\u200b1" in json.loads(out)["notes"][0]
+    code, out, _ = mem("--json", "archive-search", "q1")  # JSON carries the character itself
+    assert "nearest: alpha/q\u200b1" in json.loads(out)["notes"][0]
+    # the id as a line shows it, typed back, names the step; the id it reads like offers it
+    code, out, _ = mem("--json", "archive-get", "alpha/q\\u200b1")
+    assert code == 0 and json.loads(out)["id"] == "alpha/q\u200b1"
+    code, out, _ = mem("--json", "recall-search", "--id", "q\\u200b1", "--run", "alpha")
+    assert json.loads(out)["notes"] == []  # the step's own note-free answer (it has no events)
+    code, _, err = mem("archive-get", "alpha/q1")
+    assert code == 1 and "nearest: alpha/q\\u200b1" in err

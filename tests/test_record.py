@@ -266,6 +266,15 @@ def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_ch
     assert mem("archive-insert", "beta/b7") == (1, "", f"mem: beta/b7 may not enter the library (M3): "
                                                        f"{reason}\n")
     assert workspace.library_path.read_bytes() == before
+    # citing the id used twice: M3 judged the first of the two (admitted, or refused, by their order)
+    workspace.add_step("beta", make_step("b8", parents=("delta/y1",)))
+    for first, second in (("Fq((t))", "Qp"), ("Qp", "Fq((t))")):
+        workspace.add_run("delta", [make_step("x1", setting="Fq((t))"), make_step("y1", setting=first),
+                                    make_step("y1", setting=second)], setting="Fq((t))")
+        assert mem("archive-insert", "beta/b8") == (2, "", "mem: beta/b8 may not enter the library (input): "
+                                                    "it cites delta/y1, an id delta/tree.json uses for two "
+                                                    "steps: which one it names cannot be told\n")
+        assert workspace.library_path.read_bytes() == before
 
 
 def test_a_setting_the_ontology_cannot_judge_is_admitted_with_a_warning(workspace, mem):
