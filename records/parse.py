@@ -104,7 +104,7 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
     except json.JSONDecodeError as err:
         at = err.lineno if line is None else line
         ends = err.pos >= len(text.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
-        piece = line is not None and (ends or not text.lstrip(_BLANK).startswith("{"))
+        piece = line is not None and (ends or not _OBJECT_START.match(text))
         raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})" + (
             ": a line holds one whole JSON object (one written over several lines is read a line at a "
             "time)" if piece else "")) from None
@@ -117,6 +117,7 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
 
 
 _DEEP = re.compile(r"(?:[\[{]\s*){500,}")
+_OBJECT_START = re.compile(r"[\s\ufeff]*\{")  # a line starting an object, after any space or a BOM
 _LONG_NUMBER = re.compile(r"\d{4300,}")
 
 
@@ -452,8 +453,8 @@ def field_line(text: str, field: str, at: int = 0, line: int = 1) -> int | None:
     try:
         while rest:
             start, found, inner = pos, None, None
-            if text[pos] == "{" and not rest.startswith("["):
-                part = _KEY_PART.match(rest).group()
+            if text[pos] == "{":
+                part = None if rest.startswith("[") else _KEY_PART.match(rest).group()  # (a key `[0]`)
                 pos = blank(pos + 1)
                 while text[pos] != "}":  # every member: the whole rest as one key comes first
                     key_at = pos
@@ -465,7 +466,7 @@ def field_line(text: str, field: str, at: int = 0, line: int = 1) -> int | None:
                         found, inner = key_at, pos
                     pos = blank(decoder.raw_decode(text, pos)[1])
                     pos = blank(pos + 1) if text[pos] == "," else pos
-                rest = rest[len(part):].removeprefix(".")
+                rest = rest[len(part or ""):].removeprefix(".")
             elif text[pos] == "[" and (index := _INDEX_PART.match(rest)):
                 pos, count = blank(pos + 1), 0
                 while text[pos] != "]":

@@ -684,6 +684,10 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     log.write_text(good + json.dumps(event) + "\u00a0\n")  # whole, then a space JSON does not know
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith(f"invalid JSON: Extra data (column {len(json.dumps(event)) + 1})\n")
+    for before in ("\u00a0", "\u3000", "\ufeff"):  # whole, after a space JSON does not know, or a BOM
+        log.write_text(good + before + json.dumps(event) + "\n")
+        code, _, err = mem("index", "--no-progress")
+        assert code == 2 and "column 1)" in err and "a line holds" not in err, before
     log.write_text(good + json.dumps(event)[:-2] + "\nfirst\"}\n")  # a line break inside its text
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and "Unterminated string" in err and "a line holds one whole JSON object" in err
@@ -725,15 +729,17 @@ def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, me
     tree = json.loads(path.read_text())
     tree["steps"][1]["audit.grade"] = "pass"
     tree["steps"][2]["hyp[0]"] = "x"
+    tree["steps"][3]["[0]"] = "y"
     path.write_text(json.dumps(tree, indent=2))
     lines = path.read_text().split("\n")
     code, _, err = mem("index", "--no-progress")
     said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
             for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
-    assert code == 2 and set(said) == {"steps[1].audit.grade", "steps[2].hyp[0]"}
+    assert code == 2 and set(said) == {"steps[1].audit.grade", "steps[2].hyp[0]", "steps[3].[0]"}
+    assert lines[said["steps[3].[0]"] - 1] == '      "[0]": "y"'
     assert lines[said["steps[1].audit.grade"] - 1] == '      "audit.grade": "pass"'
     assert lines[said["steps[2].hyp[0]"] - 1] == '      "hyp[0]": "x"'
-    del tree["steps"][1]["audit.grade"], tree["steps"][2]["hyp[0]"]
+    del tree["steps"][1]["audit.grade"], tree["steps"][2]["hyp[0]"], tree["steps"][3]["[0]"]
     tree["fix.setting"] = "Qp"
     path.write_text(json.dumps(tree, indent=2))
     lines = path.read_text().split("\n")

@@ -620,6 +620,10 @@ def test_what_a_library_line_that_cannot_be_read_may_hold_is_no_false_violation(
     code, out, _ = mem("check", "alpha")
     assert code == 2 and [line.split(": ", 2)[:2] for line in found(out)] == [
         ["alpha/memory/core.md:2", "M1"], ["solve/library.jsonl:4", "input"]]  # z3's line unread
+    for claim in ("`zeta/z2` refuted", "**zeta/z2**: refuted", "zeta/\uff5a2 refuted", "`alpha/a1` refuted"):
+        workspace.write_core("alpha", f"## phase       round 2\n## open gaps   {claim}\n")
+        code, out, _ = mem("check", "alpha")  # every way of writing a claim, each form tried
+        assert code == 2 and [line.split(": ", 2)[1] for line in found(out)] == ["M1", "input"], claim
 
 
 def test_a_malformed_library_line_is_listed_and_the_entries_after_it_are_still_checked(workspace, mem):
@@ -835,3 +839,6 @@ def test_an_id_with_an_invisible_character_is_shown_escaped_in_every_line(worksp
     assert json.loads(out)["notes"] == []  # the step's own note-free answer (it has no events)
     code, _, err = mem("archive-get", "alpha/q1")
     assert code == 1 and "nearest: alpha/q\\u200b1" in err
+    code, out, _ = mem("--json", "archive-search", "alpha/q\\u200b1")  # a search's id lookup too
+    page = json.loads(out)  # found by its id (no note that no step has it)
+    assert code == 0 and [hit["id"] for hit in page["hits"]] == ["alpha/q\u200b1"] and page["notes"] == []
