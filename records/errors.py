@@ -48,7 +48,9 @@ def unescape(text: str) -> str:
         if match.group(4):
             return _CONTROL[match.group(4)]
         code = int(match.group(1) or match.group(2) or match.group(3), 16)
-        return chr(code) if code <= 0x10FFFF else match.group()
+        if code > 0x10FFFF or chr(code).isprintable():  # `one_line` escapes only what is not
+            return match.group()
+        return chr(code)
 
     return _ESCAPE.sub(character, text)
 

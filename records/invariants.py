@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, one_line, plural
-from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, spellings, split_gid
+from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import (Malformed, iter_events, iter_library, parse_core_text, present,
                                          read_text, source_file, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
@@ -184,10 +184,13 @@ class Catalog:
         return found or self.library.get(f"{target}/{local}")
 
     def unverifiable(self, ref: str, run: str) -> bool:
-        """Whether ``ref`` points into a run whose tree.json could not be read, or into a run the
-        workspace does not hold while a line of the library cannot be read (it may be that line)."""
+        """Whether ``ref`` points into a run whose tree.json could not be read, or is an id a line
+        of the library that cannot be read may hold (of a run the workspace does not hold; a word
+        that is no id, `` `zeta/z2 `` with its backtick, is none)."""
         target = split_gid(ref)[0] or run
-        return target in self.unreadable or (not self.library_whole and target not in self.trees)
+        if target in self.unreadable:
+            return True
+        return not self.library_whole and target not in self.trees and ref_problem(ref) is None
 
     def dangling(self, step: Step) -> list[str]:
         """The parents of ``step`` that resolve to nothing (where their run could be read)."""
@@ -553,11 +556,11 @@ class _Checker:
         names none is a warning with the nearest ids, as a global id of a known run naming none is an
         error (a word without one is prose: ``the sub-lemma is open`` beside ids such as ``chain-rule``)."""
         forms = list(dict.fromkeys(spelled for form in id_candidates(word) for spelled in spellings(form)))
-        unsure = False  # a form naming a run whose tree.json, or a library line, cannot be read
-        for form in forms:
+        for form in forms:  # as written first, then trimmed, then look-alikes (as a lookup reads it)
             unread = (split_gid(form)[0] or run) in self.catalog.unreadable  # its tree is the authority
             target = None if unread else self.catalog.resolve(form, run)
-            unsure = unsure or (target is None and self.catalog.unverifiable(form, run))
+            if target is None and not set(form) & MARKDOWN and self.catalog.unverifiable(form, run):
+                return  # it may name a step that could not be read: no weaker form decides for it
             if isinstance(target, Source):
                 return
             if target is not None:
@@ -568,8 +571,6 @@ class _Checker:
                     self.add(run, str(path), line, "M1",
                              f"W says {form} {status}, {where} says {target.status}")
                 return
-        if unsure:  # none of its forms names a step that was read: it may be one that was not
-            return
         if any(self.catalog.names_known_run(form) for form in forms):
             self.add(run, str(path), line, INTEGRITY,
                      f"W states a status ({status}) for {word!r}, which names no step")
@@ -581,6 +582,11 @@ class _Checker:
                      f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "
                      f"{run}" + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near
                                  else ""), WARNING)
+
+
+# code and emphasis marks around a claim's id (`A5-7`, **A5-7**:): a form of the word holding one is
+# not taken for an id that a library line which cannot be read may hold
+MARKDOWN = frozenset("`*")
 
 
 def _strongly_connected(nodes: list[str], edges: dict[str, list[str]]) -> list[list[str]]:

@@ -103,8 +103,7 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
                          "would keep the last)") from None
     except json.JSONDecodeError as err:
         at = err.lineno if line is None else line
-        ends = err.pos >= len(text.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
-        piece = line is not None and (ends or not _OBJECT_START.match(text))
+        piece = line is not None and _a_piece(text, err)
         raise InputError(file, at, None, f"invalid JSON: {err.msg} (column {err.colno})" + (
             ": a line holds one whole JSON object (one written over several lines is read a line at a "
             "time)" if piece else "")) from None
@@ -117,7 +116,25 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
 
 
 _DEEP = re.compile(r"(?:[\[{]\s*){500,}")
-_OBJECT_START = re.compile(r"[\s\ufeff]*\{")  # a line starting an object, after any space or a BOM
+_INVISIBLE = re.compile(r"[\s\u00ad\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]*")
+
+
+def _a_piece(line: str, err: json.JSONDecodeError) -> bool:
+    """Whether a line of a JSON-lines file that is no JSON holds a piece of an object (one written
+    over several lines): it ends before its object does, or starts none. White space JSON does not
+    know, a BOM or a zero-width character before the object is judged apart: a whole object after
+    it is no piece."""
+    core = _INVISIBLE.match(line).end()
+    if core:
+        try:
+            json.loads(line[core:])
+            return False
+        except json.JSONDecodeError as inner:
+            line, err = line[core:], inner
+        except ValueError:  # too deep, or a number too long: a whole line's fault
+            return False
+    ends = err.pos >= len(line.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
+    return ends or not line.startswith("{")
 _LONG_NUMBER = re.compile(r"\d{4300,}")
 
 

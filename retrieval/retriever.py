@@ -32,8 +32,9 @@ from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Pa
 
 # The advice of a note on what the index lacks, when the one the search read is no longer the
 # newest (``Retriever.index_replaced``: a long-lived ``Memory`` reads its own version until reopened)
-NEWER_INDEX = ("a newer index has been written since this session (or this call) opened its own: "
-               "`reopen()` reads it; a new call of the CLI, `mem serve` or `mem mcp` reads the newest")
+NEWER_INDEX = ("a newer index has been written since this session (or this call) opened its own, and "
+               "may answer otherwise: `reopen()` reads it; a new call of the CLI, `mem serve` or `mem mcp` "
+               "reads the newest")
 
 
 @dataclass(frozen=True)

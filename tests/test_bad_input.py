@@ -684,10 +684,13 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     log.write_text(good + json.dumps(event) + "\u00a0\n")  # whole, then a space JSON does not know
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith(f"invalid JSON: Extra data (column {len(json.dumps(event)) + 1})\n")
-    for before in ("\u00a0", "\u3000", "\ufeff"):  # whole, after a space JSON does not know, or a BOM
-        log.write_text(good + before + json.dumps(event) + "\n")
+    for before in ("\u00a0", "\u3000", "\ufeff", "\u200b"):  # a space JSON does not know, a BOM, …
+        log.write_text(good + before + json.dumps(event) + "\n")  # then a whole object: no piece
         code, _, err = mem("index", "--no-progress")
         assert code == 2 and "column 1)" in err and "a line holds" not in err, before
+        log.write_text(good + before + json.dumps(event, indent=2) + "\n")  # then a piece of one
+        code, _, err = mem("index", "--no-progress")
+        assert code == 2 and "a line holds one whole JSON object" in err.splitlines()[0], before
     log.write_text(good + json.dumps(event)[:-2] + "\nfirst\"}\n")  # a line break inside its text
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and "Unterminated string" in err and "a line holds one whole JSON object" in err
@@ -719,6 +722,7 @@ def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace
 def test_a_line_escaped_for_printing_reads_back_as_it_was(text):
     """``unescape`` reads back what ``one_line`` escaped (an id copied from a message as shown)."""
     assert unescape(one_line(text)) == text and one_line(text).isprintable()
+    assert unescape("A\\x41\\u0035") == "A\\x41\\u0035"  # a printed line never escapes what it can print
 
 
 def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, mem):
