@@ -163,11 +163,13 @@ class Catalog:
     """Every id the workspace knows: the steps and sources of the runs read, and the library."""
 
     def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry],
-                 unreadable: set[str] | None = None, library_whole: bool = True):
+                 unreadable: set[str] | None = None, library_whole: bool = True,
+                 library_unread: frozenset[str] | None = None):
         self.trees = trees
         self.library = {entry.gid: entry for entry in library}
         self.unreadable = unreadable or set()
-        self.library_whole = library_whole  # False: some of its lines cannot be read
+        self.library_whole = library_whole  # False: some of its lines cannot be read, and
+        self.library_unread = library_unread  # the strings those lines hold (None: not known)
         self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
         self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
@@ -184,13 +186,21 @@ class Catalog:
         return found or self.library.get(f"{target}/{local}")
 
     def unverifiable(self, ref: str, run: str) -> bool:
-        """Whether ``ref`` points into a run whose tree.json could not be read, or is an id a line
-        of the library that cannot be read may hold (of a run the workspace does not hold; a word
-        that is no id, `` `zeta/z2 `` with its backtick, is none)."""
+        """Whether ``ref`` points into a run whose tree.json could not be read, or into a run the
+        workspace does not hold at an entry a library line that cannot be read may hold."""
         target = split_gid(ref)[0] or run
         if target in self.unreadable:
             return True
-        return not self.library_whole and target not in self.trees and ref_problem(ref) is None
+        return target not in self.trees and self.maybe_unread(f"{target}/{split_gid(ref)[1]}")
+
+    def maybe_unread(self, gid: str) -> bool:
+        """Whether a library line that cannot be read may hold the entry ``gid``: its text names
+        the run and the id (``Malformed.words``), or what those lines hold is not known."""
+        if self.library_whole or ref_problem(gid) is not None:
+            return False
+        run, step_id = split_gid(gid)
+        words = self.library_unread
+        return words is None or (run in words and step_id in words)
 
     def dangling(self, step: Step) -> list[str]:
         """The parents of ``step`` that resolve to nothing (where their run could be read)."""
@@ -354,9 +364,9 @@ class _Checker:
         for run, problem in self.ws.lost_records().items():  # no index reads the workspace while
             unreadable.add(run)  # one is lost, so every check names it, as every misnamed run
             self.found[None].append((problem, INPUT))
-        path, whole = self.ws.library_path, True
+        path, whole, words = self.ws.library_path, True, None
         if self._present(None, path):
-            problems, malformed = [], Malformed()
+            problems, malformed = [], Malformed(words=True)
             try:
                 for entry in iter_library(path, problems, malformed):
                     self.entries.append(entry)
@@ -365,7 +375,9 @@ class _Checker:
             self.found[None].extend((p, INPUT) for p in malformed.problems())
             self.found[None].extend((p, INTEGRITY) for p in problems)
             whole = not malformed.listed
-        return Catalog(trees, self.entries, unreadable, library_whole=whole)
+            words = None if malformed.words is None else frozenset(malformed.words)
+        return Catalog(trees, self.entries, unreadable, library_whole=whole,
+                       library_unread=None if whole else words)
 
     # ---- the library: M1, M2
     def library(self) -> None:
@@ -459,7 +471,7 @@ class _Checker:
                 self.consequences += [said] if said else []
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps,
                                       self.catalog.unreadable):
-            unsure = problem.absent and not self.catalog.library_whole  # it may be a line not read
+            unsure = problem.absent and self.catalog.maybe_unread(problem.cited.gid)  # on a line not read?
             said = self.add(run, tree.path, problem.step.line, "M3", problem.message + (
                 f"; {self._rel(str(self.ws.library_path))} has lines that cannot be read: it may be one of "
                 "them" if unsure else ""), problem.severity)
@@ -559,7 +571,7 @@ class _Checker:
         for form in forms:  # as written first, then trimmed, then look-alikes (as a lookup reads it)
             unread = (split_gid(form)[0] or run) in self.catalog.unreadable  # its tree is the authority
             target = None if unread else self.catalog.resolve(form, run)
-            if target is None and not set(form) & MARKDOWN and self.catalog.unverifiable(form, run):
+            if target is None and self.catalog.unverifiable(form, run):
                 return  # it may name a step that could not be read: no weaker form decides for it
             if isinstance(target, Source):
                 return
@@ -582,11 +594,6 @@ class _Checker:
                      f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "
                      f"{run}" + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near
                                  else ""), WARNING)
-
-
-# code and emphasis marks around a claim's id (`A5-7`, **A5-7**:): a form of the word holding one is
-# not taken for an id that a library line which cannot be read may hold
-MARKDOWN = frozenset("`*")
 
 
 def _strongly_connected(nodes: list[str], edges: dict[str, list[str]]) -> list[list[str]]:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
@@ -116,21 +117,31 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
 
 
 _DEEP = re.compile(r"(?:[\[{]\s*){500,}")
-_INVISIBLE = re.compile(r"[\s\u00ad\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]*")
+def _invisible(character: str) -> bool:
+    """Whether a character draws nothing: white space, a format or control character (a BOM, a
+    zero-width space, a direction mark), a combining mark alone, a Hangul filler."""
+    return character.isspace() or unicodedata.category(character) in _DRAWS_NOTHING \
+        or character in "\u115f\u1160\u3164\uffa0"
+
+
+_DRAWS_NOTHING = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"})
 
 
 def _a_piece(line: str, err: json.JSONDecodeError) -> bool:
     """Whether a line of a JSON-lines file that is no JSON holds a piece of an object (one written
-    over several lines): it ends before its object does, or starts none. White space JSON does not
-    know, a BOM or a zero-width character before the object is judged apart: a whole object after
-    it is no piece."""
-    core = _INVISIBLE.match(line).end()
-    if core:
+    over several lines): it ends before its object does, or starts none. Characters that draw
+    nothing before the object are judged apart: a whole object after them is no piece, and a line
+    of them alone holds none."""
+    start = line.find("{")
+    lead = line if start < 0 else line[:start]
+    if lead and all(_invisible(character) for character in lead):
+        if start < 0:
+            return False
         try:
-            json.loads(line[core:])
+            json.loads(line[start:])
             return False
         except json.JSONDecodeError as inner:
-            line, err = line[core:], inner
+            line, err = line[start:], inner
         except ValueError:  # too deep, or a number too long: a whole line's fault
             return False
     ends = err.pos >= len(line.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
@@ -597,10 +608,11 @@ def _tree_date(f: Fields, text: str) -> str:
 
 # ------------------------------------------------------------------------------------- events.jsonl
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
     """(line number, decoded line without its line break, whether it has one) for every non-blank
     line, streamed (a JSON error's column is then within the line: a line cut short is reported at
-    its end). Only the last line may have none."""
+    its end). Only the last line may have none. A line that is not UTF-8 comes as its InputError,
+    for the reader to raise, or to pass over and read on (`mem check`)."""
     file = str(path)
     try:
         handle = path.open("rb")
@@ -611,9 +623,10 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
             ended = raw.endswith(b"\n")
             try:
                 line = decode_utf8(raw, file, number - 1)
-            except InputError:
+            except InputError as error:
                 if ended:
-                    raise
+                    yield number, error, ended
+                    continue
                 line = raw.decode("utf-8", "replace")  # a line being written, cut inside a character
             if line.strip():
                 yield number, line.rstrip("\r\n"), ended
@@ -718,12 +731,20 @@ class Malformed:
     ``InputError.MAX_PROBLEMS`` listed, the rest counted, so that a file of garbage stays a short
     report and the lines that can be read after it are all read."""
 
-    def __init__(self) -> None:
+    WORDS = 100_000  # the strings kept of the lines passed over (``words``), at most
+
+    def __init__(self, words: bool = False) -> None:
         self.listed: list[Problem] = []
         self.more = 0
         self._first_more: Problem | None = None
+        self.words: set[str] | None = set() if words else None  # every string the lines hold
 
-    def add(self, problem: Problem) -> None:
+    def add(self, problem: Problem, line: str | None = None) -> None:
+        if self.words is not None:
+            if line is None or len(self.words) >= self.WORDS:
+                self.words = None  # what the lines passed over hold is not known
+            else:
+                self.words.update(_strings(line))
         if len(self.listed) < InputError.MAX_PROBLEMS:
             self.listed.append(problem)
             return
@@ -740,6 +761,19 @@ class Malformed:
                                       f"{plural(self.more, 'more malformed line')} from here on, not "
                                       f"listed (the first {len(self.listed)} are; the lines that can be "
                                       "read are checked)")]
+
+
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _strings(line: str) -> Iterator[str]:
+    """The JSON strings a line that is no JSON holds, as far as its text shows them (the ids a
+    library entry written there names)."""
+    for match in _STRING.finditer(line):
+        try:
+            yield json.loads(match.group())
+        except ValueError:
+            yield match.group(1)
 
 
 def iter_events(path: Path, run: str, run_dir: Path | None = None,
@@ -761,6 +795,11 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
     for number, line, ended in _iter_lines(path):
+        if isinstance(line, InputError):  # not UTF-8
+            if malformed is None:
+                raise line
+            malformed.add(line.problem)
+            continue
         if not ended and not whole_json(line):
             if begun is not None:
                 begun.append(Problem(file, number, None, BEGUN))
@@ -770,7 +809,7 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
         except InputError as error:
             if malformed is None:
                 raise
-            malformed.add(error.problem)
+            malformed.add(error.problem, line)
             continue
         if last is not None and event.timestamp < last:
             if problems is not None:
@@ -837,11 +876,13 @@ def iter_library(path: Path, problems: list[Problem] | None = None,
     seen: dict[str, int] = {}
     for number, line, _ in _iter_lines(path):
         try:
+            if isinstance(line, InputError):  # not UTF-8
+                raise line
             entry = parse_library_entry(parse_json(line, file, number), file, number)
         except InputError as error:
             if malformed is None:
                 raise
-            malformed.add(error.problem)
+            malformed.add(error.problem, None if isinstance(line, InputError) else line)
             continue
         if entry.gid in seen:
             _record(problems, InputError(file, number, "id", f"duplicate library entry {entry.gid!r} "

@@ -684,13 +684,15 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     log.write_text(good + json.dumps(event) + "\u00a0\n")  # whole, then a space JSON does not know
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith(f"invalid JSON: Extra data (column {len(json.dumps(event)) + 1})\n")
-    for before in ("\u00a0", "\u3000", "\ufeff", "\u200b"):  # a space JSON does not know, a BOM, …
+    for before in ("\u00a0", "\u3000", "\ufeff", "\u200b", "\u2066", "\u034f"):  # a BOM, an isolate, …
         log.write_text(good + before + json.dumps(event) + "\n")  # then a whole object: no piece
         code, _, err = mem("index", "--no-progress")
         assert code == 2 and "column 1)" in err and "a line holds" not in err, before
         log.write_text(good + before + json.dumps(event, indent=2) + "\n")  # then a piece of one
         code, _, err = mem("index", "--no-progress")
         assert code == 2 and "a line holds one whole JSON object" in err.splitlines()[0], before
+        log.write_text(good + before + "\n")  # that alone: a line of nothing (blank, or no JSON), no piece
+        assert "a line holds" not in mem("index", "--no-progress")[2], before
     log.write_text(good + json.dumps(event)[:-2] + "\nfirst\"}\n")  # a line break inside its text
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and "Unterminated string" in err and "a line holds one whole JSON object" in err

@@ -620,11 +620,17 @@ def test_what_a_library_line_that_cannot_be_read_may_hold_is_no_false_violation(
     code, out, _ = mem("check", "alpha")
     assert code == 2 and [line.split(": ", 2)[:2] for line in found(out)] == [
         ["alpha/memory/core.md:2", "M1"], ["solve/library.jsonl:4", "input"]]  # z3's line unread
-    # every way of writing a claim is read; only an id that line may hold, as written, is spared
-    # (`zeta/ｚ2`, fullwidth, may be an entry of its own: its plain form `zeta/z2` does not decide)
+    # every way of writing a claim is read as with the library whole, but for an id the line that
+    # cannot be read names (its text shows z3): `zeta/z3'` may be an entry there, so `zeta/z3` does
+    # not decide it, nor a look-alike's plain form
+    primed = library_line("zeta", make_step("z3'"))
+    workspace.library_path.write_text("".join(json.dumps(line) + "\n" for line in lines + zeta[:1])
+                                      + json.dumps(primed)[:-1] + ",}\n" + json.dumps(zeta[1]) + "\n")
     for claim, codes in (("`zeta/z2` refuted", ["M1", "input"]), ("**zeta/z2**: refuted", ["M1", "input"]),
-                         ("`alpha/a1` refuted", ["M1", "input"]), ("zeta/\uff5a2 refuted", ["input"]),
-                         ("zeta/z2' refuted", ["input"]), ("`alpha/a9` refuted", ["integrity", "input"])):
+                         ("zeta/z2: refuted", ["M1", "input"]), ("(zeta/z2) refuted", ["M1", "input"]),
+                         ("`alpha/a1` refuted", ["M1", "input"]), ("zeta/\uff5a2 refuted", ["M1", "input"]),
+                         ("zeta/z3' refuted", ["input"]), ("zeta/z3 open", ["M1", "input"]),
+                         ("`alpha/a9` refuted", ["integrity", "input"])):
         workspace.write_core("alpha", f"## phase       round 2\n## open gaps   {claim}\n")
         code, out, _ = mem("check", "alpha")
         assert [line.split(": ", 2)[1] for line in found(out)] == codes, claim
@@ -846,3 +852,28 @@ def test_an_id_with_an_invisible_character_is_shown_escaped_in_every_line(worksp
     code, out, _ = mem("--json", "archive-search", "alpha/q\\u200b1")  # a search's id lookup too
     page = json.loads(out)  # found by its id (no note that no step has it)
     assert code == 0 and [hit["id"] for hit in page["hits"]] == ["alpha/q\u200b1"] and page["notes"] == []
+
+
+def test_a_claim_into_a_run_whose_tree_cannot_be_read_is_spared_however_written(workspace, mem):
+    """The run's own tree.json is the authority for its steps: while it cannot be read, no claim on
+    one of them is judged, marked up or not (a form holding `*` or a backtick was called "names no
+    step" once)."""
+    path = workspace.root / "beta" / "tree.json"
+    workspace.add_step("beta", make_step("b*1"))
+    tree = path.read_text()
+    for claim in ("beta/b1 refuted", "`beta/b1` refuted", "**beta/b1**: refuted", "beta/b*1 refuted"):
+        workspace.write_core("alpha", f"## phase       round 2\n## open gaps   {claim}\n")
+        path.write_text(tree)
+        assert " M1: " in mem("check", "alpha")[1], claim  # readable: judged
+        path.write_text('{"run": "beta", "steps": [')
+        assert "core.md:" not in mem("check", "alpha")[1], claim  # unreadable: spared
+
+
+def test_a_library_line_that_is_not_utf8_is_passed_over_and_the_rest_read(workspace, mem):
+    """A line of bytes that are not UTF-8 stopped the reading of the library: what followed went
+    unchecked (here an entry breaking M2)."""
+    entries = workspace.library()
+    promoted = json.dumps(entries[0] | {"grade": "major"})
+    workspace.library_path.write_bytes(b'{"run": "alpha", "id": "x\xff"}\n' + promoted.encode() + b"\n")
+    code, out, _ = mem("eval", "status")
+    assert code == 2 and "solve/library.jsonl:1: input: " in out and "solve/library.jsonl:2: M2: " in out
