@@ -164,12 +164,12 @@ class Catalog:
 
     def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry],
                  unreadable: set[str] | None = None, library_whole: bool = True,
-                 library_unread: frozenset[str] | None = None):
+                 library_unread: tuple[frozenset[str], ...] | None = None):
         self.trees = trees
         self.library = {entry.gid: entry for entry in library}
         self.unreadable = unreadable or set()
         self.library_whole = library_whole  # False: some of its lines cannot be read, and
-        self.library_unread = library_unread  # the strings those lines hold (None: not known)
+        self.library_unread = library_unread  # the strings each run of them holds (None: not known)
         self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
         self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
@@ -199,8 +199,8 @@ class Catalog:
         if self.library_whole or ref_problem(gid) is not None:
             return False
         run, step_id = split_gid(gid)
-        words = self.library_unread
-        return words is None or (run in words and step_id in words)
+        blocks = self.library_unread
+        return blocks is None or any(run in words and step_id in words for words in blocks)
 
     def dangling(self, step: Step) -> list[str]:
         """The parents of ``step`` that resolve to nothing (where their run could be read)."""
@@ -365,7 +365,10 @@ class _Checker:
             unreadable.add(run)  # one is lost, so every check names it, as every misnamed run
             self.found[None].append((problem, INPUT))
         path, whole, words = self.ws.library_path, True, None
-        if self._present(None, path):
+        there = self._present(None, path)
+        if not there and (path.is_symlink() or path.exists()):
+            whole = False  # a folder or a dangling link where the library goes: nothing of it is known
+        elif there:
             problems, malformed = [], Malformed(words=True)
             try:
                 for entry in iter_library(path, problems, malformed):
@@ -375,7 +378,7 @@ class _Checker:
             self.found[None].extend((p, INPUT) for p in malformed.problems())
             self.found[None].extend((p, INTEGRITY) for p in problems)
             whole = not malformed.listed
-            words = None if malformed.words is None else frozenset(malformed.words)
+            words = None if malformed.words is None else tuple(map(frozenset, malformed.words))
         return Catalog(trees, self.entries, unreadable, library_whole=whole,
                        library_unread=None if whole else words)
 

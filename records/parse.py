@@ -121,7 +121,7 @@ def _invisible(character: str) -> bool:
     """Whether a character draws nothing: white space, a format or control character (a BOM, a
     zero-width space, a direction mark), a combining mark alone, a Hangul filler."""
     return character.isspace() or unicodedata.category(character) in _DRAWS_NOTHING \
-        or character in "\u115f\u1160\u3164\uffa0"
+        or character in "\u115f\u1160\u2800\u3164\uffa0"
 
 
 _DRAWS_NOTHING = frozenset({"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"})
@@ -619,7 +619,14 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
     except OSError as err:
         raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        lines, number = enumerate(handle, start=1), 0
+        while True:
+            try:
+                number, raw = next(lines)
+            except StopIteration:
+                return
+            except OSError as err:  # a read the machine refused part way (an I/O error)
+                raise InputError(file, number + 1, None, f"cannot read: {err.strerror}") from None
             ended = raw.endswith(b"\n")
             try:
                 line = decode_utf8(raw, file, number - 1)
@@ -737,14 +744,22 @@ class Malformed:
         self.listed: list[Problem] = []
         self.more = 0
         self._first_more: Problem | None = None
-        self.words: set[str] | None = set() if words else None  # every string the lines hold
+        # the strings the lines passed over hold, a set for each run of consecutive lines (an entry
+        # written over several lines is one run); None: not known
+        self.words: list[set[str]] | None = [] if words else None
+        self._kept, self._last_line = 0, None
 
     def add(self, problem: Problem, line: str | None = None) -> None:
         if self.words is not None:
-            if line is None or len(self.words) >= self.WORDS:
+            if line is None or self._kept >= self.WORDS:
                 self.words = None  # what the lines passed over hold is not known
             else:
-                self.words.update(_strings(line))
+                if not self.words or problem.line is None or self._last_line != problem.line - 1:
+                    self.words.append(set())
+                found = set(_strings(line))
+                self.words[-1].update(found)
+                self._kept += len(found)
+                self._last_line = problem.line
         if len(self.listed) < InputError.MAX_PROBLEMS:
             self.listed.append(problem)
             return
@@ -768,12 +783,15 @@ _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 def _strings(line: str) -> Iterator[str]:
     """The JSON strings a line that is no JSON holds, as far as its text shows them (the ids a
-    library entry written there names)."""
-    for match in _STRING.finditer(line):
-        try:
-            yield json.loads(match.group())
-        except ValueError:
-            yield match.group(1)
+    library entry written there names): its quotes paired from its first, and, for a line cut
+    inside a string or missing a quote, from its second."""
+    first = line.find('"')
+    for text in (line, line[first + 1:] if first >= 0 else ""):
+        for match in _STRING.finditer(text):
+            try:
+                yield json.loads(match.group())
+            except ValueError:
+                yield match.group(1)
 
 
 def iter_events(path: Path, run: str, run_dir: Path | None = None,

@@ -684,7 +684,7 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     log.write_text(good + json.dumps(event) + "\u00a0\n")  # whole, then a space JSON does not know
     code, _, err = mem("index", "--no-progress")
     assert code == 2 and err.endswith(f"invalid JSON: Extra data (column {len(json.dumps(event)) + 1})\n")
-    for before in ("\u00a0", "\u3000", "\ufeff", "\u200b", "\u2066", "\u034f"):  # a BOM, an isolate, …
+    for before in ("\u00a0", "\u3000", "\ufeff", "\u200b", "\u2066", "\u034f", "\u2800"):  # a BOM, …
         log.write_text(good + before + json.dumps(event) + "\n")  # then a whole object: no piece
         code, _, err = mem("index", "--no-progress")
         assert code == 2 and "column 1)" in err and "a line holds" not in err, before

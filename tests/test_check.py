@@ -4,6 +4,7 @@ workspace and must appear as one `file:line: code: message` line with the right 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -877,3 +878,36 @@ def test_a_library_line_that_is_not_utf8_is_passed_over_and_the_rest_read(worksp
     workspace.library_path.write_bytes(b'{"run": "alpha", "id": "x\xff"}\n' + promoted.encode() + b"\n")
     code, out, _ = mem("eval", "status")
     assert code == 2 and "solve/library.jsonl:1: input: " in out and "solve/library.jsonl:2: M2: " in out
+
+
+def test_what_lines_that_cannot_be_read_name_is_read_line_by_line(workspace, mem):
+    """The strings of two unread lines were pooled: a run named on one and an id on the other
+    spared a claim, and a parent, that no line names. Consecutive lines are one entry's (one
+    written over several lines), a quote missing or a line cut inside a string still shows its
+    ids, and a folder where the library goes leaves nothing of it known."""
+    workspace.write_core("alpha", "## phase       round 2\n## open gaps   zeta/q1 refuted\n")
+    workspace.add_step("alpha", make_step("a7", parents=("zeta/q1",)))
+    entries = [json.dumps(library_line(run, make_step(step)))
+               for run, step in (("alpha", "a1"), ("zeta", "z2"))]
+    broken = {"apart": ['{"run": "zeta", "id": "z9",', entries[1], '{"run": "eta", "id": "q1",'],
+              "together": ['{"run": "zeta",', '"id": "q1",'],
+              "a quote missing": ['{"statement": "abc, "run": "zeta", "id": "q1"}']}
+    for case, lines in broken.items():
+        workspace.library_path.write_text("\n".join(entries + lines) + "\n")
+        out = mem("check", "alpha")[1]
+        judged = "names no step" in out and "resolves to nothing" in out
+        assert judged == (case == "apart"), (case, out)
+    workspace.library_path.unlink()
+    workspace.library_path.mkdir()
+    out = mem("check", "alpha")[1]
+    assert "is a folder" in out and "names no step" not in out and "resolves to nothing" not in out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux's /proc/self/mem")
+def test_a_library_whose_read_fails_part_way_is_one_input_line(workspace, mem):
+    """A read the machine refuses after the file opened (an I/O error: /proc/self/mem reads so)
+    gave `check` a traceback."""
+    workspace.library_path.unlink()
+    workspace.library_path.symlink_to("/proc/self/mem")
+    code, out, _ = mem("check")
+    assert code == 2 and "solve/library.jsonl:1: input: cannot read: Input/output error" in out
