@@ -698,6 +698,16 @@ def test_an_event_written_over_several_lines_is_said_to_be_one(workspace, mem):
     assert code == 2 and "Unterminated string" in err and "a line holds one whole JSON object" in err
 
 
+def _index_pretty_printed(mem, path, tree: dict) -> tuple[int, list[str], dict[str, int]]:
+    """Write ``tree`` pretty-printed at ``path`` and index: (exit status, the file's lines, the line
+    each error names, by its field)."""
+    path.write_text(json.dumps(tree, indent=2))
+    code, _, err = mem("index", "--no-progress")
+    said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
+            for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
+    return code, path.read_text().split("\n"), said
+
+
 def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace, mem):
     """tree.json is usually pretty-printed, a step over a dozen lines: errors named the line where
     the step starts, up to a step's size above the field at fault (SPEC §9: the line where the
@@ -707,11 +717,7 @@ def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace
     tree["steps"][1]["hyp"] = "p-adic local field"
     tree["steps"][3]["audit"] = {"grade": "ok", "by": "A7", "note": "", "repaired": False}
     del tree["steps"][4]["statement"]
-    path.write_text(json.dumps(tree, indent=2))
-    lines = path.read_text().split("\n")
-    code, _, err = mem("index", "--no-progress")
-    said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
-            for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
+    code, lines, said = _index_pretty_printed(mem, path, tree)
     assert code == 2 and set(said) == {"steps[1].hyp", "steps[3].audit.grade", "steps[4].statement"}
     assert lines[said["steps[1].hyp"] - 1] == '      "hyp": "p-adic local field",'
     assert lines[said["steps[3].audit.grade"] - 1] == '        "grade": "ok",'
@@ -736,11 +742,7 @@ def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, me
     tree["steps"][1]["audit.grade"] = "pass"
     tree["steps"][2]["hyp[0]"] = "x"
     tree["steps"][3]["[0]"] = "y"
-    path.write_text(json.dumps(tree, indent=2))
-    lines = path.read_text().split("\n")
-    code, _, err = mem("index", "--no-progress")
-    said = {field: int(where.rsplit(":", 1)[1]) for line in err.splitlines()
-            for where, field in [line.removeprefix("mem: ").split(": ")[:2]]}
+    code, lines, said = _index_pretty_printed(mem, path, tree)
     assert code == 2 and set(said) == {"steps[1].audit.grade", "steps[2].hyp[0]", "steps[3].[0]"}
     assert lines[said["steps[3].[0]"] - 1] == '      "[0]": "y"'
     assert lines[said["steps[1].audit.grade"] - 1] == '      "audit.grade": "pass"'
