@@ -117,6 +117,9 @@ def parse_json(text: str, file: str, line: int | None = None) -> Any:
 
 
 _DEEP = re.compile(r"(?:[\[{]\s*){500,}")
+_LONG_NUMBER = re.compile(r"\d{4300,}")
+
+
 def _invisible(character: str) -> bool:
     """Whether a character draws nothing: white space, a format or control character (a BOM, a
     zero-width space, a direction mark), a combining mark alone, a Hangul filler."""
@@ -146,7 +149,6 @@ def _a_piece(line: str, err: json.JSONDecodeError) -> bool:
             return False
     ends = err.pos >= len(line.rstrip(_BLANK)) or err.msg.startswith("Unterminated string")
     return ends or not line.startswith("{")
-_LONG_NUMBER = re.compile(r"\d{4300,}")
 
 
 def _line_of(text: str, pattern: re.Pattern[str]) -> int | None:
@@ -689,7 +691,7 @@ def events_after(path: Path, number: int, run: str, run_dir: Path,
     by (the index's ``ts``): an event stamped earlier than the one before it is dated as that one,
     as ``iter_events`` dates it."""
     file = str(path)
-    running = after
+    last = None if after is None else _EPOCH + timedelta(microseconds=after)
     for offset, raw in _raw_lines_after(path, number):
         try:
             line = decode_utf8(raw, file, offset - 1)
@@ -698,10 +700,8 @@ def events_after(path: Path, number: int, run: str, run_dir: Path,
             event = _parse_event(line.rstrip("\r"), file, offset, run, run_dir)
         except InputError:
             continue
-        stamp = micros(event.timestamp)
-        if running is not None and stamp < running:
-            event = replace(event, timestamp=_EPOCH + timedelta(microseconds=running))
-        running = max(stamp, running or stamp)
+        event = in_log_order(event, last)
+        last = event.timestamp
         yield event
 
 
@@ -829,14 +829,20 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
                 raise
             malformed.add(error.problem, line)
             continue
-        if last is not None and event.timestamp < last:
-            if problems is not None:
-                problems.append(Problem(file, number, "time", f"{event.time} is earlier than the event "
-                                                              f"before it ({last.isoformat()}): read as "
-                                                              "that time, the log's order"))
-            event = replace(event, timestamp=last)
+        if last is not None and event.timestamp < last and problems is not None:
+            problems.append(Problem(file, number, "time", f"{event.time} is earlier than the event "
+                                                          f"before it ({last.isoformat()}): read as "
+                                                          "that time, the log's order"))
+        event = in_log_order(event, last)
         last = event.timestamp
         yield event
+
+
+def in_log_order(event: Event, last: datetime | None) -> Event:
+    """``event`` dated as the log's order dates it: stamped earlier than the event before it (its
+    time ``last``; a writer's clock set back), it is dated as that one, its ``time`` kept as
+    written (``iter_events``)."""
+    return replace(event, timestamp=last) if last is not None and event.timestamp < last else event
 
 
 def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path) -> Event:
