@@ -80,17 +80,16 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
     """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
     library for them (step id -> why): each citing a reuse its run's setting does not allow, and
     each resting on such a step through its own run's steps. `record` leaves them out, and
-    `archive-insert` refuses them, by this one rule. ``catalog``: the workspace as read already
-    (its steps, and the runs whose tree.json cannot be read); else the cited runs are read here,
-    as check reads them."""
+    `archive-insert` refuses them, by this one rule. ``catalog``: the workspace as read already;
+    else the cited runs are read here, as check reads them. A citation M3 cannot judge
+    (``Catalog.unjudged``) is not judged: it is bad input, named where it is read."""
     if catalog is None:
         cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
         read = {run: ws.read_tree(run)[0] for run in sorted(cited & set(ws.runs()))}
-        steps = {s.gid: s for other in read.values() if other is not None for s in other.steps}
-        unread = {run for run, other in read.items() if other is None}
-    else:
-        steps, unread = catalog.steps, catalog.unreadable
-    problems = list(reuse_problems(tree, library, ws.ontology, steps, unread))
+        catalog = Catalog({run: other for run, other in read.items() if other is not None}, [],
+                          {run for run, other in read.items() if other is None})
+    unjudged = {parent for step in tree.steps for parent, _, _ in catalog.unjudged(step)}
+    problems = list(reuse_problems(tree, library, ws.ontology, catalog.steps, unjudged))
     excluded: dict[str, str] = {}
     for problem in problems:
         if problem.severity == ERROR:
@@ -119,7 +118,7 @@ def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, st
 
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
                    steps: Mapping[str, Step] | None = None,
-                   unread: Collection[str] = ()) -> Iterator[ReuseProblem]:
+                   unjudged: Collection[str] = ()) -> Iterator[ReuseProblem]:
     """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;
     ``steps``: the steps of other runs by global id). A step of another run is reused, in the
     library or not (a run may cite another run's step): this run's setting must imply its setting,
@@ -128,14 +127,14 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
     not in the library was never admitted to it (M2): a warning saying why. A library step is judged
     as its tree has it (what the search's setting rule judges, from the index), by its entry only
     when its run is not in the workspace (a step whose entry says otherwise is `check`'s warning).
-    A step of a run in ``unread`` (its tree.json cannot be read) is not judged: that is bad input,
-    named where it is read (``Catalog.unjudged``)."""
+    A citation in ``unjudged`` (``Catalog.unjudged``: into a run whose tree.json cannot be read,
+    or of an id it uses twice) is not judged: that is bad input, named where it is read."""
     run, setting = tree.run, tree.fix.setting
     for step in tree.steps:
         for parent in step.parents:
             entry = library.get(parent)
             cited = (steps or {}).get(parent) or entry
-            if cited is None or cited.run == run or cited.run in unread:
+            if cited is None or cited.run == run or parent in unjudged:
                 continue
             what = f"{'library ' if entry is not None else ''}step {cited.gid}"
             match = ontology.match(setting, cited.setting)
@@ -207,10 +206,20 @@ class Catalog:
         return [parent for parent in step.parents
                 if self.resolve(parent, step.run) is None and not self.unverifiable(parent, step.run)]
 
-    def unjudged(self, step: Step) -> list[str]:
-        """The parents of ``step`` in another run whose tree.json could not be read."""
-        return [parent for parent in step.parents
-                if split_gid(parent)[0] not in (None, step.run) and split_gid(parent)[0] in self.unreadable]
+    def unjudged(self, step: Step) -> list[tuple[str, str, str]]:
+        """The parents of ``step`` in another run that M3 cannot judge, each with its code and why:
+        the run's tree.json could not be read (input), or it uses the id for two steps, which
+        `check` names (integrity): which one is cited?"""
+        found = []
+        for parent in step.parents:
+            cited_run, cited_id = split_gid(parent)
+            if cited_run in (None, step.run):
+                continue
+            if cited_run in self.unreadable:
+                found.append((parent, INPUT, f"whose run's {cited_run}/tree.json cannot be read"))
+            elif cited_run in self.trees and cited_id in self.trees[cited_run].repeated:
+                found.append((parent, INTEGRITY, f"an id {cited_run}/tree.json uses for two steps"))
+        return found
 
     def parent_steps(self, step: Step) -> list[Step]:
         """The steps ``step``'s parents name (not sources, nor library entries alone)."""
@@ -463,17 +472,19 @@ class _Checker:
                 self.add(run, tree.path, source.line, INTEGRITY,
                          f"source {source.id}: its snapshot {source.path!r} is not a file in the run "
                          "folder (nothing of it is searched)", WARNING)
+        unjudged: set[str] = set()
         for step in tree.steps:
             self.report.counts["steps"] += 1
             for parent in self.catalog.dangling(step):
                 self.add(run, tree.path, step.line, INTEGRITY, f"step {step.id}: {DANGLING.format(parent)}")
-            for parent in self.catalog.unjudged(step):  # its entry may say otherwise: M3 judges it
-                unread = self._rel(str(self.ws.tree_path(split_gid(parent)[0])))
-                said = self.add(run, tree.path, step.line, INPUT, f"step {step.id} cites {parent}, whose "
-                                f"run's {unread} cannot be read: M3 cannot judge it")
-                self.consequences += [said] if said else []
+            for parent, code, why in self.catalog.unjudged(step):  # not by its entry: it may differ
+                unjudged.add(parent)
+                if code == INPUT:  # (an id used twice is named where it is written)
+                    said = self.add(run, tree.path, step.line, code, f"step {step.id} cites {parent}, "
+                                    f"{why}: M3 cannot judge it")
+                    self.consequences += [said] if said else []
         for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps,
-                                      self.catalog.unreadable):
+                                      unjudged):
             unsure = problem.absent and self.catalog.maybe_unread(problem.cited.gid)  # on a line not read?
             said = self.add(run, tree.path, problem.step.line, "M3", problem.message + (
                 f"; {self._rel(str(self.ws.library_path))} has lines that cannot be read: it may be one of "
@@ -674,7 +685,7 @@ def read_catalog(ws: Workspace) -> Catalog:
 def integrity_problem(catalog: Catalog, step: Step) -> tuple[str, str] | None:
     """Why ``step``'s record does not hold together, (code, message) as `check` says it over the
     workspace's ``catalog`` (``read_catalog``): a parent resolving to nothing, parents leading back
-    to it (integrity), a parent in a run whose tree.json cannot be read (input); else None.
+    to it (integrity), a parent M3 cannot judge (input: ``Catalog.unjudged``); else None.
     `archive-insert` refuses it then, as `record` refuses its run (nothing removes an entry once
     written)."""
     if dangling := catalog.dangling(step):
@@ -682,8 +693,8 @@ def integrity_problem(catalog: Catalog, step: Step) -> tuple[str, str] | None:
     if circle := catalog.circle_through(step):
         return INTEGRITY, CIRCULAR.format(catalog.circle_names(circle, step.run))
     if unjudged := catalog.unjudged(step):
-        return INPUT, (f"it cites {unjudged[0]}, whose run's tree.json cannot be read: M3 cannot "
-                       "judge it")
+        parent, code, why = unjudged[0]
+        return code, f"it cites {parent}, {why}: M3 cannot judge it"
     return None
 
 

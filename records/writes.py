@@ -347,11 +347,6 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     if problem:
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
-    for parent in step.parents:  # M3 would judge the first of two steps: which one is cited?
-        cited_run, cited_id = split_gid(parent)
-        if cited_run not in (None, run) and cited_id in getattr(catalog.trees.get(cited_run), "repeated", ()):
-            raise BadInput(f"{step.gid} may not enter the library (input): it cites {parent}, an id "
-                           f"{cited_run}/tree.json uses for two steps: which one it names cannot be told")
     _, excluded = m3_excluded(ws, tree, catalog.library, catalog)  # (a malformed line: input)
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")

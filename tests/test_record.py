@@ -271,9 +271,11 @@ def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_ch
     for first, second in (("Fq((t))", "Qp"), ("Qp", "Fq((t))")):
         workspace.add_run("delta", [make_step("x1", setting="Fq((t))"), make_step("y1", setting=first),
                                     make_step("y1", setting=second)], setting="Fq((t))")
-        assert mem("archive-insert", "beta/b8") == (2, "", "mem: beta/b8 may not enter the library (input): "
-                                                    "it cites delta/y1, an id delta/tree.json uses for two "
-                                                    "steps: which one it names cannot be told\n")
+        assert mem("archive-insert", "beta/b8") == (1, "", "mem: beta/b8 may not enter the library "
+                                                    "(integrity): it cites delta/y1, an id delta/tree.json "
+                                                    "uses for two steps: M3 cannot judge it\n")
+        out = mem("check")[1]  # check names the repeated id, and judges neither copy under M3
+        assert "duplicate id 'y1'" in out and "b8 cites" not in out
         assert workspace.library_path.read_bytes() == before
 
 
