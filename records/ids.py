@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from mem_retrieval.records.errors import unescape
+
 if TYPE_CHECKING:
     from mem_retrieval.records.types import Event
 
@@ -117,14 +119,16 @@ def plain(value: str) -> str:
 
 def spellings(value: str, lookalikes: bool = True) -> tuple[str, ...]:
     """``value``, the same letters in Unicode's other normal forms (composed NFC, decomposed NFD),
-    then (``lookalikes``) its ``plain`` form: an id typed on one system can reach another
-    decomposed (``Ü`` as ``U`` and a combining diaeresis), and an agent's text may draw its hyphen
-    as another dash (U+2011) or its letters fullwidth; each must name the step, the forms before
-    the plain one first. ``value`` alone when it is ASCII."""
-    if value.isascii():
+    then (``lookalikes``) its ``plain`` form and its form with the escapes a printed line shows read
+    back (``unescape``: ``q\\u200b1``, copied from a message, for ``q`` U+200B ``1``): an id typed
+    on one system can reach another decomposed (``Ü`` as ``U`` and a combining diaeresis), and an
+    agent's text may draw its hyphen as another dash (U+2011) or its letters fullwidth; each must
+    name the step, the forms before the look-alikes first. ``value`` alone when it is ASCII with
+    no escape."""
+    if value.isascii() and (not lookalikes or "\\" not in value):
         return (value,)
     forms = (value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value))
-    return tuple(dict.fromkeys(forms + ((plain(value),) if lookalikes else ())))
+    return tuple(dict.fromkeys(forms + ((plain(value), unescape(value)) if lookalikes else ())))
 
 
 class NearestIds:

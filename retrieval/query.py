@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import in_list, key
-from mem_retrieval.records.errors import BadInput, unescape
+from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref, typed_run
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
@@ -40,13 +40,10 @@ def _words(query: str) -> list[str]:
 def _forms(word: str, lookalikes: bool = True) -> tuple[str, ...]:
     """The ids a query word may be: the word as written when it ends in punctuation an id may hold
     (a Lean name such as ``List.get?`` or ``Array.get!``), then the word without it (``A5-7.`` at
-    a sentence's end); each in its ``spellings`` (``lookalikes``: its plain form too, and the word
-    with the escapes a printed line shows read back, ``q\\u200b1`` for ``q`` U+200B ``1``)."""
+    a sentence's end); each in its ``spellings`` (``lookalikes``: its look-alike forms too)."""
     written, bare = word.lstrip(_STRIP), word.strip(_STRIP)
-    forms = (bare,) if written == bare else (written, bare)
-    if lookalikes:
-        forms += tuple(unescape(form) for form in forms)
-    return tuple(dict.fromkeys(spelled for form in forms for spelled in spellings(form, lookalikes)))
+    return tuple(dict.fromkeys(spelled for form in ((bare,) if written == bare else (written, bare))
+                               for spelled in spellings(form, lookalikes)))
 
 
 def id_word_forms(query: str) -> list[tuple[frozenset[str], frozenset[str]]]:

@@ -17,7 +17,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
-from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural, unescape
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
 from mem_retrieval.records.parse import micros, present, read_text
@@ -434,7 +434,7 @@ class Retriever:
         names as typed (nor its events); else, with the escapes a message shows for an invisible
         character read back (``q\\u200b1``, copied from a note, for ``q`` U+200B ``1``), when that
         does."""
-        others = [form for form in dict.fromkeys((plain(ref), unescape(ref))) if form != ref]
+        others = [form for form in spellings(ref)[1:] if form != ref]  # (its look-alike readings)
         if not others:
             return ref
         try:  # a library that cannot be read: judged by the trees (the lookup then says what is wrong)
