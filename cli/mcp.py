@@ -144,7 +144,8 @@ def build_server(tools: Tools):
         except Exception as error:  # a bug: logged here, one line to the client
             sys.stderr.write(f"mem mcp: {name}: {traceback.format_exc()}")
             return fail(one_line(f"{name} failed: {type(error).__name__}: {error}"))
-        text = "\n".join([done.text, *[one_line(f"note: {note}") for note in done.notes]])  # (structured: raw)
+        notes = [one_line(f"note: {note}") for note in done.notes]  # printed (the structured ones raw)
+        text = "\n".join([done.text, *notes])
         return CallToolResult(content=[TextContent(type="text", text=text)],
                               structured_content=done.data)
 

@@ -493,8 +493,8 @@ def test_archive_insert_refuses_a_step_whose_record_does_not_hold_together(works
                                                  "(integrity): its parents lead back to it (f1 → beta/b1"
                                                  " → f1): a circular proof\n")
     assert mem("archive-insert", "alpha/f2") == (2, "", "mem: alpha/f2 may not enter the library (input): "
-                                                 "it cites gamma/g1, whose run's gamma/tree.json cannot be read: "
-                                                 "M3 cannot judge it\n")
+                                                 "it cites gamma/g1, whose run's gamma/tree.json cannot be "
+                                                 "read: M3 cannot judge it\n")
     assert workspace.library_path.read_bytes() == before
     # nor is it judged by its library entry while its run is in the workspace: an entry whose setting
     # alpha's does not imply made it an M3 refusal (exit 1), and check said both that and "cannot judge"
