@@ -838,3 +838,32 @@ def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, mon
           for keep in (timedelta(0), timedelta(days=7))}
     assert abs(at[timedelta(0)] - timedelta(hours=3)) < timedelta(seconds=5)
     assert at[timedelta(days=7)] == timedelta(days=7)
+
+
+# index FORMAT -> sha256 of what BM25 reads of each row of build_workspace's workspace (its steps,
+# events and sources), as JSON [gid, text] pairs
+SEARCH_TEXTS = {
+    7: "310edbc01972b45884e1cd8475126bcff5a0e7b11cd239d23d7f1d3be41556ba",
+}
+
+
+def test_what_bm25_reads_of_a_row_changes_only_with_the_index_format(workspace):
+    # An unchanged row keeps its tokens (its content hash covers its fields, not the code that
+    # joins them into the text BM25 reads), and an index checks the tokenizer's VERSION and FORMAT
+    # only: joining the fields otherwise under one FORMAT would leave old rows read as before,
+    # said by no command. Changed it on purpose? Bump indexers/store.py FORMAT and pin it here.
+    import hashlib
+
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.rows import build_rows
+    from mem_retrieval.records.workspace import Workspace as Records
+
+    records = Records.open(workspace.root)
+    rows = build_rows(records, load_config(workspace.root, None), records.runs())
+    texts = sorted([row["gid"], row["search"]] for table in (rows.steps, rows.events, rows.sources)
+                   for row in table)
+    assert {kind for kind in ("steps", "events", "sources") if getattr(rows, kind)} == {
+        "steps", "events", "sources"}
+    found = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
+    assert SEARCH_TEXTS.get(store.FORMAT) == found, (
+        f"the text BM25 reads of a row changed: bump indexers/store.py FORMAT ({store.FORMAT})")
