@@ -73,7 +73,8 @@ def _reads_index(method):
     --full`: the model or export the meta.json it read named is deleted once the new one is
     published) is run once more on the index as it is now: on a searcher of this thread's own
     until the outermost search returns (a warm server's threads share this retriever: none sees
-    its searcher change mid-search), which then serves the searches after it."""
+    its searcher change mid-search), which then serves the searches after it. The settings
+    ontology a search reads first is the one it reads to the end (``Retriever.ontology``)."""
 
     @functools.wraps(method)
     def guarded(self: "Retriever", *args, **kwargs):
@@ -97,7 +98,7 @@ def _reads_index(method):
         finally:
             local.depth -= 1
             if outermost:
-                local.pinned = None
+                local.pinned = local.ontology = None
             if outermost and getattr(local, "searcher", None) is not None:
                 if self._searcher is local.failed:  # not reopened meanwhile: the retried one serves on
                     self._searcher = local.searcher
@@ -142,8 +143,19 @@ class Retriever:
         from mem_retrieval.retrieval.search import Searcher
 
         meta = store.check_meta(self.location, self.config)
-        return Searcher(self.location.connect(), self.config, lambda: self.workspace.ontology, meta,
-                        self.location)
+        return Searcher(self.location.connect(), self.config, self.ontology, meta, self.location)
+
+    def ontology(self):
+        """The settings ontology as ``solve/settings.toml`` stands (``Workspace.ontology``), read
+        once a search: the setting rule that cuts its list, the labels of its hits and its notes
+        judge by one file, whatever an edit does meanwhile (a search read it up to three times,
+        and a file replaced between two reads listed hits its own labels called incompatible)."""
+        local = self._local
+        if not getattr(local, "depth", 0):
+            return self.workspace.ontology
+        if getattr(local, "ontology", None) is None:
+            local.ontology = self.workspace.ontology
+        return local.ontology
 
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""
@@ -216,7 +228,7 @@ class Retriever:
         ranked = self.ranked(query)
         cut, current, changed = self._slice(ranked, [c.gid for c in ranked], page, given)
         shown = self.searcher.complete(cut)
-        ontology = self.workspace.ontology if query.setting else None
+        ontology = self.ontology() if query.setting else None
         found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
                            [shown_score(c.score) for c in ranked], page, query.text, query.setting)
         return replace(found, notes=tuple(changed + self.notes(query, ranked)), list_id=current,
@@ -247,7 +259,7 @@ class Retriever:
         if query.setting:
             unknown = self.unknown_clauses(query.setting)
             if unknown:
-                near = self.workspace.ontology.nearest(unknown[0])
+                near = self.ontology().nearest(unknown[0])
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
@@ -305,7 +317,7 @@ class Retriever:
     def unknown_clauses(self, setting: str) -> list[str]:
         """The clauses of ``setting`` the settings ontology does not know (a step matches such a
         clause only by the same text)."""
-        ontology = self.workspace.ontology
+        ontology = self.ontology()
         return [c for c in clauses(setting) if ontology.entry(c) is None]
 
     def unknown_run(self, param: str, run: str | None) -> list[Note]:
@@ -327,7 +339,7 @@ class Retriever:
     @_reads_index
     def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging."""
-        ontology = self.workspace.ontology if query.setting else None
+        ontology = self.ontology() if query.setting else None
         return [self._hit(c, query.setting, ontology) for c in self.searcher.complete(self.ranked(query))]
 
     @staticmethod

@@ -210,3 +210,37 @@ def test_a_search_still_judging_by_the_old_file_leaves_nothing_to_the_searches_a
     first.join(30)
     monkeypatch.undo()
     assert settings_of(memory) == settings_of(Memory.open(workspace.root)) == ["Qp"]
+
+
+def test_a_search_judges_its_list_its_labels_and_its_notes_by_one_settings_file(workspace, monkeypatch):
+    """The settings file replaced while a search runs (after its list is cut by the setting rule,
+    before its hits are labelled): the search reads the file it began with to its end, so no hit it
+    lists is labelled incompatible (which the rule leaves out); the next search reads the new file."""
+    from conftest import make_step
+    from mem_retrieval import Memory
+    from mem_retrieval.retrieval.search import Searcher
+
+    workspace.add_run("gamma", [make_step("g1", setting="F_q((t))")])
+    settings = workspace.root / "solve" / "settings.toml"
+    settings.write_text(ZORB_OVER_FQT, encoding="utf-8")
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    complete = Searcher.complete
+
+    def edited_meanwhile(self, ranked):
+        settings.write_text(ZORB_OVER_QP + '\n[[setting]]\nname = "Blorp"\n', encoding="utf-8")
+        return complete(self, ranked)
+
+    monkeypatch.setattr(Searcher, "complete", edited_meanwhile)
+    for search in (lambda: memory.archive_search("statement", "Zorb field; Blorp", strategy="bm25").hits,
+                   lambda: memory.archive_hits("statement", "Zorb field; Blorp", strategy="bm25")):
+        settings.write_text(ZORB_OVER_FQT, encoding="utf-8")
+        assert [(h.id, h.setting_match) for h in search()] == [("gamma/g1", "implied")]
+    settings.write_text(ZORB_OVER_FQT, encoding="utf-8")
+    page = memory.archive_search("statement", "Zorb field; Blorp", strategy="bm25")
+    assert [n.message for n in page.notes if n.param == "setting"] == [  # Blorp: unknown to the old file
+        "'Zorb field; Blorp': 'blorp' is not in the settings ontology, so a step matches it only by "
+        "the same text"]
+    monkeypatch.undo()
+    later = memory.archive_search("statement", "Zorb field; Blorp", strategy="bm25")
+    assert {h.setting for h in later.hits} == {"Qp"} and later.notes == ()  # the file as it stands
