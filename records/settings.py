@@ -162,40 +162,59 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
             direct[name].add(canonical)
     _check_acyclic(direct, by_name)
     closure: dict[str, frozenset[str]] = {}
-
-    def close(name: str) -> frozenset[str]:
-        if name not in closure:
-            closure[name] = frozenset({name}).union(*(close(t) for t in direct[name]))
-        return closure[name]
-
-    for name in direct:
-        close(name)
+    for name in _depth_first(direct, direct):  # each entry after all it implies (acyclic)
+        closure[name] = frozenset({name}).union(*(closure[t] for t in direct[name]))
     return Ontology(alias=alias, closure=closure,
                     names={name: entry["name"] for name, (entry, _) in by_name.items()})
 
 
+def _depth_first(direct: dict[str, set[str]], roots):
+    """The entries reachable from ``roots`` (in order) along ``implies``, each after every entry
+    it implies (its targets visited in sorted order), on a stack of its own: an ontology a program
+    wrote, implying along a chain thousands deep, is no RecursionError. A target already on the
+    path (a cycle) raises ``_Cycle``."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    for root in roots:
+        if root in state:
+            continue
+        path, stack = [root], [iter(sorted(direct[root]))]
+        state[root] = 1
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                done = path.pop()
+                stack.pop()
+                state[done] = 2
+                yield done
+            elif state.get(target) == 1:
+                raise _Cycle(path[path.index(target):])
+            elif target not in state:
+                state[target] = 1
+                path.append(target)
+                stack.append(iter(sorted(direct[target])))
+
+
+class _Cycle(Exception):
+    """A cycle in ``implies``: each entry of ``loop`` implies the next, the last the first."""
+
+    def __init__(self, loop: list[str]):
+        super().__init__(loop)
+        self.loop = loop
+
+
 def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, str]]) -> None:
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for target in sorted(direct[name]):
-            if state.get(target) == 1:
-                loop = path[path.index(target):]  # each implies the next; the last implies the first
-                # blame the entry closing the loop, or one the workspace wrote: that file has the fault
-                ours = [i for i, n in enumerate(loop) if by_name[n][1] != str(SHIPPED)]
-                at = len(loop) - 1 if not ours or ours[-1] == len(loop) - 1 else ours[-1]
-                loop = loop[at + 1:] + loop[:at + 1]
-                blamed = by_name[loop[-1]]
-                raise InputError(blamed[1], None, f"{blamed[0]['name']}.implies",
-                                 f"cycle in implies: {' -> '.join(loop + loop[:1])}")
-            if target not in state:
-                visit(target, path + [target])
-        state[name] = 2
-
-    for name in sorted(direct):
-        if name not in state:
-            visit(name, [name])
+    try:
+        for _ in _depth_first(direct, sorted(direct)):
+            pass  # every entry visited: no cycle
+    except _Cycle as cycle:
+        loop = cycle.loop
+        # blame the entry closing the loop, or one the workspace wrote: that file has the fault
+        ours = [i for i, n in enumerate(loop) if by_name[n][1] != str(SHIPPED)]
+        at = len(loop) - 1 if not ours or ours[-1] == len(loop) - 1 else ours[-1]
+        loop = loop[at + 1:] + loop[:at + 1]
+        blamed = by_name[loop[-1]]
+        raise InputError(blamed[1], None, f"{blamed[0]['name']}.implies",
+                         f"cycle in implies: {' -> '.join(loop + loop[:1])}") from None
 
 
 @lru_cache(maxsize=8)

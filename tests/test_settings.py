@@ -129,6 +129,22 @@ def test_a_cycle_in_implies_is_bad_input():
         build(entries)
 
 
+def test_a_chain_of_implies_thousands_deep_is_read_and_its_cycle_named(tmp_path):
+    """An ontology a program wrote: 3,000 entries, each implying the next. Each implies every
+    later one and no earlier one (a RecursionError, and a traceback from every command, from
+    about 490 deep); closed into a loop, it is one line of bad input."""
+    n = 3000
+    chain = "".join(f'[[setting]]\nname = "s{i}"\nimplies = ["s{i + 1}"]\n' for i in range(n))
+    (tmp_path / "solve").mkdir()
+    (tmp_path / "solve" / "settings.toml").write_text(chain + f'[[setting]]\nname = "s{n}"\n')
+    onto = load_ontology(tmp_path)
+    for a, b in [(0, n), (0, 1), (1234, 2999), (n, 0), (7, 3), (5, 5)]:
+        assert onto.match(f"s{a}", f"s{b}") == ("same" if a == b else "implied" if a < b else "incompatible")
+    path, refused = refusal(tmp_path, chain + f'[[setting]]\nname = "s{n}"\nimplies = ["s0"]\n')
+    loop = " -> ".join(f"s{i}" for i in [*range(n + 1), 0])
+    assert refused == f"{path}:{3 * n + 3}: s{n}.implies: cycle in implies: {loop}"  # its implies line
+
+
 def test_an_implied_name_must_exist():
     with pytest.raises(InputError, match="not a setting of the ontology"):
         build([({"name": "a", "implies": ["nowhere"]}, "s.toml")])
