@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import plain
-from mem_retrieval.records.parse import core_heading, split_core_heading, text_lines
+from mem_retrieval.records.parse import core_heading, misspelt_core_heading, split_core_heading, text_lines
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
@@ -52,6 +52,9 @@ def clean_field(text: str) -> str:
         if core_heading(line) is not None:
             raise BadInput(f"field text line {number} starts with '## ', which would begin a new "
                              "field (indent it or write it on one line)")
+        if misspelt_core_heading(line) is not None:
+            raise BadInput(f"field text line {number} starts as a field's heading misspelt "
+                           f"({line[:40]!r}), which core.md refuses (indent it or write it on one line)")
     return "\n".join(lines)
 
 

@@ -927,6 +927,22 @@ def core_heading(line: str) -> str | None:
     return line[3:].lstrip(" ").rstrip()
 
 
+def misspelt_core_heading(line: str) -> str | None:
+    """The field a line that is no heading was meant to head (None: none): '#' signs at its start,
+    then a field's name, whatever its case, as ``##inputs``, ``### inputs``, ``# Inputs`` or
+    ``＃＃ inputs`` (NFKC: a fullwidth '#') are written. Read as the text of the field above, it
+    was lost at that field's next ``core-set``, and ``check`` said nothing. An indented line is
+    text (the way to begin a line of a field with ``## ``)."""
+    text = unicodedata.normalize("NFKC", line[:64])
+    if not text.startswith("#"):
+        return None
+    rest = " ".join(text.lstrip("#").split()).casefold()
+    for name in sorted(CORE_FIELDS, key=len, reverse=True):
+        if rest.startswith(name) and not rest[len(name):len(name) + 1].isalnum():
+            return name
+    return None
+
+
 def split_core_heading(rest: str) -> tuple[str, str] | None:
     """``'open gaps   E6/F4 …'`` -> ('open gaps', 'E6/F4 …'), matching the longest field name."""
     for name in sorted(CORE_FIELDS, key=len, reverse=True):
@@ -954,6 +970,10 @@ def parse_core_text(text: str, run: str, file: str) -> CoreMemory:
             else:
                 current = [split[1]] if split[1] else []
                 fields.append((split[0], current))
+        elif (meant := misspelt_core_heading(line)) is not None:
+            current = None
+            bad.append(Problem(file, number, "heading", f"{line.rstrip()[:40]!r} is no heading: a field's "
+                               f"heading is '## ' then its name, as in '## {meant}'"))
         elif line.strip():
             if not fields and not bad:
                 bad.append(Problem(file, number, None, "text before the first '## field' heading"))

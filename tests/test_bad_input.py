@@ -108,6 +108,10 @@ def core_unknown_field(ws):
     ws.write_core("alpha", "## phase  round 1\n## mood  fine\n")
 
 
+def core_misspelt_heading(ws):
+    ws.write_core("alpha", "## phase  round 1\n##inputs  a1 proved\n")
+
+
 def bad_id_with_space(ws):
     ws.add_step("alpha", make_step("a 9"))
 
@@ -197,6 +201,7 @@ CASES = [
     (library_missing_run, "solve/library.jsonl:1", "run: missing"),
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
+    (core_misspelt_heading, "alpha/memory/core.md:2", "heading: '##inputs  a1 proved' is no heading"),
     (bad_id_with_space, "alpha/tree.json:", "steps[5].id: 'a 9' contains ' '"),
     (tree_date_not_a_date, "alpha/tree.json:", "date: 'yesterday' is not an ISO 8601 date (YYYY-MM-DD)"),
     (source_retrieved_not_a_time, "alpha/tree.json:",

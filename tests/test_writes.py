@@ -188,6 +188,29 @@ def test_core_set_keeps_a_first_line_beginning_with_hashes_in_its_field(workspac
     assert mem("check")[0] == 0
 
 
+@pytest.mark.parametrize("heading", ["##inputs", "##\tinputs", "＃＃ inputs", "### inputs", "# Inputs",
+                                     "##open  gaps"])
+def test_a_misspelt_heading_is_refused_and_core_set_loses_nothing(workspace, mem, heading):
+    """A heading written without its space, with a tab, in fullwidth '＃', with one '#' too many or
+    too few was read as a line of the field above it, so the next core-set of that field dropped
+    its text, and check said nothing: it is bad input naming its line, and core-set writes nothing.
+    An indented line is text of the field above (the README's way to begin a line with '## ')."""
+    path = workspace.core_path("alpha")
+    path.write_text(f"## phase  round 2\n## next  audit a4\n{heading}  a1 proved · d1\n", encoding="utf-8")
+    before = path.read_bytes(), workspace.events_path("alpha").read_bytes()
+    code, out, err = mem("core-set", "alpha", "next", "audit a2")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"mem: {path}:3: heading: ") and "is no heading" in err
+    assert (path.read_bytes(), workspace.events_path("alpha").read_bytes()) == before
+    code, out, _ = mem("check")
+    assert code == 2 and "alpha/memory/core.md:3: input: heading: " in out
+    path.write_text(f"## phase  round 2\n## next  audit a4\n  {heading}  a1 proved\n", encoding="utf-8")
+    assert parse_core(path, "alpha").get("next") == f"audit a4\n  {heading}  a1 proved"
+    assert mem("core-set", "alpha", "next", f"audit a2\n{heading} x")[0] == 2  # nor may it write one
+    assert mem("core-set", "alpha", "next", f"audit a2\n  {heading} x")[0] == 0
+    assert parse_core(path, "alpha").get("next") == f"audit a2\n  {heading} x"
+
+
 def test_core_set_unknown_run_is_not_found(mem):
     code, _, err = mem("core-set", "gamma", "next", "x")
     assert code == 1 and "no run 'gamma'" in err
