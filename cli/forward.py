@@ -35,20 +35,25 @@ _LAYERS = ("api", "cli", "configs", "eval", "indexers", "records", "retrieval", 
 
 
 def code_version() -> str:
-    """An identity of this installation's code: the stats of its modules' files (1 ms). A server
-    answers only a client of its own code: one left running by an upgrade, or by an edit of an
-    editable install, answers as the code it loaded does (an index format it no longer reads)."""
+    """An identity of this installation's code: where it is and the stats of its files (1 ms):
+    the modules, and the data the layers read (configs/default.toml, the schemas, the skill). A
+    server answers only a client of its own code: one left running by an upgrade, or by an edit of
+    an editable install, answers as the code it loaded does (an index format it no longer reads).
+    A file's inode and change time are in it: the system sets them whenever the file is written,
+    where a build that fixes every file's modification time (SOURCE_DATE_EPOCH, Nix) made a file
+    of another text and the same size look the same."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the layers' folder
-    digest = hashlib.sha256()
-    walks = [(root, [], sorted(os.listdir(root)))]  # installed, the top modules (api/'s) are here
-    for layer in _LAYERS:
+    digest = hashlib.sha256(root.encode())
+    walks = [(root, [], sorted(n for n in os.listdir(root) if n.endswith(".py")))]  # installed: api's
+    for layer in (*_LAYERS, "schemas", "skills"):  # installed, api/'s data folders are at the top too
         walks += sorted(os.walk(os.path.join(root, layer)))
     for folder, _, names in walks:
         if os.path.basename(folder) == "__pycache__":
             continue
-        for name in sorted(n for n in names if n.endswith(".py")):
+        for name in sorted(n for n in names if not n.endswith((".pyc", ".pyo"))):
             stat = os.stat(os.path.join(folder, name))
-            digest.update(f"{folder[len(root):]}/{name}:{stat.st_mtime_ns}:{stat.st_size};".encode())
+            digest.update(f"{folder[len(root):]}/{name}:{stat.st_ino}:{stat.st_ctime_ns}:"
+                          f"{stat.st_mtime_ns}:{stat.st_size};".encode())
     return digest.hexdigest()[:16]
 
 

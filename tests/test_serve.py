@@ -318,6 +318,49 @@ def test_a_server_of_other_code_is_stopped_and_the_call_runs_in_process(spare, s
     assert proc.wait(30) == 0 and "stopped (SIGTERM)" in servers.log(proc)
 
 
+def test_the_code_identity_changes_with_any_file_the_code_reads_and_any_rewrite(tmp_path):
+    """code_version, on an installed copy of the package: it read only the modules' stats, so an
+    edit of configs/default.toml (weights, page size) left a running server answering with the old
+    defaults, and a file of another text but the same size and modification time (a build that
+    fixes every file's time) looked the same. Each change below gives another identity; a file
+    merely read does not."""
+    import importlib.util
+
+    def identity(package: Path) -> str:
+        done = subprocess.run([sys.executable, "-c", "from mem_retrieval.cli.forward import "
+                               "code_version; print(code_version())"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(package.parent)}, timeout=60, check=True)
+        return done.stdout.strip()
+
+    installed = Path(importlib.util.find_spec("mem_retrieval").origin).parent  # api/ when editable
+    package = tmp_path / "site" / "mem_retrieval"
+    shutil.copytree(installed, package, ignore=shutil.ignore_patterns("__pycache__"))
+    for layer in ("records", "configs", "text", "indexers", "retrieval", "eval", "cli"):
+        if not (package / layer).exists():
+            shutil.copytree(REPO / layer, package / layer, ignore=shutil.ignore_patterns("__pycache__"))
+    seen = [identity(package)]
+    assert identity(package) == seen[0]
+    (package / "configs" / "default.toml").read_bytes()
+    assert identity(package) == seen[0]
+
+    def same_size_and_time(path: Path, old: bytes, new: bytes) -> None:
+        stat = path.stat()
+        text = path.read_bytes()
+        assert old in text and len(old) == len(new)
+        path.write_bytes(text.replace(old, new, 1))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+    same_size_and_time(package / "configs" / "default.toml", b"page_size = 5 ", b"page_size = 3 ")
+    seen.append(identity(package))
+    same_size_and_time(package / "cli" / "forward.py", b"(1 ms)", b"(2 ms)")
+    seen.append(identity(package))
+    for data in ("schemas", "skills"):
+        (package / data / "extra.txt").write_text("x")
+        seen.append(identity(package))
+    assert len(set(seen)) == len(seen)
+
+
 def test_the_warm_up_of_a_server_opens_the_index_as_its_first_search_would(spare):
     """Server.warm runs a search as a caller of its own environment: with none given it was sent
     back (the caller's HOME differed), so no model or table was loaded and the first request was
