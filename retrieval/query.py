@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import in_list, key
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.ids import looks_like_id, ref_problem, spellings, typed_ref, typed_run
+from mem_retrieval.records.ids import looks_like_id, plain, ref_problem, spellings, typed_ref, typed_run
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import surrogate_problem
@@ -128,7 +128,7 @@ def check_text(text: str, param: str = "query") -> None:
     """A query must be non-empty Unicode text (an unpaired surrogate means bytes that were not
     UTF-8) of at most ``MAX_QUERY_CHARS`` characters: a long statement is about 1,400, and the
     full-text search holds about 16 KB per query word (3 million words asked for 49 GB)."""
-    if not text or not text.strip():
+    if not text or not plain(text).strip():  # white space, or characters that draw nothing
         raise BadInput("is empty", param=param)
     if len(text) > MAX_QUERY_CHARS:
         raise BadInput(f"is {len(text):,} characters long; at most {MAX_QUERY_CHARS:,} are searched "
@@ -272,7 +272,7 @@ class RecallQuery:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", typed_run(self.run))  # typed with a look-alike dash
-        has_text = self.text is not None and bool(self.text.strip())
+        has_text = self.text is not None and bool(plain(self.text).strip())  # (check_text's empty)
         if has_text == (self.id is not None):
             raise BadInput("give a query text or an id, not both" if has_text
                            else "give a query text or an id")

@@ -26,7 +26,7 @@ SQL = ["x' OR '1'='1", "alpha' --", "'; DROP TABLE steps; --", '" OR ""="', "1 O
 FTS = ["statement AND proof", "statement OR NOT proof", '"statement of a2"', "stat*", "statement~2",
        "(statement OR proof) AND NOT a1", "+statement -proof", "statement^10", "tokens:statement",
        "NEAR(statement proof)", "{!lucene}statement", "statement AND", "(((", '"', "'", "AND OR NOT"]
-SHAPES = ["!!!", "...", "—", "()[]{}", "'\"`", "$$\\\\", "%_%", ";;", "\u200b", "‮a1", "😀",
+SHAPES = ["!!!", "...", "—", "()[]{}", "'\"`", "$$\\\\", "%_%", ";;", "\u200ba", "‮a1", "😀",
           "a" * 10_000, "statement " * 1_000, " ".join(f"w{i}" for i in range(1_700)),
           ("GL2m/Sp2m " * 1_000)[:10_000]]
 IDS = ["a1", "alpha/a1", "A5-7", "alpha/zz9", "x/y/z", "../a1", "a1'--", "alpha/a1' OR '1'='1",
@@ -193,6 +193,23 @@ def test_a_query_past_the_length_limit_is_refused_before_it_is_searched(ws):
             search("statement " * 3_000_000)
     code, out, err = mem(ws, "archive-search", "x" * (MAX_QUERY_CHARS + 1))
     assert (code, out) == (2, "") and err.startswith("mem: QUERY is 16,385 characters long")
+
+
+@pytest.mark.parametrize("query", ["   ", "\u200b\u200b", " \ufeff\u2060 ", "\u00ad"])
+def test_a_query_of_characters_that_draw_nothing_is_empty(ws, query):
+    """A query of zero-width spaces, word joiners or soft hyphens alone was searched ("no hits",
+    exit 1) where one of spaces is empty (exit 2): both draw nothing an agent could have meant (a
+    recall search without text or id is asked for one)."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records.errors import BadInput
+
+    assert mem(ws, "archive-search", query) == (2, "", "mem: QUERY is empty\n")
+    assert mem(ws, "recall-search", query) == (2, "", "mem: give a query text or an id\n")  # as none
+    with pytest.raises(BadInput, match="^query is empty$"):
+        Memory.open(ws.root).archive_search(query)
+    with pytest.raises(BadInput, match="^give a query text or an id$"):
+        Memory.open(ws.root).recall_search(query)
+    assert mem(ws, "archive-search", "\u200bstatement")[0] == 0  # beside a word, it is the word
 
 
 def test_what_a_search_reads_of_a_long_record(monkeypatch):
