@@ -593,6 +593,28 @@ def test_eval_status_on_a_library_that_is_not_json_is_bad_input(workspace, mem):
     assert code == 2 and out.startswith("solve/library.jsonl:1: input: invalid JSON")
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet='"\\ab{}:,', max_size=40))
+def test_the_strings_of_an_unread_line_are_the_patterns_pieces_found_in_one_pass(text):
+    """records.parse._quoted against the pattern it replaced, which tried again from each quote of
+    a string never closed (a cut line of 16,000 escaped quotes: 9 s for `mem check`)."""
+    import re
+
+    from mem_retrieval.records.parse import _quoted
+
+    assert list(_quoted(text)) == [m.group() for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', text)]
+
+
+def test_a_cut_library_line_of_escaped_quotes_is_listed(workspace, mem):
+    """200,000 escaped quotes after a statement's opening one, the line cut there: the pattern took
+    hours to read it (check, record and archive-insert alike), one pass takes milliseconds."""
+    line = '{"run": "alpha", "id": "Z1", "statement": "' + '\\"' * 200_000
+    with workspace.library_path.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    code, out, _ = mem("check")
+    assert code == 2 and "solve/library.jsonl:2: input:" in out
+
+
 def test_what_a_library_line_that_cannot_be_read_may_hold_is_no_false_violation(workspace, mem):
     """A step cited from a line that cannot be read was "not in the library (not recorded yet)",
     and a parent naming a library entry of a run the workspace does not hold on such a line
