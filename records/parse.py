@@ -379,11 +379,6 @@ _STEPS_KEY = re.compile(r'(?<!\\)"steps"\s*:\s*\[')
 _SOURCES_KEY = re.compile(r'(?<!\\)"sources"\s*:\s*\[')
 
 
-def _element_lines(text: str, key: re.Pattern[str], count: int) -> list[int | None]:
-    """The line on which each element of the top-level array ``key`` starts (best effort)."""
-    return [None if at is None else at[1] for at in _elements(text, key, count)]
-
-
 def _elements(text: str, key: re.Pattern[str], count: int) -> list[tuple[int, int] | None]:
     """Where each element of the top-level array ``key`` starts: (offset, line), best effort."""
     match = key.search(text)
@@ -402,6 +397,11 @@ def _elements(text: str, key: re.Pattern[str], count: int) -> list[tuple[int, in
     except (ValueError, IndexError):
         return [None] * count
     return found
+
+
+def _lines(elements: list[tuple[int, int] | None]) -> list[int | None]:
+    """The line of each of ``_elements``' elements."""
+    return [None if at is None else at[1] for at in elements]
 
 
 def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> Step:
@@ -541,7 +541,7 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     if not isinstance(raw_sources, list):
         f.fail("sources", f"must be a list, not {type_name(raw_sources)}")
     source_at, source_ids = _elements(text, _SOURCES_KEY, len(raw_sources)), set()
-    source_lines = [None if at is None else at[1] for at in source_at]
+    source_lines = _lines(source_at)
     for i, raw in enumerate(raw_sources):
         s = Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
         source_id = s.str("id", required=True)
@@ -560,7 +560,7 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     if not isinstance(raw_steps, list):
         f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")
     steps_at = _elements(text, _STEPS_KEY, len(raw_steps))
-    lines = [None if at is None else at[1] for at in steps_at]
+    lines = _lines(steps_at)
     steps: list[Step] = []
     seen: dict[str, int | None] = {s.id: None for s in sources}
     bad: list[Problem] = []  # every malformed step, reported together
@@ -941,6 +941,9 @@ def core_heading(line: str) -> str | None:
     return line[3:].lstrip(" ").rstrip()
 
 
+_LONGEST_FIRST = sorted(CORE_FIELDS, key=len, reverse=True)  # a field's name, not a prefix of it
+
+
 def misspelt_core_heading(line: str) -> str | None:
     """The field a line that is no heading was meant to head (None: none): '#' signs at its start,
     then a field's name, whatever its case, as ``##inputs``, ``### inputs``, ``# Inputs`` or
@@ -951,7 +954,7 @@ def misspelt_core_heading(line: str) -> str | None:
     if not text.startswith("#"):
         return None
     rest = " ".join(text.lstrip("#").split()).casefold()
-    for name in sorted(CORE_FIELDS, key=len, reverse=True):
+    for name in _LONGEST_FIRST:
         if rest.startswith(name) and not rest[len(name):len(name) + 1].isalnum():
             return name
     return None
@@ -959,7 +962,7 @@ def misspelt_core_heading(line: str) -> str | None:
 
 def split_core_heading(rest: str) -> tuple[str, str] | None:
     """``'open gaps   E6/F4 …'`` -> ('open gaps', 'E6/F4 …'), matching the longest field name."""
-    for name in sorted(CORE_FIELDS, key=len, reverse=True):
+    for name in _LONGEST_FIRST:
         if rest == name or rest.startswith(name + " ") or rest.startswith(name + "\t"):
             return name, rest[len(name):].strip()
     return None
