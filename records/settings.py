@@ -76,7 +76,7 @@ class Ontology:
         return self._remember(("closure", name), reach)
 
     def entry(self, clause: str) -> str | None:
-        return self._remember(("entry", clause), lambda: self.alias.get(normalize(clause), "")) or None
+        return self.alias.get(self._remember(("normal", clause), lambda: normalize(clause)))
 
     def _query(self, setting: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
         """A query setting as ``match`` reads it, once a setting (a step's hypotheses are each
@@ -199,13 +199,12 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
                     names={name: entry["name"] for name, (entry, _) in by_name.items()})
 
 
-def _depth_first(direct: dict[str, set[str]], roots):
-    """The entries reachable from ``roots`` (in order) along ``implies``, each after every entry
-    it implies (its targets visited in sorted order), on a stack of its own: an ontology a program
-    wrote, implying along a chain thousands deep, is no RecursionError. A target already on the
-    path (a cycle) raises ``_Cycle``."""
+def _cycle(direct: dict[str, set[str]]) -> list[str] | None:
+    """A cycle in ``implies`` (each entry of it implies the next, the last the first), else None:
+    depth first from each entry in sorted order, its targets in sorted order, on a stack of its own
+    (an ontology a program wrote, implying along a chain thousands deep, is no RecursionError)."""
     state: dict[str, int] = {}  # 1: on the path, 2: done
-    for root in roots:
+    for root in sorted(direct):
         if root in state:
             continue
         path, stack = [root], [iter(sorted(direct[root]))]
@@ -213,39 +212,28 @@ def _depth_first(direct: dict[str, set[str]], roots):
         while stack:
             target = next(stack[-1], None)
             if target is None:
-                done = path.pop()
+                state[path.pop()] = 2
                 stack.pop()
-                state[done] = 2
-                yield done
             elif state.get(target) == 1:
-                raise _Cycle(path[path.index(target):])
+                return path[path.index(target):]
             elif target not in state:
                 state[target] = 1
                 path.append(target)
                 stack.append(iter(sorted(direct[target])))
-
-
-class _Cycle(Exception):
-    """A cycle in ``implies``: each entry of ``loop`` implies the next, the last the first."""
-
-    def __init__(self, loop: list[str]):
-        super().__init__(loop)
-        self.loop = loop
+    return None
 
 
 def _check_acyclic(direct: dict[str, set[str]], by_name: dict[str, tuple[dict, str]]) -> None:
-    try:
-        for _ in _depth_first(direct, sorted(direct)):
-            pass  # every entry visited: no cycle
-    except _Cycle as cycle:
-        loop = cycle.loop
-        # blame the entry closing the loop, or one the workspace wrote: that file has the fault
-        ours = [i for i, n in enumerate(loop) if by_name[n][1] != str(SHIPPED)]
-        at = len(loop) - 1 if not ours or ours[-1] == len(loop) - 1 else ours[-1]
-        loop = loop[at + 1:] + loop[:at + 1]
-        blamed = by_name[loop[-1]]
-        raise InputError(blamed[1], None, f"{blamed[0]['name']}.implies",
-                         f"cycle in implies: {' -> '.join(loop + loop[:1])}") from None
+    loop = _cycle(direct)
+    if loop is None:
+        return
+    # blame the entry closing the loop, or one the workspace wrote: that file has the fault
+    ours = [i for i, n in enumerate(loop) if by_name[n][1] != str(SHIPPED)]
+    at = len(loop) - 1 if not ours or ours[-1] == len(loop) - 1 else ours[-1]
+    loop = loop[at + 1:] + loop[:at + 1]
+    blamed = by_name[loop[-1]]
+    raise InputError(blamed[1], None, f"{blamed[0]['name']}.implies",
+                     f"cycle in implies: {' -> '.join(loop + loop[:1])}")
 
 
 @lru_cache(maxsize=8)
