@@ -39,8 +39,9 @@ def one_line(text: str) -> str:
 
 
 def unescape(text: str) -> str:
-    """``text`` with the escapes ``one_line`` writes (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``, ``\\n``…) read
-    back as their characters: an id a message showed escaped, typed or pasted as shown."""
+    """``text`` with the escapes ``one_line`` writes (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``,
+    ``\\n``…) read back as their characters: an id a message showed escaped, typed or pasted as
+    shown."""
     if "\\" not in text:
         return text
 
