@@ -19,7 +19,7 @@ class StepRow:
     """The columns of a steps row a hit shows, and its hypotheses (the setting rule weighs them)."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("gid", "run", "sid", "kind", "statement", "status",
-                                          "grade", "setting", "in_library", "hyp")
+                                          "grade", "setting", "in_library", "inserted_ts", "hyp")
 
     gid: str
     run: str
@@ -30,12 +30,14 @@ class StepRow:
     grade: str | None
     setting: str
     in_library: bool
+    inserted_ts: int    # its library entry's insertion (epoch micros; negative: none)
     hyp: tuple[str, ...]
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> "StepRow":
         return cls(row["gid"], row["run"], row["sid"], row["kind"], row["statement"], row["status"],
-                   row["grade"], row["setting"], bool(row["in_library"]), tuple(row["hyp"] or ()))
+                   row["grade"], row["setting"], bool(row["in_library"]), int(row["inserted_ts"]),
+                   tuple(row["hyp"] or ()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,11 @@ class Until:
             return event.seq <= self.seq
         return micros(event.timestamp) <= self.micros
 
+    def inserted(self, inserted_ts: int) -> bool:
+        """Whether a library entry inserted at ``inserted_ts`` (epoch microseconds, negative when
+        never) is in the library as of this cut (what ``Filters`` keeps with ``library``)."""
+        return 0 <= inserted_ts <= self.micros
+
 
 @dataclass(frozen=True)
 class Hidden:

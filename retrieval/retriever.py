@@ -225,11 +225,12 @@ class Retriever:
     def archive_search(self, query: ArchiveQuery, page: int = 1, given: str | None = None) -> Page[Hit]:
         """Page ``page`` of the steps of the runs and the library for ``query`` (SPEC §9);
         ``given``: the ``list_id`` of a page read before (``_slice``)."""
+        query = replace(query, until=self.resolve(query.until, query.run))
         ranked = self.ranked(query)
         cut, current, changed = self._slice(ranked, [c.gid for c in ranked], page, given)
         shown = self.searcher.complete(cut)
         ontology = self.ontology() if query.setting else None
-        found = self._page(tuple(self._hit(c, query.setting, ontology) for c in shown), len(ranked),
+        found = self._page(tuple(self._hit(c, query, ontology) for c in shown), len(ranked),
                            [shown_score(c.score) for c in ranked], page, query.text, query.setting)
         return replace(found, notes=tuple(changed + self.notes(query, ranked)), list_id=current,
                        pending=self.searcher.pending_in("steps"))
@@ -339,17 +340,21 @@ class Retriever:
     @_reads_index
     def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging."""
+        query = replace(query, until=self.resolve(query.until, query.run))
         ontology = self.ontology() if query.setting else None
-        return [self._hit(c, query.setting, ontology) for c in self.searcher.complete(self.ranked(query))]
+        return [self._hit(c, query, ontology) for c in self.searcher.complete(self.ranked(query))]
 
     @staticmethod
-    def _hit(candidate, setting: str | None, ontology) -> Hit:
-        """``candidate`` as a hit, its ``setting_match`` judged by ``ontology`` (read once a search)."""
-        row = candidate.row
+    def _hit(candidate, query: ArchiveQuery, ontology) -> Hit:
+        """``candidate`` as a hit of ``query`` (its ``until`` resolved): in the library only when
+        its entry was inserted by then, its ``setting_match`` judged by ``ontology`` (read once a
+        search)."""
+        row, setting, until = candidate.row, query.setting, query.until
         return Hit(id=row.gid, run=row.run, kind=row.kind, statement=row.statement,
                    status=row.status, grade=row.grade, setting=row.setting,
                    setting_match=ontology.match(setting, row.setting) if setting else None,
-                   score=shown_score(candidate.score), in_library=row.in_library, via=candidate.via,
+                   score=shown_score(candidate.score), via=candidate.via,
+                   in_library=row.in_library and (until is None or until.inserted(row.inserted_ts)),
                    unmet_hyp=tuple(ontology.unmet_hypotheses(setting, row.hyp)) if setting else ())
 
     # ---- recall_search

@@ -272,7 +272,9 @@ def test_library_entries_of_other_runs_follow_their_own_time(example):
 def test_the_library_as_of_each_event_holds_the_entries_inserted_by_then(example):
     """Oracle from the files: an entry is a library hit as of a cut when its step is in memory then
     (its run's log named it by the cut) and it was inserted by the cut's time. Library membership
-    was today's: `--library --until` (and `eval reuse --until`) listed entries inserted later."""
+    was today's: `--library --until` (and `eval reuse --until`) listed entries inserted later; and
+    a plain search as of the cut labelled a hit `in_library` (text: `· library`) before its entry
+    was inserted, where `--library` at the same cut listed none."""
     query = every_step_query(example, [SATAKE, IWAHORI])
     named = {run: first_named(example, run) for run in (SATAKE, IWAHORI)}
     entries = example.workspace.library()
@@ -289,6 +291,10 @@ def test_the_library_as_of_each_event_holds_the_entries_inserted_by_then(example
                     expected.add(entry.gid)
             found = {h.id for h in example.archive_hits(query, until=until, library=True)}
             assert found == expected, (run, event.seq)
+            labelled = {h.id for h in example.archive_hits(query, until=until) if h.in_library}
+            assert labelled == expected, (run, event.seq)
+            page = example.archive_search(query, until=until)
+            assert {h.id for h in page.hits if h.in_library} == expected & {h.id for h in page.hits}
 
 
 def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
