@@ -14,12 +14,13 @@ The texts to embed go to the model in this process, or (``engine="ray"``) to a p
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
 from datetime import timedelta
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,13 +169,19 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             # published while these files were read: its rows may be newer than these, which would
             # undo its change; read the files again
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
-        with store.guard(location):
+        with _written_short(location, lambda: index), store.guard(location):
             index = open_index(location, config, full, tuned)
-            if on_message and index.rebuilt and not full:  # (asked to rebuild: it does anyway)
-                on_message(f"the {', '.join(index.rebuilt)} table{'s' if len(index.rebuilt) > 1 else ''} of "
+            overwritten = [name for name in index.rebuilt if name not in index.cut]
+            if on_message and overwritten and not full:  # (asked to rebuild: it does anyway)
+                on_message(f"the {', '.join(overwritten)} table{'s' if len(overwritten) > 1 else ''} of "
                            f"{location.uri} held a rebuild that was never published (a `mem index "
                            "--full` or `mem tune` that stopped, here or on another machine, or still "
                            "runs): writing on a copy of the versions meta.json pins")
+            if on_message and index.cut and not full:
+                on_message(f"the {', '.join(index.cut)} table{'s' if len(index.cut) > 1 else ''} of "
+                           f"{location.uri} held commits that were never published and read back cut "
+                           "short (a full disk or a file size limit stopped the run that wrote them): "
+                           "writing on a copy of the versions meta.json pins")
             if on_message and (note := _outdated_export(index.spec)):
                 on_message(note)
             narrowed = bool(runs) and not full
@@ -222,6 +229,22 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         lock.release()
 
 
+@contextlib.contextmanager
+def _written_short(location: Location, index_now: Callable[[], Index | None]) -> Iterator[None]:
+    """Damage found after this run committed (``Index.wrote``) as the machine's refusal: a file it
+    wrote reads back cut short, as LanceDB leaves one a full disk or a file size limit stopped
+    (it reports no error). meta.json still pins the versions readers use, and the next run writes
+    on a copy of them (``_at_pinned_if_rebuilt``): the index is as it was, not damaged."""
+    try:
+        yield
+    except store.IndexDamaged as damage:
+        index = index_now()
+        if index is None or not index.wrote:
+            raise
+        raise store.IndexUnwritable(location, f"what this run wrote reads back cut short ({damage.detail}), "
+                                              "as a full disk or a file size limit leaves it") from None
+
+
 def open_index(location: Location, config: Config, full: bool,
                tuned: dict[str, Any] | None | str = KEEP) -> Index:
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
@@ -248,7 +271,7 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: writer.open_or_drop(db, location, name, full) for name in SCHEMAS}
-    rebuilt = _at_pinned_if_rebuilt(tables, meta, full) if meta is not None else ()
+    rebuilt, cut = _at_pinned_if_rebuilt(tables, meta, full) if meta is not None else ((), ())
     if not full:  # write on a new creation holding the pinned rows (and their vectors)
         for name in rebuilt:
             tables[name] = writer.create(db, location, name, tables[name].to_arrow(),
@@ -273,15 +296,19 @@ def open_index(location: Location, config: Config, full: bool,
     # `is not None`, not truthiness: an empty Lance table is falsy
     lineage = {name: store.lineage_of(t) for name, t in tables.items() if t is not None}
     return Index(location, db, tables, full, model_same, tuned, spec, token,
-                 unpublished=unpublished, rebuilt=rebuilt, lineage=lineage, pinned=dict(pinned),
+                 unpublished=unpublished, rebuilt=rebuilt, cut=cut, lineage=lineage, pinned=dict(pinned),
                  tuned_unchecked=bool(kept and tuned and reused and not spec.export),
                  keep=timedelta(days=config.index.keep_versions_days))
 
 
-def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any], full: bool) -> tuple[str, ...]:
+def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any],
+                          full: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The tables whose latest version is of another creation than the version meta.json pins:
     a `mem index --full` or `mem tune`, with any parameters, that overwrote them and never
-    published (it stopped, here or on another machine, or still runs). Each is left checked out at
+    published (it stopped, here or on another machine, or still runs); and, of the same creation,
+    those whose unpublished commits read back cut short (``cut``: a full disk or a file size limit
+    stopped the run that wrote them, and LanceDB committed the file it cut; writing on them, even
+    `--full` reading their vectors, would fail, and the run with them). Each is left checked out at
     the pinned version, so nothing of that rebuild is read: its rows are its machine's files (a
     run indexing its own runs would otherwise pin another machine's published rows away with it),
     its vectors maybe another model's. ``open_index`` then writes on a new creation holding the
@@ -289,7 +316,7 @@ def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any], full: bo
     and a third machine's commit on it, made after the pinned version and overwritten by the
     rebuild, would pass for published. A table of an index format before 5 (no lineage) is read at
     the pinned version too, and is no rebuild."""
-    rebuilt = []
+    rebuilt, cut = [], []
     for name, table in tables.items():
         version = meta.get("versions", {}).get(name)
         if table is None or version is None or table.version == version:
@@ -306,9 +333,13 @@ def _at_pinned_if_rebuilt(tables: dict[str, Any], meta: dict[str, Any], full: bo
             continue
         if store.lineage_of(table) != latest:
             rebuilt.append(name)
-        else:
-            table.checkout_latest()  # commits on the pinned creation: this run writes on them
-    return tuple(rebuilt)
+            continue
+        table.checkout_latest()  # commits on the pinned creation: this run writes on them
+        if not writer.reads_back(table):
+            table.checkout(version)
+            rebuilt.append(name)
+            cut.append(name)
+    return tuple(rebuilt), tuple(cut)
 
 
 def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
@@ -592,6 +623,7 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     with writer.following(index, name):
                         table.merge_insert("gid").when_matched_update_all().execute(data)
+                    index.wrote = True
             writer.publish(index, config)
     finally:
         progress.close()
@@ -660,6 +692,7 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
         table = index.tables[name]
         if plan.full:
             table = writer.create(index.db, index.location, name, data, stamp)
+            index.wrote = True
             index.lineage[name] = store.lineage_of(table)
         elif table_plan.changed or table_plan.removed:
             removed_keys = [store.key(gid) for gid in table_plan.removed]
@@ -671,9 +704,11 @@ def commit(index: Index, plan: Plan, vectors: dict[str, Any], config: Config,
                     if removed_keys:
                         merge = merge.when_not_matched_by_source_delete(store.in_list("key", removed_keys))
                     merge.execute(data)
+                    index.wrote = True
                     _write_once(table, data)
                 else:
                     table.delete(store.in_list("key", removed_keys))
+                    index.wrote = True
         table = writer.refresh_indexes(index, table, fresh=plan.full,
                                  rewritten=bool(table_plan.changed or table_plan.removed)
                                  or name in index.unpublished)

@@ -362,6 +362,7 @@ class IndexDamaged(InputError):
     def __init__(self, where: Location | Path | str, detail: str):
         super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,
                          f"the index is damaged ({detail}): run `mem index --full`")
+        self.detail = detail
 
 
 _DAMAGE_WORDS = ("LanceError(IO)", "Not found", "no longer exists", "corrupt", "does not exist")

@@ -28,6 +28,26 @@ def scan(table, columns: list[str]):
     return table.search().select(columns).limit(max(table.count_rows(), 1)).to_arrow()
 
 
+def read_back(table) -> None:
+    """Read every row's key of ``table`` at its checked-out version, which opens each data and
+    deletion file the version holds: one cut short raises here. LanceDB commits a version whose
+    file a full disk or a file size limit cut part-way (its write reports no error), so a version
+    is read back before meta.json pins it, and an unpublished one before a run writes on it."""
+    scan(table, ["key"])
+
+
+def reads_back(table) -> bool:
+    """Whether ``read_back`` reads ``table`` whole; False only for damage (``store.is_damage``):
+    a store failing or refusing raises."""
+    try:
+        read_back(table)
+    except BaseException as error:
+        if not store.is_damage(error):
+            raise
+        return False
+    return True
+
+
 @dataclass
 class Index:
     """The open index of one run: its location, connection, tables (None: absent or to rebuild)."""
@@ -48,9 +68,12 @@ class Index:
     pinned: dict[str, int] = field(default_factory=dict)  # each table's version meta.json pinned
                                 # when this run began: readers use it until this run publishes
     tuned_unchecked: bool = False  # the tuned copy's weights will embed, unhashed yet (torch)
-    rebuilt: tuple[str, ...] = ()  # tables a rebuild overwrote and never published: written on a
+    rebuilt: tuple[str, ...] = ()  # tables a rebuild overwrote and never published, or whose
+                                # unpublished commits read back cut short (``cut``): written on a
                                 # new creation holding the pinned version's rows (a full build: read
                                 # at the pinned version)
+    cut: tuple[str, ...] = ()   # of ``rebuilt``, those whose unpublished commits read back cut short
+    wrote: bool = False         # this run has committed to a table (``commit``, ``backfill``)
     lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
                                 # writes on (store.lineage_of): another one there means an overwrite
     keep: timedelta = timedelta(days=7)  # index.keep_versions_days: older versions are pruned
@@ -254,10 +277,17 @@ def params(index: Index, config: Config) -> dict[str, Any]:
 
 
 def _own_versions(index: Index, stamp: str) -> dict[str, int]:
-    """Each table's latest version, to be pinned; MetaConflict when one is another writer's
-    rebuild with other parameters (a `mem index --full` overwrites a table whole, so the latest
-    version would hold its rows and vectors alone, under this run's meta.json)."""
-    return {name: own_table(index, name, stamp).version for name in SCHEMAS}
+    """Each table's latest version, to be pinned, read back whole when it is not the version
+    pinned already (``read_back``); MetaConflict when one is another writer's rebuild with other
+    parameters (a `mem index --full` overwrites a table whole, so the latest version would hold
+    its rows and vectors alone, under this run's meta.json)."""
+    versions = {}
+    for name in SCHEMAS:
+        table = own_table(index, name, stamp)
+        if table.version != index.pinned.get(name):
+            read_back(table)
+        versions[name] = table.version
+    return versions
 
 
 def own_table(index: Index, name: str, stamp: str, version: int | None = None):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -705,6 +706,24 @@ def test_the_run_after_a_stopped_one_counts_what_it_publishes_against_what_reade
     assert (steps.added, steps.updated, steps.removed) == (0, 1, 0)
 
 
+def _capped(root, limit: int, *argv: str):
+    """`mem index ARGV` in a real process whose files may not grow past ``limit`` bytes."""
+    import resource
+    import subprocess
+    import sys
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(root),
+                           "index", "--no-progress", *argv], capture_output=True, text=True, timeout=300,
+                          preexec_fn=cap, env={**os.environ, "MEM_NO_SERVER": "1"})
+
+
+def _ranked(root, query: str) -> list[str]:
+    return [h.id for h in Memory.open(root).archive_search(query, strategy="rerank").hits]
+
+
 def test_a_full_disk_keeps_the_index_and_says_so_in_one_line(memory, workspace, mem, monkeypatch):
     """A full disk is no damage: `mem index --full` deleted the intact tables to build them afresh
     (and failed again), so every search failed after it."""
@@ -733,25 +752,84 @@ def test_a_file_size_limit_keeps_the_index_like_a_full_disk(memory, workspace):
     """"File too large" (a size limit, EFBIG) was read as damage: `mem index --full`, as advised,
     deleted the steps table and could not write it again, and every search then failed. A real
     process under RLIMIT_FSIZE, which lets no new table file past 4 KiB."""
-    import resource
-    import subprocess
-    import sys
-
     before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
     lance = workspace.root / ".mem" / "lance"
     files = sorted(p for p in lance.rglob("*") if p.is_file())
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-
-    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
-                           "index", "--full", "--no-progress"], capture_output=True, text=True, timeout=300,
-                          preexec_fn=cap, env={**os.environ, "MEM_NO_SERVER": "1"})
+    done = _capped(workspace.root, 4096, "--full")
     assert (done.returncode, done.stdout) == (2, "") and done.stderr == (
         f"mem: {lance.parent}: File too large: the index is kept as it was (mend that, then run it again)\n")
     assert all(p.is_file() for p in files)
     after = Memory.open(workspace.root).archive_search("statement", strategy="bm25")
     assert [h.id for h in after.hits] == before
+
+
+def test_an_unpublished_commit_cut_short_is_set_aside_and_the_next_run_completes(memory, workspace,
+                                                                                  monkeypatch):
+    """LanceDB commits a version whose data file a full disk or a file size limit cut part-way (its
+    write reports no error). The run that wrote it fails before it publishes, so readers keep the
+    pinned version; but every later `mem index` wrote on the cut version and failed ("the index is
+    damaged: run `mem index --full`"), and `--full` under the same limit deleted the steps table.
+    Here the run stops before its publish and its new data files are cut in half, as the limit
+    cut them: the next run writes on a copy of the pinned version, says so, and answers as an
+    index built from the files alone."""
+    from mem_retrieval.indexers import writer
+
+    before = _ranked(workspace.root, "zebras statement")
+    data = workspace.root / ".mem" / "lance" / "steps.lance" / "data"
+    old = set(data.iterdir())
+    monkeypatch.setattr(writer, "publish", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    monkeypatch.undo()
+    new = set(data.iterdir()) - old
+    assert new
+    for path in new:
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    assert _ranked(workspace.root, "zebras statement") == before  # readers: the pinned version
+    said = []
+    Memory.open(workspace.root).index(progress=False, on_message=said.append)
+    assert len(said) == 1 and said[0].startswith("the steps table of ") and "read back cut short" in said[0]
+    fresh = workspace.root.parent / "fresh"
+    shutil.copytree(workspace.root, fresh, ignore=shutil.ignore_patterns(".mem"))
+    Memory.open(fresh).index(progress=False)
+    assert _ranked(workspace.root, "zebras statement") == _ranked(fresh, "zebras statement")
+    assert _ranked(workspace.root, "zebras statement")[0] == "alpha/a2"
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_at_any_size_keeps_the_index_and_the_next_run_completes(workspace, tmp_path):
+    """Oracle over file size limits (each cuts another file at another point): an incremental run
+    and then `--full` under the limit each end in one line saying the index is kept (or succeed);
+    searches meanwhile answer as before or after the edit; the next run without the limit
+    completes and answers as an index built from the files alone. At 4–8 KiB and 13–17 KiB
+    LanceDB (0.40) commits the file it cut: the run said "damaged: run `mem index --full`", so did
+    every later run, and `--full` under the limit deleted the steps table."""
+    query = "zebras statement"
+    Memory.open(workspace.root).index(progress=False)
+    old = _ranked(workspace.root, query)
+    workspace.edit_step("alpha", "a2", statement="a new statement about zebras")
+    fresh = tmp_path / "fresh"
+    shutil.copytree(workspace.root, fresh, ignore=shutil.ignore_patterns(".mem"))
+    Memory.open(fresh).index(progress=False)
+    new = _ranked(fresh, query)
+    kept = "the index is kept as it was (mend that, then run it again)\n"
+    first = []
+    for limit in (2048, 4096, 6144, 10240, 14336, 16384, 18432):
+        root = tmp_path / f"at{limit}"
+        shutil.copytree(workspace.root, root)
+        for argv in ((), ("--full",)):
+            done = _capped(root, limit, *argv)
+            assert done.returncode == 0 or (done.returncode == 2 and done.stderr.endswith(kept)
+                                            and done.stderr.count("\n") == 1), (limit, argv, done.stderr)
+            assert _ranked(root, query) in (old, new), (limit, argv)
+            if not argv:
+                first.append(done.stderr)
+        Memory.open(root).index(progress=False)
+        assert _ranked(root, query) == new, limit
+    # the case this test is for (if a LanceDB version reports the cut write itself, this fails:
+    # then build._written_short has nothing left to say, and the limits here need another look)
+    assert any("what this run wrote reads back cut short" in said for said in first)
 
 
 def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(workspace, mem):
