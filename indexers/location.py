@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -46,11 +47,14 @@ class StoreUnreachable(Refused):
                          "index.uri, the [index.storage] keys and the AWS_* environment variables")
 
 
-def first_line(text: str) -> str:
+def first_line(text: str, limit: int = 240) -> str:
     """A lance or object-store error's first useful line (without the Rust debug dump or source
-    paths)."""
+    paths), at most ``limit`` characters: a longer one ends at a word's end, with "…"."""
     line = str(text).strip().split("\n")[0].split(", /")[0]
-    return line[:240]
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
 
 
 URL_SPECIAL = "#?%"  # what a URL reads otherwise than a key: an object store prefix holds none
@@ -79,6 +83,10 @@ class Location:
         if workspace.index_root is not None or not uri:
             return cls(str(workspace.index_dir), workspace.index_dir)
         if "://" not in uri:
+            if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", uri):  # `s3:/bucket/x`: a URI lacking `//` (a
+                # drive letter, `C:`, is one letter); read as a folder, the index stayed on this machine
+                raise config.fault("index.uri", f"{uri!r} reads as a URI without '//' after its scheme: "
+                                   f"write s3://bucket/prefix, or ./{uri} for a folder so named")
             try:
                 folder = (workspace.root / Path(uri).expanduser()).resolve()
                 if folder.exists() and not folder.is_dir():

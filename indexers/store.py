@@ -401,7 +401,7 @@ def is_conflict(error: BaseException) -> bool:
 
 def conflict_detail(error: BaseException) -> str:
     """A lost commit's reason, in a line (without lance's prefix and Rust source path)."""
-    return first_line(str(error)).removeprefix("lance error: ")[:160]
+    return first_line(str(error).strip().removeprefix("lance error: "), 160)
 
 
 def is_damage(error: BaseException) -> bool:
@@ -439,7 +439,7 @@ def guard(where: Location | Path) -> Iterator[None]:
                                f"indexed ({conflict_detail(error)}): run `mem index` again") from None
         if not is_damage(error):
             raise
-        detail = first_line(str(error))[:200]
+        detail = first_line(str(error), 200)
         if location.remote:
             location.probe()
             if _transient(str(error)):
@@ -468,7 +468,7 @@ def drop_damaged(location: Location, name: str, error: BaseException) -> None:
     the published steps table, and every reader lost it)."""
     location.probe()
     if location.remote and _transient(str(error)):
-        raise StoreUnreachable(location.uri, first_line(str(error))[:200]) from None
+        raise StoreUnreachable(location.uri, first_line(str(error), 200)) from None
     location.drop_table_files(name)
 
 

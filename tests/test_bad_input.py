@@ -471,6 +471,33 @@ def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachab
     assert not (workspace.root / ".mem").exists()
 
 
+@pytest.mark.parametrize("uri", ["s3:/bucket/x", "S3:bucket", "gs:/b/p"])
+def test_an_index_uri_lacking_its_slashes_is_refused_not_a_local_folder(workspace, mem, uri):
+    """`s3:/memb/x` (one slash) built a local index in the folder `s3:/memb/x` of the workspace,
+    exit 0: the user believed the index shared while no other machine saw it. A folder so named is
+    still written `./s3:/memb/x`."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "{uri}"\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        assert mem(*argv) == (2, "", f"mem: {config}:2: index.uri: {uri!r} reads as a URI without '//' after "
+                                     f"its scheme: write s3://bucket/prefix, or ./{uri} for a folder so named\n")
+    assert not (workspace.root / uri).exists()
+    config.write_text(f'[index]\nuri = "./{uri}"\n')
+    assert mem("index", "--no-progress")[0] == 0
+    assert (workspace.root / uri / "meta.json").is_file()
+
+
+def test_a_store_error_said_in_a_line_is_cut_at_a_word_not_inside_one():
+    """"…error sending reques); check index.uri…": the store's error was cut at 200 characters."""
+    from mem_retrieval.indexers.location import first_line
+
+    said = "HTTP error: error sending request for url (http://127.0.0.1:9/b/x)"
+    assert first_line(said, 200) == said
+    assert first_line(said, 40) == "HTTP error: error sending request for…"
+    assert first_line("x" * 50, 10) == "x" * 9 + "…"
+    assert first_line(said + "\nstack, /src/x.rs", 200) == said
+
+
 def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, monkeypatch):
     """``~`` is the home folder, as in a shell; it was a folder named ``~`` in the workspace."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
