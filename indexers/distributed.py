@@ -27,6 +27,7 @@ import re
 import warnings
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -178,6 +179,22 @@ def _term_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+def _answers(address: str) -> None:
+    """Refused unless something answers at a cluster's ``HOST:PORT`` (``ray.address``, or
+    ``RAY_ADDRESS`` for "auto"): ``ray.init`` retried one where nothing listens for good, printing
+    Ray's log lines, and the index run never ended."""
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+    host, colon, port = address.rpartition(":")
+    if not colon or "://" in address or not port.isdigit() or not host:
+        return  # "local", a ray:// client or none named: Ray says what it finds, at once
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as error:
+        raise Refused(f"cannot start or reach Ray at {address}: nothing answers there "
+                      f"({error.strerror or error})") from None
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -215,6 +232,7 @@ class RayEngine:
                                        "logging_level": "ERROR"}
             if address == "local":  # a local instance has this machine's CPUs, however many are wanted
                 options["num_cpus"] = min(wanted or os.cpu_count() or 1, os.cpu_count() or 1)
+            _answers(address)
             if _main_thread():  # the caller's, put back in ``close`` (ray.init installs its own)
                 self._terminate = signal.getsignal(signal.SIGTERM)
             try:

@@ -171,6 +171,27 @@ def test_an_actors_error_is_one_line_and_stdout_holds_only_the_json(tmp_path, on
     assert "Traceback" not in done.stderr
 
 
+def test_a_cluster_address_where_nothing_answers_is_one_line_at_once(tmp_path, onnx_export):
+    """`ray.address = "HOST:PORT"` (or "auto" with RAY_ADDRESS) where no Ray runs: ray.init retried
+    for good, printing Ray's log lines every 40 s, and the index run never ended."""
+    from mem_retrieval.eval.loopback_s3 import free_port
+
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    port = free_port()
+    config = ws.root / "solve" / "mem.toml"
+    for address, extra in ((f"127.0.0.1:{port}", {}), ("auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"})):
+        config.write_text(f'[ray]\naddress = "{address}"\n')
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
+                               "--engine", "ray", "--no-progress"], cwd=ROOT, env=os.environ | extra,
+                              capture_output=True, text=True, timeout=300)
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr == (f"mem: cannot start or reach Ray at 127.0.0.1:{port}: nothing answers there "
+                               "(Connection refused)\n")
+        assert time.monotonic() - started < 60
+
+
 def test_sigterm_stops_mem_index_as_ctrl_c_does(tmp_path, onnx_export):
     """Ray's core worker handled SIGTERM itself: a 9-line stack dump and an abort (exit 134).
     It is Ctrl-C's one line, the instance is shut down, and the next `mem index` completes."""
