@@ -173,10 +173,11 @@ class Until:
             return event.seq <= self.seq
         return micros(event.timestamp) <= self.micros
 
-    def inserted(self, inserted_ts: int) -> bool:
+    def inserted(self, inserted_ts):
         """Whether a library entry inserted at ``inserted_ts`` (epoch microseconds, negative when
-        never) is in the library as of this cut (what ``Filters`` keeps with ``library``)."""
-        return 0 <= inserted_ts <= self.micros
+        never; an int, or a numpy array of them, element by element) is in the library as of this
+        cut (what ``Filters`` keeps with ``library``)."""
+        return (inserted_ts >= 0) & (inserted_ts <= int(self.micros))
 
 
 @dataclass(frozen=True)
@@ -367,8 +368,7 @@ class Filters:
         if self.library:
             parts.append(np.asarray(columns["in_library"], dtype=bool))
             if self.until is not None:
-                inserted = columns["inserted_ts"]
-                parts.append((inserted >= 0) & (inserted <= int(self.until.micros)))
+                parts.append(self.until.inserted(columns["inserted_ts"]))
             if self.library_before is not None:
                 inserted = columns["inserted_ts"]
                 parts.append((inserted >= 0) & (inserted < int(self.library_before)))
