@@ -479,8 +479,9 @@ def test_an_index_uri_lacking_its_slashes_is_refused_not_a_local_folder(workspac
     config = workspace.root / "solve" / "mem.toml"
     config.write_text(f'[index]\nuri = "{uri}"\n')
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
-        assert mem(*argv) == (2, "", f"mem: {config}:2: index.uri: {uri!r} reads as a URI without '//' after "
-                                     f"its scheme: write s3://bucket/prefix, or ./{uri} for a folder so named\n")
+        said = (f"mem: {config}:2: index.uri: {uri!r} reads as a URI without '//' after its scheme: "
+                f"write s3://bucket/prefix, or ./{uri} for a folder so named\n")
+        assert mem(*argv) == (2, "", said)
     assert not (workspace.root / uri).exists()
     config.write_text(f'[index]\nuri = "./{uri}"\n')
     assert mem("index", "--no-progress")[0] == 0
