@@ -475,3 +475,22 @@ def test_quantizing_keeps_a_host_threads_log_and_drops_only_the_quantizers_advic
     assert len(said) > 10 and len(hosts) == len(said)
     assert not [r for r in heard if "onnxruntime" in r.pathname]
     assert root.filters == []
+
+
+def test_a_search_leaves_nothing_of_onnxruntimes_telemetry_in_the_home_folder(example, tmp_path):
+    """onnxruntime (1.29 on) keeps a telemetry device id under ~/.cache/Microsoft and, where the
+    home folder is read-only, warns on stderr: a search through the model (the default strategy
+    embeds the query) writes nothing there and says nothing on stderr."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env |= {"HOME": str(home), "MEM_NO_SERVER": "1"}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(example.workspace.root),
+                           "archive-search", "Satake transform", "--strategy", "rerank-graph"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Satake" in done.stdout, done.stderr
+    assert done.stderr == ""
+    assert not (home / ".cache" / "Microsoft").exists(), sorted(p.name for p in home.rglob("*"))

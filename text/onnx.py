@@ -36,6 +36,12 @@ from mem_retrieval.records.files import private, replace_folder, seal
 if TYPE_CHECKING:
     import numpy as np
 
+# onnxruntime (1.29 on) sends usage telemetry from Linux as well, keeping a device id under
+# ~/.cache/Microsoft/DeveloperTools, and warns on stderr where it cannot write it (a read-only
+# home): off, unless the user's environment says otherwise. It is read when onnxruntime is first
+# imported, which in this package happens only in this module, after this line.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 EXPORT_VERSION = "onnx-v4"  # bump whenever the exported graph changes (v4: the signed copy)
 PORTABLE_SINCE = 3  # from onnx-v3 on, int8 weights are stored as uint8: the same vectors on every CPU
 WEIGHT_ZERO = 128  # the int8 weights w are stored as the uint8 w + 128, zero point 128 (_quantize)
