@@ -109,8 +109,22 @@ def mentions(text: str) -> Iterator[str]:
         yield from line.split()
 
 
+_TAIL = ")]}\"'”’*`…" + _CLAUSE_END  # what may end a word: closing brackets and quotes, an ellipsis,
+# clause ends, in any order (`proved?,`, `proved?…`, `(open?)`)
+
+
+def _tail(word: str) -> str:
+    return word[len(word.rstrip(_TAIL)):]
+
+
 def _ends_clause(word: str) -> bool:
-    return word.rstrip(")]}\"'”’*`")[-1:] in tuple(_CLAUSE_END)
+    return any(c in _CLAUSE_END for c in _tail(word))
+
+
+def _asks(word: str) -> bool:
+    """Whether the word ends a question: a `?` among its ending punctuation (`proved?`, `proved?,`,
+    `proved?).`, `proved?…`)."""
+    return "?" in _tail(word)
 
 
 def asked(words: list[str]) -> list[bool]:
@@ -123,7 +137,7 @@ def asked(words: list[str]) -> list[bool]:
     question = False
     for at in range(count - 1, -1, -1):
         if ends[at] or at == count - 1:
-            question = words[at].rstrip(")]}\"'”’*`").endswith("?")
+            question = _asks(words[at])
         last[at] = question
     out, condition = [], False
     for at, word in enumerate(words):
