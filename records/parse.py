@@ -683,13 +683,15 @@ def lines_after(path: Path, number: int) -> int:
 _FILE_NAME = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]{1,8}")  # a file name with an extension
 
 
-def events_after(path: Path, number: int, run: str, run_dir: Path,
+def events_after(path: Path, number: int, run: str, run_dir: Path | None,
                  after: int | None = None) -> Iterator[Event]:
     """The events ``path`` holds after line ``number`` (those ``lines_after`` counts), parsed; a
     line that is not a whole event (malformed, or still being written) is passed over, as no
-    search could find it either. ``after``: the time (epoch microseconds) event ``number`` is dated
-    by (the index's ``ts``): an event stamped earlier than the one before it is dated as that one,
-    as ``iter_events`` dates it."""
+    search could find it either. ``run_dir`` None: a brief's or return's path is not checked (an
+    event naming a missing file is still an event written since the index, which ``mem index``
+    will refuse). ``after``: the time (epoch microseconds) event ``number`` is dated by (the
+    index's ``ts``): an event stamped earlier than the one before it is dated as that one, as
+    ``iter_events`` dates it."""
     file = str(path)
     last = None if after is None else _EPOCH + timedelta(microseconds=after)
     for offset, raw in _raw_lines_after(path, number):
@@ -859,7 +861,8 @@ def in_log_order(event: Event, last: datetime | None) -> Event:
     return replace(event, timestamp=last) if last is not None and event.timestamp < last else event
 
 
-def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path) -> Event:
+def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path | None) -> Event:
+    """One event; ``run_dir`` None: its path is not checked, nor kept (``path`` None)."""
     f = Fields(parse_json(line, file, number), file, number, "", EVENT_FIELDS)
     time = f.str("time", required=True)
     stamp = parse_time(time, file, number, "time")
@@ -870,7 +873,7 @@ def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path) -> 
         if problem:
             f.fail(f"ids[{i}]", problem)
     text = f.str("text")
-    rel = check_event_path(text, run_dir, file, number) if event_path(kind, text) else None
+    rel = check_event_path(text, run_dir, file, number) if run_dir and event_path(kind, text) else None
     return Event(run=run, seq=number, time=time, timestamp=stamp, actor=f.str("actor"),
                  kind=kind, ids=ids, text=text, path=rel)
 

@@ -223,9 +223,11 @@ class Workspace:
 
     def events_after(self, run: str, seq: int, after: int | None = None) -> Iterator[Event]:
         """The run's events after the one numbered ``seq``, those ``logged_after`` counts; a line
-        that is not a whole event is passed over. ``after``: the time event ``seq`` is dated by
+        that is not a whole event is passed over, but one whose brief or return is missing or
+        leaves the run folder is counted (its ``path`` None: ``mem index`` will refuse it, and the
+        word search's count holds it too). ``after``: the time event ``seq`` is dated by
         (``parse.events_after``)."""
-        yield from events_after(self.events_path(run), seq, run, self.run_dir(run), after)
+        yield from events_after(self.events_path(run), seq, run, None, after)
 
     def core(self, run: str) -> CoreMemory | None:
         path = self.core_path(run)

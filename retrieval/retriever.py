@@ -20,7 +20,7 @@ from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
-from mem_retrieval.records.parse import micros, present, read_text
+from mem_retrieval.records.parse import check_event_path, micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -480,10 +480,7 @@ class Retriever:
         if query.id is not None:
             found = self.searcher.events_naming(query.ref, filters)
             if "/" not in query.id and query.run is None:  # a bare id: the events must name one step
-                named = {ref if "/" in ref else f"{c.row.run}/{ref}" for c in found for ref in c.row.ids
-                         if ref == query.id or ref.endswith("/" + query.id)}
-                if len(named) > 1:
-                    raise _several_runs(query.id, named)
+                found = self._naming_one_step(query.id, found)
         else:
             found = self.searcher.rank_events(query.text, filters)
         hits = [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
@@ -493,12 +490,39 @@ class Retriever:
                 for c in found for e in (c.row,)]
         return list(self._with_bodies(hits)) if whole else hits
 
+    def _naming_one_step(self, ref: str, found: list) -> list:
+        """The events of ``found`` (naming the bare id ``ref``) when they name one step: those that
+        name it, where the others' global ids name no step or source (a typo in a log,
+        ``beta/A1-1`` where beta has none, which `check` reports); refused when they name
+        several."""
+        def named(candidate) -> set[str]:
+            return {r if "/" in r else f"{candidate.row.run}/{r}" for r in candidate.row.ids
+                    if r == ref or r.endswith("/" + ref)}
+
+        every = set().union(*map(named, found)) if found else set()
+        if len(every) <= 1:
+            return found
+        try:  # a library that cannot be read: judged by the trees
+            library = self._library()
+        except InputError:
+            library = {}
+        trees = self.workspace.readable_trees(self.workspace.runs())
+        steps = {gid for gid in every if self._names_a_step(gid, library, trees)}
+        if len(steps) != 1:
+            raise _several_runs(ref, steps or every)
+        return [c for c in found if steps & named(c)]
+
     def _with_bodies(self, hits: Sequence[EventHit]) -> tuple[EventHit, ...]:
         """``hits`` with the brief or return each points to, whole, as the file stands now (None:
-        it points to none, or the file cannot be read now)."""
+        it points to none, or the file cannot be read now: swapped since `mem index` for a link
+        out of the run folder, a folder, a pipe or a device, which `mem index` would refuse)."""
         def whole(hit: EventHit) -> str | None:
+            if not hit.path:
+                return None
+            run_dir = self.workspace.run_dir(hit.run)
             try:
-                return read_text(self.workspace.run_dir(hit.run) / hit.path) if hit.path else None
+                check_event_path(hit.path, run_dir, "", 0)
+                return read_text(run_dir / hit.path)
             except InputError:
                 return None
 

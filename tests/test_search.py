@@ -361,6 +361,72 @@ def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(w
     assert note("--id", "g1") == ""
 
 
+def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(workspace, mem, tmp_path):
+    """`mem index` refuses a brief that leaves the run folder or is no regular file; a search reads
+    the brief as it stands now, so one swapped after indexing for a link to a file outside (its
+    text was shown), to /dev/zero (read until memory ran out) or for a pipe (the search hung) gives
+    no body, and the hit stays."""
+    (workspace.root / "alpha" / "briefs").mkdir()
+    brief = workspace.root / "alpha" / "briefs" / "A2.md"
+    brief.write_text("pair model audit notes", encoding="utf-8")
+    workspace.write_events("alpha", workspace.events("alpha") + [
+        {"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "brief", "ids": ["a4"],
+         "text": "briefs/A2.md"}])
+    assert mem("index")[0] == 0
+
+    def body() -> str | None:
+        code, out, err = mem("--json", "recall-search", "--id", "a4", "--run", "alpha")
+        (hit,) = [h for h in json.loads(out)["hits"] if h["path"] == "briefs/A2.md"]
+        assert (code, err) == (0, "")
+        return hit["body"]
+
+    assert body() == "pair model audit notes"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's other file", encoding="utf-8")
+    for swap in (lambda: brief.symlink_to(secret), lambda: brief.symlink_to("/dev/zero"),
+                 lambda: os.mkfifo(brief), lambda: brief.mkdir()):
+        brief.rmdir() if brief.is_dir() and not brief.is_symlink() else brief.unlink()
+        swap()
+        assert body() is None
+    brief.rmdir()
+    inside = workspace.root / "alpha" / "briefs" / "real.md"
+    inside.write_text("the same notes, moved", encoding="utf-8")
+    brief.symlink_to("real.md")  # a link that stays in the run folder is read, as `mem index` reads it
+    assert body() == "the same notes, moved"
+
+
+def test_a_global_id_naming_no_step_does_not_make_a_bare_id_ambiguous(workspace, mem):
+    """An event naming ``beta/a1`` where beta has no a1 (a typo `check` reports) made every bare
+    `--id a1` refused as "an id in several runs"; the bare id names alpha's step alone, and lists
+    alpha's events naming it, not the typo's."""
+    workspace.write_events("beta", [{"time": "2026-10-18T01:00:00Z", "actor": "B1", "kind": "audit",
+                                     "ids": ["beta/a1"], "text": "a typo"}])
+    assert mem("index")[0] == 0
+    code, out, err = mem("--json", "recall-search", "--id", "a1")
+    assert (code, err) == (0, "")
+    expected = [f"alpha#{n}" for n, e in enumerate(workspace.events("alpha"), 1) if "a1" in e["ids"]]
+    assert [h["id"] for h in json.loads(out)["hits"]] == expected and expected
+    workspace.add_step("beta", make_step("a1"))  # now a step of both runs: refused, naming both
+    assert mem("index")[0] == 0
+    code, out, err = mem("recall-search", "--id", "a1")
+    assert code == 1 and "is an id in several runs: alpha/a1, beta/a1" in err
+
+
+def test_an_unindexed_event_whose_brief_is_missing_is_counted_by_id_as_by_words(workspace, mem):
+    """An event appended after `mem index` whose brief is missing (which the next `mem index` will
+    refuse) was counted by a word search's note but not by `--id`'s, which parsed it and passed
+    it over: both say it, so the agent runs `mem index` and learns what is wrong."""
+    assert mem("index")[0] == 0
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"time": "2026-10-18T04:00:00Z", "actor": "root", "kind": "return",
+                              "ids": ["a4"], "text": "returns/missing.md"}) + "\n")
+    for argv in (("echidna",), ("--id", "a4", "--run", "alpha"), ("--id", "alpha/a4")):
+        code, _, err = mem("recall-search", *argv)
+        assert "mem: 1 event written since the last `mem index` is not searched (alpha: 1)" in err, argv
+    code, _, err = mem("index")
+    assert code == 2 and "alpha/memory/events.jsonl:" in err and "returns/missing.md" in err
+
+
 def test_every_strategy_looks_ids_up_first(workspace, mem):
     """A step named by id leads the list whatever the strategy (``vector`` and ``hybrid-rrf`` once
     ranked it as text and said no step had the id), once, even when the setting rule would leave
