@@ -155,7 +155,7 @@ def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Ans
     note = no_runs_note(memory.workspace)
     report = memory.check(a["runs"] or None)
     lines = [str(v) for v in report.violations] + [report.summary()]
-    data = {"ok": not report.errors, "summary": report.summary(), "counts": dict(report.counts),
+    data = {"ok": not report.errors, "summary": report.summary(), "counts": report.counted(),
             "violations": [{"file": v.file, "line": v.line, "code": v.code, "message": v.message,
                             "severity": v.severity} for v in report.violations]}
     status = 2 if report.unreadable else 1 if report.errors else 0

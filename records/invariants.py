@@ -269,6 +269,9 @@ class Catalog:
         return ref_run is not None and ref_run in self._runs
 
 
+COUNTS = ("runs", "steps", "events", "cores", "claims", "entries", "unchecked", "elsewhere")  # a check's
+
+
 @dataclass
 class Report:
     """Every violation found, and how much was checked."""
@@ -291,6 +294,10 @@ class Report:
     def by_code(self) -> dict[str, int]:
         found = Counter(v.code for v in self.errors)
         return {code: found[code] for code in CODES if found[code]}
+
+    def counted(self) -> dict[str, int]:
+        """Every count, 0 where nothing was found (`--json` gives each key every time)."""
+        return {name: self.counts[name] for name in COUNTS}
 
     def summary(self) -> str:
         c = self.counts

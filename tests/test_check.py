@@ -152,6 +152,16 @@ def test_a_question_followed_by_more_punctuation_states_nothing(workspace, mem):
     assert "(4 status claims)" in out.splitlines()[-1]
 
 
+def test_json_counts_hold_every_key_zero_included(workspace, mem):
+    """`--json check`'s counts name every count each time: a core.md of empty fields left out
+    ``claims`` (a reader of ``counts["claims"]`` failed), as no run left out ``runs``."""
+    workspace.write_core("alpha", "## phase\n## portfolio\n## open gaps\n## next\n## inputs\n")
+    code, out, _ = mem("--json", "check", "alpha")
+    counts = json.loads(out)["counts"]
+    assert code == 0 and counts["claims"] == 0 and counts["cores"] == 1 and counts["elsewhere"] == 0
+    assert list(counts) == ["runs", "steps", "events", "cores", "claims", "entries", "unchecked", "elsewhere"]
+
+
 def test_every_bad_heading_of_core_md_is_listed_not_only_the_first(workspace, mem):
     core = workspace.core_path("alpha")
     core.write_text("stray words\n## phase   Fix\n## mood   fine\nits text\n## phase   again\n"
