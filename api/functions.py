@@ -19,7 +19,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.types import KINDS, STATUSES
-from mem_retrieval.records.validate import surrogate_problem, type_name
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem, type_name
 
 VALUE_TYPES = {"string": (str, "a string"), "integer": (int, "a whole number"),
                "boolean": (bool, "true or false"), "strings": (list, "a list of strings")}
@@ -38,6 +38,7 @@ class Param:
     minimum: int | None = None
     metavar: str | None = None       # the command line's name for its value
     dash_stdin: bool = False         # on the command line, '-' reads the value from standard input
+    max_chars: int | None = MAX_ARGUMENT_CHARS  # a text's length, at most (None: bounded elsewhere)
 
     @property
     def flag(self) -> str:
@@ -54,10 +55,17 @@ class Param:
             wrong = [item for item in value if not isinstance(item, str)]
             if wrong:
                 return f"must be {said}, not a list holding {type_name(wrong[0])}"
-            return next(filter(None, map(surrogate_problem, value)), None)
+            return next(filter(None, map(self._text_problem, value)), None)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"must be {said}, not {type_name(value)}"
-        return surrogate_problem(value) if isinstance(value, str) else None
+        return self._text_problem(value) if isinstance(value, str) else None
+
+    def _text_problem(self, text: str) -> str | None:
+        """Why a text is not one this parameter takes: past its length (said without repeating
+        it), or not Unicode text; or None."""
+        if self.max_chars is not None and len(text) > self.max_chars:
+            return f"is {len(text):,} characters long; at most {self.max_chars:,}"
+        return surrogate_problem(text)
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of its value."""
@@ -66,6 +74,8 @@ class Param:
         else:
             out = {"type": self.type}
         out["description"] = self.help
+        if self.max_chars is not None and self.type in ("string", "strings") and not self.choices:
+            (out["items"] if self.type == "strings" else out)["maxLength"] = self.max_chars
         if self.choices:
             out["enum"] = list(self.choices)
         if self.minimum is not None:
@@ -153,9 +163,9 @@ FUNCTIONS: tuple[Function, ...] = (
         "unmet_hyp (its hypotheses the setting does not imply), via (id: the query named it; text: "
         "the search found it).",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
-               required=True, positional=True, metavar="QUERY"),
+               required=True, positional=True, metavar="QUERY", max_chars=None),  # its own message
          Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",
-               metavar="S"),
+               metavar="S", max_chars=None),
          Param("any_setting", "boolean", "keep hits the setting rule (M3) leaves out too"),
          Param("run", "string", "only steps of this run", metavar="R"),
          Param("kind", "string", "only steps of this kind", choices=KINDS, metavar="K"),
@@ -181,7 +191,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "whole (body). Events written since the last `mem index` are not searched: a note says "
         "how many (of those until and id would keep), and the command that indexes them.",
         (Param("query", "string", "what to look for in the events, their briefs and returns",
-               positional=True, metavar="QUERY"),
+               positional=True, metavar="QUERY", max_chars=None),
          Param("id", "string", "every event naming this step (a bare id with run: that run's), in "
                "time order", metavar="ID"),
          Param("run", "string", "only events of this run", metavar="R"),
@@ -195,7 +205,7 @@ FUNCTIONS: tuple[Function, ...] = (
          Param("field", "string", "phase | portfolio | open gaps (or open-gaps) | next | inputs",
                required=True, positional=True, metavar="FIELD"),
          Param("text", "string", "the field's new text: ids and one line each", required=True,
-               positional=True, metavar="TEXT", dash_stdin=True)),
+               positional=True, metavar="TEXT", dash_stdin=True, max_chars=None)),  # M4 bounds it
         writes=True),
     Function(
         "archive_insert", "Copy one audited step to solve/library.jsonl",

@@ -3,6 +3,7 @@ the line and the field. Valid input is never rejected; unknown fields are (they 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -176,9 +177,16 @@ def text_lines(text: str) -> list[str]:
 def present(path: Path) -> bool:
     """Whether a record file is there to read: False when nothing stands at ``path`` (no file is no
     record), True for a file. Anything else (a folder, a link to nothing or a loop of links) is an
-    InputError: read as absent, it silently dropped a run's events or the library from the index."""
-    if path.is_file():
-        return True
+    InputError: read as absent, it silently dropped a run's events or the library from the index.
+    A name too long for the system names nothing (a run name of 300 characters, typed); a path
+    the system will not look at is an InputError saying why."""
+    try:
+        if path.is_file():
+            return True
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            return False
+        raise InputError(str(path), None, None, f"cannot be looked at: {err.strerror or err}") from None
     if not os.path.lexists(path):
         return False
     what = "is a folder" if path.is_dir() else "is a link to nothing (or a loop of links)" \

@@ -28,6 +28,10 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+MAX_ARGUMENT_CHARS = 16_384  # a function's text argument (an id, a run, a time, a query): a
+# refusal repeats the value, and a 1 MB one overflowed an MCP client's event
+
+
 def surrogate_problem(value: str) -> str | None:
     """An unpaired surrogate (bytes that were not UTF-8, decoded with surrogateescape, or a lone
     ``\\ud800`` escape) makes a string no Unicode text: nothing can encode, store or search it."""

@@ -18,7 +18,7 @@ from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import looks_like_id, plain, ref_problem, spellings, typed_ref, typed_run
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
-from mem_retrieval.records.validate import surrogate_problem
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,7 +118,7 @@ def exact_lookup(query: str) -> bool:
                                for w in words)
 
 
-MAX_QUERY_CHARS = 16_384
+MAX_QUERY_CHARS = MAX_ARGUMENT_CHARS
 # a setting names a field or a class of them with hypotheses (F_q((t)); p odd): a run's Fix setting
 # with sixty clauses is 1,700 characters; a page repeats it (a 1 MB one overflowed an MCP client)
 MAX_SETTING_CHARS = MAX_QUERY_CHARS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -383,7 +384,7 @@ class Retriever:
         narrows by ``until`` or ``id``, that it would have kept (``until`` resolved)."""
         logged = self.searcher.logged_events()
         runs = [query.run] if query.run is not None else self.workspace.runs()
-        ahead = {run: count for run in runs if self.workspace.run_dir(run).is_dir()
+        ahead = {run: count for run in runs if os.path.isdir(self.workspace.run_dir(run))
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
         until = query.until
         if ahead and (until is not None or query.id is not None):  # rare: those lines are read

@@ -321,6 +321,45 @@ def test_every_text_parameter_of_every_function_refuses_a_lone_surrogate():
         assert str(raised.value) == f"{param.name} {NOT_TEXT}", (function.name, param.name)
 
 
+def test_every_text_parameter_refuses_a_value_past_its_length_without_repeating_it():
+    """A refusal repeats the value it refuses (``kind 'x' is not one of …``): a 1.1 MB run, kind,
+    until or list id made a refusal larger than the MCP SDK client reads (1 MB an event), so the
+    client saw a broken stream, not the tool error. Every text argument is at most 16,384
+    characters (the query's limit), said without repeating it; the query, the setting and
+    core_set's text are bounded by their own rules."""
+    from mem_retrieval.functions import FUNCTIONS
+    from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS
+
+    bounded = [(f, p) for f in FUNCTIONS for p in f.params if p.type in ("string", "strings")
+               and p.max_chars is not None]
+    assert len(bounded) >= 15 and MAX_ARGUMENT_CHARS == 16_384
+    assert {(f.name, p.name) for f in FUNCTIONS for p in f.params if p.type == "string"
+            and p.max_chars is None} == {("archive_search", "query"), ("archive_search", "setting"),
+                                         ("recall_search", "query"), ("core_set", "text")}
+    for function, param in bounded:
+        for length, problem in ((16_384, None), (16_385, "is 16,385 characters long; at most 16,384")):
+            value = ["b" * length] if param.type == "strings" else "b" * length
+            assert param.type_problem(value) == problem, (function.name, param.name)
+        with pytest.raises(BadInput) as raised:
+            function.check_types({param.name: ["b"] * 3 + ["b" * 1_100_000]
+                                  if param.type == "strings" else "b" * 1_100_000})
+        assert str(raised.value) == f"{param.name} is 1,100,000 characters long; at most 16,384"
+
+
+@pytest.mark.parametrize("argv", [("archive-get", "a1", "--run", "r" * 300),
+                                  ("recall-search", "five steps", "--run", "r" * 300),
+                                  ("recall-search", "--id", "a1", "--run", "r" * 300),
+                                  ("archive-get", "r" * 300 + "/a1"),
+                                  ("recall-search", "--id", "r" * 300 + "/a1")])
+def test_a_run_name_longer_than_a_file_name_names_no_run(ws, argv):
+    """A run of 300 characters (past the system's 255 for a file name) made archive-get and
+    recall-search end in a traceback (File name too long), where one of 200 named no run."""
+    code, out, err = mem(ws, *argv)
+    assert code == 1 and "Traceback" not in err and len(err.splitlines()) <= 2, err[-500:]
+    assert ("names no run" in err or "no run" in err or "no events" in out + err), err
+
+
 def test_a_page_of_none_is_the_first_page_as_a_tools_null_is(ws):
     from mem_retrieval.memory import Memory
 
