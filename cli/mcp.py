@@ -376,13 +376,19 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     import socket
 
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
+    # sse-starlette (the SDK's event streams) ended every stream at the signal, the stream of a call
+    # still running too, whose answer was then lost; ``shutdown`` below ends them once it is written
+    AppStatus.disable_automatic_graceful_drain()
     server = build_server(tools)
     _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
+    _more_open_files()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:  # a port in use is said at once, not after the model's load
-        listener.bind(("127.0.0.1", port))
+    try:  # a port in use is said at once, not after the model's load; listening at once too, as
+        listener.bind(("127.0.0.1", port))  # two binds on one port both succeed (SO_REUSEADDR):
+        listener.listen(128)  # the second to listen lost, with a traceback, after its warm-up
     except OSError as error:
         listener.close()
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
@@ -390,7 +396,6 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         tools.warm()
     token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
     app = guarded(server.streamable_http_app(host="127.0.0.1"), token)
-    listener.listen(128)
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", token)
     logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
@@ -399,10 +404,47 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # uvicorn's handler while it serves
             signals.append(sig)
-            super().handle_exit(sig, frame)
+            super().handle_exit(sig, frame)  # a second signal: force_exit, no more waiting
+
+        async def shutdown(self, sockets=None) -> None:
+            """The calls still running end and their answers are written (at most
+            ``SHUTDOWN_WAIT_S``; a call arriving meanwhile is refused) before uvicorn's own
+            shutdown, whose application shutdown cancels the SDK's sessions: a call in flight
+            at the signal lost its answer (the client saw its stream end without one)."""
+            import asyncio
+            import time
+
+            tools.begin_stop()
+            deadline = time.monotonic() + SHUTDOWN_WAIT_S
+            while not self.force_exit and time.monotonic() < deadline \
+                    and not await asyncio.to_thread(tools.wait_idle, 0.1):
+                pass
+            if not self.force_exit:
+                await asyncio.sleep(ANSWER_GRACE_S)
+            AppStatus.should_exit = True  # now the event streams still open end (a client's GET)
+            await super().shutdown(sockets)
 
     Server(config).run(sockets=[listener])
     return 128 + signals[0] if signals else 0
+
+
+def _more_open_files(wanted: int = 1 << 20) -> int:
+    """The soft limit on open files raised to the hard one (at most ``wanted``), returned: each
+    connection holds a descriptor from its first byte, token or not, and at the usual soft limit
+    of 1,024 a local user without the token held them all with connections sending one byte
+    (uvicorn reads a request for as long as it takes), locking out the token's holder while
+    asyncio logged each refused accept (4 MB/s). Where the limit cannot be raised, it stays."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+        return soft
+    except (ImportError, ValueError, OSError):  # no such limit here, or the system refused it
+        return -1
 
 
 def _not_a_client_leaving(record: logging.LogRecord) -> bool:

@@ -398,6 +398,64 @@ def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
 
 
 @pytest.mark.slow
+def test_two_http_servers_started_at_once_on_one_port_one_serves_the_other_says_so(served, tmp_path):
+    """Both bound the port (SO_REUSEADDR lets two sockets bind while neither listens) and listened
+    only after the model's warm-up: the second to listen ended in a traceback and printed no JSON.
+    Listening at once, the second is refused in its one line, as a port in use is."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp", "--http",
+            str(port)]
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                              stderr=open(tmp_path / f"{n}.err", "w"), text=True) for n in range(2)]
+    try:
+        lines = []
+        for proc in procs:
+            ready, _, _ = select.select([proc.stdout], [], [], 120)
+            lines.append(json.loads(proc.stdout.readline() if ready else ""))
+        refused = [n for n, line in enumerate(lines) if "error" in line]
+        assert len(refused) == 1, lines
+        (loser,) = refused
+        assert lines[loser] == {"error": f"cannot listen on 127.0.0.1:{port}: Address already in use"}
+        assert procs[loser].wait(30) == 1
+        assert "Traceback" not in (tmp_path / f"{loser}.err").read_text()
+        assert lines[1 - loser]["url"] == f"http://127.0.0.1:{port}/mcp"
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+            proc.stdout.close()
+
+
+@pytest.mark.slow
+def test_the_http_server_raises_its_open_file_limit_to_the_hard_one(served, tmp_path):
+    """Started under the usual soft limit of 1,024 open files, the server raises it to the hard
+    one: at 1,024, connections a local user without the token opened and never finished held
+    every descriptor, and the token's holder was locked out."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip(f"the hard limit here is {hard}: nothing to raise")
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "--json", "mcp", "--http", "0"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, text=True,
+                            stderr=open(tmp_path / "server.err", "w"),
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)))
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert "url" in json.loads(proc.stdout.readline() if ready else "")
+        soft, _ = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)
+        assert soft == (1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_mem_mcp_over_http_exits_on_a_signal_with_its_status(served, tmp_path, signame):
     """128 + the signal's number, as over stdio: uvicorn's shutdown returned, and the exit was 0."""
@@ -406,6 +464,39 @@ def test_mem_mcp_over_http_exits_on_a_signal_with_its_status(served, tmp_path, s
     with http_server(served, tmp_path / "server.err") as (proc, _):
         proc.send_signal(getattr(signal, signame))
         assert proc.wait(30) == 128 + getattr(signal, signame)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+async def test_a_call_running_at_a_signal_over_http_is_answered_before_the_exit(served, tmp_path, signame):
+    """As over stdio: the server exits (128 + the signal) once the call has ended and its answer
+    is written. sse-starlette ended every event stream at the signal, so the client of a call in
+    flight saw its stream end without an answer (and, for a write, could not tell if it was made)."""
+    import signal
+
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    long_text = "word " * 800_000  # tokenised before M4 refuses it: a call of a few seconds
+    with http_server(served, tmp_path / "server.err") as (proc, data):
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {data['token']}"})
+        async with client, streamable_http_client(data["url"], http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                async with anyio.create_task_group() as group:
+                    answers = []
+
+                    async def call() -> None:
+                        answers.append(await session.call_tool(
+                            "core_set", {"run": "satake-two-levels", "field": "next", "text": long_text}))
+
+                    group.start_soon(call)
+                    await anyio.sleep(0.5)  # the call is running
+                    proc.send_signal(getattr(signal, signame))
+        (answer,) = answers
+        assert answer.is_error and "(limit 2,000)" in answer.content[0].text, answer.content[0].text[:300]
+        assert proc.wait(60) == 128 + getattr(signal, signame)
 
 
 @pytest.mark.slow
