@@ -13,6 +13,7 @@ silent, and the command's output is already written."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -51,8 +52,11 @@ def start_if_wanted(argv: list[str]) -> int | None:
         if not config.serve.auto or not _indexed(root, config) or not _own(root / INDEX_DIR) \
                 or not _claim(root / INDEX_DIR / STARTING):
             return None
-        log = os.fdopen(os.open(root / INDEX_DIR / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                                | getattr(os, "O_NOFOLLOW", 0), 0o600), "ab")
+        log = os.fdopen(os.open(root / INDEX_DIR / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT  # a pipe
+                                | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600), "ab")
+        if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):  # there held the answered call for good
+            log.close()
+            return None
         try:
             process = subprocess.Popen(  # -P: the workspace, its cwd, is not on its module path
                 [sys.executable, "-P", "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",

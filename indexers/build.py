@@ -33,6 +33,7 @@ from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.parse import NotAFile
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
 
@@ -254,8 +255,8 @@ def open_index(location: Location, config: Config, full: bool,
         location.clear_stray_meta()
     try:
         token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
-    except (IsADirectoryError, FileNotFoundError):  # a folder or dead link: read_meta says it in one
-        token = None  # line (a corrupt meta.json); a refusal (permission) is the machine's, as before
+    except (IsADirectoryError, FileNotFoundError, NotAFile):  # a folder, a pipe, a dead link: read_meta
+        token = None  # says it in one line (a corrupt meta.json); a refusal (permission) is the machine's
     try:
         meta = store.read_meta(location)
     except store.IndexMismatch:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.records.files import replace_folder, stamp, write_atomic
+from mem_retrieval.records.parse import open_regular
 
 META = "meta.json"
 LOCK = "index.lock"
@@ -174,7 +175,8 @@ class Location:
             path = Path(self.uri) / META
             if not os.path.lexists(path):
                 return None, None
-            data = path.read_bytes()  # an OSError for a folder or a dead link there: no index reads it
+            with open_regular(path) as handle:  # an OSError for a folder, a pipe, a device or a
+                data = handle.read()  # dead link there: no index reads it
             return data, hashlib.sha256(data).hexdigest()
         return self._get(META) or (None, None)
 
@@ -246,8 +248,8 @@ class Location:
         if not self.remote:
             if self.read_meta_bytes()[1] != token:
                 return False
-            write_atomic(Path(self.uri) / META, data.decode("utf-8"))
-            return True
+            write_atomic(Path(self.uri) / META, data.decode("utf-8"), follow=False)  # a link there is
+            return True  # replaced, never written through: `mem index` writes only in .mem/
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 

@@ -40,12 +40,13 @@ def writing(name: str, param: str | None = None, tried: str = "cannot write it: 
 
 
 def replace_atomic(path: Path, write: Callable[[Path], None],
-                   before_replace: Callable[[], None] | None = None) -> None:
+                   before_replace: Callable[[], None] | None = None, follow: bool = True) -> None:
     """Replace ``path`` by what ``write(temporary_path)`` writes; a symbolic link's target is
-    replaced, and the link stays. ``before_replace`` runs once the new content is written and
-    synced, just before the rename: a write-ahead record of it (core-set's event) is then never
-    left behind by a write the machine refused."""
-    path = Path(os.path.realpath(path))
+    replaced, and the link stays (``follow`` false: the link itself is replaced, where a file
+    must stay in its folder, as the index's meta.json in ``.mem/``). ``before_replace`` runs once
+    the new content is written and synced, just before the rename: a write-ahead record of it
+    (core-set's event) is then never left behind by a write the machine refused."""
+    path = Path(os.path.realpath(path)) if follow else Path(os.path.abspath(path))
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -133,9 +134,10 @@ def sweep_temporaries(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def write_atomic(path: Path, text: str, before_replace: Callable[[], None] | None = None) -> None:
-    """Replace ``path`` by ``text`` (UTF-8)."""
-    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), before_replace)
+def write_atomic(path: Path, text: str, before_replace: Callable[[], None] | None = None,
+                 follow: bool = True) -> None:
+    """Replace ``path`` by ``text`` (UTF-8) (``replace_atomic``)."""
+    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), before_replace, follow)
 
 
 def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",

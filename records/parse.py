@@ -7,13 +7,14 @@ import errno
 import json
 import os
 import re
+import stat
 import tomllib
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mem_retrieval.records.errors import InputError, Problem, plural
 from mem_retrieval.records.ids import is_run_slug, ref_problem, step_id_problem
@@ -194,23 +195,50 @@ def present(path: Path) -> bool:
     raise InputError(str(path), None, None, f"{what}, not a file")
 
 
+class NotAFile(OSError):
+    """What stands at a path read as a file is a pipe, a socket or a device."""
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """The regular file at ``path`` (a link to one is followed), open for reading; anything else
+    is an OSError found before a byte is read (IsADirectoryError for a folder, NotAFile for a pipe,
+    a socket or a device): a pipe there blocked the read for good (searches hung), a device such as
+    /dev/zero read until memory ran out. Opened without blocking (a pipe with no writer) and looked
+    at through its descriptor: what is read is what was looked at."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise NotAFile(errno.EINVAL, "is not a regular file (a pipe, a socket or a device)", str(path))
+    return os.fdopen(fd, "rb")
+
+
+def unreadable(path: Path | str, err: OSError, line: int | None = None) -> InputError:
+    """The InputError saying why ``path`` could not be read (``open_regular``'s errors too)."""
+    said = err.strerror if isinstance(err, NotAFile) else f"cannot read: {err.strerror or err}"
+    return InputError(str(path), line, None, said)
+
+
+def read_regular(path: Path | str) -> bytes:
+    """The bytes of the regular file at ``path`` (``open_regular``); an InputError if none."""
+    try:
+        with open_regular(path) as handle:
+            return handle.read()
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
 def read_text(path: Path) -> str:
     """A whole UTF-8 file; a non-UTF-8 byte is an InputError naming its line."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(str(path), None, None, f"cannot read: {err.strerror}") from None
-    return decode_utf8(data, str(path))
+    return decode_utf8(read_regular(path), str(path))
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line."""
     file = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
-    text = decode_utf8(raw, file)
+    text = decode_utf8(read_regular(path), file)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
@@ -625,9 +653,9 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
     for the reader to raise, or to pass over and read on (`mem check`)."""
     file = str(path)
     try:
-        handle = path.open("rb")
+        handle = open_regular(path)
     except OSError as err:
-        raise InputError(file, None, None, f"cannot read: {err.strerror}") from None
+        raise unreadable(path, err) from None
     with handle:
         lines, number = enumerate(handle, start=1), 0
         while True:
@@ -636,7 +664,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
             except StopIteration:
                 return
             except OSError as err:  # a read the machine refused part way (an I/O error)
-                raise InputError(file, number + 1, None, f"cannot read: {err.strerror}") from None
+                raise unreadable(file, err, number + 1) from None
             ended = raw.endswith(b"\n")
             try:
                 line = decode_utf8(raw, file, number - 1)
@@ -669,8 +697,8 @@ def _raw_lines_after(path: Path, number: int) -> list[tuple[int, bytes]]:
     numbered as ``_iter_lines`` numbers them; none when there is no file or no such line (the
     usual answer, found by counting line feeds in C)."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(path)
+    except InputError:  # none, or no file (a pipe, a device): `mem index` says so
         return []
     if data.count(b"\n") + (not data.endswith(b"\n")) <= number:
         return []

@@ -177,6 +177,16 @@ def test_a_log_that_is_a_link_starts_no_server_and_is_not_written(ws):
     assert ping(ws.root) is None and target.read_text() == "mine\n"
 
 
+def test_a_log_that_is_a_pipe_starts_no_server_and_never_holds_the_call(ws):
+    """serve.log a pipe nobody reads: the call printed its answer, then blocked for good opening the
+    log to start the server (and so did every later call). The log is opened without waiting."""
+    os.mkfifo(ws.root / ".mem" / "serve.log")
+    for _ in range(2):
+        done = mem(ws.root, "archive-search", "statement")  # its timeout: 120 s
+        assert done.returncode == 0 and "statement" in done.stdout
+    assert ping(ws.root) is None
+
+
 def test_a_silent_listener_the_system_names_no_pid_for_is_never_signalled(tmp_path, monkeypatch):
     """`SO_PEERCRED` gives pid 0 for a listener in a pid namespace the caller cannot see (a server
     in another container sharing the workspace): `serve --stop` took it for a silent server and

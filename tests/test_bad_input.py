@@ -1,6 +1,7 @@
 """Bad input gets one line naming file, line and field, exit status 2, and the index is untouched."""
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -12,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import build_workspace, copy_workspace, make_step
-from mem_retrieval.records.errors import one_line, unescape
+from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records.errors import InputError, one_line, unescape
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -795,3 +797,71 @@ def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, me
     where = int(err.split(": ")[1].rsplit(":", 1)[1])
     assert code == 2 and "sources[0].retrieved" in err
     assert lines[where - 1] == '      "retrieved": "yesterday",'
+
+
+def test_a_pipe_or_a_device_where_a_record_file_goes_is_refused_before_a_byte_is_read(tmp_path):
+    """Read as a file, a pipe blocked for good and /dev/zero read until memory ran out: both are
+    refused at once, naming the file; a link to a regular file is read."""
+    from mem_retrieval.records.parse import read_regular
+
+    os.mkfifo(tmp_path / "pipe.toml")
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")
+    (tmp_path / "real.toml").write_bytes(b"x = 1\n")
+    (tmp_path / "link.toml").symlink_to(tmp_path / "real.toml")
+    for name in ("pipe.toml", "zero.toml"):
+        with pytest.raises(InputError) as raised:
+            read_regular(tmp_path / name)
+        assert str(raised.value) == f"{tmp_path / name}: is not a regular file (a pipe, a socket or a device)"
+    with pytest.raises(InputError, match=r": cannot read: Is a directory$"):
+        read_regular(tmp_path)
+    assert read_regular(tmp_path / "link.toml") == b"x = 1\n"
+
+
+SWAPPED = [("solve/mem.toml", ("archive-search", "statement"), 2),
+           ("solve/settings.toml", ("check",), 2),
+           (".mem/meta.json", ("archive-search", "statement"), 2),
+           (".mem/meta.json", ("index", "--no-progress"), 2),
+           ("alpha/tree.json", ("archive-insert", "alpha/a1"), 2),
+           ("alpha/memory/events.jsonl", ("recall-search", "--id", "a1", "--run", "alpha"), 0),
+           ("alpha/memory/events.jsonl", ("recall-search", "five steps"), 0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["pipe", "/dev/zero"])
+@pytest.mark.parametrize("relative, argv, status", SWAPPED, ids=[f"{r}-{a[0]}" for r, a, _ in SWAPPED])
+def test_a_file_swapped_for_a_pipe_or_a_device_after_indexing_is_one_line_never_a_hang(
+        tmp_path, relative, argv, status, kind):
+    """After `mem index`, a record, config or index file replaced by a pipe (every command hung)
+    or a link to /dev/zero (a traceback, once memory ran out; without a limit, every byte of it):
+    one line naming the file (exit 2), or, for the log a recall search counts unindexed events
+    in, the search as the index holds it. Each run under a 30 s timeout and a 3 GB memory limit."""
+    import resource
+
+    ws = build_workspace(tmp_path / "ws")
+    assert run_cli(["--workspace", str(ws.root), "index", "--no-progress"], out=io.StringIO()) == 0
+    target = ws.root / relative
+    target.unlink(missing_ok=True)
+    os.mkfifo(target) if kind == "pipe" else target.symlink_to("/dev/zero")
+    limit = 3 << 30
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), *argv],
+                          capture_output=True, text=True, timeout=30, env=os.environ | {"MEM_NO_SERVER": "1"},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert done.returncode == status and "Traceback" not in done.stderr, done.stderr[-800:]
+    if status == 2:
+        assert len(done.stderr.splitlines()) == 1 and str(target) in done.stderr, done.stderr
+
+
+def test_index_replaces_a_meta_json_that_is_a_link_and_writes_nothing_outside(workspace, mem, tmp_path):
+    """`mem index` writes nothing outside `.mem/`: a meta.json that is a symbolic link to a file
+    elsewhere was written through; the link is replaced by the index's own file."""
+    assert mem("index", "--no-progress")[0] == 0
+    meta = workspace.root / ".mem" / "meta.json"
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes(meta.read_bytes())
+    before = outside.read_bytes()
+    meta.unlink()
+    meta.symlink_to(outside)
+    workspace.add_step("alpha", make_step("a9", statement="a step added after the link"))
+    assert mem("index", "--no-progress")[0] == 0
+    assert outside.read_bytes() == before and not meta.is_symlink()
+    assert json.loads(mem("--json", "archive-search", "alpha/a9")[1])["hits"][0]["id"] == "alpha/a9"

@@ -856,14 +856,14 @@ def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_in
     assert mem("index", "--no-progress")[0] == 0
     meta = workspace.root / ".mem" / "meta.json"
     before = meta.read_bytes()
-    read_bytes = Path.read_bytes
+    open_file = os.open
 
-    def refused(path):
-        if path == meta:
+    def refused(path, flags, *args, **kwargs):  # the machine refuses to open it for reading
+        if Path(path) == meta and not flags & (os.O_WRONLY | os.O_RDWR):
             raise PermissionError(13, "Permission denied", str(path))
-        return read_bytes(path)
+        return open_file(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", refused)
+    monkeypatch.setattr(os, "open", refused)
     code, out, err = mem("index", "--no-progress")
     assert (code, out) == (2, "") and err == (f"mem: {meta.parent}: Permission denied: the index is kept as "
                                               "it was (mend that, then run it again)\n")

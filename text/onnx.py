@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mem_retrieval.records.files import private, replace_folder, seal
+from mem_retrieval.records.parse import open_regular
 
 if TYPE_CHECKING:
     import numpy as np
@@ -377,7 +378,8 @@ def _versions() -> dict[str, str]:
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The export manifest in ``folder`` (None: none, or not a JSON object)."""
     try:
-        return parse_manifest((folder / MANIFEST).read_bytes())
+        with open_regular(folder / MANIFEST) as handle:  # a pipe there hung a new index
+            return parse_manifest(handle.read())
     except OSError:
         return None
 
