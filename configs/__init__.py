@@ -196,9 +196,10 @@ SECTIONS: dict[str, type] = {"search": SearchConfig, "bm25": Bm25Config, "graph"
 TABLES: dict[str, type] = {"Weights": Weights, "StorageConfig": StorageConfig}  # tables inside a section, by their declared type
 
 
-def _checked(path: Path) -> dict[str, Any]:
-    """The sections and keys ``path`` sets, each checked against its declaration."""
-    data, _ = read_toml(path)
+def _checked(path: Path, named: bool = False) -> dict[str, Any]:
+    """The sections and keys ``path`` sets, each checked against its declaration (``named``: the
+    `--config` file, which may be a pipe: ``read_toml``)."""
+    data, _ = read_toml(path, named)
     return _table(Fields(data, str(path), None, "", SECTIONS, kind="a TOML document"), SECTIONS)
 
 
@@ -294,8 +295,9 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     files = [str(path) for path in config_files(workspace, override)]
-    for path in files:
-        _merge(values, _checked(Path(path)), path, origins)
+    for n, path in enumerate(files):
+        _merge(values, _checked(Path(path), named=override is not None and n == len(files) - 1), path,
+               origins)
     sections = {name: _build(kind, values.get(name, {}), f"{name}.") for name, kind in SECTIONS.items()}
     config = Config(**sections, origins=origins)
     if config.model.quantize and config.model.backend != "onnx":  # blamed on the file read last

@@ -235,10 +235,19 @@ def read_text(path: Path) -> str:
     return decode_utf8(read_regular(path), str(path))
 
 
-def read_toml(path: Path) -> tuple[dict[str, Any], str]:
-    """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line."""
+def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
+    """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line.
+    ``named``: a file the caller named (`--config /dev/stdin`, `--config <(…)`), read as it is,
+    a pipe too; a file found where it is looked for (a workspace's) is read only as a regular one."""
     file = str(path)
-    text = decode_utf8(read_regular(path), file)
+    if named:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as err:
+            raise unreadable(path, err) from None
+    else:
+        raw = read_regular(path)
+    text = decode_utf8(raw, file)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:

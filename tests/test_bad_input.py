@@ -817,6 +817,25 @@ def test_a_pipe_or_a_device_where_a_record_file_goes_is_refused_before_a_byte_is
     assert read_regular(tmp_path / "link.toml") == b"x = 1\n"
 
 
+def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not():
+    """`--config /dev/stdin` and `--config <(…)` name the caller's own pipe, which is read; a pipe
+    found where a workspace's mem.toml goes is refused (it hung every command)."""
+    from mem_retrieval.records.parse import read_toml
+
+    for named in (True, False):
+        read, write = os.pipe()
+        os.write(write, b"[search]\npage_size = 2\n")
+        os.close(write)
+        try:
+            if named:
+                assert read_toml(Path(f"/proc/self/fd/{read}"), named=True)[0] == {"search": {"page_size": 2}}
+            else:
+                with pytest.raises(InputError, match="is not a regular file"):
+                    read_toml(Path(f"/proc/self/fd/{read}"))
+        finally:
+            os.close(read)
+
+
 SWAPPED = [("solve/mem.toml", ("archive-search", "statement"), 2),
            ("solve/settings.toml", ("check",), 2),
            (".mem/meta.json", ("archive-search", "statement"), 2),
