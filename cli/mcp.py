@@ -428,8 +428,8 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     return 128 + signals[0] if signals else 0
 
 
-def _more_open_files(wanted: int = 1 << 20) -> int:
-    """The soft limit on open files raised to the hard one (at most ``wanted``), returned: each
+def _more_open_files(wanted: int = 1 << 20) -> None:
+    """The soft limit on open files raised to the hard one (at most ``wanted``): each
     connection holds a descriptor from its first byte, token or not, and at the usual soft limit
     of 1,024 a local user without the token held them all with connections sending one byte
     (uvicorn reads a request for as long as it takes), locking out the token's holder while
@@ -441,10 +441,8 @@ def _more_open_files(wanted: int = 1 << 20) -> int:
         target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
         if soft != resource.RLIM_INFINITY and soft < target:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            return target
-        return soft
     except (ImportError, ValueError, OSError):  # no such limit here, or the system refused it
-        return -1
+        pass
 
 
 def _not_a_client_leaving(record: logging.LogRecord) -> bool:

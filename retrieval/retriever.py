@@ -417,10 +417,7 @@ class Retriever:
         wrong_run = self.unknown_run("run", query.run)
         if query.id is None or wrong_id or wrong_run:
             return wrong_run + wrong_id
-        try:  # advice: a tree.json or library that cannot be read is left out (`check` names it)
-            library = self._library()
-        except InputError:
-            library = {}
+        library = self._readable_library()  # advice: a tree.json or library that cannot be read is left out
         if self._names_a_step(query.ref, library):
             if id_run is None or query.run in (None, id_run):
                 return []
@@ -455,10 +452,7 @@ class Retriever:
         others = [form for form in spellings(ref)[1:] if form != ref]  # (its look-alike readings)
         if not others:
             return ref
-        try:  # a library that cannot be read: judged by the trees (the lookup then says what is wrong)
-            library = self._library()
-        except InputError:
-            library = {}
+        library = self._readable_library()  # the lookup then says what is wrong with it
         trees = self.workspace.readable_trees(self.workspace.runs())  # read once for every question
         for form in [ref, *others]:
             if self._names_a_step(form if "/" in form or run is None else f"{run}/{form}", library, trees):
@@ -503,10 +497,7 @@ class Retriever:
         every = set().union(*map(named, found)) if found else set()
         if len(every) <= 1:
             return found
-        try:  # a library that cannot be read: judged by the trees
-            library = self._library()
-        except InputError:
-            library = {}
+        library = self._readable_library()
         trees = self.workspace.readable_trees(self.workspace.runs())
         steps = {gid for gid in every if self._names_a_step(gid, library, trees)}
         if len(steps) != 1:
@@ -662,6 +653,14 @@ class Retriever:
 
     def _library(self) -> dict[str, LibraryEntry]:
         return {entry.gid: entry for entry in self.workspace.library()}
+
+    def _readable_library(self) -> dict[str, LibraryEntry]:
+        """``_library``, or none when it cannot be read (what names a step is then judged by the
+        trees; `check` and a lookup say what is wrong with it)."""
+        try:
+            return self._library()
+        except InputError:
+            return {}
 
     def _cut(self, until: str | Until | None, run: str | None, hide=None) -> frozenset[int] | None:
         """The keys of the steps in memory as of a search's cut (``until``, the steps it hides),
