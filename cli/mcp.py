@@ -315,13 +315,20 @@ def _stop_on_interrupt(tools: Tools) -> None:
     second signal exits at once. The event loop's own handler only cancelled its task, which then
     waited for a read of standard input that no cancel ends: the server ran on until the client
     closed it. The wait runs on a thread of its own: waiting in the handler held the event loop, so
-    the answers it was waiting for were never written. The exit skips interpreter finalization, so
-    no thread still loading the model can abort it."""
+    the answers it was waiting for were never written. That thread is started here, not by the
+    handler: a handler runs between two steps of whatever the main thread was doing, and one that
+    came while the main thread was starting a thread (the event loop starts a worker to write each
+    answer) waited for the lock the main thread held, for ever. The handler only writes the signal's
+    number to a pipe the thread reads. The exit skips interpreter finalization, so no thread still
+    loading the model can abort it."""
     import os
     import signal
     import time
 
-    def finish(signum: int) -> None:
+    signalled, woken = os.pipe()
+
+    def finish() -> None:
+        signum = os.read(signalled, 1)[0]
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
         time.sleep(ANSWER_GRACE_S)
         for stream in (sys.stdout, sys.stderr):
@@ -334,8 +341,9 @@ def _stop_on_interrupt(tools: Tools) -> None:
     def interrupted(signum, frame) -> None:
         if tools.begin_stop():
             os._exit(128 + signum)
-        threading.Thread(target=finish, args=(signum,), name="mem-mcp-stop", daemon=True).start()
+        os.write(woken, bytes([signum]))
 
+    threading.Thread(target=finish, name="mem-mcp-stop", daemon=True).start()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, interrupted)
 

@@ -691,6 +691,21 @@ def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy, si
         assert b"Traceback" not in server.proc.stderr.read()
 
 
+def test_a_signal_that_comes_while_a_thread_is_starting_still_stops_the_server(tmp_path):
+    """The stdio server's event loop starts a worker thread to write each answer; a SIGINT that came
+    while the main thread held the lock a thread's start takes made the handler, which started the
+    stopping thread itself, wait for that lock for ever: the server never exited (a CI run saw it
+    once). Here the main thread holds that lock when the signal comes."""
+    script = ("import signal, sys, threading, time\n"
+              "from mem_retrieval.cli.mcp import Tools, _stop_on_interrupt\n"
+              "_stop_on_interrupt(Tools(sys.argv[1]))\n"
+              "with threading._active_limbo_lock:\n"
+              "    signal.raise_signal(signal.SIGINT)\n"
+              "    time.sleep(60)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60)
+    assert done.returncode == 130 and done.stderr == b""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_call_sends_its_answer_before_the_exit(served, signame):
