@@ -15,7 +15,11 @@ from mem_retrieval.records.parse import core_heading, misspelt_core_heading, spl
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
-_LINKS = frozenset({"is", "now", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})  # A5-8 is now proved
+_LINKS = frozenset({"is", "are", "now", "also", "been", "status", "—", "–", "-", "=", ":", "→", "->", "=>",
+                    "⇒"})  # A5-8 is now proved; A5-8 status: proved; A5-8 and A5-9 are proved
+_PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
+# open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
+_AND = frozenset({"and", "&"})  # joins the ids of a list, as a lone comma does: `A5-8, A5-9 and A6-1 proved`
 _CONDITIONS = frozenset({"if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless",
                          "after", "before", "assuming", "suppose", "supposing", "provided", "soon"})
 _CLAUSE_END = ",;.:!?·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
@@ -150,20 +154,53 @@ def asked(words: list[str]) -> list[bool]:
 
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
-    after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``.
-    ``A5-8 is not proved`` states nothing, nor does a word in a condition (a clause where a
-    condition word comes before it: ``once A5-8 is proved``, ``retry E6 if step A5-8 is proved``,
-    ``as soon as A5-8 is proved``) or in a question (``is A5-8 proved?``), the status word's clause
-    included (``A5-8: proved?``)."""
+    after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``,
+    ``A5-8 has been proved``, ``A5-8 status: proved``; each word of a list so followed, its words
+    joined by a comma, ``and`` or ``&``: ``A5-8, A5-9 and A6-1 proved``. ``A5-8 is not proved``
+    states nothing, nor does a word in a condition (a clause where a condition word comes before
+    it: ``once A5-8 is proved``, ``retry E6 if step A5-8 is proved``, ``as soon as A5-8 is
+    proved``) or in a question (``is A5-8 proved?``), the status word's clause included (``A5-8:
+    proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
         asking = asked(words)
+        last = listed(words)
         for at, word in enumerate(words):
             if asking[at]:
                 continue
-            for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
-                status = plain(after).strip(EDGE).casefold()  # `ｐｒｏｖｅｄ` as an agent may type it
-                if status in STATUSES and not asking[place]:  # `A5-8: proved?`
+            for start in dict.fromkeys((at, last[at])):
+                for status in _stated(words, start, asking):
                     yield Claim(number, word, status)
-                if after not in _LINKS and after.strip(EDGE).casefold() not in _LINKS:
-                    break
+
+
+def _stated(words: list[str], at: int, asking: list[bool]) -> Iterator[str]:
+    """The status stated right after ``words[at]``, directly or after up to two linking words."""
+    for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
+        status = plain(after).strip(EDGE).casefold()  # `ｐｒｏｖｅｄ` as an agent may type it
+        if status in STATUSES and not asking[place]:  # `A5-8: proved?`
+            yield status
+        link = after.strip(EDGE).casefold()
+        if after in _LINKS or link in _LINKS:
+            continue
+        if link in _PERFECT and place + 1 < len(words) and words[place + 1].strip(EDGE).casefold() == "been":
+            continue
+        break
+
+
+def listed(words: list[str]) -> list[int]:
+    """For each word, the last word of the list it begins (itself when none): words joined by a
+    lone comma after one (``A5-8, A5-9``), or by ``and`` or ``&`` between them (``A5-8 and A5-9``,
+    ``A5-8, and A5-9``); a word ending otherwise (``A5-8;``, ``A5-8.``) ends its list. One pass
+    from the end, so a long list costs no more than its words."""
+    last = list(range(len(words)))
+    for at in range(len(words) - 2, -1, -1):
+        ending = [c for c in _tail(words[at]) if c in _CLAUSE_END]
+        if ending not in ([], [","]):
+            continue
+        follows = at + 1
+        if words[follows].casefold() in _AND and follows + 1 < len(words):
+            follows += 1
+        elif not ending:
+            continue
+        last[at] = last[follows]
+    return last

@@ -166,8 +166,18 @@ class Workspace:
             return known
         for run in runs:
             if run not in known:
-                raise Refused(f"no run {run!r} in {self.root} (runs: {', '.join(known) or 'none'})")
+                raise Refused(self.no_run(run, known))
         return list(dict.fromkeys(runs))
+
+    def no_run(self, run: str, known: list[str] | None = None) -> str:
+        """That ``run`` is no run here, what would make it one (a folder is a run once it holds its
+        tree.json: an agent starting a run wrote core.md first, and was told only "no run"), and
+        the runs there are (``known``, or read)."""
+        runs = ", ".join(self.runs() if known is None else known) or "none"
+        if (self.root / run).is_dir():
+            return f"no run {run!r} in {self.root}: {run}/ holds no tree.json (a run is a folder holding " \
+                   f"its tree.json; runs: {runs})"
+        return f"no run {run!r} in {self.root} (a run is a folder holding its tree.json; runs: {runs})"
 
     @property
     def ontology(self) -> Ontology:
@@ -181,7 +191,7 @@ class Workspace:
         """The run's parsed tree.json (``read_tree``'s, where it found nothing wrong)."""
         path = self.tree_path(run)
         if stamp(path) is None:
-            raise Refused(f"no run {run!r} in {self.root}")
+            raise Refused(self.no_run(run))
         tree, problems = self.read_tree(run)
         if tree is not None and not problems:
             return tree

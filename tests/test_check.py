@@ -128,6 +128,48 @@ def test_m1_reads_a_status_after_linking_words(workspace, mem):
     assert "(4 status claims)" in out.splitlines()[-1]  # a1 is proved: right, and counted
 
 
+def test_m1_reads_a_status_after_has_been_and_status_and_for_each_id_of_a_list(workspace, mem):
+    """An agent writes `a4 has been proved`, `a4 status: proved`, `a1, a4 proved`, `a1 and a4 are
+    proved`: `check` read a claim in none of them, or only on the list's last id, and passed a W
+    saying an open step is proved. Not claims: `a4 was proved` (`was open, now proved` states no
+    open), `a4 has open sub-goals`, a list a word of prose breaks (`a4, then a1 proved`) or a clause
+    end other than a comma (`a4; and a1 proved`)."""
+    workspace.write_core("alpha", "## phase       a4 has been proved; a4 status: proved\n"
+                                  "## portfolio   a1, a4 proved · a1 and a4 are proved\n"
+                                  "## open gaps   a1, a4, and a2 proved; a1 & a4 also proved\n"
+                                  "## next        a4 was proved; a4 has open sub-goals; a4, then a1 proved; "
+                                  "a4; and a1 proved\n## inputs      w\n")
+    code, out, _ = mem("check")
+    assert code == 1 and found(out) == says_proved(workspace, "a4", (1, 1, 2, 2, 3, 3))
+    assert "(13 status claims)" in out.splitlines()[-1]  # a1 and a2 are proved: right, and counted
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a4", "a4,", "a4;", "and", "&", "x", "x,", "(a4),", "a4.", "b,"]),
+                max_size=10))
+def test_a_list_ends_where_a_word_neither_a_lone_comma_nor_and_joins_the_next(words):
+    """records.core.listed against its definition: from each word, step to the next while the word
+    ends in a lone comma (the next word, or the one after an `and`) or is followed by `and` and a
+    word; the last word reached."""
+    from mem_retrieval.records.core import listed
+
+    def brute(at: int) -> int:
+        while at + 1 < len(words):
+            tail = re.search(r"[)\]}\"'”’*`…,;.:!?·•]*$", words[at]).group()
+            ends = [c for c in tail if c in ",;.:!?·•"]
+            if ends not in ([], [","]):
+                return at
+            if words[at + 1] in ("and", "&") and at + 2 < len(words):
+                at += 2
+            elif ends == [","]:
+                at += 1
+            else:
+                return at
+        return at
+
+    assert listed(words) == [brute(at) for at in range(len(words))]
+
+
 def test_m1_reads_each_item_of_a_line_whose_items_are_separated_by_dots(workspace, mem):
     """SPEC §6 writes W's items as `A2-4 audited · A5-7 not yet`: a `·` ends an item as `;` does,
     so a condition (`once a1 is proved`) or a question (`is a2 refuted?`) in one item no longer

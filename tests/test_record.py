@@ -341,6 +341,22 @@ def test_unknown_runs_and_bad_usage(workspace, mem, argv, status, message):
     assert files() == before  # nothing written
 
 
+def test_a_run_started_without_its_tree_is_refused_saying_what_makes_a_run(workspace, mem):
+    """An agent starting a run wrote W before the Fix: `core-set` on a folder with no tree.json
+    said only "no run", and nothing said a folder becomes a run by holding its tree.json."""
+    (workspace.root / "gamma" / "memory").mkdir(parents=True)
+    runs = "runs: alpha, beta"
+    for argv in (("core-set", "gamma", "next", "x"), ("record", "gamma"), ("check", "gamma")):
+        code, out, err = mem(*argv)
+        assert code == 1 and out == "" and err == (
+            f"mem: no run 'gamma' in {workspace.root}: gamma/ holds no tree.json (a run is a folder "
+            f"holding its tree.json; {runs})\n")
+    code, _, err = mem("core-set", "delta", "next", "x")
+    assert code == 1 and err == f"mem: no run 'delta' in {workspace.root} (a run is a folder holding its " \
+                                f"tree.json; {runs})\n"
+    assert not (workspace.root / "gamma" / "memory" / "core.md").exists()
+
+
 def test_the_library_copy_is_byte_identical_to_archive_insert(workspace, tmp_path, mem):
     """record and archive-insert write the same SPEC §5 line for a step (but the time)."""
     other = tmp_path / "other"
