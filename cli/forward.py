@@ -42,7 +42,8 @@ def code_version() -> str:
     A file's inode and change time are in it: the system sets them whenever the file is written,
     where a build that fixes every file's modification time (SOURCE_DATE_EPOCH, Nix) made a file
     of another text and the same size look the same."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the layers' folder
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the layers' folder, its links
+    # followed: one installation imported through two paths (a linked home) stopped each other's server
     digest = hashlib.sha256(root.encode())
     walks = [(root, [], sorted(n for n in os.listdir(root) if n.endswith(".py")))]  # installed: api's
     for layer in (*_LAYERS, "schemas", "skills"):  # installed, api/'s data folders are at the top too

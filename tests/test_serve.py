@@ -323,7 +323,7 @@ def test_the_code_identity_changes_with_any_file_the_code_reads_and_any_rewrite(
     edit of configs/default.toml (weights, page size) left a running server answering with the old
     defaults, and a file of another text but the same size and modification time (a build that
     fixes every file's time) looked the same. Each change below gives another identity; a file
-    merely read does not."""
+    merely read does not, nor the package's path through a link to its folder."""
     import importlib.util
 
     def identity(package: Path) -> str:
@@ -342,6 +342,8 @@ def test_the_code_identity_changes_with_any_file_the_code_reads_and_any_rewrite(
     assert identity(package) == seen[0]
     (package / "configs" / "default.toml").read_bytes()
     assert identity(package) == seen[0]
+    (tmp_path / "link").symlink_to(tmp_path / "site")  # one installation reached by two paths: each
+    assert identity(tmp_path / "link" / "mem_retrieval") == seen[0]  # call stopped the other's server
 
     def same_size_and_time(path: Path, old: bytes, new: bytes) -> None:
         stat = path.stat()
