@@ -129,6 +129,7 @@ class Memory:
         while a file of any run is bad input (the index step may read every run). Should the index
         step fail after the write, the error (of the index's kind) starts with what was written."""
 
+        from mem_retrieval.indexers.location import Location
         from mem_retrieval.indexers.rows import read_records
         from mem_retrieval.records.record import admit, plan_record
 
@@ -142,6 +143,7 @@ class Memory:
                              "index step may read this file)") from err
         if dry_run:
             return plan
+        Location.of(self.workspace, self.config)  # an index path LanceDB refuses: before the write
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)

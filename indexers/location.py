@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import InputError, Refused
+from mem_retrieval.records.errors import BadInput, InputError, Refused
 from mem_retrieval.records.files import replace_folder, stamp, write_atomic
 from mem_retrieval.records.parse import open_regular
 
@@ -59,6 +59,8 @@ def first_line(text: str, limit: int = 240) -> str:
 
 
 URL_SPECIAL = "#?%"  # what a URL reads otherwise than a key: an object store prefix holds none
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no path of LanceDB's (object_store's) may hold: a
+# workspace whose folder's name held a tab could never be indexed, and `mem index` ended in a traceback
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,14 @@ class Location:
         local = workspace.root / ".mem"
         uri = config.index.uri.strip()
         if workspace.index_root is not None or not uri:
+            if held := CONTROL.search(str(workspace.index_dir)):
+                raise BadInput(f"workspace {str(workspace.root)!r}: its path holds a control character "
+                               f"({held.group()!r}), which no index path may (LanceDB refuses it): move the "
+                               "workspace to a folder without one, or set index.uri to one")
             return cls(str(workspace.index_dir), workspace.index_dir)
+        if held := CONTROL.search(uri):
+            raise config.fault("index.uri", f"{uri!r} holds a control character ({held.group()!r}), which no "
+                               "index path may (LanceDB refuses it): choose one without")
         if "://" not in uri:
             if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", uri):  # `s3:/bucket/x`: a URI lacking `//` (a
                 # drive letter, `C:`, is one letter); read as a folder, the index stayed on this machine
@@ -94,6 +103,10 @@ class Location:
                     raise config.fault("index.uri", f"{uri!r} names a file ({folder}), not a folder")
             except OSError as error:  # a name too long, a loop of links
                 raise config.fault("index.uri", f"{uri!r}: {error.strerror or error}") from None
+            if held := CONTROL.search(str(folder)):  # a relative one, under a workspace so named
+                raise config.fault("index.uri", f"{uri!r} is the folder {str(folder)!r}, whose path holds a "
+                                   f"control character ({held.group()!r}), which no index path may (LanceDB "
+                                   "refuses it): choose one without")
             return cls(str(folder), local)
         scheme, _, rest = uri.partition("://")
         if scheme.lower() not in SCHEMES or not rest.split("/")[0]:

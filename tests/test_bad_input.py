@@ -458,6 +458,37 @@ def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem,
     assert not (workspace.root / ".mem").exists()
 
 
+def test_a_control_character_in_the_index_path_is_one_line_and_record_writes_nothing(tmp_path):
+    """LanceDB refuses a path holding an ASCII control character: a workspace in a folder whose name
+    held a tab could never be indexed (a traceback, no JSON with --json), and `record` admitted its
+    steps to the library before its index step failed so. Now exit 2, one line, before any write;
+    the same of an index.uri holding one, and of a relative one under such a workspace."""
+    ws = build_workspace(tmp_path / "tab\there" / "ws")
+    library = ws.library_path.read_bytes()
+    said = (f"workspace {str(ws.root)!r}: its path holds a control character ('\\t'), which no index path "
+            "may (LanceDB refuses it): move the workspace to a folder without one, or set index.uri to one")
+    for argv in (["index", "--no-progress"], ["record", "alpha"], ["archive-search", "statement"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert run_cli(["-w", str(ws.root), *argv], out=out, err=err) == 2
+        assert (out.getvalue(), err.getvalue()) == ("", f"mem: {said}\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_cli(["-w", str(ws.root), "--json", "index", "--no-progress"], out=out, err=err) == 2
+    assert json.loads(out.getvalue()) == {"error": said}
+    assert ws.library_path.read_bytes() == library and not (ws.root / ".mem").exists()
+    plain = build_workspace(tmp_path / "plain")
+    config = plain.root / "solve" / "mem.toml"
+    for uri, shown in (("idx\\u0001x", "'idx\\x01x'"), ("s3://bucket/a\\u007fb", "'s3://bucket/a\\x7fb'")):
+        config.write_text(f'[index]\nuri = "{uri}"\n')
+        out, err = io.StringIO(), io.StringIO()
+        assert run_cli(["-w", str(plain.root), "index", "--no-progress"], out=out, err=err) == 2
+        assert err.getvalue().startswith(f"mem: {config}:2: index.uri: {shown} holds a control character")
+    (ws.root / "solve" / "mem.toml").write_text('[index]\nuri = "idx"\n')  # relative, under it
+    out, err = io.StringIO(), io.StringIO()
+    assert run_cli(["-w", str(ws.root), "index", "--no-progress"], out=out, err=err) == 2
+    assert "there/ws/solve/mem.toml:2: index.uri: 'idx' is the folder " in err.getvalue()  # the tab escaped
+    assert len(err.getvalue().splitlines()) == 1
+
+
 @pytest.mark.parametrize("uri", ["s3://b//dbl", "s3://b/a/./c", "s3://b/a/../c"])
 def test_an_object_store_prefix_with_an_empty_or_dot_part_is_input_not_unreachable(workspace, mem, uri):
     """`s3://b//dbl` was "the index store cannot be reached" (exit 1): the store was never asked;
