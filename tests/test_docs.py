@@ -153,3 +153,32 @@ def test_every_file_a_document_links_to_is_in_the_checkout():
                 broken.append(f"{document.relative_to(root)}: {target}")
     assert not broken
     assert len(documents) >= 4  # the README, the CHANGELOG, docs/measurements.md, the paging report
+
+
+def test_the_dependency_table_names_what_pyproject_declares_and_where():
+    """The README's "Dependencies, and why" against pyproject.toml: a package the table lists without
+    a qualifier is a dependency, one marked `(tests)` is in the `test` extra, one marked with an
+    extra (`[distributed]`, `[mcp]`) is in that extra; and every dependency and extra package has its
+    row. `tokenizers`, imported by the model's ONNX path, was listed but not declared (it came with
+    sentence-transformers)."""
+    import tomllib
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in requirements} - {"mem-retrieval"}
+
+    extras = {extra: names(packages) for extra, packages in project["optional-dependencies"].items()}
+    section = README.read_text(encoding="utf-8").split("## Dependencies, and why")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| ([^|]+) \| ", section, re.MULTILINE)[1:]  # past the header
+    listed: dict[str, set[str]] = {}
+    for row in rows:
+        packages, _, qualifier = row.replace("\\", "").partition(" (")
+        where = ("test" if "tests" in qualifier else
+                 next((extra for extra in extras if f"[{extra}]" in qualifier), "dependencies"))
+        listed.setdefault(where, set()).update(re.sub(r"\[.*?\]", "", p).strip().lower()
+                                               for p in packages.split(","))
+    assert listed["dependencies"] == names(project["dependencies"])
+    for extra, packages in extras.items():
+        assert listed.get(extra, set()) <= packages, extra
+        assert packages <= listed.get(extra, set()) | listed["test"] | listed["dependencies"], extra
