@@ -15,14 +15,19 @@ from mem_retrieval.records.parse import core_heading, misspelt_core_heading, spl
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
-_LINKS = frozenset({"is", "are", "now", "also", "been", "status", "—", "–", "-", "=", ":", "→", "->", "=>",
-                    "⇒"})  # A5-8 is now proved; A5-8 status: proved; A5-8 and A5-9 are proved
+_LINKS = frozenset({"is", "now", "also", "been", "status", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})
+# A5-8 is now proved; A5-8 status: proved. Not "are": `once A5-9, A6-3 are proved` states nothing
 _PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
 # open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
-_AND = frozenset({"and", "&"})  # joins the ids of a list, as a lone comma does: `A5-8, A5-9 and A6-1 proved`
-_CONDITIONS = frozenset({"if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless",
-                         "after", "before", "assuming", "suppose", "supposing", "provided", "soon"})
-_CLAUSE_END = ",;.:!?·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
+_ARROWS = frozenset({"→", "->", "=>", "⇒"})  # a status becoming another: `A5-8 open → refuted` states refuted
+_CONDITIONS = frozenset({  # a word before an id in its clause that makes the clause state no status of it
+    "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
+    "assuming", "suppose", "supposing", "provided", "soon", "given", "case",  # conditions
+    "need", "needs", "needed", "would", "should", "could", "might", "must", "try", "show", "mark", "get",
+    "expect", "expected", "want", "wants", "hope", "hoped",  # plans: `A6-8 needs A5-9 proved first`
+    "says", "said", "claimed",  # reports: `d1 claimed A5-9 proved; it is blocked`
+    "neither", "nor", "either", "or", "none", "no"})  # `neither A5-8 nor A5-9 is proved`
+_CLAUSE_END = ",;.:!?？·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
 # · and • separate W's items (SPEC §6: `A2-4 audited · A5-7 not yet`)
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
 
@@ -128,7 +133,7 @@ def _ends_clause(word: str) -> bool:
 def _asks(word: str) -> bool:
     """Whether the word ends a question: a `?` among its ending punctuation (`proved?`, `proved?,`,
     `proved?).`, `proved?…`)."""
-    return "?" in _tail(word)
+    return any(c in "?？" for c in _tail(word))
 
 
 def asked(words: list[str]) -> list[bool]:
@@ -155,52 +160,48 @@ def asked(words: list[str]) -> list[bool]:
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
     after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``,
-    ``A5-8 has been proved``, ``A5-8 status: proved``; each word of a list so followed, its words
-    joined by a comma, ``and`` or ``&``: ``A5-8, A5-9 and A6-1 proved``. ``A5-8 is not proved``
-    states nothing, nor does a word in a condition (a clause where a condition word comes before
-    it: ``once A5-8 is proved``, ``retry E6 if step A5-8 is proved``, ``as soon as A5-8 is
+    ``A5-8 has been proved``, ``A5-8 status: proved``; of a status becoming another, the last
+    (``A5-8 open → refuted``: refuted). ``A5-8 is not proved`` states nothing, nor does a word in
+    a condition (a clause where a condition word comes before it: ``once A5-8 is proved``, ``retry
+    E6 if step A5-8 is proved``, ``as soon as A5-8 is proved``; a plan, a report or an alternative
+    alike: ``A6-8 needs A5-9 proved``, ``d1 claimed A5-9 proved``, ``neither A5-8 nor A5-9 is
     proved``) or in a question (``is A5-8 proved?``), the status word's clause included (``A5-8:
     proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
         asking = asked(words)
-        last = listed(words)
+        statuses = [_status(word) for word in words]
+        ends = became(words, statuses, asking)
         for at, word in enumerate(words):
             if asking[at]:
                 continue
-            for start in dict.fromkeys((at, last[at])):
-                for status in _stated(words, start, asking):
-                    yield Claim(number, word, status)
+            for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
+                if statuses[place] and not asking[place]:  # `A5-8: proved?`
+                    yield Claim(number, word, statuses[ends[place]])
+                link = _word(after)
+                if after in _LINKS or link in _LINKS:
+                    continue
+                if link in _PERFECT and words[place + 1:place + 2] and _word(words[place + 1]) == "been":
+                    continue
+                break
 
 
-def _stated(words: list[str], at: int, asking: list[bool]) -> Iterator[str]:
-    """The status stated right after ``words[at]``, directly or after up to two linking words."""
-    for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
-        status = plain(after).strip(EDGE).casefold()  # `ｐｒｏｖｅｄ` as an agent may type it
-        if status in STATUSES and not asking[place]:  # `A5-8: proved?`
-            yield status
-        link = after.strip(EDGE).casefold()
-        if after in _LINKS or link in _LINKS:
-            continue
-        if link in _PERFECT and place + 1 < len(words) and words[place + 1].strip(EDGE).casefold() == "been":
-            continue
-        break
+def became(words: list[str], statuses: list[str | None], asking: list[bool]) -> list[int]:
+    """For each word, where a status there ends up: the last of ``open → blocked → proved`` (a
+    status a question asks ends nothing). One pass from the end, so a long chain costs no more
+    than its words."""
+    ends = list(range(len(words)))
+    for at in range(len(words) - 3, -1, -1):
+        if words[at + 1] in _ARROWS and statuses[at + 2] and not asking[at + 2]:
+            ends[at] = ends[at + 2]
+    return ends
 
 
-def listed(words: list[str]) -> list[int]:
-    """For each word, the last word of the list it begins (itself when none): words joined by a
-    lone comma after one (``A5-8, A5-9``), or by ``and`` or ``&`` between them (``A5-8 and A5-9``,
-    ``A5-8, and A5-9``); a word ending otherwise (``A5-8;``, ``A5-8.``) ends its list. One pass
-    from the end, so a long list costs no more than its words."""
-    last = list(range(len(words)))
-    for at in range(len(words) - 2, -1, -1):
-        ending = [c for c in _tail(words[at]) if c in _CLAUSE_END]
-        if ending not in ([], [","]):
-            continue
-        follows = at + 1
-        if words[follows].casefold() in _AND and follows + 1 < len(words):
-            follows += 1
-        elif not ending:
-            continue
-        last[at] = last[follows]
-    return last
+def _word(word: str) -> str:
+    return word.strip(EDGE).casefold()
+
+
+def _status(word: str) -> str | None:
+    """The status a word names, as an agent may type it (`ｐｒｏｖｅｄ`, `proved,`), or None."""
+    status = plain(word).strip(EDGE).casefold()
+    return status if status in STATUSES else None
