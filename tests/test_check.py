@@ -138,11 +138,13 @@ def test_m1_reads_has_been_status_and_the_last_status_of_a_change(workspace, mem
     `a2 needs a4 proved`, `d1 claimed a4 proved`, `neither a2 nor a4 is proved`, `given a4 proved`
     (each a false M1 error that refused `record`)."""
     workspace.write_core("alpha", "## phase       a4 has been proved; a4 status: proved\n"
-                                  "## portfolio   a4 also proved · a1 open → proved · a4: open → blocked → proved\n"
+                                  "## portfolio   a4 also proved · a1 open → proved · "
+                                  "a4: open → blocked → proved\n"
                                   "## open gaps   a4 proved？ a1 → open → proved\n"
-                                  "## next        a4 was proved; a4 has open sub-goals; a1 rests on a2, and a4 "
-                                  "is open; once a2, a4 are proved, retry\n## inputs      a2 needs a4 proved; d1 claimed a4 "
-                                  "proved; neither a2 nor a4 is proved; given a4 proved, go\n")
+                                  "## next        a4 was proved; a4 has open sub-goals; a1 rests on a2, "
+                                  "and a4 is open; once a2, a4 are proved, retry\n"
+                                  "## inputs      a2 needs a4 proved; d1 claimed a4 proved; neither a2 nor "
+                                  "a4 is proved; given a4 proved, go\n")
     code, out, _ = mem("check")
     assert code == 1 and found(out) == says_proved(workspace, "a4", (1, 1, 2, 2))
     assert "(7 status claims)" in out.splitlines()[-1]  # a1 is proved; a4 open (line 4) is right
