@@ -86,7 +86,7 @@ def _count(loaded: Any, text: str, limit: tuple[int | None, int | None]) -> int:
     total, start = 0, 0
     while start < len(text):
         end = min(start + CHUNK_CHARS, len(text))
-        if end < len(text):
+        if end < len(text) and not _SPACE.match(text, end):  # a part ending at white space ends a word
             space = _LAST_SPACE.search(text, start, end)
             if space is None:  # one run without white space: to its end, counted by its characters
                 after = _SPACE.search(text, end)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import library_line, make_step
@@ -399,6 +399,7 @@ def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, m
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["lemma", "proved", "A5-7", "F_q((t))", "é", "x" * 150, "\\mathbb{F}", "·",
                                  "GL₂", "a,b", " ", "  ", "\t"]), max_size=80), st.integers(3, 400))
+@example(["lemma", "·", "·", " "], 7)  # a run a part long, white space after it: was counted by characters
 def test_a_long_text_counted_a_part_at_a_time_counts_as_the_whole(pieces, chunk):
     """Brute-force oracle: the tokenizer over the whole text. Cut after white space into parts of at
     most ``chunk`` characters (a 100 MB line asked the tokenizer for 1.6 GB and aborted `mem check`),
