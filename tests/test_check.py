@@ -396,7 +396,7 @@ def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, m
                           "passes the limit"]  # + '## inputs alpha/a1' = 3 + 3 more tokens
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["lemma", "proved", "A5-7", "F_q((t))", "é", "x" * 150, "\\mathbb{F}", "·",
                                  "GL₂", "a,b", " ", "  ", "\t"]), max_size=80), st.integers(3, 400))
 @example(["lemma", "·", "·", " "], 7)  # a run a part long, white space after it: was counted by characters
