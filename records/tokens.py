@@ -55,8 +55,9 @@ def _pieces(encoding: Any, limit: int | None, unknown: int | None) -> int:
 
 CHUNK_CHARS = 1 << 20  # a text longer than this is counted a part at a time (cut at white space):
 # the tokenizer's buffers for one 100 MB line asked for 1.6 GB and aborted `mem check` (exit 134)
-_LAST_SPACE = re.compile(r"\s\S*\Z")
-_SPACE = re.compile(r"\s")
+_LAST_SPACE = re.compile(r"[ \t\n\r][^ \t\n\r]*\Z")  # the white space the model's tokenizer splits
+_SPACE = re.compile(r"[ \t\n\r]")  # at, whatever else it drops: Python's \s holds U+001C–U+001F and
+# U+0085, which its normalizer removes, joining the words beside them (a cut there split one word in two)
 
 
 def count_tokens(text: str, package: str) -> int:
