@@ -19,13 +19,17 @@ _LINKS = frozenset({"is", "now", "also", "been", "status", "—", "–", "-", "=
 # A5-8 is now proved; A5-8 status: proved. Not "are": `once A5-9, A6-3 are proved` states nothing
 _PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
 # open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
-_ARROWS = frozenset({"→", "->", "=>", "⇒"})  # a status becoming another: `A5-8 open → refuted` states refuted
+_ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦"})  # `A5-8 open → refuted`: a
+# change, history or a plan (`A6-8 open → proved once A5-9 is`): it states neither status
 _CONDITIONS = frozenset({  # a word before an id in its clause that makes the clause state no status of it
     "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
     "assuming", "suppose", "supposing", "provided", "soon", "given", "case",  # conditions
-    "need", "needs", "needed", "would", "should", "could", "might", "must", "try", "show", "mark", "get",
-    "expect", "expected", "want", "wants", "hope", "hoped",  # plans: `A6-8 needs A5-9 proved first`
-    "says", "said", "claimed",  # reports: `d1 claimed A5-9 proved; it is blocked`
+    "need", "needs", "needed", "require", "requires", "required", "depend", "depends", "wait", "waits",
+    "pending", "would", "should", "could", "might", "must", "try", "tries", "trying", "show", "mark", "get",
+    "expect", "expects", "expected", "expecting", "want", "wants", "hope", "hopes", "hoped", "hoping",
+    # plans: `A6-8 needs A5-9 proved first`
+    "say", "says", "said", "claim", "claims", "claimed", "assert", "asserts", "asserted", "report", "reports",
+    "reported",  # reports: `d1 claimed A5-9 proved; it is blocked`
     "neither", "nor", "either", "or", "none", "no"})  # `neither A5-8 nor A5-9 is proved`
 _CLAUSE_END = ",;.:!?？·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
 # · and • separate W's items (SPEC §6: `A2-4 audited · A5-7 not yet`)
@@ -160,24 +164,24 @@ def asked(words: list[str]) -> list[bool]:
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
     after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``,
-    ``A5-8 has been proved``, ``A5-8 status: proved``; of a status becoming another, the last
-    (``A5-8 open → refuted``: refuted). ``A5-8 is not proved`` states nothing, nor does a word in
-    a condition (a clause where a condition word comes before it: ``once A5-8 is proved``, ``retry
-    E6 if step A5-8 is proved``, ``as soon as A5-8 is proved``; a plan, a report or an alternative
-    alike: ``A6-8 needs A5-9 proved``, ``d1 claimed A5-9 proved``, ``neither A5-8 nor A5-9 is
-    proved``) or in a question (``is A5-8 proved?``), the status word's clause included (``A5-8:
-    proved?``)."""
+    ``A5-8 has been proved``, ``A5-8 status: proved``. A status becoming another states neither
+    (``A5-8 open → refuted``: history, or a plan). ``A5-8 is not proved`` states nothing, nor
+    does a word in a condition (a clause where a condition word comes before it: ``once A5-8 is
+    proved``, ``retry E6 if step A5-8 is proved``, ``as soon as A5-8 is proved``; a plan, a report
+    or an alternative alike: ``A6-8 needs A5-9 proved``, ``d1 claimed A5-9 proved``, ``neither
+    A5-8 nor A5-9 is proved``) or in a question (``is A5-8 proved?``), the status word's clause
+    included (``A5-8: proved?``)."""
     for number, line in content_lines(text):
         words = line.split()
         asking = asked(words)
         statuses = [_status(word) for word in words]
-        ends = became(words, statuses, asking)
+        changing = changes(words, statuses)
         for at, word in enumerate(words):
             if asking[at]:
                 continue
             for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
-                if statuses[place] and not asking[place]:  # `A5-8: proved?`
-                    yield Claim(number, word, statuses[ends[place]])
+                if statuses[place] and not asking[place] and not changing[place]:  # `A5-8: proved?`
+                    yield Claim(number, word, statuses[place])
                 link = _word(after)
                 if after in _LINKS or link in _LINKS:
                     continue
@@ -186,15 +190,22 @@ def claims(text: str) -> Iterator[Claim]:
                 break
 
 
-def became(words: list[str], statuses: list[str | None], asking: list[bool]) -> list[int]:
-    """For each word, where a status there ends up: the last of ``open → blocked → proved`` (a
-    status a question asks ends nothing). One pass from the end, so a long chain costs no more
-    than its words."""
-    ends = list(range(len(words)))
-    for at in range(len(words) - 3, -1, -1):
-        if words[at + 1] in _ARROWS and statuses[at + 2] and not asking[at + 2]:
-            ends[at] = ends[at + 2]
-    return ends
+def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
+    """For each word, whether it is a status in a change of status: one an arrow joins to another
+    in its clause, the linking words of a claim between (``open → refuted``, ``open → now refuted``,
+    ``blocked → open → proved``). One pass from the end, so a long chain costs no more than its
+    words."""
+    changing = [False] * len(words)
+    for at in range(len(words) - 2, -1, -1):
+        if not statuses[at] or _ends_clause(words[at]) or words[at + 1] not in _ARROWS:
+            continue
+        for place in range(at + 2, min(at + 5, len(words))):
+            if statuses[place]:
+                changing[at] = changing[place] = True
+                break
+            if words[place] not in _LINKS and _word(words[place]) not in _LINKS:
+                break
+    return changing
 
 
 def _word(word: str) -> str:

@@ -351,6 +351,10 @@ def test_a_run_started_without_its_tree_is_refused_saying_what_makes_a_run(works
         assert code == 1 and out == "" and err == (
             f"mem: no run 'gamma' in {workspace.root}: gamma/ holds no tree.json (a run is a folder "
             f"holding its tree.json; {runs})\n")
+    (workspace.root / "zeta" / "tree.json").mkdir(parents=True)  # there, but no file: not "holds none"
+    code, _, err = mem("core-set", "zeta", "next", "x")
+    assert code == 1 and err == (f"mem: no run 'zeta' in {workspace.root}: zeta/tree.json is not a file (a "
+                                 f"run is a folder holding its tree.json; {runs})\n")
     code, _, err = mem("core-set", "delta", "next", "x")
     assert code == 1 and err == f"mem: no run 'delta' in {workspace.root} (a run is a folder holding its " \
                                 f"tree.json; {runs})\n"
