@@ -175,7 +175,7 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
-    _stop_on_interrupt(tools)
+    stopper = _stop_on_interrupt(tools)
     warming = threading.Thread(target=tools.warm, name="mem-mcp-warm", daemon=True)
     if not lazy:
         warming.start()
@@ -191,6 +191,8 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
         # abandoned, not stopped) end before the interpreter does: a thread inside the ONNX or
         # torch runtime at finalization aborted the process ("terminate called without an active
         # exception"), and a write is better finished than cut.
+        if tools.stopping:
+            stopper.join()  # it exits with the signal's status once the answers are written
         if warming.is_alive():
             warming.join(timeout=SHUTDOWN_WAIT_S)
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
@@ -309,7 +311,7 @@ class AnsweringUnread:
         await self.aclose()
 
 
-def _stop_on_interrupt(tools: Tools) -> None:
+def _stop_on_interrupt(tools: Tools) -> threading.Thread:
     """SIGINT (Ctrl-C) or SIGTERM stops the server once the calls running have ended and their
     answers are written (exit status 130 or 143); a call arriving meanwhile is refused, and a
     second signal exits at once. The event loop's own handler only cancelled its task, which then
@@ -320,7 +322,9 @@ def _stop_on_interrupt(tools: Tools) -> None:
     came while the main thread was starting a thread (the event loop starts a worker to write each
     answer) waited for the lock the main thread held, for ever. The handler only writes the signal's
     number to a pipe the thread reads. The exit skips interpreter finalization, so no thread still
-    loading the model can abort it."""
+    loading the model can abort it. Returns that thread: once a signal came, the caller joins it
+    rather than end otherwise (a client closing standard input right after the signal made the exit
+    status 0; a signal during the HTTP server's warm-up still printed it ready)."""
     import os
     import signal
     import time
@@ -343,9 +347,11 @@ def _stop_on_interrupt(tools: Tools) -> None:
             os._exit(128 + signum)
         os.write(woken, bytes([signum]))
 
-    threading.Thread(target=finish, name="mem-mcp-stop", daemon=True).start()
+    stopper = threading.Thread(target=finish, name="mem-mcp-stop", daemon=True)
+    stopper.start()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, interrupted)
+    return stopper
 
 
 TOKEN_ENV = "MEM_MCP_TOKEN"  # the bearer token `mem mcp --http` asks of clients (default: a new one)
@@ -390,7 +396,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     # still running too, whose answer was then lost; ``shutdown`` below ends them once it is written
     AppStatus.disable_automatic_graceful_drain()
     server = build_server(tools)
-    _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
+    stopper = _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
     _more_open_files()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -402,6 +408,8 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     if not lazy:
         tools.warm()
+    if tools.stopping:  # a signal during the warm-up: never said ready
+        stopper.join()
     token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
     app = guarded(server.streamable_http_app(host="127.0.0.1"), token)
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", token)

@@ -691,6 +691,34 @@ def test_ctrl_c_stops_mem_mcp_over_stdio_while_its_client_stays(served, lazy, si
         assert b"Traceback" not in server.proc.stderr.read()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [[], ["--lazy"]], ids=["warming", "lazy"])
+def test_a_signal_then_the_client_leaving_exits_with_the_signals_status(served, lazy):
+    """SIGTERM, then the client closing standard input 50 ms later: the end of input ended the
+    server first, with status 0, so a supervisor saw a clean exit after it had sent a signal."""
+    import signal
+
+    with RawStdio(served, *lazy) as server:
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        server.proc.stdin.close()
+        assert server.proc.wait(30) == 128 + signal.SIGTERM
+        assert b"Traceback" not in server.proc.stderr.read()
+
+
+def test_a_signal_during_the_http_servers_warm_up_never_says_it_is_ready(tmp_path):
+    """`mem mcp --http`, signalled while it loads the model, printed its ready line (a client
+    waiting for it connected to a server already exiting), then exited; here the warm-up itself
+    sends the signal."""
+    script = ("import os, signal, sys\n"
+              "from mem_retrieval.cli.mcp import Tools, serve_http\n"
+              "tools = Tools(sys.argv[1])\n"
+              "tools.warm = lambda: os.kill(os.getpid(), signal.SIGTERM)\n"
+              "serve_http(tools, 0, lambda url, token: print('ready', url, flush=True))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (143, b"", b"")
+
+
 def test_a_signal_that_comes_while_a_thread_is_starting_still_stops_the_server(tmp_path):
     """The stdio server's event loop starts a worker thread to write each answer; a SIGINT that came
     while the main thread held the lock a thread's start takes made the handler, which started the
