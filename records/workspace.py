@@ -174,11 +174,13 @@ class Workspace:
         tree.json: an agent starting a run wrote core.md first, and was told only "no run"), and
         the runs there are (``known``, or read)."""
         runs = ", ".join(self.runs() if known is None else known) or "none"
-        tree = self.tree_path(run)
-        if tree.is_symlink() or tree.exists():  # a folder, a link to nothing: as `check` names it
+        try:
+            os.lstat(self.tree_path(run))  # a folder, a link to nothing: as `check` names it
             return f"no run {run!r} in {self.root}: {run}/tree.json is not a file (a run is a folder " \
                    f"holding its tree.json; runs: {runs})"
-        if (self.root / run).is_dir():
+        except OSError:  # none, or a name too long for a file
+            pass
+        if os.path.isdir(self.root / run):
             return f"no run {run!r} in {self.root}: {run}/ holds no tree.json (a run is a folder holding " \
                    f"its tree.json; runs: {runs})"
         return f"no run {run!r} in {self.root} (a run is a folder holding its tree.json; runs: {runs})"

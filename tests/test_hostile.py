@@ -360,6 +360,17 @@ def test_a_run_name_longer_than_a_file_name_names_no_run(ws, argv):
     assert f"'{'r' * 300}' names no run of this workspace (runs: alpha, beta" in err.splitlines()[0], err
 
 
+@pytest.mark.parametrize("argv", [("core-set", "r" * 300, "next", "x"), ("check", "r" * 300),
+                                  ("record", "r" * 300), ("index", "r" * 300), ("eval", "resume", "r" * 300),
+                                  ("eval", "reuse", "r" * 300), ("archive-insert", "a1", "--run", "r" * 300)])
+def test_a_run_argument_longer_than_a_file_name_is_no_run_in_one_line(ws, argv):
+    """The refusal that says what makes a folder a run looked for the run's tree.json, and a name past
+    the system's 255 characters ended every command taking a run in a traceback (File name too long)."""
+    code, out, err = mem(ws, *argv)
+    assert (code, out) == (1, "") and err.startswith(f"mem: no run '{'r' * 300}' in "), err[-500:]
+    assert len(err.splitlines()) == 1
+
+
 def test_a_page_of_none_is_the_first_page_as_a_tools_null_is(ws):
     from mem_retrieval.memory import Memory
 
