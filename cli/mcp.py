@@ -186,6 +186,11 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
     try:
         anyio.run(main)
+    except BaseExceptionGroup as group:  # the client went away with standard output: its answer had
+        _, other = group.split((BrokenPipeError, ConnectionResetError))  # no reader, and a 64-line
+        if other is not None:  # traceback went to stderr (exit 1), as though the server had failed
+            raise
+        _drop_standard_output()
     finally:
         # The client has gone. Let the model load and the calls still running (their threads are
         # abandoned, not stopped) end before the interpreter does: a thread inside the ONNX or
@@ -196,6 +201,14 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
         if warming.is_alive():
             warming.join(timeout=SHUTDOWN_WAIT_S)
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+
+
+def _drop_standard_output() -> None:
+    """Point standard output at /dev/null: nobody reads it any more, and the interpreter's last
+    flush would report the broken pipe on stderr."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def unread_reply(problem: Exception):

@@ -706,6 +706,21 @@ def test_a_signal_then_the_client_leaving_exits_with_the_signals_status(served, 
         assert b"Traceback" not in server.proc.stderr.read()
 
 
+@pytest.mark.slow
+def test_a_client_that_dies_during_a_call_leaves_no_traceback(served):
+    """The client gone with both pipes (killed) while a call runs: writing its answer met a broken
+    pipe, and the server exited 1 with a 64-line traceback on stderr, which MCP hosts log as a
+    server failure. It exits 0, silent, as when standard input alone closes."""
+    with RawStdio(served, "--lazy") as server:
+        server.send({"method": "notifications/initialized"})
+        server.send({"id": 1, "method": "tools/call", "params": {"name": "core_set", "arguments": {
+            "run": "satake-two-levels", "field": "next", "text": "word " * 800_000}}})  # seconds: M4
+        time.sleep(0.5)
+        server.proc.stdin.close()
+        server.proc.stdout.close()
+        assert server.proc.wait(60) == 0 and server.proc.stderr.read() == b""
+
+
 def test_a_signal_during_the_http_servers_warm_up_never_says_it_is_ready(tmp_path):
     """`mem mcp --http`, signalled while it loads the model, printed its ready line (a client
     waiting for it connected to a server already exiting), then exited; here the warm-up itself
