@@ -182,7 +182,8 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read, write):
-            await server.run(AnsweringUnread(read, write), write, server.create_initialization_options())
+            reading = AnsweringUnread(read, write)
+            await server.run(reading, reading.answered(write), server.create_initialization_options())
 
     try:
         anyio.run(main)
@@ -282,26 +283,48 @@ def _string_problems(value: Any, where: str = ""):
 
 class AnsweringUnread:
     """The stdio transport's read stream, less the lines it could not read, each answered on
-    ``write`` (``unread_reply``); everything else, ``last_context`` included, is the stream's."""
+    ``write`` (``unread_reply``); everything else, ``last_context`` included, is the stream's. Its
+    end comes once every request read has been answered (``answered``, the write stream the server
+    answers on) or cancelled, at most ``SHUTDOWN_WAIT_S`` later: at the end of standard input the
+    SDK's session answered the calls still running "Connection closed", not with their results
+    (a client piping its requests in, then closing)."""
 
     def __init__(self, read, write):
         self._read, self._write = read, write
+        self.pending: set = set()  # the ids of the requests read and not yet answered
 
     def __getattr__(self, name: str):
         return getattr(self._read, name)
 
     async def receive(self):
+        import anyio
         from mcp.shared.message import SessionMessage
+        from mcp.types import JSONRPCNotification, JSONRPCRequest
 
-        while isinstance(item := await self._read.receive(), Exception):
-            try:
-                reply = unread_reply(item)
-            except Exception:  # an answer is a courtesy: never the end of the server
-                logging.getLogger(__name__).exception("mem mcp: a line that could not be read")
-                continue
-            if reply is not None:
-                await self._write.send(SessionMessage(reply))
+        try:
+            while isinstance(item := await self._read.receive(), Exception):
+                try:
+                    reply = unread_reply(item)
+                except Exception:  # an answer is a courtesy: never the end of the server
+                    logging.getLogger(__name__).exception("mem mcp: a line that could not be read")
+                    continue
+                if reply is not None:
+                    await self._write.send(SessionMessage(reply))
+        except anyio.EndOfStream:
+            with anyio.move_on_after(SHUTDOWN_WAIT_S):
+                while self.pending:
+                    await anyio.sleep(0.02)
+            raise
+        message = item.message
+        if isinstance(message, JSONRPCRequest):
+            self.pending.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            self.pending.discard((message.params or {}).get("requestId"))
         return item
+
+    def answered(self, write) -> "_Answering":
+        """``write`` as the server answers on it: each answer sent clears its request's id."""
+        return _Answering(write, self.pending)
 
     def __aiter__(self) -> "AnsweringUnread":
         return self
@@ -322,6 +345,31 @@ class AnsweringUnread:
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
+
+
+class _Answering:
+    """A write stream whose answers (results and errors) clear their ids from ``pending``."""
+
+    def __init__(self, write, pending: set):
+        self._write, self._pending = write, pending
+
+    def __getattr__(self, name: str):
+        return getattr(self._write, name)
+
+    async def send(self, item) -> None:
+        from mcp.types import JSONRPCError, JSONRPCResponse
+
+        try:
+            await self._write.send(item)
+        finally:
+            if isinstance(item.message, (JSONRPCResponse, JSONRPCError)):
+                self._pending.discard(item.message.id)
+
+    async def __aenter__(self) -> "_Answering":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._write.aclose()
 
 
 def _stop_on_interrupt(tools: Tools) -> threading.Thread:

@@ -721,6 +721,27 @@ def test_a_client_that_dies_during_a_call_leaves_no_traceback(served):
         assert server.proc.wait(60) == 0 and server.proc.stderr.read() == b""
 
 
+def test_a_call_running_when_the_client_closes_standard_input_is_answered_with_its_result(workspace):
+    """A client piping its requests in, then closing standard input: the SDK's session answered the
+    call still running `-32000 Connection closed`, not with its result. The end of input now waits
+    for every request read to be answered (a cancelled one is not waited for)."""
+    lines = [{"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                          "clientInfo": {"name": "test", "version": "1"}}},
+             {"method": "notifications/initialized"},
+             {"id": 1, "method": "tools/call", "params": {"name": "core_set", "arguments": {
+                 "run": "alpha", "field": "next", "text": "word " * 800_000}}},  # seconds: M4 refuses it
+             {"id": 2, "method": "tools/call", "params": {"name": "archive_get",
+                                                          "arguments": {"id": "alpha/a1"}}},
+             {"method": "notifications/cancelled", "params": {"requestId": 2}}]
+    piped = "".join(json.dumps({"jsonrpc": "2.0", **line}) + "\n" for line in lines).encode()
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(workspace.root), "mcp", "--lazy"]
+    done = subprocess.run(argv, input=piped, capture_output=True, cwd=ROOT, env=server_env(), timeout=120)
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    assert done.returncode == 0 and done.stderr == b"" and "error" not in answers[1]
+    result = answers[1]["result"]
+    assert result["isError"] and "W would be 800,0" in result["content"][0]["text"]
+
+
 def test_a_signal_during_the_http_servers_warm_up_never_says_it_is_ready(tmp_path):
     """`mem mcp --http`, signalled while it loads the model, printed its ready line (a client
     waiting for it connected to a server already exiting), then exited; here the warm-up itself
