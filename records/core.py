@@ -157,7 +157,7 @@ def asked(words: list[str]) -> list[bool]:
         if at and ends[at - 1]:
             condition = False
         out.append(condition or last[at])
-        condition = condition or word.strip(EDGE).casefold() in _CONDITIONS
+        condition = condition or _word(word) in _CONDITIONS
     return out
 
 
@@ -179,15 +179,11 @@ def claims(text: str) -> Iterator[Claim]:
         for at, word in enumerate(words):
             if asking[at]:
                 continue
-            for place, after in enumerate(words[at + 1:at + 4], start=at + 1):
+            for place in range(at + 1, min(at + 4, len(words))):
                 if statuses[place] and not asking[place] and not changing[place]:  # `A5-8: proved?`
                     yield Claim(number, word, statuses[place])
-                link = _word(after)
-                if after in _LINKS or link in _LINKS:
-                    continue
-                if link in _PERFECT and words[place + 1:place + 2] and _word(words[place + 1]) == "been":
-                    continue
-                break
+                if not _links(words, place):
+                    break
 
 
 def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
@@ -203,13 +199,22 @@ def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
             if statuses[place]:
                 changing[at] = changing[place] = True
                 break
-            if words[place] not in _LINKS and _word(words[place]) not in _LINKS:
+            if not _links(words, place):
                 break
     return changing
 
 
 def _word(word: str) -> str:
     return word.strip(EDGE).casefold()
+
+
+def _links(words: list[str], at: int) -> bool:
+    """Whether ``words[at]`` links an id (or a status) to the status after it: ``is``, ``now``,
+    ``—``, ``:``; ``has`` and ``have`` only before ``been``."""
+    word = _word(words[at])
+    if words[at] in _LINKS or word in _LINKS:
+        return True
+    return word in _PERFECT and at + 1 < len(words) and _word(words[at + 1]) == "been"
 
 
 def _status(word: str) -> str | None:
