@@ -40,23 +40,29 @@ def one_line(text: str) -> str:
 
 def unescape(text: str) -> str:
     """``text`` with the escapes ``one_line`` writes (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``,
-    ``\\n``…) read back as their characters: an id a message showed escaped, typed or pasted as
-    shown."""
+    ``\\n``…) read back as their characters, and those an output in ASCII writes (``\\u00dc``;
+    past U+FFFF a surrogate pair, ``\\ud83d\\ude42``, read as its one character): an id a message
+    showed escaped, typed or pasted as shown. An escape of a lone surrogate stays as typed: it is
+    no character, and nothing could be looked up by it."""
     if "\\" not in text:
         return text
 
     def character(match: re.Match[str]) -> str:
-        if match.group(4):
-            return _CONTROL[match.group(4)]
-        code = int(match.group(1) or match.group(2) or match.group(3), 16)
-        if code > 0x10FFFF or chr(code).isprintable():  # `one_line` escapes only what is not
+        if match.group(1):
+            return _CONTROL[match.group(1)]
+        if match.group(2):  # a surrogate pair
+            high, low = int(match.group(2), 16), int(match.group(3), 16)
+            return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+        code = int(match.group(4) or match.group(5) or match.group(6), 16)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
             return match.group()
         return chr(code)
 
     return _ESCAPE.sub(character, text)
 
 
-_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\([ntr])")
+_ESCAPE = re.compile(r"\\([ntr])|\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+                     r"|\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})")
 _CONTROL = {"n": "\n", "t": "\t", "r": "\r"}
 
 

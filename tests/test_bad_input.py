@@ -796,7 +796,16 @@ def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace
 def test_a_line_escaped_for_printing_reads_back_as_it_was(text):
     """``unescape`` reads back what ``one_line`` escaped (an id copied from a message as shown)."""
     assert unescape(one_line(text)) == text and one_line(text).isprintable()
-    assert unescape("A\\x41\\u0035") == "A\\x41\\u0035"  # a printed line never escapes what it can print
+
+
+def test_escapes_an_output_in_ascii_writes_read_back_and_a_lone_surrogate_stays_as_typed():
+    """``PYTHONIOENCODING=ascii`` prints ``Ü`` as ``\\u00dc`` and a character past U+FFFF as a
+    surrogate pair: each reads back as its character; a lone surrogate is no character (looking it
+    up ended in a traceback: UTF-8 cannot encode it), so its escape stays as typed."""
+    assert unescape("\\u00dc-1 \\U0001f642 \\ud83d\\ude42 \\uD835\\uDD3D_q") == "Ü-1 🙂 🙂 𝔽_q"
+    assert unescape("\\ud800 \\udc00\\ud800 \\U0000dfff \\U00110000") == (
+        "\\ud800 \\udc00\\ud800 \\U0000dfff \\U00110000")
+    assert unescape("\\x41\\n") == "A\n"
 
 
 def test_a_misspelt_key_is_named_on_its_own_line_whatever_it_holds(workspace, mem):

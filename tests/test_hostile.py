@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_workspace
+from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.retrieval.query import Filters
 
@@ -28,7 +28,8 @@ FTS = ["statement AND proof", "statement OR NOT proof", '"statement of a2"', "st
        "NEAR(statement proof)", "{!lucene}statement", "statement AND", "(((", '"', "'", "AND OR NOT"]
 SHAPES = ["!!!", "...", "—", "()[]{}", "'\"`", "$$\\\\", "%_%", ";;", "\u200ba", "‮a1", "😀",
           "a" * 10_000, "statement " * 1_000, " ".join(f"w{i}" for i in range(1_700)),
-          ("GL2m/Sp2m " * 1_000)[:10_000]]
+          ("GL2m/Sp2m " * 1_000)[:10_000],
+          "\\ud800", "H^1 \\udc00-x", "\\ud835\\udd3d_q", "\\ud83d\\ude42-1"]  # escapes, as ASCII output writes
 IDS = ["a1", "alpha/a1", "A5-7", "alpha/zz9", "x/y/z", "../a1", "a1'--", "alpha/a1' OR '1'='1",
        "a1 a2 beta/b1", "d1"]
 QUERIES = SQL + FTS + SHAPES + IDS
@@ -432,6 +433,26 @@ def test_a_stream_that_cannot_encode_a_character_gets_an_escape_not_a_traceback(
     data = subprocess.run([*argv, "--json", "archive-get", "satake-two-levels/A5-7"], cwd=ROOT, env=env,
                           capture_output=True, timeout=120)
     assert data.returncode == 0 and json.loads(data.stdout)["statement"] == statement
+
+
+def test_an_id_printed_in_ascii_names_its_step_when_pasted_back(tmp_path):
+    """What an output in ASCII prints of an id (``\\u00dc``, a surrogate pair past U+FFFF), typed
+    back, names the step; a lone surrogate's escape is a query's plain text, not a traceback."""
+    workspace = build_workspace(tmp_path / "ws")
+    workspace.add_run("gamma", [make_step("Ü-1"), make_step("🙂-1")])
+    env = os.environ | {"PYTHONIOENCODING": "ascii", "MEM_NO_SERVER": "1"}
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(workspace.root)]
+    assert run_cli(["--workspace", str(workspace.root), "index", "--no-progress"], out=io.StringIO()) == 0
+    for step in ("Ü-1", "🙂-1"):
+        shown = subprocess.run([*argv, "archive-get", f"gamma/{step}"], env=env, capture_output=True,
+                               text=True, timeout=120).stdout.split()[1]
+        assert shown.isascii() and shown != f"gamma/{step}", shown
+        code, out, _ = mem(workspace, "--json", "archive-get", shown)
+        assert code == 0 and json.loads(out)["id"] == f"gamma/{step}"
+        code, out, _ = mem(workspace, "--json", "archive-search", shown.split("/")[1], "--run", "gamma")
+        assert code == 0 and json.loads(out)["hits"][0]["id"] == f"gamma/{step}"
+    code, out, err = mem(workspace, "archive-search", "\\ud83d-1 \\ud800")
+    assert code in (0, 1) and "Traceback" not in err
 
 
 def test_a_current_folder_that_no_longer_exists_is_one_line(tmp_path):
