@@ -111,6 +111,14 @@ LOOKALIKES = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe6
                             **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff")})
 
 
+def canonical(value: str) -> str:
+    """An id (a step's, a source's, a reference to one) as the records hold it: composed (Unicode
+    NFC). ``Ü`` written decomposed (``U`` and a combining diaeresis, as some systems type it) is the
+    same letter, so the same id: one step of its run (a twin in the other form is a duplicate), the
+    step its library entry repeats, the step a parent or an event names."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
 def plain(value: str) -> str:
     """``value`` as plain characters: NFKC (fullwidth ``Ａ５`` as ``A5``), then the ``LOOKALIKES``
     (``A5‑7`` with a non-breaking hyphen as ``A5-7``)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mem_retrieval.records.errors import InputError, Problem, plural
-from mem_retrieval.records.ids import is_run_slug, ref_problem, step_id_problem
+from mem_retrieval.records.ids import canonical, is_run_slug, ref_problem, step_id_problem
 from mem_retrieval.records.validate import Fields, type_name
 from mem_retrieval.records.types import (
     CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
@@ -451,14 +451,14 @@ def _lines(elements: list[tuple[int, int] | None]) -> list[int | None]:
 
 def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> Step:
     f = Fields(obj, file, line, prefix, STEP_FIELDS)
-    step_id = f.str("id", required=True)
+    step_id = canonical(f.str("id", required=True))
     problem = step_id_problem(step_id)
     if problem:
         f.fail("id", problem)
     kind = f.enum("kind", KINDS)
     missing = f.str("missing", required=kind == "dead_end")
     failed_input = f.str("failed_input", required=kind == "error")
-    parents = f.str_list("parents")
+    parents = tuple(canonical(parent) for parent in f.str_list("parents"))
     for i, parent in enumerate(parents):
         problem = ref_problem(parent)
         if problem:
@@ -474,6 +474,12 @@ def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> 
         parents=parents, proof=f.str("proof"), audit=audit, agent=f.str("agent"),
         missing=missing, failed_input=failed_input, line=line,
     )
+
+
+def _other_form(written: str, canonical_id: str) -> str:
+    """What a duplicate id's message adds when the id was written in another Unicode form (one
+    that looks the same): ``canonical``."""
+    return "; written here decomposed, the same letters" if written != canonical_id else ""
 
 
 def parse_tree(path: Path, run: str | None = None, problems: list[Problem] | None = None) -> Tree:
@@ -589,12 +595,13 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     source_lines = _lines(source_at)
     for i, raw in enumerate(raw_sources):
         s = Fields(raw, file, None, f"sources[{i}].", {"id", "origin", "retrieved", "hash", "path"})
-        source_id = s.str("id", required=True)
+        source_id = canonical(s.str("id", required=True))
         problem = step_id_problem(source_id)
         if problem:
             s.fail("id", problem)
         if source_id in source_ids:
-            s.fail("id", f"duplicate id {source_id!r} (already a source of this run)")
+            s.fail("id", f"duplicate id {source_id!r} (already a source of this run"
+                         f"{_other_form(raw['id'], source_id)})")
         source_ids.add(source_id)
         if retrieved := s.str("retrieved"):  # a time, as an event's (it was read as any text)
             parse_time(retrieved, file, _line_within(text, source_at[i], "retrieved") or source_lines[i],
@@ -623,7 +630,8 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
         if step.id in seen:
             what = "a source" if seen[step.id] is None and step.id in {s.id for s in sources} else "a step"
             duplicate = InputError(file, _line_within(text, steps_at[i], "id") or lines[i], f"steps[{i}].id",
-                                   f"duplicate id {step.id!r} (already {what} of this run)")
+                                   f"duplicate id {step.id!r} (already {what} of this run"
+                                   f"{_other_form(raw['id'], step.id)})")
             if problems is None:
                 bad.append(duplicate.problem)
             else:
@@ -912,7 +920,7 @@ def _parse_event(line: str, file: str, number: int, run: str, run_dir: Path | No
     time = f.str("time", required=True)
     stamp = parse_time(time, file, number, "time")
     kind = f.enum("kind", EVENT_KINDS)
-    ids = f.str_list("ids")
+    ids = tuple(canonical(ref) for ref in f.str_list("ids"))
     for i, ref in enumerate(ids):
         problem = ref_problem(ref)
         if problem:
@@ -930,7 +938,7 @@ def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
     run = f.str("run", required=True)
     if not is_run_slug(run):
         f.fail("run", f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
-    step_id = f.str("id", required=True)
+    step_id = canonical(f.str("id", required=True))
     problem = step_id_problem(step_id)
     if problem:
         f.fail("id", problem)

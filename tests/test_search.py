@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_step
+from conftest import library_line, make_step
 from mem_retrieval.eval.judgments import read_queries
 from mem_retrieval.records.errors import Refused
 from mem_retrieval.memory import Memory
@@ -469,6 +469,39 @@ def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma#1"]
     typo = unicodedata.normalize("NFD", "Ünïcode_иж")  # a typo, typed decomposed: noted as composed
     assert "no step this search may return has this id" in mem("archive-search", typo)[2]
+
+
+def test_an_id_written_decomposed_in_the_records_is_the_same_id_composed(workspace, mem):
+    """A step written composed, its parent, its events and its library entry written decomposed
+    (one system's Ü as another's U and a combining diaeresis): one id. `check` called the parent
+    dangling and the events' ids unknown, the library entry was a second hit and `archive-get`
+    refused the id as in "several runs" (one run, twice); `--until` as of the event did not hold
+    the step. A twin in the other form is a duplicate id of the run."""
+    import unicodedata
+
+    composed = unicodedata.normalize("NFC", "Ü-1")
+    decomposed = unicodedata.normalize("NFD", composed)
+    step = make_step(composed, statement="Zorb tower descent")
+    workspace.add_run("gamma", [step, make_step("g2", parents=(decomposed,))])
+    workspace.write_events("gamma", [{"time": "2026-10-17T05:00:00Z", "actor": "root",
+                                      "kind": "audit", "ids": [decomposed], "text": "checked"}])
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0]),
+                             library_line("gamma", step, id=decomposed)])
+    code, out, _ = mem("--json", "check", "gamma")
+    assert code == 0 and json.loads(out)["violations"] == [], out
+    assert mem("index")[0] == 0
+    gid = f"gamma/{composed}"
+    for until, in_library in ((), True), (("--until", "gamma#1"), False):  # inserted at 07:00
+        code, out, _ = mem("--json", "archive-search", "Zorb tower descent", *until)
+        hits = [(h["id"], h["in_library"]) for h in json.loads(out)["hits"]]
+        assert code == 0 and hits == [(gid, in_library)], until
+    for typed in (composed, decomposed):
+        code, out, _ = mem("--json", "archive-get", typed)
+        assert code == 0 and json.loads(out)["id"] == gid
+    workspace.add_step("gamma", make_step(decomposed))
+    code, out, _ = mem("check", "gamma")
+    assert code == 1 and f"steps[2].id: duplicate id {composed!r} (already a step of this run; written " \
+        "here decomposed, the same letters)" in out
 
 
 @pytest.mark.parametrize("dash", ["\u2011", "\u2013", "\u2212", "\uff0d", "-\u200b"])
