@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from mem_retrieval.eval.judgments import Qrels, Query
-from mem_retrieval.records.parse import parse_time, time_resolution
+from mem_retrieval.records.parse import instant_end, parse_time
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.query import searched_part
 
@@ -40,7 +40,7 @@ def run_start(workspace: Workspace, run: str) -> datetime | None:
     entry a Record inserted in it (to the millisecond) counts as before it, as it most often is;
     their order within it is not written."""
     for event in workspace.events(run):
-        return event.timestamp + time_resolution(event.time)
+        return instant_end(event.timestamp, event.time)
     return None
 
 

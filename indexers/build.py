@@ -28,7 +28,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store, writer
 from mem_retrieval.indexers.location import Location
-from mem_retrieval.indexers.rows import NEVER, Rows, build_rows, library_row, tokenize_rows
+from mem_retrieval.indexers.rows import Rows, build_rows, library_row, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
 from mem_retrieval.records.errors import BadInput
@@ -485,7 +485,8 @@ def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry
         entry = listed[gid]
         if inserted != entry.inserted:
             drifted.add(gid)
-        elif (named_seq, named_ts) == (NEVER, inserted_ts) and (inserted_ts != NEVER or alone(entry)) \
+        elif (named_seq, named_ts) == (store.NEVER, inserted_ts) \
+                and (inserted_ts != store.NEVER or alone(entry)) \
                 and library_row(entry, Rows(), config)["content_hash"] != content_hash:
             drifted.add(gid)  # the row of the entry alone, edited since
     return sorted({split_gid(gid)[0] for gid in drifted})

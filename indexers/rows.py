@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.indexers.store import key, reuse_key
+from mem_retrieval.indexers.store import NEVER, key, reuse_key
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
@@ -19,9 +19,6 @@ from mem_retrieval.records.types import Event, LibraryEntry, Step, Tree
 from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
 from mem_retrieval.text.tokenize import token_string
-
-NEVER = -1  # named_ts of a step no event has named
-
 
 def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

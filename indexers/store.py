@@ -24,13 +24,16 @@ from mem_retrieval.indexers.location import Location, StoreUnreachable, first_li
 from mem_retrieval.records.errors import InputError, Refused
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
-FORMAT = 7  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
+FORMAT = 8  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
 # 4: steps carry inserted_ts (a library entry's insertion time: --library as of --until); 5: the text
 # limits are recorded, and each table is stamped with the parameters of the build that wrote it;
 # 6: setting_key keys a step's setting with its hypotheses (``reuse_key``), which the setting rule
 # (M3) judges together, and meta.json lists those pairs; 7: a step its log never names is in memory
 # from its library copy's insertion (named_seq/named_ts: ``records.workspace.first_written``), where
-# 6 wrote "never" and a cut hid it
+# 6 wrote "never" and a cut hid it; 8: "never" (NEVER) is below every time, where 7's -1 was above
+# those before 1970 (negative microseconds), which no cut showed
+NEVER = -(10 ** 18)  # named_seq, named_ts, inserted_ts of what no event names and no entry dates: below
+# every time a record may hold (0001-01-01 is -6.2e16 microseconds), and a literal SQL reads
 STAMP = b"mem.build"  # a table's schema metadata key: the stamp of the build that created it
 LINEAGE = b"mem.lineage"  # and a key naming that creation (each overwrite of the table a new one)
 STEPS, EVENTS, SOURCES = "steps", "events", "sources"

@@ -346,7 +346,7 @@ def iso_time(value: str) -> datetime:
     if ordinal:
         day = datetime.strptime(f"{ordinal[1]}-{ordinal[2]}", "%Y-%j").date()
         if day.year != int(ordinal[1]):  # strptime takes day 366 of a common year for the next's 1st
-            raise ValueError(value)
+            raise ValueError(f"{ordinal[1]} has 365 days")
         value = day.isoformat() + value[ordinal.end():]
     end = _END_OF_DAY.search(value)
     if end is None:
@@ -379,6 +379,24 @@ def time_resolution(value: str) -> timedelta:
     if found[4]:
         return timedelta(microseconds=max(1, 10 ** (6 - min(len(found[4]), 6))))
     return timedelta(seconds=1 if found[3] else 60 if found[2] else 3600)
+
+
+def instant_last(stamp: datetime, value: str) -> datetime:
+    """The last microsecond of the instant the ISO time ``value`` (read as ``stamp``) names: of its
+    second for ``03:42:00Z``, of its minute for ``03:42Z`` (``time_resolution``). What a cut as of
+    that time reaches: `mem` stamps an event to the second and a library entry to the millisecond,
+    so an entry inserted within the second of the event a cut names is memory by then."""
+    return stamp + (time_resolution(value) - timedelta(microseconds=1))
+
+
+def instant_end(stamp: datetime, value: str) -> datetime:
+    """Where the instant ``value`` names ends (``instant_last``'s next microsecond), or datetime's
+    last instant when that lies past year 9999."""
+    last = instant_last(stamp, value)
+    try:
+        return last + timedelta(microseconds=1)
+    except OverflowError:
+        return last
 
 
 def date_alone(value: str) -> str | None:

@@ -30,7 +30,7 @@ class StepRow:
     grade: str | None
     setting: str
     in_library: bool
-    inserted_ts: int    # its library entry's insertion (epoch micros; negative: none)
+    inserted_ts: int    # its library entry's insertion (epoch micros; NEVER: none)
     hyp: tuple[str, ...]
 
     @classmethod

@@ -40,7 +40,7 @@ class CitationGraph:
     keys: "np.ndarray"          # row -> key (int64)
     run_keys: "np.ndarray"
     run_index: "np.ndarray"     # row -> its run's number (0 … runs - 1)
-    named_ts: "np.ndarray"      # first naming event's time (micros), -1: never named
+    named_ts: "np.ndarray"      # first naming event's time (micros), NEVER: never named
     named_seq: "np.ndarray"
     order: "np.ndarray"         # rows by key (argsort of keys)
     sorted_keys: "np.ndarray"   # keys[order]

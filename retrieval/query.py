@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from mem_retrieval.indexers.store import in_list, key
+from mem_retrieval.indexers.store import NEVER, in_list, key
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import looks_like_id, plain, ref_problem, spellings, typed_ref, typed_run
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
@@ -174,10 +174,10 @@ class Until:
         return micros(event.timestamp) <= self.micros
 
     def inserted(self, inserted_ts):
-        """Whether a library entry inserted at ``inserted_ts`` (epoch microseconds, negative when
+        """Whether a library entry inserted at ``inserted_ts`` (epoch microseconds, ``NEVER`` when
         never; an int, or a numpy array of them, element by element) is in the library as of this
         cut (what ``Filters`` keeps with ``library``)."""
-        return (inserted_ts >= 0) & (inserted_ts <= int(self.micros))
+        return (inserted_ts > NEVER) & (inserted_ts <= int(self.micros))
 
 
 @dataclass(frozen=True)
@@ -335,9 +335,9 @@ class Filters:
             if self.library:
                 parts.append("in_library = true")
                 if self.until is not None:  # in the library by then
-                    parts.append(f"inserted_ts >= 0 AND inserted_ts <= {int(self.until.micros)}")
+                    parts.append(f"inserted_ts > {NEVER} AND inserted_ts <= {int(self.until.micros)}")
                 if self.library_before is not None:
-                    parts.append(f"inserted_ts >= 0 AND inserted_ts < {int(self.library_before)}")
+                    parts.append(f"inserted_ts > {NEVER} AND inserted_ts < {int(self.library_before)}")
         if self.until is not None:
             parts.append(self._as_of(table))
         return " AND ".join(f"({p})" for p in parts) if parts else None
@@ -371,10 +371,10 @@ class Filters:
                 parts.append(self.until.inserted(columns["inserted_ts"]))
             if self.library_before is not None:
                 inserted = columns["inserted_ts"]
-                parts.append((inserted >= 0) & (inserted < int(self.library_before)))
+                parts.append((inserted > NEVER) & (inserted < int(self.library_before)))
         if self.until is not None:
             until = self.until
-            named = (columns["named_ts"] >= 0) & (columns["named_ts"] <= int(until.micros))
+            named = (columns["named_ts"] > NEVER) & (columns["named_ts"] <= int(until.micros))
             if until.run is not None and until.seq is not None:
                 own = columns["run_key"] == key(until.run)
                 by_seq = (columns["named_seq"] >= 0) & (columns["named_seq"] <= int(until.seq))
@@ -403,7 +403,7 @@ class Filters:
         cut = int(until.micros)
         exact = until.run is not None and until.seq is not None
         if table == "steps":
-            by_time = f"(named_ts >= 0 AND named_ts <= {cut})"
+            by_time = f"(named_ts > {NEVER} AND named_ts <= {cut})"
             if not exact:
                 return by_time
             run_key = key(until.run)
@@ -417,12 +417,16 @@ class Filters:
         return f"((run_key = {run_key} AND seq <= {int(until.seq)}) OR (run_key != {run_key} AND ts <= {cut}))"
 
 
+_DATED = re.compile(r"\d{4}(?:-?\d\d-?\d\d|-?W\d\d(?:-?\d)?|-?\d{3})(?:[Tt ]|$)")  # a date (calendar,
+# week or ordinal; extended or basic) that a time follows or ends the value: what a time starts with
+
+
 def parse_time_arg(value: str) -> datetime | None:
     """An ISO time with a zone, or None when ``value`` is not a time."""
     try:
         stamp = iso_time(value)
     except ValueError as err:
-        if re.match(r"\d{4}-\d\d-\d\d", value) or date_alone(value):  # a date: not an event's id
+        if _DATED.match(value) or date_alone(value):  # a date, in any ISO form: not an event's id
             raise BadInput(time_fault(value, f"{value!r} is not a valid time ({err})"),
                            param="until") from None
         return None

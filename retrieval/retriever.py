@@ -21,7 +21,7 @@ from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
-from mem_retrieval.records.parse import check_event_path, micros, present, read_text
+from mem_retrieval.records.parse import check_event_path, date_alone, instant_last, micros, present, read_text
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -548,10 +548,10 @@ class Retriever:
             run, value = hit[1], hit[2]
         # a sequence number (ASCII digits: int() would read '³' too); past 18 digits, past any log
         number = (int(value) if len(value.lstrip("0")) <= 18 else 10 ** 18) \
-            if value.isascii() and value.isdigit() else None
+            if value.isascii() and value.isdigit() and not date_alone(value) else None  # `20261017`: a date
         stamp = parse_time_arg(value) if number is None else None
         if stamp is not None:
-            return Until(micros=micros(stamp))
+            return Until(micros=micros(instant_last(stamp, value)))
         ref_run, local = split_gid(value)
         run = run or ref_run
         if run is None:
@@ -564,10 +564,12 @@ class Retriever:
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
-                return Until(micros=micros(event.timestamp), run=run, seq=event.seq, named=tuple(others))
+                return Until(micros=micros(instant_last(event.timestamp, event.time)), run=run, seq=event.seq,
+                             named=tuple(others))
             last = event
         if number is not None and last is not None and number > last.seq:  # as of the log's end
-            return Until(micros=micros(last.timestamp), run=run, seq=last.seq, named=tuple(others))
+            return Until(micros=micros(instant_last(last.timestamp, last.time)), run=run, seq=last.seq,
+                         named=tuple(others))
         raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
 
     def _run_known(self):

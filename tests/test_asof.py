@@ -314,7 +314,7 @@ def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
 
 def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertion(workspace):
     """A step no event names counts as written when its library copy was inserted: by time, at
-    that time; by position in its run's log, at the first event logged at or after it (alpha's
+    that time; by position in its run's log, at the first event whose instant reaches it (alpha's
     log: #1 at 02:05, #2 at 03:42). Inserted after the last event: past the log's end, where no
     sequence-number cut reaches. A step neither named nor dated is in memory as of no cut."""
     ws = workspace
@@ -339,6 +339,71 @@ def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertio
     assert seen(run="alpha", until="99") == {"alpha/a8"}  # the log's last event: before a9's insertion
     later = memory.archive_hits("a8", library=True, until="2099-01-01T00:00:00Z")
     assert {h.id for h in later} == {"alpha/a8"}
+
+
+def test_an_entry_inserted_within_the_second_of_an_event_is_memory_as_of_that_event(workspace):
+    """`mem` stamps `inserted` to the millisecond and an event to the second: an archive-insert at
+    06:58:56.050 then a core-set (its event written 06:58:56) left the step out of memory as of that
+    event, in the log and in the library. A cut names an instant as long as its last written unit
+    (``instant_last``), as a run's start lasts to the end of its second."""
+    ws = workspace
+    ws.add_step("alpha", make_step("a7", statement="Hensel lifting in rank two"))
+    ws.write_events("alpha", [*ws.events("alpha"), {"time": "2026-10-17T06:58:56Z", "actor": "root",
+                                                    "kind": "checkpoint", "ids": [], "text": "next: lift"}])
+    ws.write_library(ws.library() + [library_line("alpha", make_step("a7"),
+                                                  inserted="2026-10-17T06:58:56.050Z")])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    for until in ("alpha#3", "2026-10-17T06:58:56Z", "2026-10-17T06:58Z"):
+        assert {h.id for h in memory.archive_hits("alpha/a7", until=until)} == {"alpha/a7"}, until
+        assert {h.id for h in memory.archive_hits("alpha/a7", library=True, until=until)} == {"alpha/a7"}
+    for until in ("alpha#2", "2026-10-17T06:58:55Z", "2026-10-17T06:58:56.049Z"):
+        assert not memory.archive_hits("alpha/a7", until=until), until
+        assert not memory.archive_hits("alpha/a7", library=True, until=until), until
+
+
+def test_times_before_1970_and_in_the_last_second_of_year_9999_are_times(workspace):
+    """"Never" was -1, above every time before 1970 (negative microseconds): no cut showed a step
+    or an entry dated so. A run whose first event is in year 9999's last second: `eval reuse
+    --runs-before` ended in a traceback (the end of that instant overflowed)."""
+    ws = workspace
+    for run in ("alpha", "beta"):
+        ws.write_events(run, [dict(e, time=e["time"].replace("2026-10-1", "1966-10-1"))
+                              for e in ws.events(run)])
+    ws.write_library([dict(e, inserted=e["inserted"].replace("2026-10-1", "1966-10-1"))
+                      for e in ws.library()])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    query = "alpha/a1 alpha/a2 beta/b1"
+    assert {h.id for h in memory.archive_hits(query, until="1966-10-17T03:42:00Z")} == {
+        "alpha/a1", "alpha/a2"}
+    assert {h.id for h in memory.archive_hits(query, until="1966-10-18T01:00Z")} == {
+        "alpha/a1", "alpha/a2", "beta/b1"}
+    assert {h.id for h in memory.archive_hits("alpha/a1", library=True, until="1966-10-17T07:00Z")} == {
+        "alpha/a1"}
+    assert not memory.archive_hits(query, until="1966-10-17T03:41:59Z")
+    assert not memory.archive_hits("alpha/a1", library=True, until="1966-10-17T06:59:59Z")
+    ws.write_events("beta", [dict(e, time="9999-12-31T23:59:59Z") for e in ws.events("beta")])
+    memory.index(progress=False)
+    code, data = cli(memory, "eval", "reuse", "beta", "--runs-before")
+    assert code == 1 and [t["id"] for t in data["cited"]] == ["alpha/a1"]  # required, and missed
+    assert data["cut"].startswith("the run's start (before 9999-12-31T23:59:59.999999+00:00")
+
+
+@pytest.mark.parametrize("until, said", [
+    ("20261017", "is a date without a time of day (write a time with its zone: 20261017T00:00Z)"),
+    ("2026290", "is a date without a time of day (write a time with its zone: 2026290T00:00Z)"),
+    ("20260230T0000Z", "is not a valid time (day is out of range for month)"),
+    ("2026-366T00:00Z", "is not a valid time (2026 has 365 days)"),
+    ("2026-W54-1T00:00Z", "is not a valid time (Invalid isoformat string: '2026-W54-1T00:00Z')")])
+def test_a_date_in_basic_week_or_ordinal_form_is_a_time_or_refused_as_one(workspace, until, said):
+    """`20261017` was read as the sequence number 20,261,017 (memory as of now), and a basic, week
+    or ordinal date of no such day as an event's id ("no such event")."""
+    for argv in (("archive-search", "a1", "--run", "alpha"), ("recall-search", "five", "--run", "alpha"),
+                 ("eval", "resume", "alpha")):
+        out, err = io.StringIO(), io.StringIO()
+        code = run_cli(["--workspace", str(workspace.root), *argv, "--until", until], out=out, err=err)
+        assert (code, err.getvalue()) == (2, f"mem: --until {until!r} {said}\n"), argv
 
 
 def test_a_cut_searched_after_the_index_was_made_anew_reads_the_new_rows(workspace):

@@ -412,7 +412,7 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     meta["settings"] = sorted({setting for setting, _ in meta["settings"]})  # settings alone, as then
     path.write_text(json.dumps(meta | {"format": 4, "bm25": meta["bm25"] | {"engine": "lance"}}))
     code, _, err = mem("archive-search", "statement")
-    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 7): "
+    assert code == 2 and ("(index format differs: index has 4, this version of mem reads 8): "
                           "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
@@ -423,14 +423,16 @@ def test_an_index_of_format_4_is_refused_and_full_moves_it_embedding_nothing(mem
     assert mem("index", "--no-progress")[0] == 0 and embedded() == before + 1
 
 
-def test_an_index_of_format_6_is_refused_and_index_full_embeds_nothing_again(memory, workspace, mem):
+@pytest.mark.parametrize("old", [6, 7])
+def test_an_index_of_format_6_is_refused_and_index_full_embeds_nothing_again(memory, workspace, mem, old):
     """Format 6 wrote "never" as the first event of a step its log never names (a library copy
     alone puts it in memory, from its insertion): every `--until` then hid it, silently, where a
-    rebuild finds it (found by a review building indexes with older versions)."""
+    rebuild finds it (found by a review building indexes with older versions). Format 7 wrote it
+    as -1, above every time before 1970, which no `--until` then showed."""
     path = workspace.root / ".mem" / "meta.json"
-    path.write_text(json.dumps(json.loads(path.read_text()) | {"format": 6}))
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"format": old}))
     code, _, err = mem("archive-search", "statement", "--until", "2099-01-01T00:00:00Z")
-    assert code == 2 and ("(index format differs: index has 6, this version of mem reads 7): "
+    assert code == 2 and (f"(index format differs: index has {old}, this version of mem reads 8): "
                           "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
@@ -448,7 +450,7 @@ def test_an_index_of_format_5_is_refused_for_its_format_not_as_corrupt(memory, w
     path.write_text(json.dumps(meta | {"format": 5}))
     for argv in (("archive-search", "statement", "--setting", "Qp"), ("index", "--no-progress")):
         code, _, err = mem(*argv)
-        assert code == 2 and ("(index format differs: index has 5, this version of mem reads 7): "
+        assert code == 2 and ("(index format differs: index has 5, this version of mem reads 8): "
                               "run `mem index --full`") in err
     before = embedded()
     assert mem("index", "--full", "--no-progress")[0] == 0 and embedded() == before
@@ -922,6 +924,7 @@ def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, mon
 # events and sources), as JSON [gid, text] pairs
 SEARCH_TEXTS = {
     7: "310edbc01972b45884e1cd8475126bcff5a0e7b11cd239d23d7f1d3be41556ba",
+    8: "310edbc01972b45884e1cd8475126bcff5a0e7b11cd239d23d7f1d3be41556ba",
 }
 
 

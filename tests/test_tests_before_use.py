@@ -489,7 +489,9 @@ def test_reuse_as_the_run_began_or_as_of_a_time_requires_only_entries_inserted_b
     code, text = cli(workspace.root, "--json", "eval", "reuse", "beta", "--until", "2026-10-17T08:00:00Z")
     data = json.loads(text)
     assert code == 0 and [t["id"] for t in data["cited"]] == ["alpha/a1"] and data["later"] == ["alpha/a2"]
-    assert data["cut"] == "2026-10-17T08:00:00+00:00"
+    assert data["cut"] == "2026-10-17T08:00:00.999999+00:00"  # the end of the second it names
+    spaced = cli(workspace.root, "--json", "eval", "reuse", "beta", "--until", " 2026-10-17T08:00:00Z ")
+    assert spaced == (code, text)  # as every --until reads it (it was "Invalid isoformat string")
     code, text = cli(workspace.root, "eval", "reuse", "beta", "--until", "2026-10-17T06:00:00Z")
     assert code == 1 and text.splitlines()[-1].startswith(
         "reuse: nothing to test: recall 0/0 = n/a (it cites no library step inserted by then)")

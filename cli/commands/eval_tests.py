@@ -79,6 +79,7 @@ def reuse(args, ctx) -> int:
     from mem_retrieval.eval.paging import check_pages
     from mem_retrieval.eval.reuse import overall, reuse as run_reuse
     from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.records.parse import instant_last
     from mem_retrieval.retrieval.query import parse_time_arg
 
     if args.all == bool(args.runs):
@@ -90,9 +91,11 @@ def reuse(args, ctx) -> int:
     if args.per_step:
         args.max_pages = MAX_PAGES if args.max_pages is None else args.max_pages
         check_pages(args.max_pages, "max_pages")
-    until = parse_time_arg(args.until) if args.until is not None else None  # '' too: not "now"
+    until = parse_time_arg(args.until.strip()) if args.until is not None else None  # '' too: not "now"
     if args.until is not None and until is None:
         raise BadInput(f"{args.until!r} is not an ISO time with a zone", param="until")
+    if until is not None:  # as of the end of the instant it names, as every --until (Retriever.until)
+        until = instant_last(until, args.until.strip())
     memory = ctx.memory()
     config = memory.config.reuse
     runs = memory.workspace.check_runs(None if args.all else args.runs)
