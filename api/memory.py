@@ -129,6 +129,7 @@ class Memory:
         while a file of any run is bad input (the index step may read every run). Should the index
         step fail after the write, the error (of the index's kind) starts with what was written."""
 
+        from mem_retrieval.indexers import store
         from mem_retrieval.indexers.location import Location
         from mem_retrieval.indexers.rows import read_records
         from mem_retrieval.records.record import admit, plan_record
@@ -143,7 +144,14 @@ class Memory:
                              "index step may read this file)") from err
         if dry_run:
             return plan
-        Location.of(self.workspace, self.config)  # an index path LanceDB refuses: before the write
+        location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
+        try:  # and an index the config cannot extend (its model, its limits), or a corrupt meta.json
+            meta = store.read_meta(location)
+            why = meta is not None and store.mismatch(meta, self.config)
+        except store.IndexMismatch as err:
+            why = err.problem.message
+        if why:
+            raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)", location.meta_name)
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)

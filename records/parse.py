@@ -235,6 +235,9 @@ def read_text(path: Path) -> str:
     return decode_utf8(read_regular(path), str(path))
 
 
+NAMED_TOML_BYTES = 16 << 20  # what a file named on the command line may hold (the defaults: 10 kB)
+
+
 def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
     """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line.
     ``named``: a file the caller named (`--config /dev/stdin`, `--config <(…)`), read as it is,
@@ -242,9 +245,13 @@ def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
     file = str(path)
     if named:
         try:
-            raw = Path(path).read_bytes()
+            with open(path, "rb") as handle:
+                raw = handle.read(NAMED_TOML_BYTES + 1)
         except OSError as err:
             raise unreadable(path, err) from None
+        if len(raw) > NAMED_TOML_BYTES:  # /dev/zero, `<(yes)`: read until memory ran out
+            raise InputError(file, None, None, f"holds more than {NAMED_TOML_BYTES:,} bytes, which no "
+                                               "configuration does (a device, or a pipe that never ends?)")
     else:
         raw = read_regular(path)
     text = decode_utf8(raw, file)

@@ -876,6 +876,16 @@ def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not()
             os.close(read)
 
 
+def test_a_config_named_on_the_command_line_that_never_ends_is_one_line(workspace, mem):
+    """`--config /dev/zero` (or `<(yes)`) was read until memory ran out: a traceback, or, with no
+    limit, a hang growing for ever."""
+    code, out, err = mem("--config", "/dev/zero", "archive-search", "statement")
+    assert (code, out) == (2, "") and err == (
+        "mem: /dev/zero: holds more than 16,777,216 bytes, which no configuration does (a device, "
+        "or a pipe that never ends?)\n")
+    assert mem("--config", "/dev/null", "check")[0] == 0  # empty: the defaults
+
+
 SWAPPED = [("solve/mem.toml", ("archive-search", "statement"), 2),
            ("solve/settings.toml", ("check",), 2),
            (".mem/meta.json", ("archive-search", "statement"), 2),

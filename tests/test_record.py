@@ -123,9 +123,26 @@ def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, me
     assert len(data["problems"]) == 2
 
 
+def test_an_index_the_record_cannot_extend_refuses_it_before_it_writes(workspace, mem, tmp_path):
+    """An index built with other text limits than the config's, or a corrupt meta.json: `record`
+    wrote the library, then its index step failed (exit 2, "bad input", after a write)."""
+    assert mem("index")[0] == 0
+    before = workspace.library_path.read_bytes()
+    (tmp_path / "limits.toml").write_text("[model]\nmax_chars = 1000\n")
+    status, out, err = mem("--config", str(tmp_path / "limits.toml"), "record", "alpha")
+    assert (status, out) == (2, "") and "(text limits differ: index has {'max_chars': 2000}" in err
+    assert err.endswith(" (record alpha refused: nothing was admitted)\n") and len(err.splitlines()) == 1
+    (workspace.root / ".mem" / "meta.json").write_text("garbage")
+    status, out, err = mem("record", "alpha")
+    assert (status, out) == (2, "") and "is corrupt (unreadable meta.json)" in err
+    assert err.endswith(" (record alpha refused: nothing was admitted)\n")
+    assert workspace.library_path.read_bytes() == before
+
+
 def test_an_index_step_that_fails_after_the_write_says_what_was_written(workspace, mem):
     assert mem("index")[0] == 0
-    (workspace.root / ".mem" / "meta.json").write_text("garbage")  # the index needs --full now
+    for data in (workspace.root / ".mem" / "lance" / "steps.lance" / "data").iterdir():
+        data.write_bytes(b"")  # damaged: found once the index step reads the table
     status, out, err = mem("record", "alpha")
     assert (status, out) == (2, "")
     assert err.startswith("mem: record alpha: admitted 3 steps, left out 1, 1 already in the "
