@@ -59,6 +59,7 @@ def first_line(text: str, limit: int = 240) -> str:
 
 
 URL_SPECIAL = "#?%"  # what a URL reads otherwise than a key: an object store prefix holds none
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s]")  # an endpoint: a scheme and a host, at least
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no path of LanceDB's (object_store's) may hold: a
 # workspace whose folder's name held a tab could never be indexed, and `mem index` ended in a traceback
 
@@ -103,6 +104,10 @@ class Location:
                     raise config.fault("index.uri", f"{uri!r} names a file ({folder}), not a folder")
             except OSError as error:  # a name too long, a loop of links
                 raise config.fault("index.uri", f"{uri!r}: {error.strerror or error}") from None
+            except RuntimeError:  # `~nosuchuser/x`: expanduser knows no such home
+                home = uri.split("/")[0]
+                raise config.fault("index.uri", f"{uri!r}: {home!r} names no home folder here (no such "
+                                   "user)") from None
             if held := CONTROL.search(str(folder)):  # a relative one, under a workspace so named
                 raise config.fault("index.uri", f"{uri!r} is the folder {str(folder)!r}, whose path holds a "
                                    f"control character ({held.group()!r}), which no index path may (LanceDB "
@@ -121,6 +126,18 @@ class Location:
                                f"({odd[0]!r}) names no object key (object keys have none): write the "
                                "prefix without such parts")
         storage = config.index.storage
+        for name in STORAGE_KEYS:  # found here, not by a panic in object_store's Rust code
+            value = getattr(storage, name)
+            if held := CONTROL.search(value):
+                raise config.fault(f"index.storage.{name}", f"holds a control character ({held.group()!r}), "
+                                   "which no request to the store may carry")
+        if storage.endpoint and not _URL.match(storage.endpoint):
+            raise config.fault("index.storage.endpoint", f"{storage.endpoint!r} is not a URL: write "
+                               "http://host:port (with allow_http = \"true\") or https://host")
+        for variable in () if storage.endpoint else ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+            if (value := os.environ.get(variable)) and not _URL.match(value):
+                raise BadInput(f"{variable}={value!r} is not a URL (index.uri {uri!r} would be reached "
+                               "through it): write http://host:port or https://host, or unset it")
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))
         return cls(f"{scheme.lower()}://{rest.rstrip('/')}", local, options)
@@ -398,7 +415,9 @@ class _Reaching:
         if error is None or isinstance(error, (Refused, InputError)):
             return False
         module = type(error).__module__ or ""
-        if not (module.startswith("obstore") or isinstance(error, (OSError, ValueError))):
+        panic = type(error).__name__ == "PanicException"  # object_store's Rust code, on what it was
+        # given (AWS_ENDPOINT_URL=nonsense): pyo3 raises it as a BaseException
+        if not (module.startswith("obstore") or panic or isinstance(error, (OSError, ValueError))):
             return False
         if self.missing_ok and isinstance(error, FileNotFoundError) and "NoSuchBucket" not in str(error):
             return False

