@@ -46,6 +46,8 @@ def start_if_wanted(argv: list[str]) -> int | None:
         if found is None:
             return None
         root, config_file = found
+        if config_file and not stat.S_ISREG(os.stat(config_file).st_mode):  # a pipe (`--config <(…)`)
+            return None  # the call read it: its [serve] keys cannot be read again (a terminal waited)
         from mem_retrieval.configs import load_config
 
         config = load_config(root, Path(config_file) if config_file else None)

@@ -100,6 +100,18 @@ def test_off_by_config_or_environment(ws):
     assert ping(ws.root) is None and not (ws.root / ".mem" / "serve.starting").exists()
 
 
+def test_a_config_from_a_pipe_is_not_read_again_to_start_a_server(ws):
+    """The call read `--config /dev/stdin` (or `<(…)`); starting the server read it again: empty,
+    so its `[serve] auto = false` was lost and a server started (a terminal waited for a second
+    Ctrl-D after the answer)."""
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws.root), "--config",
+                           "/dev/stdin", "archive-search", "statement"], input="[serve]\nauto = false\n",
+                          capture_output=True, text=True, timeout=120, env=env())
+    assert done.returncode == 0
+    time.sleep(3)
+    assert ping(ws.root) is None and not (ws.root / ".mem" / "serve.starting").exists()
+
+
 def test_stop_stops_it_and_status_says_none(ws):
     mem(ws.root, "archive-get", "alpha/a1")
     assert wait_for(lambda: ping(ws.root) is not None)

@@ -794,3 +794,18 @@ def test_a_signal_during_a_call_sends_its_answer_before_the_exit(served, signame
         assert answers[2]["isError"] and answers[2]["content"][0]["text"] == (
             "the server is stopping (SIGINT or SIGTERM): call again once it is restarted")
         assert b"Traceback" not in server.proc.stderr.read()
+
+
+def test_a_config_from_a_pipe_is_refused_at_start_not_by_every_call(tmp_path):
+    """`mem mcp --config <(…)` started, then every call failed ("cannot read": the server reads its
+    configuration again on every call, and the pipe was read)."""
+    read, write = os.pipe()
+    os.write(write, b"[search]\npage_size = 2\n")
+    os.close(write)
+    try:
+        code, out, err = cli(tmp_path, ["--config", f"/dev/fd/{read}", "mcp"], False)
+    finally:
+        os.close(read)
+    assert (code, out) == (2, "") and err == (
+        f"mem: --config '/dev/fd/{read}' is not a regular file (a pipe?): mem mcp reads its configuration "
+        "again on every call, to follow edits; give a file\n")

@@ -509,3 +509,16 @@ def test_a_socket_path_that_cannot_be_a_socket_is_one_line(spare, in_the_way):
     code = run_cli(["-w", str(spare), "serve", "--lazy"], out=out, err=err)
     assert code == 1 and out.getvalue() == "" and err.getvalue().count("\n") == 1
     assert err.getvalue().startswith(f"mem: cannot listen on {sock(spare)}: ")
+
+
+def test_serve_refuses_a_config_of_its_own_and_a_bad_workspace_config_at_start(spare):
+    """`mem serve --config X` said ready and never read X (each call is served with the --config
+    it names); a bad solve/mem.toml was ready too, then refused every call."""
+    (spare / "other.toml").write_text("[search]\npage_size = 2\n")
+    assert in_process("-w", str(spare), "--config", str(spare / "other.toml"), "serve", "--lazy") == (
+        2, "", "mem: mem serve answers each call with the configuration that call names (its --config, "
+               "and the workspace's solve/mem.toml): give --config to the calls\n")
+    (spare / "solve" / "mem.toml").write_text("[search]\npage_size = 0\n")
+    assert in_process("-w", str(spare), "serve", "--lazy") == (
+        2, "", f"mem: {spare / 'solve' / 'mem.toml'}:2: search.page_size: must be at least 1, not 0\n")
+    assert not (spare / ".mem" / "serve.sock").exists()

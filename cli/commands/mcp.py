@@ -31,10 +31,20 @@ def _port(text: str) -> int:
     return number
 
 
+def _regular(path) -> bool:
+    import os
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # missing: the configuration's own check names it
+        return True
+
+
 def serve(args, ctx) -> int:
     import os
 
-    from mem_retrieval.records.errors import Refused, install_hint
+    from mem_retrieval.records.errors import BadInput, Refused, install_hint
 
     try:
         import mcp.server  # noqa: F401  (an optional dependency: the extra [mcp])
@@ -44,6 +54,9 @@ def serve(args, ctx) -> int:
 
     workspace = ctx.workspace()
     config_file = ctx.config_path.resolve() if ctx.config_path else None
+    if config_file is not None and not _regular(ctx.config_path):  # every call failed: "cannot read"
+        raise BadInput(f"--config {str(ctx.config_path)!r} is not a regular file (a pipe?): mem mcp "
+                       "reads its configuration again on every call, to follow edits; give a file")
     ctx.config(workspace)  # a bad configuration: refused now, in one line, rather than per call
     tools = Tools(workspace, config_file)
     os.environ.setdefault("LANCEDB_LOG", "error")

@@ -46,9 +46,15 @@ def serve(args, ctx) -> int:
     from mem_retrieval.cli.autostart import started
     from mem_retrieval.cli.server import Server, socket_path
 
+    from mem_retrieval.records.errors import BadInput
+
     workspace = ctx.workspace()
     if args.status or args.stop:
         return _control(ctx, socket_path(workspace.root), args.stop)
+    if ctx.config_path is not None:  # it was dropped, unsaid: the server never read it
+        raise BadInput("mem serve answers each call with the configuration that call names (its "
+                       "--config, and the workspace's solve/mem.toml): give --config to the calls")
+    ctx.config(workspace)  # a bad solve/mem.toml: refused now, in one line, rather than per call
     try:
         server = Server.bind(workspace.root, args.idle_timeout)
     except BaseException:
