@@ -199,7 +199,9 @@ TABLES: dict[str, type] = {"Weights": Weights, "StorageConfig": StorageConfig}  
 def _checked(path: Path, named: bool = False) -> dict[str, Any]:
     """The sections and keys ``path`` sets, each checked against its declaration (``named``: the
     `--config` file, which may be a pipe: ``read_toml``)."""
-    data, _ = read_toml(path, named)
+    data, text = read_toml(path, named)
+    if named:
+        _NAMED_TEXT[str(path)] = text
     return _table(Fields(data, str(path), None, "", SECTIONS, kind="a TOML document"), SECTIONS)
 
 
@@ -285,10 +287,14 @@ def located(file: str, key: str, message: str) -> InputError:
     """The InputError of a bad ``key`` (``search.pool``) of the TOML ``file``, at the line setting
     it (``records.parse.toml_key_line``; none where the file cannot be read again)."""
     try:
-        line = toml_key_line(Path(file).read_text(encoding="utf-8"), key)
+        text = _NAMED_TEXT.get(file)
+        line = toml_key_line(Path(file).read_text(encoding="utf-8") if text is None else text, key)
     except (OSError, UnicodeDecodeError):
         line = None
     return InputError(file, line, key, message)
+
+
+_NAMED_TEXT: dict[str, str] = {}  # the text of each --config read: a pipe (`<(…)`) cannot be read twice
 
 
 def _load_config(workspace: Path | None, override: Path | None) -> Config:

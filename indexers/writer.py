@@ -182,6 +182,17 @@ def _prunable(index: Index, table) -> timedelta:
     return index.keep
 
 
+def _optimize(table, older: timedelta) -> None:
+    """``table.optimize``, deleting the versions older than ``older``. At 0 (`keep_versions_days
+    = 0`, a valid setting) lancedb warns that every version but the latest goes, on stderr across
+    the progress line: ``_prunable`` keeps the version readers use, so the warning says nothing."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
+        table.optimize(cleanup_older_than=older)
+
+
 def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     """Create the full-text index once the table has rows (an FTS index built on an empty table
     misses later rows, lance #4780). Afterwards, when rows were added, rewritten or removed
@@ -206,7 +217,7 @@ def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     if not fresh and "tokens_idx" in names:
         if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
             return table
-        table = retrying(index, table, lambda t: t.optimize(cleanup_older_than=_prunable(index, t)))
+        table = retrying(index, table, lambda t: _optimize(t, _prunable(index, t)))
         return retrying(index, table, full_text)
 
     def build(t) -> None:

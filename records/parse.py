@@ -259,7 +259,10 @@ def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
         at = re.search(r"at line (\d+)", str(err))
-        raise InputError(file, int(at.group(1)) if at else None, None, f"invalid TOML: {err}") from None
+        line = int(at.group(1)) if at else len(text_lines(text)) or 1 if "end of document" in str(err) else None
+        twice = _toml_key_at(text, line) if line and str(err).startswith("Cannot overwrite") else None
+        said = f"invalid TOML: {err}" + (f": {twice} is set twice" if twice else "")
+        raise InputError(file, line, None, said) from None
     except RecursionError:  # arrays or inline tables nested some 500 deep
         raise InputError(file, _line_of(text, _DEEP), None, "invalid TOML: nested too deeply") from None
 
@@ -273,6 +276,18 @@ _TOML_PART = re.compile(_TOML_NAME)
 
 def _toml_path(dotted: str) -> list[str]:
     return [part.strip("\"'") for part in _TOML_PART.findall(dotted)]
+
+
+def _toml_key_at(text: str, line: int) -> str | None:
+    """The dotted name of the key line ``line`` of a TOML document sets (``search.pool``), its
+    table's name before it; None when that line sets no key."""
+    table: list[str] = []
+    for number, row in enumerate(text_lines(text)[:line], start=1):
+        if (header := _TOML_TABLE.match(row)) is not None:
+            table = _toml_path(header.group(1))
+        elif number == line and (key := _TOML_KEY.match(row)) is not None:
+            return ".".join(table + _toml_path(key.group(1)))
+    return None
 
 
 def toml_key_line(text: str, dotted: str) -> int | None:

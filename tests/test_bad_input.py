@@ -923,6 +923,34 @@ def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not()
             os.close(read)
 
 
+@pytest.mark.parametrize("text, said", [
+    ("[search]\npool = 3\npool = 4", "3: invalid TOML: Cannot overwrite a value (at end of document): "
+                                     "search.pool is set twice"),
+    ("[search]\npool = 3\npool = 4\n", "3: invalid TOML: Cannot overwrite a value (at line 3, column 9): "
+                                       "search.pool is set twice"),
+    ("[search]\npool =", "2: invalid TOML: Invalid value (at end of document)"),
+    ('[search]\nstrategy = "bm25', "2: invalid TOML: Unterminated string (at end of document)")])
+def test_a_toml_error_at_the_end_names_the_last_line_and_a_key_set_twice_is_named(workspace, mem,
+                                                                                   text, said):
+    """A file without its last line break: "c.toml: invalid TOML: … (at end of document)", no line;
+    a key set twice was never named."""
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(text)
+    assert mem("check") == (2, "", f"mem: {config}:{said}\n")
+
+
+def test_a_bad_key_of_a_config_read_from_a_pipe_names_its_line(workspace, mem):
+    """`--config <(…)`: "/dev/fd/63: search.page_size: …", no line (the pipe was read again)."""
+    read, write = os.pipe()
+    os.write(write, b"# the pipe's\n[search]\npage_size = 0\n")
+    os.close(write)
+    try:
+        code, out, err = mem("--config", f"/dev/fd/{read}", "check")
+    finally:
+        os.close(read)
+    assert (code, out, err) == (2, "", f"mem: /dev/fd/{read}:3: search.page_size: must be at least 1, not 0\n")
+
+
 def test_a_config_named_on_the_command_line_that_never_ends_is_one_line(workspace, mem):
     """`--config /dev/zero` (or `<(yes)`) was read until memory ran out: a traceback, or, with no
     limit, a hang growing for ever."""

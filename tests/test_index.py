@@ -642,6 +642,18 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     assert [h.id for h in after.hits] == before
 
 
+def test_keeping_no_old_versions_prints_no_warning_of_lancedbs(workspace):
+    """`keep_versions_days = 0` (valid) with more texts than `vector_batch`: lancedb's UserWarning
+    ("optimize(cleanup_older_than=0) removes every version…") ran onto the progress line."""
+    import warnings
+
+    (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0\nvector_batch = 2\n")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        Memory.open(workspace.root).index(progress=False)
+    assert [str(w.message) for w in said if "cleanup_older_than" in str(w.message)] == []
+
+
 def test_a_text_put_back_after_a_run_that_never_published_is_not_embedded_again(memory, workspace,
                                                                                  monkeypatch):
     """A run stopped between its commit and its publish replaced a2's row; its statement put back
