@@ -108,7 +108,9 @@ def id_shape(word: str) -> str:
 # non-breaking hyphen, figure and en dashes, minus sign, small and fullwidth hyphen-minus) and
 # characters drawn as nothing (soft hyphen, zero-width space and joiners, word joiner, BOM)
 LOOKALIKES = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d", "-"),
-                            **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff")})
+                            **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff"  # drawn as nothing,
+                                            "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"  # the bidi marks too
+                                            "\u2066\u2067\u2068\u2069\u061c")})
 
 
 def canonical(value: str) -> str:

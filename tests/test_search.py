@@ -504,7 +504,7 @@ def test_an_id_written_decomposed_in_the_records_is_the_same_id_composed(workspa
         "here decomposed, the same letters)" in out
 
 
-@pytest.mark.parametrize("dash", ["\u2011", "\u2013", "\u2212", "\uff0d", "-\u200b"])
+@pytest.mark.parametrize("dash", ["\u2011", "\u2013", "\u2212", "\uff0d", "-\u200b", "-\u200e"])
 def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspace, mem, dash):
     """An agent's text draws A5-7's hyphen as a non-breaking hyphen, an en dash, a minus sign, …
     or its letters fullwidth: `archive-search` gave 34 text hits with no note, `A7-24` first; the id
