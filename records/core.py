@@ -6,6 +6,7 @@ words (``A5-7 proved``, ``pfr-distance/ruzsa-diff open``), which M1 compares wit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ _LINKS = frozenset({"is", "now", "also", "been", "status", "—", "–", "-", "=
 # A5-8 is now proved; A5-8 status: proved. Not "are": `once A5-9, A6-3 are proved` states nothing
 _PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
 # open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
-_ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦"})  # `A5-8 open → refuted`: a
+_ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦", "⇐", "⟸", "<=="})  # `A5-8 open → refuted`: a
 # change, history or a plan (`A6-8 open → proved once A5-9 is`): it states neither status
 _CONDITIONS = frozenset({  # a word before an id in its clause that makes the clause state no status of it
     "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
@@ -31,6 +32,29 @@ _CONDITIONS = frozenset({  # a word before an id in its clause that makes the cl
     "say", "says", "said", "claim", "claims", "claimed", "assert", "asserts", "asserted", "report", "reports",
     "reported",  # reports: `d1 claimed A5-9 proved; it is blocked`
     "neither", "nor", "either", "or", "none", "no"})  # `neither A5-8 nor A5-9 is proved`
+_CONDITIONS = _CONDITIONS | frozenset({  # plans, hedges and reports, as a condition's words
+    "waiting", "awaiting", "await", "awaits", "depending", "requiring", "needing", "conditional",
+    "assume", "assumes", "assumed", "confirm", "verify", "check", "target", "aim", "push", "make", "then",
+    "think", "thinks", "believe", "believes", "suspect", "suspects", "guess", "probably", "maybe",
+    "perhaps", "possibly", "likely", "unlikely", "presumably", "apparently", "seemingly", "allegedly",
+    "reportedly", "supposedly", "according", "per",
+    "goal", "goals", "plan", "todo", "next"})  # a plan's label: `goal: A6-8 proved by round 4`
+_NOT_A_STATE = frozenset({  # a word after a status that makes it no status now (``_other_use``)
+    "to", "that", "than", "the", "a", "an", "it", "its", "this", "these", "those", "their", "his", "her",
+    "our", "my",  # a verb: `proved to be false`, `refuted the claim`
+    "if", "or", "when", "once",  # a condition, an alternative: `refuted if p = 2`, `proved or refuted`
+    "earlier", "before", "previously", "formerly", "originally", "initially"})  # a past
+_ID_LIKE = re.compile(r"(?:[A-Z][A-Za-z]*\d|[A-Za-z][\w.']*[-_.][\w.'-]*\d)[\w.'-]*")  # `refuted A5-9`,
+# `blocked A2`: a verb and its object (not `proved r2`, a round)
+_GOVERNING = frozenset({  # condition words that, opening a clause, govern the rest of its sentence
+    "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
+    "assuming", "suppose", "supposing", "provided", "given", "then", "according", "per",
+    "goal", "goals", "aim", "target", "plan", "todo", "next"})
+_BARE_LEAD = frozenset({"now", "still", "again", "then", "but", "and", "so", "yet", "already", "stays",
+                        "remains", "stay", "remain", "is", "was", "it's", "—", "–", "-"})
+_BULLETS = "-*+>•·|#0123456789.)"  # what a list's marker or a table's bar is made of
+_OPEN_QUOTES, _CLOSE_QUOTES = "\"“„«", "\"”»"
+_SENTENCE_END = ";.!?？·•"  # clause ends that end a sentence too: the reach of a condition opening one
 _CLAUSE_END = ",;.:!?？·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
 # · and • separate W's items (SPEC §6: `A2-4 audited · A5-7 not yet`)
 _NAME_WIDTH = 12  # "## phase       round 2" as in SPEC §6
@@ -134,6 +158,10 @@ def _ends_clause(word: str) -> bool:
     return any(c in _CLAUSE_END for c in _tail(word))
 
 
+def _ends_sentence(word: str) -> bool:
+    return any(c in _SENTENCE_END for c in _tail(word))
+
+
 def _asks(word: str) -> bool:
     """Whether the word ends a question: a `?` among its ending punctuation (`proved?`, `proved?,`,
     `proved?).`, `proved?…`)."""
@@ -141,9 +169,11 @@ def _asks(word: str) -> bool:
 
 
 def asked(words: list[str]) -> list[bool]:
-    """For each word, whether it lies in a condition or a question: its clause (the words between
-    two that end one) has a condition word before it, or ends in ``?``. One pass each way, so a
-    line of many words costs no more than their number."""
+    """For each word, whether it lies in a condition, a quotation or a question: a condition word
+    comes before it in its clause (one opening its clause governs the sentence, up to ``;`` ``.``
+    ``·``: ``if a5-9 proved, a6-8 proved too``), it is inside quotation marks (reported words:
+    ``"A5-9 proved" in A4's return``), or its clause ends in ``?``. One pass each way, so a line
+    of many words costs no more than their number."""
     count = len(words)
     ends = [_ends_clause(word) for word in words]
     last = [False] * count  # whether the word's clause ends in "?"
@@ -152,56 +182,121 @@ def asked(words: list[str]) -> list[bool]:
         if ends[at] or at == count - 1:
             question = _asks(words[at])
         last[at] = question
-    out, condition = [], False
+    quoted = _quoted(words)
+    out, condition, governs, opening = [], False, False, True
     for at, word in enumerate(words):
+        if at and _ends_sentence(words[at - 1]):
+            condition = governs = False
         if at and ends[at - 1]:
-            condition = False
-        out.append(condition or last[at])
-        condition = condition or _word(word) in _CONDITIONS
+            condition, opening = condition and governs, True
+        out.append(condition or last[at] or quoted[at])
+        if _word(word) in _CONDITIONS and not condition:
+            condition, governs = True, opening and _word(word) in _GOVERNING
+        opening = opening and not word.strip(_BULLETS)
+    return out
+
+
+def _quoted(words: list[str]) -> list[bool]:
+    """For each word, whether it lies inside double quotation marks (``"…"``, ``“…”``, ``«…»``),
+    the marks' own words included; an opening mark never closed runs to the line's end."""
+    out, inside = [], False
+    for word in words:
+        opens = not inside and word[:1] in _OPEN_QUOTES
+        inside = inside or opens
+        out.append(inside)
+        body = word[1:] if opens else word
+        if inside and any(c in _CLOSE_QUOTES for c in _tail(body)):
+            inside = False
     return out
 
 
 def claims(text: str) -> Iterator[Claim]:
     """Each word followed by a status word (open, proved, refuted, blocked, stale), directly or
     after up to two linking words: ``A5-8 is proved``, ``A5-8 — proved``, ``A5-8 is now stale``,
-    ``A5-8 has been proved``, ``A5-8 status: proved``. A status becoming another states neither
-    (``A5-8 open → refuted``: history, or a plan). ``A5-8 is not proved`` states nothing, nor
-    does a word in a condition (a clause where a condition word comes before it: ``once A5-8 is
-    proved``, ``retry E6 if step A5-8 is proved``, ``as soon as A5-8 is proved``; a plan, a report
-    or an alternative alike: ``A6-8 needs A5-9 proved``, ``d1 claimed A5-9 proved``, ``neither
-    A5-8 nor A5-9 is proved``) or in a question (``is A5-8 proved?``), the status word's clause
-    included (``A5-8: proved?``)."""
+    ``A5-8 has been proved``, ``A5-8 status: proved``, the status ending its clause or followed by
+    what tells no other use (``A5-8 proved (audit minor)``, ``A5-8 proved at 03:42``). States
+    nothing: ``A5-8 is not proved``; a word ending its clause (``A5-8, A5-9 open``: of A5-8); a
+    word in a condition (a clause where a condition word comes before it: ``once A5-8 is proved``,
+    ``retry E6 if step A5-8 is proved``, ``as soon as A5-8 is proved``; a plan, a report, a hedge
+    or an alternative alike: ``A6-8 needs A5-9 proved``, ``d1 claimed A5-9 proved``, ``A3 thinks
+    A5-9 refuted``, ``neither A5-8 nor A5-9 is proved``), in quotation marks or in a question
+    (``is A5-8 proved?``), the status word's clause included (``A5-8: proved?``); a status in a
+    clause an arrow is in (``A5-8 open → refuted``, ``A5-8 proved ⇒ A6-1 proved``: history, a
+    plan or an implication); a status used as a verb or of a time past (``A5-8 proved to be
+    false``, ``A5-8 refuted A5-9``, ``A5-8 proved earlier``, ``A5-8 refuted if p = 2``); and a
+    status its sentence goes on to revise (``A5-8 proved at 03:42, stale since 05:10``)."""
     for number, line in content_lines(text):
         words = line.split()
         asking = asked(words)
         statuses = [_status(word) for word in words]
         changing = changes(words, statuses)
+        revised = _revised(words, statuses)
         for at, word in enumerate(words):
-            if asking[at]:
+            if asking[at] or _ends_sentence(word):
                 continue
             for place in range(at + 1, min(at + 4, len(words))):
-                if statuses[place] and not asking[place] and not changing[place]:  # `A5-8: proved?`
+                heads = _ends_clause(word) and words[place].endswith(":")  # `open: A5-7, A5-8; blocked:`
+                if statuses[place] and not (asking[place] or changing[place] or revised[place] or heads
+                                            or _other_use(words, place)):
                     yield Claim(number, word, statuses[place])
                 if not _links(words, place):
                     break
 
 
 def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
-    """For each word, whether it is a status in a change of status: one an arrow joins to another
-    in its clause, the linking words of a claim between (``open → refuted``, ``open → now refuted``,
-    ``blocked → open → proved``). One pass from the end, so a long chain costs no more than its
-    words."""
-    changing = [False] * len(words)
-    for at in range(len(words) - 2, -1, -1):
-        if not statuses[at] or _ends_clause(words[at]) or words[at + 1] not in _ARROWS:
-            continue
-        for place in range(at + 2, min(at + 5, len(words))):
-            if statuses[place]:
-                changing[at] = changing[place] = True
-                break
-            if not _links(words, place):
-                break
+    """For each word, whether it is a status an arrow (``→``, ``⇒``, ``⇐``…; not ``←``, which says
+    what a step rests on) makes no status now: every status of a clause where an arrow has a status
+    before it and one after it (``open → refuted``, ``open (r1) → proved (r2)``: history;
+    ``A5-8 proved ⇒ A6-1 proved``: an implication), and those after an arrow opening its clause
+    (``→ A6-1 proved by round 4``: a plan). ``A5-8 → refuted`` (an id becoming it) states it.
+    One pass over each clause."""
+    count, changing, at = len(words), [False] * len(words), 0
+    while at < count:
+        end = at
+        while end + 1 < count and not _ends_clause(words[end]):
+            end += 1
+        arrows = [i for i in range(at, end + 1) if words[i].strip(",;.") in _ARROWS]
+        if arrows:
+            held = [i for i in range(at, end + 1) if statuses[i]]
+            joined = any(held[0] < arrow < held[-1] for arrow in arrows) if held else False
+            opening = not any(words[i].strip(_BULLETS) for i in range(at, arrows[0]))
+            for i in held:
+                changing[i] = joined or (opening and i > arrows[0])
+        at = end + 1
     return changing
+
+
+def _other_use(words: list[str], place: int) -> bool:
+    """Whether the status word at ``place`` is used otherwise than to state a status now: the word
+    after it in its clause makes it a verb (``proved to be false``, ``refuted the claim``,
+    ``refuted A5-9``), a past (``proved earlier``, ``open until round 3``) or a condition or an
+    alternative (``refuted if p = 2``, ``proved or refuted``)."""
+    if place + 1 >= len(words) or _ends_clause(words[place]) or words[place].endswith(")") \
+            or words[place + 1][:1] in "([":  # `proved (the counterexample lemma)`: what follows says more
+        return False
+    after = words[place + 1]
+    return _word(after) in _NOT_A_STATE or bool(_ID_LIKE.fullmatch(after.rstrip(_TAIL)))
+
+
+def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
+    """For each word, whether a later clause of its sentence opens with a status of no id of its
+    own, which revises a status before it (``A5-8 proved at 03:42, now stale``, ``A5-8 refuted if
+    p = 2, proved otherwise``: no status now); an id with none of its own takes it (``A5-8, proved
+    by A2``). Here a clause ends at ``,`` ``;`` … but not at ``:`` (``A5-8: proved`` opens with its
+    id). Two passes."""
+    bare, lead = [False] * len(words), True
+    for at, word in enumerate(words):
+        if at and _ends_clause(words[at - 1].removesuffix(":")):
+            lead = True
+        bare[at] = lead and statuses[at] is not None
+        lead = lead and (not word.strip(_BULLETS) or _word(word) in _BARE_LEAD)
+    out, revising = [False] * len(words), False
+    for at in range(len(words) - 1, -1, -1):
+        if at + 1 < len(words) and _ends_sentence(words[at]):
+            revising = False
+        out[at] = revising
+        revising = revising or bare[at]
+    return out
 
 
 def _word(word: str) -> str:
