@@ -839,9 +839,10 @@ def test_an_error_in_a_pretty_printed_tree_names_the_line_of_its_field(workspace
     assert code == 2 and f"alpha/tree.json:{said['steps[1].hyp']}: input: steps[1].hyp: " in out
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\\"), max_size=30))
+@given(st.text(alphabet=st.characters(blacklist_characters="\\", blacklist_categories=("Cs",)), max_size=30))
 def test_a_line_escaped_for_printing_reads_back_as_it_was(text):
-    """``unescape`` reads back what ``one_line`` escaped (an id copied from a message as shown)."""
+    """``unescape`` reads back what ``one_line`` escaped (an id copied from a message as shown; no
+    id holds a lone surrogate, whose escape stays as typed)."""
     assert unescape(one_line(text)) == text and one_line(text).isprintable()
 
 
