@@ -31,9 +31,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from mem_retrieval.records.ids import plain
 from mem_retrieval.records.notation import FONT_COMMANDS
 
-VERSION = "math-v9"
+VERSION = "math-v10"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -179,7 +180,7 @@ def fold_accents(text: str) -> str:
 def normalize(text: str) -> str:
     """NFKC, symbols as the commands that draw them, LaTeX accents and commands unwrapped, Greek
     letters named, case and accents folded."""
-    text = unicodedata.normalize("NFKC", text).translate(_SYMBOLS)
+    text = plain(text).translate(_SYMBOLS)  # NFKC; what is drawn as nothing dropped, a dash as -
     text = _COMMAND.sub(_command, _ACCENT.sub(_accented, text))
     text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
     return _GREEK_SCRIPTED.sub(r"\1 ", unicodedata.normalize("NFKC", text))
