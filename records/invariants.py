@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cached_property
 from collections import Counter, deque
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -161,27 +162,36 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
 class Catalog:
     """Every id the workspace knows: the steps and sources of the runs read, and the library."""
 
-    def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry],
+    def __init__(self, trees: dict[str, Tree], library: list[LibraryEntry] | dict[str, LibraryEntry],
                  unreadable: set[str] | None = None, library_whole: bool = True,
                  library_unread: tuple[frozenset[str], ...] | None = None):
         self.trees = trees
-        self.library = {entry.gid: entry for entry in library}
+        self.library = library if isinstance(library, dict) else {entry.gid: entry for entry in library}
         self.unreadable = unreadable or set()
         self.library_whole = library_whole  # False: some of its lines cannot be read, and
         self.library_unread = library_unread  # the strings each run of them holds (None: not known)
-        self._steps = {run: {s.id: s for s in tree.steps} for run, tree in trees.items()}
-        self.steps = {s.gid: s for tree in trees.values() for s in tree.steps}  # runs in order
         self._sources = {run: {s.id: s for s in tree.sources} for run, tree in trees.items()}
-        self._runs = set(trees) | {entry.run for entry in library} | self.unreadable
         self._shapes: dict[str, frozenset[str]] = {}
         self._nearest: dict[str, NearestIds] = {}
+
+    @cached_property
+    def _runs(self) -> set[str]:
+        """The runs known: those read, the library's, the unreadable."""
+        return set(self.trees) | {entry.run for entry in self.library.values()} | self.unreadable
+
+    @cached_property
+    def steps(self) -> dict[str, Step]:
+        """Every step of the runs read, by global id, runs in order (made when first asked: a
+        lookup of a few ids, once per step of an evaluation, need not pay for it)."""
+        return {s.gid: s for tree in self.trees.values() for s in tree.steps}
 
     def resolve(self, ref: str, run: str) -> Step | Source | LibraryEntry | None:
         """What ``ref`` names in the context of ``run``: a step or source of its run, else a library
         entry; None when nothing."""
         ref_run, local = split_gid(ref)
         target = ref_run or run
-        found = self._steps.get(target, {}).get(local) or self._sources.get(target, {}).get(local)
+        tree = self.trees.get(target)
+        found = (tree.step(local) if tree is not None else None) or self._sources.get(target, {}).get(local)
         return found or self.library.get(f"{target}/{local}")
 
     def unverifiable(self, ref: str, run: str) -> bool:
@@ -223,8 +233,9 @@ class Catalog:
 
     def parent_steps(self, step: Step) -> list[Step]:
         """The steps ``step``'s parents name (not sources, nor library entries alone)."""
-        own = self._steps.get(step.run, {})  # a bare id naming a step of its run: resolve's first
-        found = (own.get(parent) or self.resolve(parent, step.run) for parent in step.parents)
+        own = self.trees.get(step.run)  # a bare id naming a step of its run: resolve's first
+        found = ((own.step(parent) if own is not None else None) or self.resolve(parent, step.run)
+                 for parent in step.parents)
         return [target for target in found if isinstance(target, Step)]
 
     def circle_through(self, step: Step) -> list[str] | None:
@@ -250,7 +261,8 @@ class Catalog:
 
     def step_ids(self, run: str) -> list[str]:
         """The ids of ``run``'s steps (none when its tree.json was not read)."""
-        return list(self._steps.get(run, {}))
+        tree = self.trees.get(run)
+        return list(dict.fromkeys(s.id for s in tree.steps)) if tree is not None else []
 
     def nearest(self, run: str) -> NearestIds:
         """``run``'s step ids, ready to name the nearest to an id naming none (built once a run)."""

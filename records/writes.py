@@ -267,9 +267,9 @@ def named_ids(ws: Workspace, run: str, text: str) -> list[str]:
     forms = [id_candidates(word) for word in mentions(text)]
     others = {split_gid(form)[0] for candidates in forms for form in candidates if "/" in form}
     trees = {run: ws.tree(run), **ws.readable_trees(others - {run})}  # an unreadable one names nothing
-    library: list[LibraryEntry] = []
+    library: dict[str, LibraryEntry] = {}
     with contextlib.suppress(InputError):
-        library = ws.library()
+        library = ws.library_index()  # cached: a checkpoint or an evaluation's step names few ids
     catalog = Catalog(trees, library)
     found: list[str] = []
     for candidates in forms:  # the id as its record writes it: `A5‑7` (U+2011) typed, `A5-7` logged
