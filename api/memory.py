@@ -151,7 +151,8 @@ class Memory:
         except store.IndexMismatch as err:
             why = err.problem.message
         if why:
-            raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)", location.meta_name)
+            raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
+                                      location.meta_name)
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)

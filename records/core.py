@@ -20,8 +20,9 @@ _LINKS = frozenset({"is", "now", "also", "been", "status", "—", "–", "-", "=
 # A5-8 is now proved; A5-8 status: proved. Not "are": `once A5-9, A6-3 are proved` states nothing
 _PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
 # open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
-_ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦", "⇐", "⟸", "<=="})  # `A5-8 open → refuted`: a
-# change, history or a plan (`A6-8 open → proved once A5-9 is`): it states neither status
+_ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦", "⇐", "⟸", "<=="})
+# `A5-8 open → refuted`: a change, history or a plan; `A5-8 proved ⇒ A6-1 proved`, an implication
+# (``changes``); not `←`, which says what a step rests on
 _CONDITIONS = frozenset({  # a word before an id in its clause that makes the clause state no status of it
     "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
     "assuming", "suppose", "supposing", "provided", "soon", "given", "case",  # conditions

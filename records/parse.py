@@ -259,7 +259,8 @@ def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
         at = re.search(r"at line (\d+)", str(err))
-        line = int(at.group(1)) if at else len(text_lines(text)) or 1 if "end of document" in str(err) else None
+        end = "end of document" in str(err)  # no line given: the last one
+        line = int(at.group(1)) if at else (len(text_lines(text)) or 1) if end else None
         twice = _toml_key_at(text, line) if line and str(err).startswith("Cannot overwrite") else None
         said = f"invalid TOML: {err}" + (f": {twice} is set twice" if twice else "")
         raise InputError(file, line, None, said) from None

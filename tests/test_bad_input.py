@@ -949,7 +949,8 @@ def test_a_bad_key_of_a_config_read_from_a_pipe_names_its_line(workspace, mem):
         code, out, err = mem("--config", f"/dev/fd/{read}", "check")
     finally:
         os.close(read)
-    assert (code, out, err) == (2, "", f"mem: /dev/fd/{read}:3: search.page_size: must be at least 1, not 0\n")
+    said = f"mem: /dev/fd/{read}:3: search.page_size: must be at least 1, not 0\n"
+    assert (code, out, err) == (2, "", said)
 
 
 def test_a_config_named_on_the_command_line_that_never_ends_is_one_line(workspace, mem):

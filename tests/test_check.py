@@ -1138,7 +1138,8 @@ def test_m1_on_core_md_lines_others_wrote_and_labelled(name):
     assert (right, other, none, false, missed) == M1_FIGURES[name]
 
 
-@given(st.lists(st.sampled_from(["a1", "a2", "b1", "A1"]), max_size=8), st.sampled_from(["a1", "a2", "b1", "zz"]))
+@given(st.lists(st.sampled_from(["a1", "a2", "b1", "A1"]), max_size=8),
+       st.sampled_from(["a1", "a2", "b1", "zz"]))
 def test_a_trees_step_lookup_is_the_first_step_of_that_id(ids, wanted):
     """``Tree.step`` against a scan of its steps (the scan it replaced, once per library entry, made
     `check` and `record` of a 40,000-step run take 22 s); a tree rebuilt by ``replace`` looks up
@@ -1147,10 +1148,12 @@ def test_a_trees_step_lookup_is_the_first_step_of_that_id(ids, wanted):
 
     from mem_retrieval.records.types import Step, Tree
 
-    steps = tuple(Step(run="r", id=i, kind="lemma", statement=f"{n}", status="open") for n, i in enumerate(ids))
+    steps = tuple(Step(run="r", id=i, kind="lemma", statement=f"{n}", status="open")
+                  for n, i in enumerate(ids))
     tree = Tree(run="r", path="r/tree.json", steps=steps)
     assert tree.step(wanted) is next((s for s in steps if s.id == wanted), None)
-    assert replace(tree, steps=steps[::-1]).step(wanted) is next((s for s in steps[::-1] if s.id == wanted), None)
+    backwards = replace(tree, steps=steps[::-1])
+    assert backwards.step(wanted) is next((s for s in steps[::-1] if s.id == wanted), None)
 
 
 def test_the_library_by_global_id_is_read_again_once_the_library_changes(workspace):

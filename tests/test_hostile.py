@@ -29,7 +29,8 @@ FTS = ["statement AND proof", "statement OR NOT proof", '"statement of a2"', "st
 SHAPES = ["!!!", "...", "—", "()[]{}", "'\"`", "$$\\\\", "%_%", ";;", "\u200ba", "‮a1", "😀",
           "a" * 10_000, "statement " * 1_000, " ".join(f"w{i}" for i in range(1_700)),
           ("GL2m/Sp2m " * 1_000)[:10_000],
-          "\\ud800", "H^1 \\udc00-x", "\\ud835\\udd3d_q", "\\ud83d\\ude42-1"]  # escapes, as ASCII output writes
+          "\\ud800", "H^1 \\udc00-x", "\\ud835\\udd3d_q",  # escapes, as an output in ASCII writes them
+          "\\ud83d\\ude42-1"]
 IDS = ["a1", "alpha/a1", "A5-7", "alpha/zz9", "x/y/z", "../a1", "a1'--", "alpha/a1' OR '1'='1",
        "a1 a2 beta/b1", "d1"]
 QUERIES = SQL + FTS + SHAPES + IDS
