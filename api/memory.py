@@ -142,17 +142,12 @@ class Memory:
             raise InputError(err.problem.file, err.problem.line, err.problem.field,
                              f"{err.problem.message} (record {run} refused: nothing was admitted; its "
                              "index step may read this file)") from err
-        if dry_run:
-            return plan
         location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
-        try:  # and an index the config cannot extend (its model, its limits), or a corrupt meta.json
-            meta = store.read_meta(location)
-            why = meta is not None and store.mismatch(meta, self.config)
-        except store.IndexMismatch as err:
-            why = err.problem.message
-        if why:
+        if why := self.index_refusal():  # and an index `mem index` would refuse to extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
                                       location.meta_name)
+        if dry_run:  # the plan, where the run itself would write it
+            return plan
         done = admit(self.workspace, plan)
         try:
             index = self.index([run], progress=progress, on_message=on_message)
@@ -161,6 +156,19 @@ class Memory:
             wrote = ", written to the library" if done.admitted else ""
             raise failed(f"{done.summary()}{wrote}; indexing it failed: {err}") from err
         return replace(done, index=index)
+
+    def index_refusal(self) -> str | None:
+        """Why `mem index` would refuse to bring the index up to date, asking for `--full` (built
+        with another model, other text limits or another format; a corrupt meta.json), or None
+        (none yet, or one it extends). Reads meta.json alone."""
+        from mem_retrieval.indexers import store
+        from mem_retrieval.indexers.location import Location
+
+        try:
+            meta = store.read_meta(Location.of(self.workspace, self.config))
+            return (meta is not None and store.mismatch(meta, self.config)) or None
+        except store.IndexMismatch as err:
+            return err.problem.message
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

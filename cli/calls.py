@@ -145,10 +145,12 @@ def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> 
 
 def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     entry = memory.archive_insert(a["id"], a["run"])
+    full = memory.index_refusal() is not None  # `mem index RUN` would ask for --full: say that one
+    index = "mem index --full" if full else f"mem index {entry.run}"
     return Answer({"inserted": entry.gid, "line": entry.line, "status": entry.status,
                    "grade": entry.grade, "repair": entry.repair, "time": entry.inserted},
                   f"{entry.gid} ({entry.status}, grade {entry.grade}) inserted into solve/library.jsonl "
-                  f"line {entry.line}; searches see it there after `mem index {entry.run}`")
+                  f"line {entry.line}; searches see it there after `{index}`")
 
 
 def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:

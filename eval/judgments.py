@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.ids import ref_problem
+from mem_retrieval.records.ids import canonical, ref_problem
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
@@ -61,7 +61,7 @@ def read_queries(path: Path) -> list[Query]:
         if qid in seen:
             f.fail("qid", f"duplicate qid {qid!r}")
         seen.add(qid)
-        queries.append(Query(qid, text, setting or None, run or None, step or None))
+        queries.append(Query(qid, text, setting or None, run or None, canonical(step) if step else None))
     return queries
 
 
@@ -81,6 +81,7 @@ def read_qrels(path: Path) -> Qrels:
         if len(parts) != 4:
             raise InputError(file, number, None, f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
         qid, _, doc, grade = parts
+        doc = canonical(doc)  # an id as the records hold it: composed, however the file writes it
         if not _GRADE.fullmatch(grade):  # int() takes '1_0' and other scripts' digits too
             raise InputError(file, number, "grade", f"{grade!r} is not an integer")
         value = int(grade)

@@ -40,6 +40,19 @@ CLIENT_KEYS = {"allow_http"}  # options obstore takes as client options, not sto
 RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}  # as LanceDB's own client
 
 
+def _is_url(value: str) -> bool:
+    """Whether an endpoint is a URL object_store takes: http(s), a host, a port if any in range, no
+    white space (it panicked on `nonsense`, `http://127.0.0.1:99999`, `http://ho st`)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
+
+
 class StoreUnreachable(Refused):
     """The object store holding the index cannot be reached (network, bucket, credentials)."""
 
@@ -59,7 +72,6 @@ def first_line(text: str, limit: int = 240) -> str:
 
 
 URL_SPECIAL = "#?%"  # what a URL reads otherwise than a key: an object store prefix holds none
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s]")  # an endpoint: a scheme and a host, at least
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no path of LanceDB's (object_store's) may hold: a
 # workspace whose folder's name held a tab could never be indexed, and `mem index` ended in a traceback
 
@@ -131,11 +143,11 @@ class Location:
             if held := CONTROL.search(value):
                 raise config.fault(f"index.storage.{name}", f"holds a control character ({held.group()!r}), "
                                    "which no request to the store may carry")
-        if storage.endpoint and not _URL.match(storage.endpoint):
+        if storage.endpoint and not _is_url(storage.endpoint):
             raise config.fault("index.storage.endpoint", f"{storage.endpoint!r} is not a URL: write "
                                "http://host:port (with allow_http = \"true\") or https://host")
         for variable in () if storage.endpoint else ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
-            if (value := os.environ.get(variable)) and not _URL.match(value):
+            if (value := os.environ.get(variable)) and not _is_url(value):
                 raise BadInput(f"{variable}={value!r} is not a URL (index.uri {uri!r} would be reached "
                                "through it): write http://host:port or https://host, or unset it")
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS

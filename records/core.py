@@ -53,8 +53,11 @@ _GOVERNING = frozenset({  # condition words that, opening a clause, govern the r
     "goal", "goals", "aim", "target", "plan", "todo", "next"})
 _BARE_LEAD = frozenset({"now", "still", "again", "then", "but", "and", "so", "yet", "already", "stays",
                         "remains", "stay", "remain", "is", "was", "it's", "—", "–", "-"})
-_BULLETS = "-*+>•·|#0123456789.)"  # what a list's marker or a table's bar is made of
-_OPEN_QUOTES, _CLOSE_QUOTES = "\"“„«", "\"”»"
+_BULLET = re.compile(r"[-*+>•·|#]+|\d{1,3}[.)]")  # a list's marker or a table's bar: `-`, `1.`, `|`
+_OPEN_QUOTES, _CLOSE_QUOTES = "\"“„«", "\"”“»"  # „…“ closes with “
+_REVISING = frozenset({  # what may follow a status revising an earlier one (``_revised``)
+    "since", "otherwise", "at", "in", "on", "by", "from", "after", "again", "now", "too", "instead",
+    "later", "meanwhile"})
 _SENTENCE_END = ";.!?？·•"  # clause ends that end a sentence too: the reach of a condition opening one
 _CLAUSE_END = ",;.:!?？·•"  # a word ending so (its closing brackets and quotes aside) ends a clause;
 # · and • separate W's items (SPEC §6: `A2-4 audited · A5-7 not yet`)
@@ -147,7 +150,7 @@ def mentions(text: str) -> Iterator[str]:
         yield from line.split()
 
 
-_TAIL = ")]}\"'”’*`…" + _CLAUSE_END  # what may end a word: closing brackets and quotes, an ellipsis,
+_TAIL = ")]}\"'”’“»*`…" + _CLAUSE_END  # what may end a word: closing brackets and quotes, an ellipsis,
 # clause ends, in any order (`proved?,`, `proved?…`, `(open?)`)
 
 
@@ -193,7 +196,7 @@ def asked(words: list[str]) -> list[bool]:
         out.append(condition or last[at] or quoted[at])
         if _word(word) in _CONDITIONS and not condition:
             condition, governs = True, opening and _word(word) in _GOVERNING
-        opening = opening and not word.strip(_BULLETS)
+        opening = opening and _BULLET.fullmatch(word) is not None
     return out
 
 
@@ -250,17 +253,17 @@ def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
     before it and one after it (``open → refuted``, ``open (r1) → proved (r2)``: history;
     ``A5-8 proved ⇒ A6-1 proved``: an implication), and those after an arrow opening its clause
     (``→ A6-1 proved by round 4``: a plan). ``A5-8 → refuted`` (an id becoming it) states it.
-    One pass over each clause."""
+    Here a clause does not end at ``:`` (``open → status: refuted``). One pass over each clause."""
     count, changing, at = len(words), [False] * len(words), 0
     while at < count:
         end = at
-        while end + 1 < count and not _ends_clause(words[end]):
+        while end + 1 < count and not _ends_clause(words[end].removesuffix(":")):  # `→ status: refuted`
             end += 1
         arrows = [i for i in range(at, end + 1) if words[i].strip(",;.") in _ARROWS]
         if arrows:
             held = [i for i in range(at, end + 1) if statuses[i]]
             joined = any(held[0] < arrow < held[-1] for arrow in arrows) if held else False
-            opening = not any(words[i].strip(_BULLETS) for i in range(at, arrows[0]))
+            opening = all(_BULLET.fullmatch(words[i]) for i in range(at, arrows[0]))
             for i in held:
                 changing[i] = joined or (opening and i > arrows[0])
         at = end + 1
@@ -289,8 +292,8 @@ def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
     for at, word in enumerate(words):
         if at and _ends_clause(words[at - 1].removesuffix(":")):
             lead = True
-        bare[at] = lead and statuses[at] is not None
-        lead = lead and (not word.strip(_BULLETS) or _word(word) in _BARE_LEAD)
+        bare[at] = lead and statuses[at] is not None and _revises(words, at)
+        lead = lead and (_BULLET.fullmatch(word) is not None or _word(word) in _BARE_LEAD)
     out, revising = [False] * len(words), False
     for at in range(len(words) - 1, -1, -1):
         if at + 1 < len(words) and _ends_sentence(words[at]):
@@ -298,6 +301,18 @@ def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
         out[at] = revising
         revising = revising or bare[at]
     return out
+
+
+def _revises(words: list[str], at: int) -> bool:
+    """Whether the status opening a clause at ``at`` can revise one before it: it ends its clause
+    (`, now stale`) or what follows tells when or how (`stale since 05:10`, `proved otherwise`,
+    `stale (A5-5 changed)`); not a list's label (`open: A5-9`) nor a noun's word (`blocked routes`)."""
+    if words[at].endswith(":"):
+        return False
+    if at + 1 == len(words) or _ends_clause(words[at]):
+        return True
+    after = words[at + 1]
+    return after[:1] in "([" or _word(after) in _REVISING
 
 
 def _word(word: str) -> str:

@@ -138,7 +138,8 @@ def spellings(value: str, lookalikes: bool = True) -> tuple[str, ...]:
     if value.isascii() and (not lookalikes or "\\" not in value):
         return (value,)
     forms = (value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value))
-    return tuple(dict.fromkeys(forms + ((plain(value), unescape(value)) if lookalikes else ())))
+    read_back = unescape(value)  # `A5\u20117` as an output in ASCII shows A5‑7: its plain form too
+    return tuple(dict.fromkeys(forms + ((plain(value), read_back, plain(read_back)) if lookalikes else ())))
 
 
 class NearestIds:

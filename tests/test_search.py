@@ -498,6 +498,15 @@ def test_an_id_written_decomposed_in_the_records_is_the_same_id_composed(workspa
     for typed in (composed, decomposed):
         code, out, _ = mem("--json", "archive-get", typed)
         assert code == 0 and json.loads(out)["id"] == gid
+        code, out, _ = mem("--json", "archive-search", "Zorb tower descent", "--run", "gamma", "--until", typed)
+        assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == [gid], typed  # an event's id
+    from mem_retrieval.eval.judgments import read_qrels, read_queries
+
+    (workspace.root / "q.jsonl").write_text(json.dumps({"qid": "q1", "query": "Zorb", "step": gid[:6] + decomposed})
+                                            + "\n", encoding="utf-8")
+    (workspace.root / "r.qrels").write_text(f"q1 0 gamma/{decomposed} 1\n", encoding="utf-8")
+    assert read_queries(workspace.root / "q.jsonl")[0].step == gid  # as the records hold it: leave-one-out
+    assert read_qrels(workspace.root / "r.qrels") == {"q1": {gid: 1}}  # hides it, a judgment names it
     workspace.add_step("gamma", make_step(decomposed))
     code, out, _ = mem("check", "gamma")
     assert code == 1 and f"steps[2].id: duplicate id {composed!r} (already a step of this run; written " \
@@ -523,6 +532,9 @@ def test_an_id_typed_with_a_look_alike_dash_or_fullwidth_names_the_step(workspac
         assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"
         code, out, _ = mem("--json", "recall-search", "--id", typed)
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == ["gamma-run#1"]
+    escaped = ascii(f"A5{dash}7")[1:-1]  # as an output in ASCII shows it: `A5\u20117`
+    code, out, _ = mem("--json", "archive-get", escaped)
+    assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7", escaped
     # a --run typed so too (it was "names no run")
     code, out, _ = mem("--json", "archive-get", "A5-7", "--run", f"gamma{dash}run")
     assert code == 0 and json.loads(out)["id"] == "gamma-run/A5-7"

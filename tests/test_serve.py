@@ -318,6 +318,31 @@ def test_a_server_of_other_code_is_stopped_and_the_call_runs_in_process(spare, s
     assert proc.wait(30) == 0 and "stopped (SIGTERM)" in servers.log(proc)
 
 
+def test_status_names_a_server_of_other_code_and_serve_takes_its_place(spare, servers):
+    """After an upgrade, `mem serve --status` called the old server healthy and `mem serve` refused
+    to start ("a server already answers"), where any read command would have stopped it."""
+    proc = servers.start(spare, "--lazy")
+    other = ("import sys\nimport mem_retrieval.cli.forward as forward\n"
+             "forward.code_version = lambda: 'other'\n"
+             "from mem_retrieval.cli.main import main\nraise SystemExit(main())\n")
+
+    def mem_of_other_code(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", other, "-w", str(spare), *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=120, env=client_env(MEM_NO_AUTOSTART="1"))
+
+    status = mem_of_other_code("serve", "--status")
+    assert status.returncode == 0 and status.stdout.rstrip().endswith(
+        "it runs other code than this mem (left by an upgrade?): the next read command stops it, "
+        "`mem serve --stop` now")
+    assert "other code" not in mem("-w", str(spare), "serve", "--status")[1]  # its own code's
+    taking = subprocess.Popen([sys.executable, "-c", other, "-w", str(spare), "serve", "--lazy",
+                               "--idle-timeout", "3"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=client_env(MEM_NO_AUTOSTART="1"))
+    assert proc.wait(30) == 0 and "stopped (SIGTERM)" in servers.log(proc)
+    out, err = taking.communicate(timeout=60)
+    assert taking.returncode == 0 and "mem serve: ready on " in out, err
+
+
 def test_the_code_identity_changes_with_any_file_the_code_reads_and_any_rewrite(tmp_path):
     """code_version, on an installed copy of the package: it read only the modules' stats, so an
     edit of configs/default.toml (weights, page size) left a running server answering with the old

