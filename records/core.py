@@ -16,8 +16,9 @@ from mem_retrieval.records.parse import core_heading, misspelt_core_heading, spl
 from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
-_LINKS = frozenset({"is", "now", "also", "been", "status", "—", "–", "-", "=", ":", "→", "->", "=>", "⇒"})
-# A5-8 is now proved; A5-8 status: proved. Not "are": `once A5-9, A6-3 are proved` states nothing
+_LINKS = frozenset({"is", "now", "also", "been", "status", "still", "remains", "stays", "—", "–", "-", "=",
+                    ":", "→", "->", "=>", "⇒"})
+# A5-8 is now proved; A5-8 status: proved; A5-8 still open. Not "are": `once A5-9, A6-3 are proved`
 _PERFECT = frozenset({"has", "have"})  # a link only before "been": `A5-8 has been proved`, not `A5-8 has
 # open sub-goals`; not "was", "were", "had" either: `A5-8 was open, now proved` states no open
 _ARROWS = frozenset({"→", "->", "=>", "⇒", "⟶", "⟹", "—>", "-->", "==>", "↦", "⇐", "⟸", "<=="})
@@ -41,19 +42,22 @@ _CONDITIONS = _CONDITIONS | frozenset({  # plans, hedges and reports, as a condi
     "reportedly", "supposedly", "according", "per",
     "goal", "goals", "plan", "todo", "next"})  # a plan's label: `goal: A6-8 proved by round 4`
 _NOT_A_STATE = frozenset({  # a word after a status that makes it no status now (``_other_use``)
-    "to", "that", "than", "the", "a", "an", "it", "its", "this", "these", "those", "their", "his", "her",
-    "our", "my",  # a verb: `proved to be false`, `refuted the claim`
-    "if", "or", "when", "once",  # a condition, an alternative: `refuted if p = 2`, `proved or refuted`
+    "to", "that", "than", "it", "its", "their", "his", "her", "our", "my",  # a verb: `proved to be
+    # false`, `refuted its claim` (not `the`, `this`: `proved this round`, `open the whole round`)
+    "if", "or", "when",  # a condition, an alternative: `refuted if p = 2`, `proved or refuted`
     "earlier", "before", "previously", "formerly", "originally", "initially"})  # a past
 _ID_LIKE = re.compile(r"(?:[A-Z][A-Za-z]*\d|[A-Za-z][\w.']*[-_.][\w.'-]*\d)[\w.'-]*")  # `refuted A5-9`,
 # `blocked A2`: a verb and its object (not `proved r2`, a round)
 _GOVERNING = frozenset({  # condition words that, opening a clause, govern the rest of its sentence
-    "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "after", "before",
-    "assuming", "suppose", "supposing", "provided", "given", "then", "according", "per",
-    "goal", "goals", "aim", "target", "plan", "todo", "next"})
+    "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "assuming", "suppose",
+    "supposing", "provided", "given", "then", "according"})  # `according to d1, …`: a report; not
+# `after`, `per`: `After A2's fix, A5-7 proved`, `Per A7's audit, A5-7 proved`
+# (any condition word ending in `:` is a label, and governs its sentence: `goal: A6-8 proved`,
+# `hope: A6-8 proved`, `A3 claims: A5-9 refuted`)
 _BARE_LEAD = frozenset({"now", "still", "again", "then", "but", "and", "so", "yet", "already", "stays",
                         "remains", "stay", "remain", "is", "was", "it's", "—", "–", "-"})
-_BULLET = re.compile(r"[-*+>•·|#]+|\d{1,3}[.)]")  # a list's marker or a table's bar: `-`, `1.`, `|`
+_BULLET = re.compile(r"[-*+>•·|#]+|\d{1,3}[.)]|\[?\d{1,2}:\d\d(?::\d\d)?Z?\]?:?")  # a list's marker, a
+# table's bar, a time stamp: `-`, `1.`, `|`, `[14:05Z]`
 _OPEN_QUOTES, _CLOSE_QUOTES = "\"“„«", "\"”“»"  # „…“ closes with “
 _REVISING = frozenset({  # what may follow a status revising an earlier one (``_revised``)
     "since", "otherwise", "at", "in", "on", "by", "from", "after", "again", "now", "too", "instead",
@@ -195,7 +199,9 @@ def asked(words: list[str]) -> list[bool]:
             condition, opening = condition and governs, True
         out.append(condition or last[at] or quoted[at])
         if _word(word) in _CONDITIONS and not condition:
-            condition, governs = True, opening and _word(word) in _GOVERNING
+            condition, governs = True, (opening and _word(word) in _GOVERNING) or word.endswith(":")
+        elif condition and _word(word) in _CONDITIONS and word.endswith(":"):
+            governs = True
         opening = opening and _BULLET.fullmatch(word) is not None
     return out
 
@@ -205,11 +211,12 @@ def _quoted(words: list[str]) -> list[bool]:
     the marks' own words included; an opening mark never closed runs to the line's end."""
     out, inside = [], False
     for word in words:
-        opens = not inside and word[:1] in _OPEN_QUOTES
+        bare = word.lstrip("([*_`")  # `("A5-9 proved")`, `**"A5-9 proved"**`
+        opens = not inside and bare[:1] in _OPEN_QUOTES
         inside = inside or opens
         out.append(inside)
-        body = word[1:] if opens else word
-        if inside and any(c in _CLOSE_QUOTES for c in _tail(body)):
+        body = bare[1:] if opens else word
+        if inside and any(c in _CLOSE_QUOTES for c in body):  # `proved"—rejected;` closes it too
             inside = False
     return out
 
@@ -249,11 +256,12 @@ def claims(text: str) -> Iterator[Claim]:
 
 def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
     """For each word, whether it is a status an arrow (``→``, ``⇒``, ``⇐``…; not ``←``, which says
-    what a step rests on) makes no status now: every status of a clause where an arrow has a status
-    before it and one after it (``open → refuted``, ``open (r1) → proved (r2)``: history;
-    ``A5-8 proved ⇒ A6-1 proved``: an implication), and those after an arrow opening its clause
-    (``→ A6-1 proved by round 4``: a plan). ``A5-8 → refuted`` (an id becoming it) states it.
-    Here a clause does not end at ``:`` (``open → status: refuted``). One pass over each clause."""
+    what a step rests on) makes no status now: where an arrow has a status before it and one after
+    it in its clause, the nearest before it and those after it (``open → refuted``, ``open (r1) →
+    proved (r2)``: history; ``A5-8 proved ⇒ A6-1 proved``: an implication; not ``stale`` in
+    ``A4-1 stale (A3-2 open → refuted)``), and those after an arrow opening its clause (``→ A6-1
+    proved by round 4``: a plan). ``A5-8 → refuted`` (an id becoming it) states it. Here a clause
+    does not end at ``:`` (``open → status: refuted``). One pass over each clause."""
     count, changing, at = len(words), [False] * len(words), 0
     while at < count:
         end = at
@@ -262,10 +270,12 @@ def changes(words: list[str], statuses: list[str | None]) -> list[bool]:
         arrows = [i for i in range(at, end + 1) if words[i].strip(",;.") in _ARROWS]
         if arrows:
             held = [i for i in range(at, end + 1) if statuses[i]]
-            joined = any(held[0] < arrow < held[-1] for arrow in arrows) if held else False
-            opening = all(_BULLET.fullmatch(words[i]) for i in range(at, arrows[0]))
+            joining = [arrow for arrow in arrows if held and held[0] < arrow < held[-1]]
+            start = max((i for i in held if i < joining[0]), default=end + 1) if joining else end + 1
+            if all(_BULLET.fullmatch(words[i]) for i in range(at, arrows[0])):  # opening its clause
+                start = min(start, arrows[0])
             for i in held:
-                changing[i] = joined or (opening and i > arrows[0])
+                changing[i] = i >= start
         at = end + 1
     return changing
 
@@ -289,16 +299,18 @@ def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
     by A2``). Here a clause ends at ``,`` ``;`` … but not at ``:`` (``A5-8: proved`` opens with its
     id). Two passes."""
     bare, lead = [False] * len(words), True
+    asking = asked(words)
     for at, word in enumerate(words):
         if at and _ends_clause(words[at - 1].removesuffix(":")):
             lead = True
-        bare[at] = lead and statuses[at] is not None and _revises(words, at)
+        bare[at] = lead and statuses[at] is not None and _revises(words, at) and not asking[at]
         lead = lead and (_BULLET.fullmatch(word) is not None or _word(word) in _BARE_LEAD)
     out, revising = [False] * len(words), False
-    for at in range(len(words) - 1, -1, -1):
+    for at in range(len(words) - 1, -1, -1):  # the nearest status before a revising one, only
         if at + 1 < len(words) and _ends_sentence(words[at]):
             revising = False
-        out[at] = revising
+        if revising and statuses[at] is not None:
+            out[at], revising = True, False
         revising = revising or bare[at]
     return out
 
@@ -306,11 +318,17 @@ def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
 def _revises(words: list[str], at: int) -> bool:
     """Whether the status opening a clause at ``at`` can revise one before it: it ends its clause
     (`, now stale`) or what follows tells when or how (`stale since 05:10`, `proved otherwise`,
-    `stale (A5-5 changed)`); not a list's label (`open: A5-9`) nor a noun's word (`blocked routes`)."""
+    `stale (A5-5 changed)`); not a list's label (`open: A5-9`), a noun's word (`blocked routes`),
+    nor one a condition follows (`open again once A5-9 lands`)."""
     if words[at].endswith(":"):
         return False
     if at + 1 == len(words) or _ends_clause(words[at]):
         return True
+    end = at + 1  # a clause saying when it would be: `open again once A5-9 lands` revises nothing
+    while end + 1 < len(words) and not _ends_clause(words[end]):
+        end += 1
+    if any(_word(word) in _CONDITIONS for word in words[at + 1:end + 1]):
+        return False
     after = words[at + 1]
     return after[:1] in "([" or _word(after) in _REVISING
 
