@@ -157,15 +157,20 @@ class Memory:
             raise failed(f"{done.summary()}{wrote}; indexing it failed: {err}") from err
         return replace(done, index=index)
 
-    def index_refusal(self) -> str | None:
+    def index_refusal(self, reach: bool = True) -> str | None:
         """Why `mem index` would refuse to bring the index up to date, asking for `--full` (built
         with another model, other text limits or another format; a corrupt meta.json), or None
-        (none yet, or one it extends). Reads meta.json alone."""
+        (none yet, or one it extends). Reads meta.json alone; ``reach`` False: None for an index on
+        an object store, which is not asked. Other errors (a path LanceDB refuses, a store out of
+        reach) are raised."""
         from mem_retrieval.indexers import store
         from mem_retrieval.indexers.location import Location
 
+        location = Location.of(self.workspace, self.config)
+        if location.remote and not reach:
+            return None
         try:
-            meta = store.read_meta(Location.of(self.workspace, self.config))
+            meta = store.read_meta(location)
             return (meta is not None and store.mismatch(meta, self.config)) or None
         except store.IndexMismatch as err:
             return err.problem.message

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mem_retrieval.functions import BY_NAME
-from mem_retrieval.records.errors import plural
+from mem_retrieval.records.errors import MemError, plural
 from mem_retrieval.retrieval.types import EXCERPT_CHARS
 
 
@@ -145,7 +145,10 @@ def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> 
 
 def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
     entry = memory.archive_insert(a["id"], a["run"])
-    full = memory.index_refusal() is not None  # `mem index RUN` would ask for --full: say that one
+    try:  # `mem index RUN` would ask for --full: say that one (written now: nothing may fail it)
+        full = memory.index_refusal(reach=False) is not None
+    except MemError:  # the index cannot be opened at all: `mem index` says why
+        full = False
     index = "mem index --full" if full else f"mem index {entry.run}"
     return Answer({"inserted": entry.gid, "line": entry.line, "status": entry.status,
                    "grade": entry.grade, "repair": entry.repair, "time": entry.inserted},

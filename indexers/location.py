@@ -40,6 +40,10 @@ CLIENT_KEYS = {"allow_http"}  # options obstore takes as client options, not sto
 RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}  # as LanceDB's own client
 
 
+_AWS_VALUES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+               "AWS_DEFAULT_REGION")  # the variables object_store puts in a request's headers
+
+
 def _is_url(value: str) -> bool:
     """Whether an endpoint is a URL object_store takes: http(s), a host, a port if any in range, no
     white space (it panicked on `nonsense`, `http://127.0.0.1:99999`, `http://ho st`)."""
@@ -150,6 +154,10 @@ class Location:
             if (value := os.environ.get(variable)) and not _is_url(value):
                 raise BadInput(f"{variable}={value!r} is not a URL (index.uri {uri!r} would be reached "
                                "through it): write http://host:port or https://host, or unset it")
+        for variable in _AWS_VALUES:  # a line break in a header panicked in object_store's Rust code
+            if (value := os.environ.get(variable)) and (held := CONTROL.search(value)):
+                raise BadInput(f"{variable} holds a control character ({held.group()!r}), which no request "
+                               f"to the store may carry (index.uri {uri!r} would be reached with it)")
         options = tuple((STORAGE_KEYS[name], getattr(storage, name)) for name in STORAGE_KEYS
                         if getattr(storage, name))
         return cls(f"{scheme.lower()}://{rest.rstrip('/')}", local, options)

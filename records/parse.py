@@ -366,6 +366,10 @@ def iso_time(value: str) -> datetime:
     alone = _DATE_ALONE.fullmatch(value)
     if alone and alone[2]:
         raise ValueError(f"{value!r} is a date with a zone and no time")
+    day_time = _TIME_OF_DAY.search(value)
+    if day_time and not day_time[3] and value[day_time.end():][:1] in (".", ","):
+        raise ValueError("a fraction of a minute or an hour (which Python reads as of a second): write "
+                         "the seconds")
     ordinal = _ORDINAL.match(value)
     if ordinal:
         day = datetime.strptime(f"{ordinal[1]}-{ordinal[2]}", "%Y-%j").date()
@@ -410,6 +414,8 @@ def instant_last(stamp: datetime, value: str) -> datetime:
     second for ``03:42:00Z``, of its minute for ``03:42Z`` (``time_resolution``). What a cut as of
     that time reaches: `mem` stamps an event to the second and a library entry to the millisecond,
     so an entry inserted within the second of the event a cut names is memory by then."""
+    if _END_OF_DAY.search(value):  # `24:00`, the day's end: the instant itself (the next day's 00:00)
+        return stamp
     return stamp + (time_resolution(value) - timedelta(microseconds=1))
 
 

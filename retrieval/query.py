@@ -417,7 +417,7 @@ class Filters:
         return f"((run_key = {run_key} AND seq <= {int(until.seq)}) OR (run_key != {run_key} AND ts <= {cut}))"
 
 
-_DATED = re.compile(r"\d{4}(?:-?\d\d-?\d\d|-?W\d\d(?:-?\d)?|-?\d{3})(?:[Tt ]|$)")  # a date (calendar,
+_DATED = re.compile(r"\d{4,}(?:-?\d\d-?\d\d|-?W\d\d(?:-?\d)?|-?\d{3})(?:[Tt ]|$)")  # a date (calendar,
 # week or ordinal; extended or basic) that a time follows or ends the value: what a time starts with
 
 

@@ -362,6 +362,18 @@ def test_an_entry_inserted_within_the_second_of_an_event_is_memory_as_of_that_ev
         assert not memory.archive_hits("alpha/a7", library=True, until=until), until
 
 
+def test_the_end_of_a_day_is_its_last_instant_not_the_next_days_first_minute(workspace):
+    """`--until 2026-10-17T24:00Z` reached one minute into the next day (`24Z` an hour): the instant
+    rule added a minute to the 00:00 that 24:00 is read as."""
+    ws = workspace
+    ws.write_events("beta", [dict(e, time="2026-10-18T00:00:30Z") for e in ws.events("beta")])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    for until in ("2026-10-17T24:00Z", "2026-10-17T24Z", "2026-10-17T24:00:00Z"):
+        assert not memory.archive_hits("beta/b1", until=until), until
+    assert {h.id for h in memory.archive_hits("beta/b1", until="2026-10-18T00:00Z")} == {"beta/b1"}
+
+
 def test_times_before_1970_and_in_the_last_second_of_year_9999_are_times(workspace):
     """"Never" was -1, above every time before 1970 (negative microseconds): no cut showed a step
     or an entry dated so. A run whose first event is in year 9999's last second: `eval reuse
@@ -395,7 +407,10 @@ def test_times_before_1970_and_in_the_last_second_of_year_9999_are_times(workspa
     ("2026290", "is a date without a time of day (write a time with its zone: 2026290T00:00Z)"),
     ("20260230T0000Z", "is not a valid time (day is out of range for month)"),
     ("2026-366T00:00Z", "is not a valid time (2026 has 365 days)"),
-    ("2026-W54-1T00:00Z", "is not a valid time (Invalid isoformat string: '2026-W54-1T00:00Z')")])
+    ("2026-W54-1T00:00Z", "is not a valid time (Invalid isoformat string: '2026-W54-1T00:00Z')"),
+    ("2026-10-17T03:41.99Z", "is not a valid time (a fraction of a minute or an hour (which Python reads as "
+                             "of a second): write the seconds)"),
+    ("10000-01-01T00:00Z", "is not a valid time (Invalid isoformat string: '10000-01-01T00:00Z')")])
 def test_a_date_in_basic_week_or_ordinal_form_is_a_time_or_refused_as_one(workspace, until, said):
     """`20261017` was read as the sequence number 20,261,017 (memory as of now), and a basic, week
     or ordinal date of no such day as an event's id ("no such event")."""

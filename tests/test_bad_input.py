@@ -567,6 +567,11 @@ def test_an_endpoint_variable_that_is_no_url_is_one_line_and_a_panic_is_unreacha
     assert mem("archive-search", "statement") == (2, "", (
         "mem: AWS_ENDPOINT_URL='nonsense' is not a URL (index.uri 's3://bucket/x' would be reached "
         "through it): write http://host:port or https://host, or unset it\n"))
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "a\nb")  # a header's line break: a panic too
+    assert mem("archive-search", "statement") == (2, "", (
+        "mem: AWS_SESSION_TOKEN holds a control character ('\\n'), which no request to the store may "
+        "carry (index.uri 's3://bucket/x' would be reached with it)\n"))
     panic = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
     with pytest.raises(StoreUnreachable, match=r"cannot be reached \(request valid: InvalidUri\)"):
         with _Reaching("s3://bucket/x"):

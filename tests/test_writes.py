@@ -457,6 +457,10 @@ def test_archive_insert_on_an_index_mem_index_cannot_extend_names_the_full_build
     meta.write_text(json.dumps(json.loads(meta.read_text()) | {"format": 7}))
     code, out, _ = mem("archive-insert", "alpha/a2")
     assert code == 0 and out.endswith("; searches see it there after `mem index --full`\n")
+    meta.write_text('{"hello": 1}')  # another program's: the insert stands, and says so (exit 0)
+    code, out, _ = mem("archive-insert", "alpha/a5")  # (it wrote, then exited 2 as if it had not)
+    assert code == 0 and out.endswith("; searches see it there after `mem index alpha`\n")
+    assert [e["id"] for e in workspace.library()] == ["a1", "a2", "a5"]
 
 
 def test_archive_insert_bare_id_with_run_and_kind_fields(workspace, mem):
