@@ -308,7 +308,7 @@ class Retriever:
         if len(unnamed) == 1:  # the nearest ids, as archive-get and recall-search give them
             try:
                 cut = self._cut(query.until, query.run, self.searcher.hidden(query))
-                near = self._suggest(unnamed[0], self._library(), cut)
+                near = _nearest_said(unnamed[0], self.searcher.known_gids(), cut)  # the index's ids
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
         newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""
@@ -679,9 +679,15 @@ class Retriever:
         known: list[str] = []
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
-        known += library
-        close = nearest_ids(ref, known if cut is None else [gid for gid in known if key(gid) in cut])
-        return f"; nearest: {', '.join(close)}" if close else ""
+        return _nearest_said(ref, known + list(library), cut)
+
+
+def _nearest_said(ref: str, known: Sequence[str], cut: frozenset[int] | None = None) -> str:
+    """``; nearest: …`` naming up to five of the ``known`` ids closest to ``ref`` (those in ``cut``
+    alone, when given), or nothing."""
+    close = nearest_ids(ref, list(dict.fromkeys(known)) if cut is None else
+                        [gid for gid in dict.fromkeys(known) if key(gid) in cut])
+    return f"; nearest: {', '.join(close)}" if close else ""
 
 
 _EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)

@@ -451,6 +451,17 @@ class Searcher:
         seen = graph.visible(filters)
         return frozenset((graph.keys if seen is None else graph.keys[seen]).tolist())
 
+    def known_gids(self) -> list[str]:
+        """Every global id the index holds: its steps (the library's among them) and sources, read
+        from the pinned tables' gid column (at 80,000 steps, reading every tree.json and the library
+        for them took 3.5 s of a cold call)."""
+        known: list[str] = []
+        for name in ("steps", "sources"):
+            table = self.table(name)
+            if table is not None:
+                known += table.search().select(["gid"]).limit(table.count_rows()).to_arrow()["gid"].to_pylist()
+        return known
+
     def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:
         """The id-like words of ``text`` that name none of the steps ``named`` (id hits), as
         written: (those of the shape of a step id the index holds, or global: a typo, a step not
