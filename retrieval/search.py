@@ -459,7 +459,8 @@ class Searcher:
         for name in ("steps", "sources"):
             table = self.table(name)
             if table is not None:
-                known += table.search().select(["gid"]).limit(table.count_rows()).to_arrow()["gid"].to_pylist()
+                gids = table.search().select(["gid"]).limit(table.count_rows()).to_arrow()["gid"]
+                known += gids.to_pylist()
         return known
 
     def unnamed_words(self, text: str, named: Sequence[Candidate]) -> tuple[list[str], list[str]]:

@@ -544,8 +544,9 @@ def test_an_index_uri_under_the_home_folder_is_there(workspace, mem, tmp_path, m
 @pytest.mark.parametrize("storage, said", [
     ('endpoint = "nonsense"', "index.storage.endpoint: 'nonsense' is not a URL: write http://host:port "
                               '(with allow_http = "true") or https://host'),
-    ('endpoint = "http://127.0.0.1:99999"', "index.storage.endpoint: 'http://127.0.0.1:99999' is not a URL: "
-                                            'write http://host:port (with allow_http = "true") or https://host'),
+    ('endpoint = "http://127.0.0.1:99999"',
+     "index.storage.endpoint: 'http://127.0.0.1:99999' is not a URL: write http://host:port (with "
+     'allow_http = "true") or https://host'),
     ('endpoint = "http://ho st:9000"', "index.storage.endpoint: 'http://ho st:9000' is not a URL: write "
                                        'http://host:port (with allow_http = "true") or https://host'),
     ('session_token = "x\\ny"', "index.storage.session_token: holds a control character ('\\n'), which no "
@@ -954,8 +955,9 @@ def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not()
                                        "search.pool, or a key holding it, was set before"),
     ("[search]\npool = 3\npool.x = 4\n", "3: invalid TOML: Cannot overwrite a value (at line 3, column 11): "
                                          "search.pool.x, or a key holding it, was set before"),
-    ('[index]\nuri = """\n[search]\n"""\nuri = "x"\n', "5: invalid TOML: Cannot overwrite a value (at line "
-                                                      "5, column 10): index.uri, or a key holding it, was set before"),
+    ('[index]\nuri = """\n[search]\n"""\nuri = "x"\n',
+     "5: invalid TOML: Cannot overwrite a value (at line 5, column 10): index.uri, or a key holding it, "
+     "was set before"),
     ("[search]\npool =", "2: invalid TOML: Invalid value (at end of document)"),
     ('[search]\nstrategy = "bm25', "2: invalid TOML: Unterminated string (at end of document)")])
 def test_a_toml_error_at_the_end_names_the_last_line_and_a_key_set_twice_is_named(workspace, mem,

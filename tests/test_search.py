@@ -498,12 +498,13 @@ def test_an_id_written_decomposed_in_the_records_is_the_same_id_composed(workspa
     for typed in (composed, decomposed):
         code, out, _ = mem("--json", "archive-get", typed)
         assert code == 0 and json.loads(out)["id"] == gid
-        code, out, _ = mem("--json", "archive-search", "Zorb tower descent", "--run", "gamma", "--until", typed)
+        code, out, _ = mem("--json", "archive-search", "Zorb tower descent", "--run", "gamma",
+                           "--until", typed)
         assert code == 0 and [h["id"] for h in json.loads(out)["hits"]] == [gid], typed  # an event's id
     from mem_retrieval.eval.judgments import read_qrels, read_queries
 
-    (workspace.root / "q.jsonl").write_text(json.dumps({"qid": "q1", "query": "Zorb", "step": gid[:6] + decomposed})
-                                            + "\n", encoding="utf-8")
+    query = {"qid": "q1", "query": "Zorb", "step": f"gamma/{decomposed}"}
+    (workspace.root / "q.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
     (workspace.root / "r.qrels").write_text(f"q1 0 gamma/{decomposed} 1\n", encoding="utf-8")
     assert read_queries(workspace.root / "q.jsonl")[0].step == gid  # as the records hold it: leave-one-out
     assert read_qrels(workspace.root / "r.qrels") == {"q1": {gid: 1}}  # hides it, a judgment names it

@@ -327,8 +327,8 @@ def test_status_names_a_server_of_other_code_and_serve_takes_its_place(spare, se
              "from mem_retrieval.cli.main import main\nraise SystemExit(main())\n")
 
     def mem_of_other_code(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", other, "-w", str(spare), *argv], cwd=REPO,
-                              capture_output=True, text=True, timeout=120, env=client_env(MEM_NO_AUTOSTART="1"))
+        return subprocess.run([sys.executable, "-c", other, "-w", str(spare), *argv], cwd=REPO, text=True,
+                              capture_output=True, timeout=120, env=client_env(MEM_NO_AUTOSTART="1"))
 
     status = mem_of_other_code("serve", "--status")
     assert status.returncode == 0 and status.stdout.rstrip().endswith(
@@ -336,8 +336,8 @@ def test_status_names_a_server_of_other_code_and_serve_takes_its_place(spare, se
         "`mem serve --stop` now")
     assert "other code" not in mem("-w", str(spare), "serve", "--status")[1]  # its own code's
     taking = subprocess.Popen([sys.executable, "-c", other, "-w", str(spare), "serve", "--lazy",
-                               "--idle-timeout", "3"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=client_env(MEM_NO_AUTOSTART="1"))
+                               "--idle-timeout", "3"], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=client_env(MEM_NO_AUTOSTART="1"))
     assert proc.wait(30) == 0 and "stopped (SIGTERM)" in servers.log(proc)
     out, err = taking.communicate(timeout=60)
     assert taking.returncode == 0 and "mem serve: ready on " in out, err
