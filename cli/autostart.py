@@ -85,13 +85,25 @@ def _own(folder: Path) -> bool:
 
 def _indexed(root: Path, config) -> bool:
     """Whether the workspace has an index to serve: meta.json in its index folder (``.mem/`` or the
-    folder ``index.uri`` names); an index on an object store is taken as there (asking the store
-    would delay the caller, and a server without an index stops when idle)."""
+    folder ``index.uri`` names), of this code's format and parameters (an index an upgrade left
+    refuses every call until `mem index --full`: a server would load the model to say so); an
+    index on an object store is taken as there (asking the store would delay the caller, and a
+    server without an index stops when idle)."""
+    from mem_retrieval.indexers import store
     from mem_retrieval.indexers.location import META, Location
+    from mem_retrieval.records.errors import MemError
     from mem_retrieval.records.workspace import Workspace
 
     location = Location.of(Workspace(root), config)
-    return location.remote or (Path(location.uri) / META).is_file()
+    if location.remote:
+        return True
+    if not (Path(location.uri) / META).is_file():
+        return False
+    try:
+        meta = store.read_meta(location)
+    except MemError:  # a corrupt meta.json: every call says so, no server needed
+        return False
+    return meta is not None and not store.mismatch(meta, config)
 
 
 def _claim(marker: Path) -> bool:

@@ -5,6 +5,7 @@ server a test starts is stopped before it ends."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -120,6 +121,16 @@ def test_stop_stops_it_and_status_says_none(ws):
     assert ping(ws.root) is None
     status = mem(ws.root, "serve", "--status", MEM_NO_SERVER="1")
     assert status.returncode == 1 and status.stderr.startswith("mem: no server answers on ")
+
+
+def test_an_index_an_upgrade_left_starts_none(ws):
+    """An index of another format refuses every call until `mem index --full`: a server was started
+    all the same, loaded the model and answered each call with that refusal."""
+    meta = ws.root / ".mem" / "meta.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"format": 7}))
+    assert mem(ws.root, "archive-search", "statement").returncode == 2  # "run `mem index --full`"
+    time.sleep(2)
+    assert ping(ws.root) is None and not (ws.root / ".mem" / "serve.starting").exists()
 
 
 def test_a_workspace_without_an_index_starts_none(tmp_path):
