@@ -143,7 +143,7 @@ class Memory:
                              f"{err.problem.message} (record {run} refused: nothing was admitted; its "
                              "index step may read this file)") from err
         location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
-        if why := self.index_refusal():  # and an index `mem index` would refuse to extend
+        if why := store.full_needed(location, self.config):  # and an index `mem index` would not extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
                                       location.meta_name)
         if dry_run:  # the plan, where the run itself would write it
@@ -167,13 +167,7 @@ class Memory:
         from mem_retrieval.indexers.location import Location
 
         location = Location.of(self.workspace, self.config)
-        if location.remote and not reach:
-            return None
-        try:
-            meta = store.read_meta(location)
-            return (meta is not None and store.mismatch(meta, self.config)) or None
-        except store.IndexMismatch as err:
-            return err.problem.message
+        return None if location.remote and not reach else store.full_needed(location, self.config)
 
     def check(self, runs: list[str] | None = None):
         """M1–M4 and the record's integrity (``records.invariants.Report``)."""

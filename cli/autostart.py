@@ -100,10 +100,9 @@ def _indexed(root: Path, config) -> bool:
     if not (Path(location.uri) / META).is_file():
         return False
     try:
-        meta = store.read_meta(location)
-    except MemError:  # a corrupt meta.json: every call says so, no server needed
+        return store.full_needed(location, config) is None
+    except MemError:  # a meta.json no `mem index` wrote, and the like: every call says so
         return False
-    return meta is not None and not store.mismatch(meta, config)
 
 
 def _claim(marker: Path) -> bool:

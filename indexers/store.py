@@ -281,6 +281,18 @@ MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to
                     "(then every machine sharing the index needs your config)")
 
 
+def full_needed(location: Location, config: Config) -> str | None:
+    """Why `mem index` would refuse to bring the index at ``location`` up to date, asking for
+    `--full` (built with another format, model or text limits; a corrupt meta.json), or None (no
+    index yet, or one it extends). Reads meta.json alone; other failures (a store out of reach)
+    are raised."""
+    try:
+        meta = read_meta(location)
+    except IndexMismatch as err:
+        return err.problem.message
+    return mismatch(meta, config) if meta is not None else None
+
+
 def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     """Why an index built with ``meta`` cannot serve ``config`` (one line naming every value that
     differs, with the fix), or None."""

@@ -242,7 +242,7 @@ def claims(text: str) -> Iterator[Claim]:
         asking = asked(words)
         statuses = [_status(word) for word in words]
         changing = changes(words, statuses)
-        revised = _revised(words, statuses)
+        revised = _revised(words, statuses, asking)
         for at, word in enumerate(words):
             if asking[at] or _ends_sentence(word):
                 continue
@@ -293,14 +293,13 @@ def _other_use(words: list[str], place: int) -> bool:
     return _word(after) in _NOT_A_STATE or bool(_ID_LIKE.fullmatch(after.rstrip(_TAIL)))
 
 
-def _revised(words: list[str], statuses: list[str | None]) -> list[bool]:
+def _revised(words: list[str], statuses: list[str | None], asking: list[bool]) -> list[bool]:
     """For each word, whether a later clause of its sentence opens with a status of no id of its
     own, which revises a status before it (``A5-8 proved at 03:42, now stale``, ``A5-8 refuted if
     p = 2, proved otherwise``: no status now); an id with none of its own takes it (``A5-8, proved
     by A2``). Here a clause ends at ``,`` ``;`` … but not at ``:`` (``A5-8: proved`` opens with its
     id). Two passes."""
     bare, lead = [False] * len(words), True
-    asking = asked(words)
     for at, word in enumerate(words):
         if at and _ends_clause(words[at - 1].removesuffix(":")):
             lead = True
