@@ -281,9 +281,8 @@ def _toml_path(dotted: str) -> list[str]:
 
 def _toml_key_at(text: str, line: int) -> str | None:
     """The dotted name of the key line ``line`` of a TOML document sets (``search.pool``), its
-    table's name before it; None when that line sets no key."""
-    return next((".".join(path) for number, path, header in _toml_lines(text)
-                 if number == line and not header), None)
+    table's name before it, or of the table it opens (``[search]``); None when it does neither."""
+    return next((".".join(path) for number, path, _ in _toml_lines(text) if number == line), None)
 
 
 def toml_key_line(text: str, dotted: str) -> int | None:

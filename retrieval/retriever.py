@@ -541,7 +541,7 @@ class Retriever:
         gives), an event as a recall hit names it (``RUN#SEQ``), or an ISO time. An event's id is an
         id in its ``ids`` (bare or global) or the first word of its text (``R-1: …``, ``R-4 (verdict
         draft): …``); the first such event counts."""
-        value = value.strip()
+        value = asked = value.strip()
         if (hit := _EVENT_GID.fullmatch(value)) is not None:  # satake-two-levels#38, a hit's id
             if run is not None and run != hit[1]:
                 raise BadInput(f"{value!r} is an event of run {hit[1]!r}, not of {run!r}", param="until")
@@ -556,6 +556,8 @@ class Retriever:
         run = run or ref_run
         if run is None:
             raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
+        if run not in (runs := self.workspace.runs()):  # no log to look in: not "no such event"
+            raise Refused(f"{asked!r}: {self.workspace.no_run(run, runs)}", param="until")
         forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
         forms |= {spelled for form in forms for spelled in spellings(form)}  # as --id reads an id: `Ü-1`
         # decomposed (the log's ids are read composed), `A5‑7` (U+2011), `\u00dc-1` as ASCII shows it
@@ -572,7 +574,7 @@ class Retriever:
         if number is not None and last is not None and number > last.seq:  # as of the log's end
             return Until(micros=micros(instant_last(last.timestamp, last.time)), run=run, seq=last.seq,
                          named=tuple(others))
-        raise Refused(f"{value!r}: no such event in run {run!r}", param="until")
+        raise Refused(f"{asked!r}: no such event in run {run!r}", param="until")
 
     def _run_known(self):
         """Whether a run is one of the workspace's, or of a library entry's (read once, when a run

@@ -94,6 +94,24 @@ def test_recall_returns_no_event_after_the_cut(example):
         example.retriever.resolve_until(f"{SATAKE}#{r1}", IWAHORI)
 
 
+def test_an_event_of_a_run_that_is_none_here_names_the_run_not_the_event(example):
+    """``--until nope/R-1`` (or ``nope#3``) of a run the workspace lacks says so, with the runs
+    there, as the value was typed: it said "no such event in run 'nope'" (and ``'3'`` for
+    ``nope#3``), as if the run's log had been read."""
+    def refusal(value: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["--workspace", str(root), "archive-search", "audit", "--until", value]
+        code = run_cli(argv, out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    root = example.workspace.root
+    for value in ("nope/R-1", "nope#3", "nope/3"):
+        assert refusal(value) == (1, "", f"mem: --until {value!r}: no run 'nope' in {root} (a run is a "
+                                         f"folder holding its tree.json; runs: {IWAHORI}, {SATAKE})\n")
+    said = f"mem: --until '{SATAKE}/R-99': no such event in run '{SATAKE}'\n"
+    assert refusal(f"{SATAKE}/R-99") == (1, "", said)
+
+
 def test_the_nearest_ids_a_note_names_were_in_memory_at_the_cut(example):
     """A typo's nearest ids, as of an event, are steps named by then (oracle: the log's first
     mentions); a search as of line 37 named A5-7, first named at line 38."""

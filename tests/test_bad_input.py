@@ -958,12 +958,14 @@ def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not()
     ('[index]\nuri = """\n[search]\n"""\nuri = "x"\n',
      "5: invalid TOML: Cannot overwrite a value (at line 5, column 10): index.uri, or a key holding it, "
      "was set before"),
+    ("search = 1\n[search]\npool = 3\n", "2: invalid TOML: Cannot overwrite a value (at line 2, column 8): "
+                                        "search, or a key holding it, was set before"),
     ("[search]\npool =", "2: invalid TOML: Invalid value (at end of document)"),
     ('[search]\nstrategy = "bm25', "2: invalid TOML: Unterminated string (at end of document)")])
 def test_a_toml_error_at_the_end_names_the_last_line_and_a_key_set_twice_is_named(workspace, mem,
                                                                                    text, said):
     """A file without its last line break: "c.toml: invalid TOML: … (at end of document)", no line;
-    a key set twice was never named."""
+    a key set twice was never named, nor a table opened where a key of its name was set."""
     config = workspace.root / "solve" / "mem.toml"
     config.write_text(text)
     assert mem("check") == (2, "", f"mem: {config}:{said}\n")
