@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.ids import canonical, ref_problem
+from mem_retrieval.records.ids import canonical, ref_problem, typed_ref, typed_run
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
@@ -50,6 +50,7 @@ def read_queries(path: Path) -> list[Query]:
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
         qid, text = f.str("qid", required=True, nonempty=True), f.str("query", required=True, nonempty=True)
         setting, run, step = f.opt_str("setting"), f.opt_str("run"), f.opt_str("step")
+        run, step = typed_run(run), step and typed_ref(step)  # a look-alike dash: as a search reads it
         try:
             check_text(text)  # what a search would refuse, refused here at its line
         except BadInput as err:
@@ -116,10 +117,10 @@ def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Pat
 
 def _line_of(path: str | Path, qid: str) -> int | None:
     try:
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):  # as read: no BOM
             if line.split()[:1] == [qid]:
                 return number
-    except OSError:
+    except (OSError, InputError):
         return None
     return None
 

@@ -397,10 +397,12 @@ def test_evaluation_json_has_the_issue_shape():
     assert {qid for _, qid, _ in ranker.asked} == {"q1", "q3"}
 
 
-def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path):
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path, bom):
+    """Named at its line, the first too in a file opened by a byte order mark (it had no line)."""
     qrels_file = tmp_path / "r.qrels"
-    qrels_file.write_text("q1 0 a 1\nq9 0 b 1\n")
-    with pytest.raises(InputError, match=r"r\.qrels:2: qid: 'q9' is judged but not in the queries"):
+    qrels_file.write_text(f"{bom}q9 0 b 1\nq1 0 a 1\n")
+    with pytest.raises(InputError, match=r"r\.qrels:1: qid: 'q9' is judged but not in the queries"):
         evaluate_paging(ToyRanker({"bm25": {}}), [Query("q1", "x")], {"q1": {"a": 1}, "q9": {"b": 1}},
                         page_size=5, hint=Hint(3, 10), strategies=["bm25"],
                         qrels_file=qrels_file)
@@ -683,6 +685,23 @@ def test_a_step_that_is_not_a_global_id_is_bad_input(tmp_path):
     path.write_text(json.dumps({"qid": "q", "query": "x", "step": "a6"}) + "\n")
     with pytest.raises(InputError, match=r"q.jsonl:1: step: 'a6' is not a global id"):
         read_queries(path)
+
+
+def test_a_run_or_step_typed_with_look_alikes_is_read_as_a_search_reads_it(tmp_path):
+    """A search read ``satake‑two‑levels`` (U+2011) as the run and left its steps out, while the
+    evaluator's warnings took it for a run the workspace lacks and `eval fusion` put it in a fold
+    of its own; the run part of ``step`` was refused as no global id."""
+    from mem_retrieval.eval.judgments import read_queries
+
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in [
+        {"qid": "q1", "query": "x", "run": "satake\u2011two\u2011levels",
+         "step": "satake\u2011two\u2011levels/A5-7"},
+        {"qid": "q2", "query": "x", "run": "\uff53atake-two-levels"},
+        {"qid": "q3", "query": "x", "run": "sa take"}]))
+    assert [(q.run, q.step) for q in read_queries(path)] == [
+        ("satake-two-levels", "satake-two-levels/A5-7"), ("satake-two-levels", None), ("sa take", None)]
+    assert _warnings(tmp_path / "w", "run", ["beta", "\uff42eta", "b\uff45ta"])[1] == []  # none unknown
 
 
 def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(tmp_path):
