@@ -281,18 +281,19 @@ def test_a_model_or_table_deleted_under_a_warm_server_is_said_as_in_process(spar
     assert "run `mem index --full`" in err
 
 
-def test_a_caller_of_another_environment_runs_in_process(spare, servers):
+def test_a_caller_of_another_environment_runs_in_process(server, spare, servers):
     """The server answered with the environment of the call that started it: another caller's
     HOME (`~` in index.uri) or model cache were not its own. Such a call now runs in-process, and
     does not keep the server alive; AWS_* count only for an index on an object store
     (test_object_store.py), and other variables not at all."""
-    proc = servers.start(spare, "--lazy", "--idle-timeout", "3")
-    argv = ("-w", str(spare), "archive-get", "satake-two-levels/A5-7")
-    before = served(spare)
+    argv = ("-w", str(server), "archive-get", "satake-two-levels/A5-7")  # a server with no idle timeout
+    before = served(server)
     for name in ("MEM_CACHE_DIR", "HOME", "XDG_CACHE_HOME"):
         assert mem(*argv, **{name: "/elsewhere"}) == in_process(*argv)
-    assert served(spare) == before
-    assert forwarded(spare, *argv, AWS_PROFILE="dev", MEM_TRACE="1") == in_process(*argv)
+    assert served(server) == before
+    assert forwarded(server, *argv, AWS_PROFILE="dev", MEM_TRACE="1") == in_process(*argv)
+    proc = servers.start(spare, "--lazy", "--idle-timeout", "3")  # now only what idles it out
+    argv = ("-w", str(spare), "archive-get", "satake-two-levels/A5-7")
     other = {"argv": list(argv), "cwd": str(REPO),
              "env": {"MEM_WORKSPACE": None, "vars": {"HOME": "/elsewhere"}}, "build": code_version()}
     deadline = time.monotonic() + 20
