@@ -418,6 +418,14 @@ def instant_last(stamp: datetime, value: str) -> datetime:
     return stamp + (time_resolution(value) - timedelta(microseconds=1))
 
 
+def event_last(event: Event) -> datetime:
+    """The last instant ``event`` covers: the end of the instant its ``time`` names, or the time
+    the log's order dates it (``in_log_order``: moved up to the event before it) when later. A
+    line written to the minute after one written to the second in that minute covers the minute,
+    not a minute past the line before it."""
+    return max(event.timestamp, instant_last(iso_time(event.time), event.time))
+
+
 def instant_end(stamp: datetime, value: str) -> datetime:
     """Where the instant ``value`` names ends (``instant_last``'s next microsecond), or datetime's
     last instant when that lies past year 9999."""
@@ -945,7 +953,7 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
                 raise
             malformed.add(error.problem, line)
             continue
-        if last is not None and event.timestamp < last and problems is not None:
+        if last is not None and instant_last(event.timestamp, event.time) < last and problems is not None:
             problems.append(Problem(file, number, "time", f"{event.time} is earlier than the event "
                                                           f"before it ({last.isoformat()}): read as "
                                                           "that time, the log's order"))
@@ -956,8 +964,8 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
 
 def in_log_order(event: Event, last: datetime | None) -> Event:
     """``event`` dated as the log's order dates it: stamped earlier than the event before it (its
-    time ``last``; a writer's clock set back), it is dated as that one, its ``time`` kept as
-    written (``iter_events``)."""
+    time ``last``; a writer's clock set back, or a time written to the minute in the minute of the
+    event before it), it is dated as that one, its ``time`` kept as written (``iter_events``)."""
     return replace(event, timestamp=last) if last is not None and event.timestamp < last else event
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import first_naming, is_run_slug, split_gid
-from mem_retrieval.records.parse import (events_after, instant_last, iso_time, iter_events, iter_library,
+from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
                                          lines_after, parse_core, parse_tree, present)
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
@@ -299,7 +299,7 @@ def first_written(events: Iterable[Event], run: str,
                   library: Iterable[LibraryEntry]) -> dict[str, tuple[int, datetime]]:
     """When each step of ``run`` counts as written, as (log position, time): at the first event
     naming it; a step no event names but ``library`` holds with an insertion time, at that time,
-    and in the log at the first event whose instant reaches it (``instant_last``: an event written
+    and in the log at the first event whose instant reaches it (``event_last``: an event written
     to the second covers that second, in which `mem` may have inserted the entry to the
     millisecond; inserted after the last: past the log's end, where no sequence-number cut
     reaches). What "written by then" means everywhere: the index's as-of cut (``named_seq``,
@@ -312,7 +312,7 @@ def first_written(events: Iterable[Event], run: str,
     for entry in library:
         if entry.run == run and entry.inserted and entry.id not in written:
             if reached is None:
-                reached = list(accumulate((instant_last(e.timestamp, e.time) for e in events), max))
+                reached = list(accumulate(map(event_last, events), max))
             inserted = iso_time(entry.inserted)
             at = bisect.bisect_left(reached, inserted)  # the first event whose instant reaches it
             written[entry.id] = (events[at].seq if at < len(events) else end, inserted)

@@ -21,7 +21,8 @@ from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
 from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
-from mem_retrieval.records.parse import check_event_path, date_alone, instant_last, micros, present, read_text
+from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
+                                         present, read_text)
 from mem_retrieval.records.types import LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
@@ -568,11 +569,11 @@ class Retriever:
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
-                return Until(micros=micros(instant_last(event.timestamp, event.time)), run=run, seq=event.seq,
+                return Until(micros=micros(event_last(event)), run=run, seq=event.seq,
                              named=tuple(others))
             last = event
         if number is not None and last is not None and number > last.seq:  # as of the log's end
-            return Until(micros=micros(instant_last(last.timestamp, last.time)), run=run, seq=last.seq,
+            return Until(micros=micros(event_last(last)), run=run, seq=last.seq,
                          named=tuple(others))
         raise Refused(f"{asked!r}: no such event in run {run!r}", param="until")
 

@@ -380,6 +380,31 @@ def test_an_entry_inserted_within_the_second_of_an_event_is_memory_as_of_that_ev
         assert not memory.archive_hits("alpha/a7", library=True, until=until), until
 
 
+def test_a_line_written_to_the_minute_after_one_to_the_second_covers_that_minute_not_more(workspace, mem):
+    """``03:42Z`` after ``03:42:47Z``: the log's order dated it 03:42:47, and the instant rule then
+    added its minute, so a cut as of it reached 03:43:46, taking in another run's step written at
+    03:43:30 (an hour for ``03Z``); `check` called the line earlier than the one before it."""
+    ws = workspace
+    ws.write_events("alpha", [
+        {"time": "2026-10-17T03:42:47Z", "actor": "A1", "kind": "return",
+         "ids": ["a1", "a2", "a3", "a4", "a5"], "text": "five steps"},
+        {"time": "2026-10-17T03:42Z", "actor": "root", "kind": "checkpoint", "ids": [],
+         "text": "same minute"},
+        {"time": "2026-10-17T03Z", "actor": "root", "kind": "checkpoint", "ids": [], "text": "same hour"}])
+    ws.write_events("beta", [dict(e, time="2026-10-17T03:43:30Z") for e in ws.events("beta")])
+    code, out, _ = mem("check")
+    assert code == 0 and "warning" not in out, out
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    for until in ("alpha#2", "2026-10-17T03:42Z", "2026-10-17T03:42:59.999Z"):
+        assert not memory.archive_hits("beta/b1", until=until), until
+        assert not memory.recall_hits("one step", until=until), until
+    for until in ("alpha#3", "2026-10-17T03:43:30Z"):  # the hour 03 covers 03:43:30
+        assert {h.id for h in memory.archive_hits("beta/b1", until=until)} == {"beta/b1"}, until
+    assert memory.retriever.resolve_until("alpha#2", None).micros == \
+        memory.retriever.resolve_until("2026-10-17T03:42Z", None).micros
+
+
 def test_the_end_of_a_day_is_its_last_instant_not_the_next_days_first_minute(workspace):
     """`--until 2026-10-17T24:00Z` reached one minute into the next day (`24Z` an hour): the instant
     rule added a minute to the 00:00 that 24:00 is read as."""
