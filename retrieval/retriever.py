@@ -19,7 +19,7 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import (nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
+from mem_retrieval.records.ids import (canonical, nearest_ids, owner_run, plain, ref_problem, spellings, split_gid,
                                        typed_ref, typed_run)
 from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
                                          present, read_text)
@@ -491,6 +491,7 @@ class Retriever:
         name it, where the others' global ids name no step or source (a typo in a log,
         ``beta/A1-1`` where beta has none, which `check` reports); refused when they name
         several."""
+        ref = canonical(ref)  # as the records' ids are read: typed decomposed, it matched none of them
         def named(candidate) -> set[str]:
             return {r if "/" in r else f"{candidate.row.run}/{r}" for r in candidate.row.ids
                     if r == ref or r.endswith("/" + ref)}

@@ -412,6 +412,25 @@ def test_a_global_id_naming_no_step_does_not_make_a_bare_id_ambiguous(workspace,
     assert code == 1 and "is an id in several runs: alpha/a1, beta/a1" in err
 
 
+def test_a_bare_id_of_several_runs_typed_decomposed_is_refused_as_typed_composed(workspace, mem):
+    """Runs alpha and beta each with a step Ü-1 their logs name: `--id` typed composed was refused
+    as "an id in several runs", typed decomposed (U + U+0308) it listed both runs' events as one."""
+    import unicodedata
+
+    composed = unicodedata.normalize("NFC", "Ü-1")
+    for run in ("alpha", "beta"):
+        workspace.add_step(run, make_step(composed))
+        workspace.write_events(run, [*workspace.events(run), {"time": "2026-10-18T02:00:00Z", "actor": "root",
+                                                              "kind": "audit", "ids": [composed], "text": run}])
+    assert mem("index")[0] == 0
+    for typed in (composed, unicodedata.normalize("NFD", composed)):
+        code, out, err = mem("recall-search", "--id", typed)
+        assert (code, out) == (1, "")
+        assert f"is an id in several runs: alpha/{composed}, beta/{composed}" in err
+        code, out, err = mem("--json", "recall-search", "--id", typed, "--run", "beta")
+        assert code == 0 and [h["text"] for h in json.loads(out)["hits"]] == ["beta"], typed
+
+
 def test_an_unindexed_event_whose_brief_is_missing_is_counted_by_id_as_by_words(workspace, mem):
     """An event appended after `mem index` whose brief is missing (which the next `mem index` will
     refuse) was counted by a word search's note but not by `--id`'s, which parsed it and passed
