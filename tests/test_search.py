@@ -420,7 +420,8 @@ def test_a_bare_id_of_several_runs_typed_decomposed_is_refused_as_typed_composed
     composed = unicodedata.normalize("NFC", "Ü-1")
     for run in ("alpha", "beta"):
         workspace.add_step(run, make_step(composed))
-        event = {"time": "2026-10-18T02:00:00Z", "actor": "root", "kind": "audit", "ids": [composed], "text": run}
+        event = {"time": "2026-10-18T02:00:00Z", "actor": "root", "kind": "audit", "ids": [composed],
+                 "text": run}
         workspace.write_events(run, [*workspace.events(run), event])
     assert mem("index")[0] == 0
     for typed in (composed, unicodedata.normalize("NFD", composed)):
