@@ -481,7 +481,7 @@ class Retriever:
             found = self.searcher.rank_events(query.text, filters)
         hits = [EventHit(id=e.gid, run=e.run, seq=e.seq, time=e.time, actor=e.actor, kind=e.kind,
                          ids=e.ids, text=e.text, path=e.path,
-                         excerpt=" ".join(e.body[:EXCERPT_CHARS].split()), body=None,
+                         excerpt=_excerpt(e.body), body=None,
                          score=shown_score(c.score))
                 for c in found for e in (c.row,)]
         return list(self._with_bodies(hits)) if whole else hits
@@ -509,7 +509,8 @@ class Retriever:
     def _with_bodies(self, hits: Sequence[EventHit]) -> tuple[EventHit, ...]:
         """``hits`` with the brief or return each points to, whole, as the file stands now (None:
         it points to none, or the file cannot be read now: swapped since `mem index` for a link
-        out of the run folder, a folder, a pipe or a device, which `mem index` would refuse)."""
+        out of the run folder, a folder, a pipe or a device, which `mem index` would refuse), and
+        its excerpt the start of that (empty when it cannot be read)."""
         def whole(hit: EventHit) -> str | None:
             if not hit.path:
                 return None
@@ -520,7 +521,11 @@ class Retriever:
             except InputError:
                 return None
 
-        return tuple(replace(hit, body=whole(hit)) for hit in hits)
+        def now(hit: EventHit) -> EventHit:  # the excerpt is the start of the body shown, not the indexed
+            body = whole(hit)
+            return replace(hit, body=body, excerpt=hit.excerpt if not hit.path else _excerpt(body or ""))
+
+        return tuple(map(now, hits))
 
     def _page(self, shown: tuple, total: int, scores: list[float], page: int, query: str | None,
               setting: str | None) -> Page:
@@ -695,6 +700,11 @@ def _nearest_said(ref: str, known: Sequence[str], cut: frozenset[int] | None = N
 
 
 _EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)
+
+
+def _excerpt(body: str) -> str:
+    """An event hit's excerpt: its brief's or return's first ``EXCERPT_CHARS`` characters, spaced."""
+    return " ".join(body[:EXCERPT_CHARS].split())
 
 
 def _several_runs(ref: str, gids) -> Refused:

@@ -365,7 +365,8 @@ def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(w
     """`mem index` refuses a brief that leaves the run folder or is no regular file; a search reads
     the brief as it stands now, so one swapped after indexing for a link to a file outside (its
     text was shown), to /dev/zero (read until memory ran out) or for a pipe (the search hung) gives
-    no body, and the hit stays."""
+    no body, and the hit stays. Its excerpt is the start of that body (it was the indexed text: a
+    brief rewritten or gone still showed its old words, and the text view no sign of it)."""
     (workspace.root / "alpha" / "briefs").mkdir()
     brief = workspace.root / "alpha" / "briefs" / "A2.md"
     brief.write_text("pair model audit notes", encoding="utf-8")
@@ -377,10 +378,14 @@ def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(w
     def body() -> str | None:
         code, out, err = mem("--json", "recall-search", "--id", "a4", "--run", "alpha")
         (hit,) = [h for h in json.loads(out)["hits"] if h["path"] == "briefs/A2.md"]
-        assert (code, err) == (0, "")
+        assert (code, err) == (0, "") and hit["excerpt"] == " ".join((hit["body"] or "").split())
         return hit["body"]
 
     assert body() == "pair model audit notes"
+    brief.write_text("pair model dropped:   use   the residue", encoding="utf-8")
+    assert body() == "pair model dropped:   use   the residue"
+    code, out, _ = mem("recall-search", "--id", "a4", "--run", "alpha")
+    assert "   | pair model dropped: use the residue\n" in out and "audit notes" not in out
     secret = tmp_path / "secret.txt"
     secret.write_text("the user's other file", encoding="utf-8")
     for swap in (lambda: brief.symlink_to(secret), lambda: brief.symlink_to("/dev/zero"),
@@ -388,6 +393,8 @@ def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(w
         brief.rmdir() if brief.is_dir() and not brief.is_symlink() else brief.unlink()
         swap()
         assert body() is None
+        code, out, _ = mem("recall-search", "--id", "a4", "--run", "alpha")
+        assert "   | (alpha/briefs/A2.md cannot be read now: gone, or no longer a file in the run)\n" in out
     brief.rmdir()
     inside = workspace.root / "alpha" / "briefs" / "real.md"
     inside.write_text("the same notes, moved", encoding="utf-8")
