@@ -549,7 +549,8 @@ class Retriever:
         id in its ``ids`` (bare or global) or the first word of its text (``R-1: …``, ``R-4 (verdict
         draft): …``); the first such event counts."""
         value = asked = value.strip()
-        if (hit := _EVENT_GID.fullmatch(value)) is not None:  # satake-two-levels#38, a hit's id
+        head, sep, tail = value.rpartition("#")  # its run typed with a look-alike dash, as --run reads it
+        if (hit := _EVENT_GID.fullmatch(f"{typed_run(head)}#{tail}" if sep else value)) is not None:
             if run is not None and run != hit[1]:
                 raise BadInput(f"{value!r} is an event of run {hit[1]!r}, not of {run!r}", param="until")
             run, value = hit[1], hit[2]
@@ -560,10 +561,14 @@ class Retriever:
         if stamp is not None:
             return Until(micros=micros(instant_last(stamp, value)))
         ref_run, local = split_gid(value)
+        ref_run = typed_run(ref_run)
         run = run or ref_run
         if run is None:
             raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
         if run not in (runs := self.workspace.runs()):  # no log to look in: not "no such event"
+            if any(entry.run == run for entry in self._readable_library().values()):
+                raise Refused(f"{asked!r}: run {run!r} has no log here (only library entries of it)",
+                              param="until")
             raise Refused(f"{asked!r}: {self.workspace.no_run(run, runs)}", param="until")
         forms = {value} | ({local, f"{run}/{local}"} if ref_run in (None, run) else set())
         forms |= {spelled for form in forms for spelled in spellings(form)}  # as --id reads an id: `Ü-1`

@@ -110,6 +110,17 @@ def test_an_event_of_a_run_that_is_none_here_names_the_run_not_the_event(example
                                          f"folder holding its tree.json; runs: {IWAHORI}, {SATAKE})\n")
     said = f"mem: --until '{SATAKE}/R-99': no such event in run '{SATAKE}'\n"
     assert refusal(f"{SATAKE}/R-99") == (1, "", said)
+    resolve, dashed = example.retriever.resolve_until, SATAKE.replace("-", "\u2011")  # as --run reads it
+    assert resolve(f"{dashed}#40", None) == resolve(f"{SATAKE}#40", None)
+    assert resolve(f"{dashed}/R-1", None) == resolve("R-1", SATAKE)
+
+
+def test_an_event_of_a_run_the_library_alone_holds_says_it_has_no_log(workspace, mem):
+    workspace.write_library(workspace.library() + [library_line("gone", make_step("g1"))])
+    assert mem("index")[0] == 0
+    for value in ("gone#1", "gone/R-1"):
+        said = f"mem: --until {value!r}: run 'gone' has no log here (only library entries of it)\n"
+        assert mem("archive-search", "statement", "--until", value) == (1, "", said)
 
 
 def test_the_nearest_ids_a_note_names_were_in_memory_at_the_cut(example):
