@@ -575,17 +575,17 @@ class Retriever:
         # decomposed (the log's ids are read composed), `A5‑7` (U+2011), `\u00dc-1` as ASCII shows it
         last, others = None, {}  # the other runs' steps its log names, by then: memory too
         known, memo = self._run_known(), {}
+        reached = None  # the latest instant the log reaches by each event (never less than before it)
         for event in self.workspace.events(run):
             others.update((key(ref), None) for ref in _other_runs_named(event, run, known, memo))
+            reached = max(reached or event_last(event), event_last(event))
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
-                return Until(micros=micros(event_last(event)), run=run, seq=event.seq,
-                             named=tuple(others))
+                return Until(micros=micros(reached), run=run, seq=event.seq, named=tuple(others))
             last = event
         if number is not None and last is not None and number > last.seq:  # as of the log's end
-            return Until(micros=micros(event_last(last)), run=run, seq=last.seq,
-                         named=tuple(others))
+            return Until(micros=micros(reached), run=run, seq=last.seq, named=tuple(others))
         raise Refused(f"{asked!r}: no such event in run {run!r}", param="until")
 
     def _run_known(self):

@@ -416,6 +416,26 @@ def test_a_line_written_to_the_minute_after_one_to_the_second_covers_that_minute
         memory.retriever.resolve_until("2026-10-17T03:42Z", None).micros
 
 
+def test_a_cut_as_of_a_later_line_never_reaches_less_than_one_as_of_the_line_before(workspace):
+    """A line stamped earlier than the one before it (a clock set back) is dated as that one: the
+    cut as of it ended at the start of that second, short of the cut as of the line before, which
+    held another run's step named within that second."""
+    ws = workspace
+    ws.write_events("alpha", [
+        {"time": "2026-10-17T03:42:47Z", "actor": "A1", "kind": "return",
+         "ids": ["a1", "a2", "a3", "a4", "a5"], "text": "five steps"},
+        {"time": "2026-10-17T03:42:30Z", "actor": "root", "kind": "checkpoint", "ids": [],
+         "text": "set back"},
+        {"time": "2026-10-17T03:41Z", "actor": "root", "kind": "checkpoint", "ids": [], "text": "a minute"}])
+    ws.write_events("beta", [dict(e, time="2026-10-17T03:42:47.500Z") for e in ws.events("beta")])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    cuts = [memory.retriever.resolve_until(f"alpha#{seq}", None).micros for seq in (1, 2, 3)]
+    assert cuts == [micros(iso_time("2026-10-17T03:42:47.999999Z"))] * 3
+    for until in ("alpha#1", "alpha#2", "alpha#3", "alpha#99"):
+        assert {h.id for h in memory.archive_hits("beta/b1", until=until)} == {"beta/b1"}, until
+
+
 def test_the_end_of_a_day_is_its_last_instant_not_the_next_days_first_minute(workspace):
     """`--until 2026-10-17T24:00Z` reached one minute into the next day (`24Z` an hour): the instant
     rule added a minute to the 00:00 that 24:00 is read as."""
