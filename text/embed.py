@@ -32,8 +32,8 @@ def prepare(text: str, max_chars: int) -> str:
 
 
 def _no_model(folder: Path) -> str | None:
-    """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``
-    and its weights (safetensors or a PyTorch file); None when it has both."""
+    """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``,
+    its weights (safetensors or a PyTorch file) and its tokenizer.json; None when it has all."""
     import json
 
     try:
@@ -44,6 +44,8 @@ def _no_model(folder: Path) -> str | None:
         return "its config.json names no model_type"
     if not any((folder / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
         return "no model.safetensors or pytorch_model.bin"
+    if not (folder / "tokenizer.json").is_file():  # the export and W's token count read it
+        return "no tokenizer.json"
     return None
 
 
