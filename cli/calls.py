@@ -126,8 +126,8 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
         if hit.excerpt:
             lines.append(f"   | {hit.excerpt}")
         elif hit.path and hit.body is None:  # gone, or swapped for what is not read, since `mem index`
-            lines.append(f"   | ({hit.run}/{hit.path} cannot be read now: gone, or no longer a file in the "
-                         "run)")
+            lines.append(f"   | ({hit.run}/{hit.path} cannot be read now: gone, no longer a file in the "
+                         "run, or not UTF-8)")
         if hit.body is not None and len(hit.body) > EXCERPT_CHARS:  # the excerpt showed it whole
             lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole as body in the "
                          f"{spell('json')} output)")  # MCP: its structured content
