@@ -394,7 +394,8 @@ def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(w
         swap()
         assert body() is None
         code, out, _ = mem("recall-search", "--id", "a4", "--run", "alpha")
-        said = "   | (alpha/briefs/A2.md cannot be read now: gone, no longer a file in the run, or not UTF-8)\n"
+        said = "   | (alpha/briefs/A2.md cannot be read now: gone, no longer a file in the run, or not " \
+               "UTF-8)\n"
         assert said in out
     brief.rmdir()
     inside = workspace.root / "alpha" / "briefs" / "real.md"
