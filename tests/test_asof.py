@@ -391,18 +391,22 @@ def test_an_entry_inserted_within_the_second_of_an_event_is_memory_as_of_that_ev
         assert not memory.archive_hits("alpha/a7", library=True, until=until), until
 
 
+def write_logs(ws, later: list[str], beta: str) -> None:
+    """alpha's log: its five steps' return at 03:42:47Z, then a checkpoint at each time of
+    ``later``; beta's one event at ``beta``."""
+    checkpoints = [{"time": time, "actor": "root", "kind": "checkpoint", "ids": [], "text": f"at {time}"}
+                   for time in later]
+    ws.write_events("alpha", [{"time": "2026-10-17T03:42:47Z", "actor": "A1", "kind": "return",
+                               "ids": ["a1", "a2", "a3", "a4", "a5"], "text": "five steps"}, *checkpoints])
+    ws.write_events("beta", [dict(e, time=beta) for e in ws.events("beta")])
+
+
 def test_a_line_written_to_the_minute_after_one_to_the_second_covers_that_minute_not_more(workspace, mem):
     """``03:42Z`` after ``03:42:47Z``: the log's order dated it 03:42:47, and the instant rule then
     added its minute, so a cut as of it reached 03:43:46, taking in another run's step written at
     03:43:30 (an hour for ``03Z``); `check` called the line earlier than the one before it."""
     ws = workspace
-    ws.write_events("alpha", [
-        {"time": "2026-10-17T03:42:47Z", "actor": "A1", "kind": "return",
-         "ids": ["a1", "a2", "a3", "a4", "a5"], "text": "five steps"},
-        {"time": "2026-10-17T03:42Z", "actor": "root", "kind": "checkpoint", "ids": [],
-         "text": "same minute"},
-        {"time": "2026-10-17T03Z", "actor": "root", "kind": "checkpoint", "ids": [], "text": "same hour"}])
-    ws.write_events("beta", [dict(e, time="2026-10-17T03:43:30Z") for e in ws.events("beta")])
+    write_logs(ws, ["2026-10-17T03:42Z", "2026-10-17T03Z"], "2026-10-17T03:43:30Z")
     code, out, _ = mem("check")
     assert code == 0 and "warning" not in out, out
     memory = Memory.open(ws.root)
@@ -421,13 +425,7 @@ def test_a_cut_as_of_a_later_line_never_reaches_less_than_one_as_of_the_line_bef
     cut as of it ended at the start of that second, short of the cut as of the line before, which
     held another run's step named within that second."""
     ws = workspace
-    ws.write_events("alpha", [
-        {"time": "2026-10-17T03:42:47Z", "actor": "A1", "kind": "return",
-         "ids": ["a1", "a2", "a3", "a4", "a5"], "text": "five steps"},
-        {"time": "2026-10-17T03:42:30Z", "actor": "root", "kind": "checkpoint", "ids": [],
-         "text": "set back"},
-        {"time": "2026-10-17T03:41Z", "actor": "root", "kind": "checkpoint", "ids": [], "text": "a minute"}])
-    ws.write_events("beta", [dict(e, time="2026-10-17T03:42:47.500Z") for e in ws.events("beta")])
+    write_logs(ws, ["2026-10-17T03:42:30Z", "2026-10-17T03:41Z"], "2026-10-17T03:42:47.500Z")
     memory = Memory.open(ws.root)
     memory.index(progress=False)
     cuts = [memory.retriever.resolve_until(f"alpha#{seq}", None).micros for seq in (1, 2, 3)]

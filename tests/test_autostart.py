@@ -49,7 +49,7 @@ def wait_for(condition, seconds: float = 60.0) -> bool:
 @pytest.fixture
 def ws(tmp_path):
     workspace = build_workspace(tmp_path / "ws")
-    (workspace.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 60\n")  # the idle test sets 12
+    (workspace.root / "solve" / "mem.toml").write_text("[serve]\nidle_timeout = 60\n")  # the idle test: 12
     assert mem(workspace.root, "index").returncode == 0
     yield workspace
     answer = ping(workspace.root)
