@@ -262,7 +262,7 @@ class Catalog:
     def step_ids(self, run: str) -> list[str]:
         """The ids of ``run``'s steps (none when its tree.json was not read)."""
         tree = self.trees.get(run)
-        return list(dict.fromkeys(s.id for s in tree.steps)) if tree is not None else []
+        return tree.step_ids() if tree is not None else []
 
     def nearest(self, run: str) -> NearestIds:
         """``run``'s step ids, ready to name the nearest to an id naming none (built once a run)."""

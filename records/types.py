@@ -119,6 +119,10 @@ class Tree:
         """The step ``step_id`` names (the first, where a tree repeats an id)."""
         return self._by_id.get(step_id)
 
+    def step_ids(self) -> list[str]:
+        """Its step ids, each once, in order."""
+        return list(self._by_id)
+
     def step_named(self, typed: str) -> Step | None:
         """The step an id as typed names: itself, else in another of its ``spellings`` (composed or
         decomposed, a non-breaking hyphen, fullwidth), as a lookup reads it."""

@@ -578,7 +578,8 @@ class Retriever:
         reached = None  # the latest instant the log reaches by each event (never less than before it)
         for event in self.workspace.events(run):
             others.update((key(ref), None) for ref in _other_runs_named(event, run, known, memo))
-            reached = max(reached or event_last(event), event_last(event))
+            covers = event_last(event)
+            reached = covers if reached is None else max(reached, covers)
             words = event.text.split(maxsplit=1)
             named = bool(forms & set(event.ids)) or bool(words and words[0].rstrip(":;,.") in forms)
             if event.seq == number or (number is None and named):
