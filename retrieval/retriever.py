@@ -267,9 +267,12 @@ class Retriever:
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
         notes += self.unknown_run("context_run", query.context_run)  # it shapes the ranking
+        if query.until is not None:  # the index dates a step by the first event naming it that it read
+            notes += self._ahead_note(self._events_ahead(query.run, query.until, None), "read, and a step "
+                                      "first named there is not in memory as of this cut", "")
         if total:
             return notes
-        notes += self.unknown_run("run", query.run)
+        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run)
         if query.setting and not query.any_setting:
             left_out = len(self.ranked(replace(query, any_setting=True)))
             if left_out:
@@ -339,6 +342,23 @@ class Retriever:
         return [Note(param, f"{run!r} names no run of this workspace"
                      + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
 
+    def _run_unindexed(self, run: str | None) -> list[Note]:
+        """A note when ``run``, a run of the workspace whose tree.json holds steps, has none in the
+        index: one begun since the last `mem index` (a run whose tree cannot be read: the index
+        names what is wrong)."""
+        if run is None or run not in self.workspace.runs() or self.searcher.holds_run(run) \
+                or not present(self.workspace.tree_path(run)):
+            return []
+        try:
+            if not self.workspace.tree(run).steps:
+                return []
+        except InputError:
+            pass
+        if self.index_replaced():
+            return [Note("run", f"{run!r} has no step in the index this search read: {NEWER_INDEX}")]
+        return [Note("run", f"{run!r} has no step in the index (a run begun since the last `mem index`): "
+                     f"run `mem index {run}`")]
+
     @_reads_index
     def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
         """The whole result list of ``archive_search``, before paging."""
@@ -383,17 +403,26 @@ class Retriever:
         """A note naming the events the search cannot see: those written to the logs it reads
         (``run``'s, or every run's) after the last `mem index` read them, and, when the query
         narrows by ``until`` or ``id``, that it would have kept (``until`` resolved)."""
+        return self._ahead_note(self._events_ahead(query.run, query.until, query.ref), "searched", "")
+
+    def _events_ahead(self, run: str | None, until: Until | None, ref: str | None) -> dict[str, int]:
+        """Per run (``run``, or every run), how many events its log holds past the last `mem index`,
+        of those ``until`` keeps and that name ``ref`` (when given); runs with none left out."""
         logged = self.searcher.logged_events()
-        runs = [query.run] if query.run is not None else self.workspace.runs()
+        runs = [run] if run is not None else self.workspace.runs()
         ahead = {run: count for run in runs if os.path.isdir(self.workspace.run_dir(run))
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
-        until = query.until
-        if ahead and (until is not None or query.id is not None):  # rare: those lines are read
+        if ahead and (until is not None or ref is not None):  # rare: those lines are read
             def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
                 events = self.workspace.events_after(run, logged.get(run, 0), self.searcher.logged_time(run))
                 return sum(1 for event in events if (until is None or until.admits(event))
-                           and (query.id is None or event.names(query.ref)))
+                           and (ref is None or event.names(ref)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}
+        return ahead
+
+    def _ahead_note(self, ahead: dict[str, int], unseen: str, param: str) -> list[Note]:
+        """The note of ``_events_ahead``'s events: not ``unseen`` here, and the command indexing
+        them (none when there are none)."""
         if not ahead:
             return []
         total = sum(ahead.values())
@@ -402,10 +431,10 @@ class Retriever:
         command = " ".join(["mem index", *ahead] if len(ahead) <= 5 else ["mem index"])
         verb = "is" if total == 1 else "are"
         if self.index_replaced():  # a session's own index version: the newer one may hold them
-            return [Note("", f"{plural(total, 'event')} {verb} not in the index this search read "
+            return [Note(param, f"{plural(total, 'event')} {verb} not in the index this search read "
                          f"({where}): {NEWER_INDEX}")]
-        return [Note("", f"{plural(total, 'event')} written since the last `mem index` {verb} not "
-                     f"searched ({where}): run `{command}`")]
+        return [Note(param, f"{plural(total, 'event')} written since the last `mem index` {verb} not "
+                     f"{unseen} ({where}): run `{command}`")]
 
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
         """Why a recall search found nothing, when a run it names is none (``run``'s, or the run

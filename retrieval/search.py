@@ -451,6 +451,11 @@ class Searcher:
         seen = graph.visible(filters)
         return frozenset((graph.keys if seen is None else graph.keys[seen]).tolist())
 
+    def holds_run(self, run: str) -> bool:
+        """Whether the index holds a step of ``run`` (read from the citation graph)."""
+        graph = self.graph()
+        return graph is not None and bool((graph.run_keys == store.key(run)).any())
+
     def known_gids(self) -> list[str]:
         """Every global id the index holds: its steps (the library's among them) and sources, read
         from the pinned tables' gid column (at 80,000 steps, reading every tree.json and the library

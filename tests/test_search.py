@@ -361,6 +361,42 @@ def test_the_unindexed_events_note_counts_only_what_the_search_would_have_kept(w
     assert note("--id", "g1") == ""
 
 
+def test_an_archive_search_the_index_is_behind_for_says_so(workspace, mem):
+    """A step is in memory from the first event naming it, as the last `mem index` read the log:
+    as of an event written since (naming a step indexed before it), a search found nothing and
+    said nothing, while it found the step with no cut. A cut that keeps such events says so, as
+    recall-search does; so does a --run of a run begun since the last index (it read as no step)."""
+    workspace.add_step("alpha", make_step("a9", statement="zonotope packing bound for alcove walks"))
+    assert mem("index")[0] == 0
+    workspace.write_events("alpha", workspace.events("alpha") + [
+        {"time": "2026-10-17T04:20:00Z", "actor": "A1", "kind": "return", "ids": ["a9"], "text": "a9"}])
+    behind = ("mem: 1 event written since the last `mem index` is not read, and a step first named "
+              "there is not in memory as of this cut (alpha: 1): run `mem index alpha`\n")
+
+    def search(*args):
+        code, out, err = mem("archive-search", "zonotope packing alcove", "--run", "alpha", *args)
+        return code, "alpha/a9" in out, err
+
+    assert search() == (0, True, "")  # no cut: the step is indexed
+    assert search("--until", "3") == (1, False, behind)
+    assert search("--until", "alpha#3") == (1, False, behind)
+    assert search("--until", "2026-10-17T04:20:00Z") == (1, False, behind)
+    assert search("--until", "2") == (1, False, "")  # the cut keeps no event the index lacks
+    assert search("--until", "2026-10-17T04:19:59Z") == (1, False, "")
+    assert mem("index", "alpha")[0] == 0
+    assert search("--until", "3") == (0, True, "")
+
+    workspace.add_run("gamma-new", [make_step("g1", statement="zonotope packing, a second proof")])
+    code, out, err = mem("archive-search", "zonotope packing", "--run", "gamma-new")
+    assert (code, err) == (1, "mem: --run 'gamma-new' has no step in the index (a run begun since "
+                              "the last `mem index`): run `mem index gamma-new`\n")
+    workspace.add_run("delta-empty", [])
+    assert mem("archive-search", "zonotope packing", "--run", "delta-empty")[::2] == (1, "")
+    assert mem("index", "gamma-new")[0] == 0
+    code, out, err = mem("archive-search", "zonotope packing", "--run", "gamma-new")
+    assert (code, err, "gamma-new/g1" in out) == (0, "", True)
+
+
 def test_a_brief_swapped_after_indexing_for_a_link_out_or_a_pipe_is_never_read(workspace, mem, tmp_path):
     """`mem index` refuses a brief that leaves the run folder or is no regular file; a search reads
     the brief as it stands now, so one swapped after indexing for a link to a file outside (its
