@@ -19,7 +19,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.types import KINDS, STATUSES
-from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem, type_name
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, said_not_whole, surrogate_problem, type_name
 
 VALUE_TYPES = {"string": (str, "a string"), "integer": (int, "a whole number"),
                "boolean": (bool, "true or false"), "strings": (list, "a list of strings")}
@@ -57,7 +57,7 @@ class Param:
                 return f"must be {said}, not a list holding {type_name(wrong[0])}"
             return next(filter(None, map(self._text_problem, value)), None)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            return f"must be {said}, not {type_name(value)}"
+            return f"must be {said}, not {said_not_whole(value) if kind is int else type_name(value)}"
         return self._text_problem(value) if isinstance(value, str) else None
 
     def _text_problem(self, text: str) -> str | None:

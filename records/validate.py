@@ -44,6 +44,12 @@ def type_name(value: Any) -> str:
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
+def said_not_whole(value: Any) -> str:
+    """``value``, not a whole number, as a message names it: a fraction by its value (``2.0``,
+    ``1.5``, ``nan``: "a number" read as if numbers were refused), else by its type."""
+    return repr(value) if isinstance(value, float) else type_name(value)
+
+
 class Fields:
     """Typed access to one object, raising InputError at (file, line, prefix + field)."""
 
@@ -115,7 +121,7 @@ class Fields:
     def int(self, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
         value = self.obj.get(name)
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(name, f"must be a whole number, not {type_name(value)}")
+            self.fail(name, f"must be a whole number, not {said_not_whole(value)}")
         self._in_range(name, value, minimum, maximum)
         return value
 

@@ -276,7 +276,7 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     (lambda m: m.archive_hits("statement", hide=["alpha/a1"]), "hide must be a string, not a list"),
     (lambda m: m.archive_hits("statement", until=1), "until must be a string, not a number"),
     (lambda m: m.recall_search(b"statement"), "query must be a string, not bytes"),
-    (lambda m: m.recall_search("statement", page=1.0), "page must be a whole number, not a number"),
+    (lambda m: m.recall_search("statement", page=1.0), "page must be a whole number, not 1.0"),
     (lambda m: m.archive_get("a1", run=5), "run must be a string, not a number"),
     (lambda m: m.core_set("alpha", "next", None), "text is missing"),
     (lambda m: m.core_set("alpha", "next", b"x"), "text must be a string, not bytes"),

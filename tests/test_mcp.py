@@ -89,8 +89,8 @@ BAD_ARGUMENTS = [
     ("archive_search", {}, "query is missing"),
     ("archive_search", {"query": "x", "page": "2"}, "page must be a whole number, not a string"),
     ("archive_search", {"query": "x", "page": True}, "page must be a whole number, not a boolean"),
-    ("archive_search", {"query": "x", "page": 1.5}, "page must be a whole number, not a number"),
-    ("archive_search", {"query": "x", "page": 1e300}, "page must be a whole number, not a number"),
+    ("archive_search", {"query": "x", "page": 1.5}, "page must be a whole number, not 1.5"),
+    ("archive_search", {"query": "x", "page": 1e300}, "page must be a whole number, not 1e+300"),
     ("archive_search", {"query": "x", "any_setting": "yes"}, "any_setting must be true or false, not a string"),
     ("archive_search", {"query": "x", "bogus": 1},
      "unknown argument 'bogus' (archive_search takes query, setting, any_setting, run, kind, status, "

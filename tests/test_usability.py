@@ -237,6 +237,9 @@ def test_a_bad_config_value_names_the_line_that_set_it(tmp_path):
     (ws.root / "solve" / "mem.toml").write_text('[search]\n# pool\n\npool = "x"\n')
     assert cli(ws.root, "archive-search", "statement")[1:] == (
         "", f"mem: {ws.root}/solve/mem.toml:4: search.pool: must be a whole number, not a string\n")
+    (ws.root / "solve" / "mem.toml").write_text('[search]\npool = 2.5\n')  # a fraction, by its value
+    assert cli(ws.root, "archive-search", "statement")[1:] == (
+        "", f"mem: {ws.root}/solve/mem.toml:2: search.pool: must be a whole number, not 2.5\n")
 
 
 def test_the_page_size_is_the_configured_one_everywhere(indexed, tmp_path):
