@@ -20,6 +20,7 @@ from typing import Any
 from mem_retrieval.configs import Config, load_config
 from mem_retrieval.functions import BY_NAME, Param
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused
+from mem_retrieval.records.ids import typed_run
 from mem_retrieval.records.types import LibraryEntry
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.paging import check_list_id, check_page
@@ -135,6 +136,7 @@ class Memory:
         from mem_retrieval.records.record import admit, plan_record
 
         _typed("record", run=run, dry_run=dry_run)
+        run = typed_run(run)  # a look-alike dash, as archive-insert and the searches read it
         plan = plan_record(self.workspace, run, self.config.model.package)
         try:  # every run, as the index step reads them all when there is no index yet (or when the
             read_records(self.workspace, self.config, self.workspace.check_runs(None))  # library changed
@@ -174,7 +176,7 @@ class Memory:
         from mem_retrieval.records.invariants import check
 
         _typed("check", runs=runs)
-        return check(self.workspace, runs, self.config.model.package)
+        return check(self.workspace, runs and [typed_run(run) for run in runs], self.config.model.package)
 
     def _cut(self, query: ArchiveQuery | RecallQuery):
         """``query`` with its ``until`` resolved against the workspace's files, before the search

@@ -129,8 +129,10 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
             lines.append(f"   | ({hit.run}/{hit.path} cannot be read now: gone, no longer a file in the "
                          "run, or not UTF-8)")
         if hit.body is not None and len(hit.body) > EXCERPT_CHARS:  # the excerpt showed it whole
-            lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole as body in the "
-                         f"{spell('json')} output)")  # MCP: its structured content
+            output = spell("json")  # `--json` on the command line; an MCP tool has no such flag
+            where = f"the {output} output" if output != "json" else "the structured content"
+            lines.append(f"   | ({len(hit.body):,} characters: {hit.run}/{hit.path}; whole as body in "
+                         f"{where})")
     lines.append(_footer(page, spell))
     return Answer(data, "\n".join(lines), 0, notes)
 

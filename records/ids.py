@@ -74,6 +74,17 @@ def typed_run(value: str | None) -> str | None:
     return spelled if is_run_slug(spelled) else value
 
 
+def given_run(value: str | None) -> str | None:
+    """An optional ``run`` argument as read (``typed_run``); blank, bad input: an unset variable in
+    a script, which read as no run widens the search to every run, and as a run named '' found
+    nothing (as an empty ``until`` is refused, not read as now)."""
+    if isinstance(value, str) and not value.strip():
+        from mem_retrieval.records.errors import BadInput
+
+        raise BadInput("is empty (leave it out for every run)", param="run")
+    return typed_run(value)
+
+
 def typed_ref(value: str) -> str:
     """``value``, or its ``plain`` form when only that is a step id or a global id: a run typed
     with a look-alike dash (``satake‑two‑levels/A5-7``, U+2011) names the run its plain form does

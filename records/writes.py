@@ -25,8 +25,8 @@ from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import replace_atomic, sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem, integrity_problem,
                                                m3_excluded, read_catalog)
-from mem_retrieval.records.ids import (is_run_slug, nearest_ids, owner_run, spellings, split_gid, typed_ref,
-                                       typed_run)
+from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, spellings, split_gid,
+                                       step_id_problem, typed_ref, typed_run)
 from mem_retrieval.records.parse import (BEGUN, decode_utf8, iter_library, parse_core_text, parse_json,
                                          parse_library_entry, parse_time, present, read_regular, read_text,
                                          whole_json)
@@ -285,6 +285,7 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     """Rewrite one field of RUN/memory/core.md; refused when W would pass 2,000 tokens (M4)."""
     name = field_name(field)
     text = clean_field(text)
+    run = typed_run(run)  # a look-alike dash, as archive-insert and the searches read it
     ws.check_runs([run], param="run")  # BadInput: not a slug; Refused: no such run
     ws.tree(run)
     path = ws.core_path(run)
@@ -330,8 +331,10 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     """Copy an audited step from its tree.json to solve/library.jsonl; refused when M2 fails, when
     M3 would leave it out of `record` (``m3_excluded``), when its record does not hold together
     (``integrity_problem``), or when the id is already there."""
-    ref, run = typed_ref(ref), typed_run(run)  # a run typed with a look-alike dash
+    ref, run = typed_ref(ref), given_run(run)  # a run typed with a look-alike dash; blank: none
     given = run  # ``--run`` (else the run is the id's own)
+    if (problem := step_id_problem(split_gid(ref)[1])) is not None:  # "" or a NUL: as archive-get says
+        raise BadInput(f"{ref!r}: step id {problem}" if "/" in ref else problem, param="id")
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         holders = [step.gid for tree in ws.readable_trees(ws.runs()).values()

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import NEVER, in_list, key
 from mem_retrieval.records.errors import BadInput
-from mem_retrieval.records.ids import looks_like_id, plain, ref_problem, spellings, typed_ref, typed_run
+from mem_retrieval.records.ids import (given_run, looks_like_id, plain, ref_problem, spellings, typed_ref,
+                                       typed_run)
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem
@@ -237,7 +238,10 @@ class ArchiveQuery:
 
     def __post_init__(self) -> None:
         check_text(self.text)
-        for name in ("run", "context_run", "exclude_run", "hide_run"):  # typed with a look-alike dash
+        if self.context_run is not None and not self.context_run.strip():
+            object.__setattr__(self, "context_run", None)
+        object.__setattr__(self, "run", given_run(self.run))
+        for name in ("context_run", "exclude_run", "hide_run"):  # typed with a look-alike dash
             object.__setattr__(self, name, typed_run(getattr(self, name)))
         if self.kind is not None and self.kind not in KINDS:
             raise BadInput(f"{self.kind!r} is not one of {', '.join(KINDS)}", param="kind")
@@ -255,8 +259,6 @@ class ArchiveQuery:
         if self.setting is not None and len(self.setting) > MAX_SETTING_CHARS:  # a page repeats it
             raise BadInput(f"is {len(self.setting):,} characters long; a setting is at most "
                            f"{MAX_SETTING_CHARS:,}", param="setting")
-        if self.context_run is not None and not self.context_run.strip():
-            object.__setattr__(self, "context_run", None)
 
     def filters(self, until: Until | None, hidden: Hidden | None) -> "Filters":
         """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hidden``:
@@ -277,7 +279,7 @@ class RecallQuery:
     until: str | Until | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "run", typed_run(self.run))  # typed with a look-alike dash
+        object.__setattr__(self, "run", given_run(self.run))  # typed with a look-alike dash
         has_text = self.text is not None and bool(plain(self.text).strip())  # (check_text's empty)
         if has_text == (self.id is not None):
             raise BadInput("give a query text or an id, not both" if has_text

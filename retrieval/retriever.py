@@ -19,8 +19,8 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
-from mem_retrieval.records.ids import (canonical, nearest_ids, owner_run, plain, ref_problem, spellings,
-                                       split_gid, typed_ref, typed_run)
+from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_run, plain, ref_problem,
+                                       spellings, split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
                                          present, read_text)
 from mem_retrieval.records.types import LibraryEntry, Source, Step
@@ -656,7 +656,7 @@ class Retriever:
         problem = ref_problem(ref)
         if problem:
             raise BadInput(problem, param="id")
-        run = typed_run(run)
+        run = given_run(run)
         ref = self._as_named(ref, run)
         ref_run, step_id = split_gid(ref)
         owner = owner_run(ref, run)

@@ -825,12 +825,12 @@ def test_an_empty_path_or_run_is_refused_naming_the_flag(workspace, mem, tmp_pat
 
 def test_an_empty_value_of_a_memory_function_is_the_apis_to_judge_as_on_every_path(workspace, mem):
     """The functions' own parameters (`run`, `setting`, `context_run`) are judged by the API, as
-    for a tool call: `--run ""` names no run (a note), it is not refused as an empty path."""
+    for a tool call: `--run ""` is refused as the API refuses it, not as an empty path."""
     from mem_retrieval import Memory
 
     Memory.open(workspace.root).index(progress=False)
-    code, out, err = mem("archive-search", "statement", "--run", "")
-    assert (code, out.splitlines()[0]) == (1, "no hits") and "--run '' names no run" in err
+    assert mem("archive-search", "statement", "--run", "") == (
+        2, "", "mem: --run is empty (leave it out for every run)\n")
     assert mem("archive-search", "statement", "--setting", "")[0] == 0  # a blank setting is none
 
 

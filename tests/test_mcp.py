@@ -120,10 +120,10 @@ def text_of(result) -> str:
 
 def as_tool_text(cli_text: str) -> str:
     """The command's text as a tool shows it: 'more: --page 2 --list-id X' reads 'more: page=2
-    list_id=X'; a long brief is 'whole as body in the json output' (its structured content)."""
+    list_id=X'; a long brief is 'whole as body in the structured content' (a tool has no --json)."""
     text = re.sub(r"^more: --page (\d+) --list-id ([0-9a-f]+)", r"more: page=\1 list_id=\2",
                   cli_text.rstrip("\n"), flags=re.M)
-    return text.replace("whole as body in the --json output)", "whole as body in the json output)")
+    return text.replace("whole as body in the --json output)", "whole as body in the structured content)")
 
 
 def as_tool_message(cli_line: str) -> str:

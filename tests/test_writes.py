@@ -648,6 +648,44 @@ def test_archive_insert_reads_an_id_as_typed_composed_decomposed_or_with_a_look_
     assert [e["id"] for e in workspace.library()][-4:] == ["Čech-1", "c-1", "t1", "t2"]
 
 
+@pytest.mark.parametrize("typed", ["two\u2011runs", "two\u2013runs", "ｔｗｏ-runs"])
+def test_core_set_check_and_record_read_a_run_typed_with_a_look_alike_as_archive_insert_does(workspace, mem,
+                                                                                             typed):
+    """archive-insert and the searches took `two‑runs` (U+2011), an en dash or fullwidth letters as
+    `two-runs`; core-set, check and record said "not a run slug" of the name just used."""
+    workspace.add_run("two-runs", [make_step("t1", status="proved", audit={"grade": "pass"})])
+    code, out, err = mem("core-set", typed, "next", "audit t1")
+    assert (code, err) == (0, "") and out.startswith("two-runs/memory/core.md: next set")
+    assert "## next        audit t1" in workspace.core_path("two-runs").read_text(encoding="utf-8")
+    code, out, err = mem("check", typed)
+    assert (code, err) == (0, "") and out.startswith("OK: 1 run,")
+    code, out, err = mem("record", typed, "--dry-run")
+    assert (code, err) == (0, "") and "two-runs/t1" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ("archive-insert", "alpha/a1", "--run", ""), ("archive-insert", "a1", "--run", " "),
+    ("archive-get", "a1", "--run", ""), ("archive-search", "statement", "--run", ""),
+    ("recall-search", "five steps", "--run", "\t")])
+def test_a_blank_run_is_refused_by_every_function_that_takes_one(workspace, mem, argv):
+    """An unset variable in a script: archive-get read a blank --run as none (every run), the
+    searches as a run named '' (no hits, a note), archive-insert as no run slug. One rule, as
+    for an empty --until: bad input, before any index is opened."""
+    assert mem(*argv) == (2, "", "mem: --run is empty (leave it out for every run)\n")
+    assert not (workspace.root / ".mem").exists()
+
+
+@pytest.mark.parametrize("ref, said", [
+    ("", "ID must not be empty"), ("alpha/", "ID 'alpha/': step id must not be empty"),
+    ("alpha/a\x001", "ID 'alpha/a\\x001': step id 'a\\x001' contains '\\x00'")])
+def test_archive_insert_refuses_an_id_that_is_none_as_archive_get_does(workspace, mem, ref, said):
+    """An empty id was told "is a bare step id: name its run too (RUN/)", one holding a NUL "no
+    step … nearest: …" (exit 1): bad input, named as archive-get names it."""
+    code, _, err = mem("archive-insert", ref)
+    assert code == 2 and err.startswith(f"mem: {said}")
+    assert mem("archive-get", ref)[::2] == (2, err)
+
+
 def test_archive_insert_creates_the_library(workspace, mem):
     workspace.library_path.unlink()
     assert mem("archive-insert", "beta/b1")[0] == 0
