@@ -163,15 +163,21 @@ def _tune(memory: Memory, max_pairs: int | None, training: Training, holdout_ste
 
 
 def reset(memory: Memory, progress: bool | None = None, on_message=None):
-    """Re-embed every text with the configured model, and delete the tuned copies."""
+    """Re-embed every text with the configured model, and delete the tuned copies; the build's
+    report, and whether a tuned model embedded the index before (False: nothing was undone)."""
     from mem_retrieval.indexers.build import build_index
+    from mem_retrieval.indexers.store import IndexMismatch, read_meta, tuned_of
 
     with _one_tune(memory):
         memory.retriever.reopen()
+        try:
+            was_tuned = bool(tuned_of(read_meta(memory.retriever.location)))
+        except IndexMismatch:  # an unreadable meta.json: the build rebuilds it
+            was_tuned = True
         report = build_index(memory.workspace, memory.config, full=True, progress=progress,
                              on_message=on_message, tuned=None)
         _drop_unused(memory.retriever.location.folder, None)
-    return report
+    return report, was_tuned
 
 
 @contextlib.contextmanager
@@ -193,7 +199,8 @@ def _one_tune(memory: Memory) -> Iterator[None]:
         raise Refused("another `mem tune` (or `mem tune --reset`) is running on this index: "
                       "let it finish, then run this one") from None
     except OSError as error:
-        raise Refused(f"cannot write in {location.lock_path.parent}: {error.strerror or error}") from None
+        raise BadInput(f"cannot write the index in {location.lock_path.parent}: "  # as `mem index` says it
+                       f"{error.strerror or error}") from None
     try:
         try:
             installed = tuned_of(read_meta(location))
@@ -336,10 +343,14 @@ def evaluate(memory: Memory, *, folds: int = 5, max_pairs: int | None = None,
         return {name: strategy_metrics(ranker, name, derived.queries, derived.qrels, depth)
                 for name in strategies}
 
-    with base_retriever(memory, progress) as base:
-        before = scores(base)
     mined = held_out_pairs(memory.retriever, set(held), [q.step for q in derived.queries if q.step],
                            max_pairs=max_pairs, seed=training.seed)
+    if not mined.pairs and mine_pairs(memory.retriever, max_pairs=1).pairs:  # (said before scoring)
+        runs = f"run{'s' if len(held) > 1 else ''} ({', '.join(held)})"
+        raise Refused(f"the held-out {runs} and the work written after their queries hold every citation: "
+                      "nothing left to tune on")
+    with base_retriever(memory, progress) as base:
+        before = scores(base)
     with tempfile.TemporaryDirectory(prefix="mem-tune-") as scratch:
         provenance, seconds, loss = _fit(memory, mined, Path(scratch), training, progress)
         trial = Workspace(workspace.root, Path(scratch))

