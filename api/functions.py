@@ -39,6 +39,7 @@ class Param:
     metavar: str | None = None       # the command line's name for its value
     dash_stdin: bool = False         # on the command line, '-' reads the value from standard input
     max_chars: int | None = MAX_ARGUMENT_CHARS  # a text's length, at most (None: bounded elsewhere)
+    own_limit: bool = False          # max_chars is advertised, and checked where its message is said
 
     @property
     def flag(self) -> str:
@@ -63,7 +64,7 @@ class Param:
     def _text_problem(self, text: str) -> str | None:
         """Why a text is not one this parameter takes: past its length (said without repeating
         it), or not Unicode text; or None."""
-        if self.max_chars is not None and len(text) > self.max_chars:
+        if self.max_chars is not None and not self.own_limit and len(text) > self.max_chars:
             return f"is {len(text):,} characters long; at most {self.max_chars:,}"
         return surrogate_problem(text)
 
@@ -163,9 +164,9 @@ FUNCTIONS: tuple[Function, ...] = (
         "unmet_hyp (its hypotheses the setting does not imply), via (id: the query named it; text: "
         "the search found it).",
         (Param("query", "string", "what to look for: words, a formula, or step ids (A5-7, run/A5-7)",
-               required=True, positional=True, metavar="QUERY", max_chars=None),  # its own message
+               required=True, positional=True, metavar="QUERY", own_limit=True),  # its own message
          Param("setting", "string", "the setting the hits will be used in (SPEC §8), e.g. F_q((t))",
-               metavar="S", max_chars=None),
+               metavar="S", own_limit=True),
          Param("any_setting", "boolean", "keep hits the setting rule (M3) leaves out too"),
          Param("run", "string", "only steps of this run", metavar="R"),
          Param("kind", "string", "only steps of this kind", choices=KINDS, metavar="K"),
@@ -191,7 +192,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "whole (body). Events written since the last `mem index` are not searched: a note says "
         "how many (of those until and id would keep), and the command that indexes them.",
         (Param("query", "string", "what to look for in the events, their briefs and returns",
-               positional=True, metavar="QUERY", max_chars=None),
+               positional=True, metavar="QUERY", own_limit=True),
          Param("id", "string", "every event naming this step (a bare id with run: that run's), in "
                "time order", metavar="ID"),
          Param("run", "string", "only events of this run", metavar="R"),

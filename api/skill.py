@@ -5,6 +5,8 @@ arguments and outputs, the core.md template) and scripts/mem.py, shipped in the 
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,17 +58,37 @@ def install(folder: Path, force: bool = False) -> Installed:
         raise Refused(f"{differ[0]} exists with other text ({len(differ)} such file"
                       f"{'s' if len(differ) > 1 else ''}); `mem skill install --force` (force=True) "
                       "overwrites")
-    written, unchanged = [], []
-    for path, text in plan:
-        if path.exists() and _text(path) == text:
-            unchanged.append(path)
-            continue
+    unchanged = [path for path, text in plan if path.exists() and _text(path) == text]
+    pending = [(path, text) for path, text in plan if path not in unchanged]
+    _writable(folder, [path for path, _ in pending])
+    for path, text in pending:
         try:
             write_atomic(path, text)
         except OSError as error:
             raise Refused(f"cannot write {path}: {error.strerror or error}") from None
-        written.append(path)
-    return Installed(tuple(written), tuple(unchanged))
+    return Installed(tuple(path for path, _ in pending), tuple(unchanged))
+
+
+def _writable(folder: Path, paths: list[Path]) -> None:
+    """Refuse, having written nothing, when a folder of ``paths`` cannot take a file (read-only,
+    or not ours): each is tried with a file made and removed there, and the folders made for the
+    try are removed again. The .claude layout was written whole when the .agents one was not."""
+    made: list[Path] = []
+    try:
+        for parent in dict.fromkeys(path.parent for path in paths):
+            relative = parent.relative_to(folder)
+            for below in [*reversed(relative.parents[:-1]), relative]:  # the folders down to it
+                if not (folder / below).is_dir():
+                    (folder / below).mkdir()
+                    made.append(folder / below)
+            fd, name = tempfile.mkstemp(dir=parent, prefix=".mem-skill.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(name)
+    except OSError as error:
+        for made_folder in reversed(made):
+            made_folder.rmdir()
+        raise Refused(f"cannot write in {error.filename or parent}: {error.strerror or error} "
+                      "(nothing was written)") from None
 
 
 def _in_the_way(folder: Path, path: Path) -> str | None:

@@ -664,8 +664,9 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
         sources.append(Source(run=name, id=source_id, origin=s.str("origin"), retrieved=retrieved,
                               hash=s.str("hash"), path=s.str("path"), line=source_lines[i]))
     raw_steps = obj.get("steps")
+    raw_steps = [] if raw_steps is None else raw_steps  # a run at its Fix: no step yet, as no source
     if not isinstance(raw_steps, list):
-        f.fail("steps", "missing" if raw_steps is None else f"must be a list, not {type_name(raw_steps)}")
+        f.fail("steps", f"must be a list, not {type_name(raw_steps)}")
     steps_at = _elements(text, _STEPS_KEY, len(raw_steps))
     lines = _lines(steps_at)
     steps: list[Step] = []

@@ -266,13 +266,14 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
-        notes += self.unknown_run("context_run", query.context_run)  # it shapes the ranking
+        notes += (self.unknown_run("context_run", query.context_run)  # it shapes the ranking
+                  or self._run_unindexed(query.context_run, "context_run"))
         if query.until is not None:  # the index dates a step by the first event naming it that it read
             notes += self._ahead_note(self._events_ahead(query.run, query.until, None), "read, and a step "
                                       "first named there is not in memory as of this cut", "")
         if total:
             return notes
-        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run)
+        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run")
         if query.setting and not query.any_setting:
             left_out = len(self.ranked(replace(query, any_setting=True)))
             if left_out:
@@ -342,10 +343,10 @@ class Retriever:
         return [Note(param, f"{run!r} names no run of this workspace"
                      + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
 
-    def _run_unindexed(self, run: str | None) -> list[Note]:
-        """A note when ``run``, a run of the workspace whose tree.json holds steps, has none in the
-        index: one begun since the last `mem index` (a run whose tree cannot be read: the index
-        names what is wrong)."""
+    def _run_unindexed(self, run: str | None, param: str) -> list[Note]:
+        """A note (on ``param``) when ``run``, a run of the workspace whose tree.json holds steps,
+        has none in the index: one begun since the last `mem index` (a run whose tree cannot be
+        read: the index names what is wrong)."""
         if run is None or run not in self.workspace.runs() or self.searcher.holds_run(run) \
                 or not present(self.workspace.tree_path(run)):
             return []
@@ -355,8 +356,8 @@ class Retriever:
         except InputError:
             pass
         if self.index_replaced():
-            return [Note("run", f"{run!r} has no step in the index this search read: {NEWER_INDEX}")]
-        return [Note("run", f"{run!r} has no step in the index (a run begun since the last `mem index`): "
+            return [Note(param, f"{run!r} has no step in the index this search read: {NEWER_INDEX}")]
+        return [Note(param, f"{run!r} has no step in the index (a run begun since the last `mem index`): "
                      f"run `mem index {run}`")]
 
     @_reads_index

@@ -334,11 +334,15 @@ def test_every_text_parameter_refuses_a_value_past_its_length_without_repeating_
     from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS
 
     bounded = [(f, p) for f in FUNCTIONS for p in f.params if p.type in ("string", "strings")
-               and p.max_chars is not None]
+               and p.max_chars is not None and not p.own_limit]
     assert len(bounded) >= 15 and MAX_ARGUMENT_CHARS == 16_384
     assert {(f.name, p.name) for f in FUNCTIONS for p in f.params if p.type == "string"
-            and p.max_chars is None} == {("archive_search", "query"), ("archive_search", "setting"),
-                                         ("recall_search", "query"), ("core_set", "text")}
+            and p.max_chars is None} == {("core_set", "text")}  # M4 bounds it
+    own = {(f.name, p.name): p for f in FUNCTIONS for p in f.params if p.own_limit}
+    assert set(own) == {("archive_search", "query"), ("archive_search", "setting"),
+                        ("recall_search", "query")}
+    for param in own.values():  # advertised to a tool's client, said by the query's own check
+        assert param.schema()["maxLength"] == 16_384 and param.type_problem("b" * 16_385) is None
     for function, param in bounded:
         for length, problem in ((16_384, None), (16_385, "is 16,385 characters long; at most 16,384")):
             value = ["b" * length] if param.type == "strings" else "b" * length

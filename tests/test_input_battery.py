@@ -295,7 +295,6 @@ TOP_VALUES = [
 CASES += [Case(f"tree-{key}={value!r}", edit_tree(lambda t, k=key, v=value: t.update({k: v})), TREE,
                key, field, message) for key, value, field, message in TOP_VALUES]
 CASES += [
-    Case("tree-without-steps", edit_tree(lambda t: t.pop("steps")), TREE, 1, "steps", "missing"),
     Case("tree-without-run", edit_tree(lambda t: t.pop("run")), TREE, 1, "run", "missing"),
     Case("tree-is-a-list", edit_tree(lambda t: [t], replace=True), TREE, 1, None,
          "must be a JSON object, not a list"),

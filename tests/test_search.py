@@ -390,8 +390,17 @@ def test_an_archive_search_the_index_is_behind_for_says_so(workspace, mem):
     code, out, err = mem("archive-search", "zonotope packing", "--run", "gamma-new")
     assert (code, err) == (1, "mem: --run 'gamma-new' has no step in the index (a run begun since "
                               "the last `mem index`): run `mem index gamma-new`\n")
-    workspace.add_run("delta-empty", [])
+    code, out, err = mem("archive-search", "zonotope packing", "--context-run", "gamma-new")
+    assert (code, err) == (0, "mem: --context-run 'gamma-new' has no step in the index (a run begun "
+                              "since the last `mem index`): run `mem index gamma-new`\n")  # its citations
+    workspace.add_run("delta-empty", [])  # are not read: said whatever the list holds
     assert mem("archive-search", "zonotope packing", "--run", "delta-empty")[::2] == (1, "")
+    tree = workspace.tree("delta-empty")
+    del tree["steps"]  # a run at its Fix, before its first step (`steps: missing` was refused)
+    workspace.save_tree("delta-empty", tree)
+    assert mem("archive-search", "zonotope packing", "--run", "delta-empty")[::2] == (1, "")
+    assert mem("core-set", "delta-empty", "phase", "Fix")[::2] == (0, "")
+    assert mem("check", "delta-empty")[0] == 0
     assert mem("index", "gamma-new")[0] == 0
     code, out, err = mem("archive-search", "zonotope packing", "--run", "gamma-new")
     assert (code, err, "gamma-new/g1" in out) == (0, "", True)

@@ -174,6 +174,19 @@ def test_skill_install_writes_both_layouts_or_neither(tmp_path, mem, in_the_way)
         assert sorted(p for p in tmp_path.rglob("*")) == before  # the .claude layout neither
 
 
+def test_skill_install_that_cannot_write_a_layout_writes_neither(tmp_path, mem):
+    """`.agents` a link to nowhere: the .claude layout was written whole, then the .agents one
+    failed. The folders are tried first; nothing is written, and the folders made are removed."""
+    (tmp_path / ".agents").symlink_to(tmp_path / "gone" / "agents")
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = mem("skill", "install", str(tmp_path))
+    assert (code, out) == (1, "") and err == (f"mem: cannot write in {tmp_path / '.agents'}: File exists "
+                                              "(nothing was written)\n")
+    assert sorted(tmp_path.rglob("*")) == before
+    (tmp_path / ".agents").unlink()
+    assert mem("skill", "install", str(tmp_path))[0] == 0
+
+
 def test_skill_install_needs_a_folder(tmp_path, mem):
     code, _, err = mem("skill", "install", str(tmp_path / "nope"))
     assert (code, err) == (2, f"mem: DIR {str(tmp_path / 'nope')!r} does not exist\n")
@@ -194,6 +207,7 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
     """`python scripts/mem.py` with a Python that lacks mem_retrieval (the system's, not the
     virtual environment's) ended in a traceback; it says which Python and what to do (exit 2).
     With the package it is `mem`."""
+    import os
     import subprocess
     import sys
 
@@ -208,3 +222,15 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
                            "the Python that `mem` was installed in, or call `mem` itself\n")
     done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("usage: mem")
+    # a Python finding the package on its path but not what it needs (a traceback): said so too
+    package = tmp_path / "path" / "mem_retrieval"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "__init__.py").write_text("")
+    (package / "cli" / "main.py").write_text("import tokenizers  # not on a bare Python's path\n")
+    half = subprocess.run([sys.executable, "-S", str(script), "--help"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path / "path")})
+    assert (half.returncode, half.stdout) == (2, "")
+    assert half.stderr == (f"mem.py: {sys.executable} has mem_retrieval, but not tokenizers, which it "
+                           "needs: run this script with the Python that `mem` was installed in, or call "
+                           "`mem` itself\n")

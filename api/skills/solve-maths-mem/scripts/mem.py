@@ -8,11 +8,11 @@ import sys
 
 try:
     from mem_retrieval.cli.main import main
-except ImportError as error:
-    if error.name is None or not error.name.startswith("mem_retrieval"):
-        raise
-    sys.stderr.write(f"mem.py: {sys.executable} has no mem_retrieval package: run this script with the "
-                     "Python that `mem` was installed in, or call `mem` itself\n")
+except ImportError as error:  # the package, or one it needs (a Python that finds it on a path alone)
+    ours = error.name is None or error.name.startswith("mem_retrieval")
+    missing = "no mem_retrieval package" if ours else f"mem_retrieval, but not {error.name}, which it needs"
+    sys.stderr.write(f"mem.py: {sys.executable} has {missing}: run this script with the Python that `mem` "
+                     "was installed in, or call `mem` itself\n")
     sys.exit(2)
 
 if __name__ == "__main__":
