@@ -143,7 +143,8 @@ def _strategies() -> tuple[str, ...]:
     return tuple(STRATEGIES)
 
 
-RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/step names it)",
+RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/step names its own, "
+                  "whatever run says)",
                   metavar="RUN")
 UNTIL = Param("until", "string", "memory as it stood at that event: a sequence number or event id "
               "(with run), an event hit's id (run#seq), or an ISO time with a zone",

@@ -44,14 +44,10 @@ def split_gid(value: str) -> tuple[str | None, str]:
 
 
 def owner_run(ref: str, run: str | None) -> str | None:
-    """The run whose step ``ref`` names: a global id's own run, else ``run`` (None: neither says).
-    BadInput when both say, differently (``alpha/a1`` with run ``beta``): one of them is a mistake."""
-    from mem_retrieval.records.errors import BadInput
-
-    ref_run = split_gid(ref)[0]
-    if ref_run is not None and run is not None and ref_run != run:
-        raise BadInput(f"{run!r} is not the run {ref!r} names ({ref_run!r})", param="run")
-    return ref_run or run
+    """The run whose step ``ref`` names: a global id's own run, else ``run``, the run in context
+    (None: neither says). SPEC §2: a global id is always accepted, whatever the run in context (an
+    auditor of ``beta`` reading its parent ``alpha/a1`` with run ``beta``: it was refused)."""
+    return split_gid(ref)[0] or run
 
 
 def ref_problem(value: object) -> str | None:

@@ -205,16 +205,14 @@ def test_archive_get_with_a_run_that_names_none_says_so_not_no_step(example):
 
 
 def test_archive_get_with_a_run_judges_it_as_archive_insert_does(example):
-    """A global id and a --run naming another run: one of them is a mistake, refused as
-    archive-insert refuses it; a bare id missing from the run given says which run it looked in."""
-    from mem_retrieval.records.errors import BadInput
-
-    for call in (example.archive_get, example.archive_insert):
-        with pytest.raises(BadInput, match=r"^run 'iwahori-two-levels' is not the run "
-                                           r"'satake-two-levels/A5-7' names \('satake-two-levels'\)$"):
-            call("satake-two-levels/A5-7", run="iwahori-two-levels")
-    assert example.archive_get("satake-two-levels/A5-7", run="satake-two-levels").as_dict()["id"] == \
-        "satake-two-levels/A5-7"
+    """A global id is always accepted (SPEC §2), whatever the run in context: an auditor of
+    iwahori-two-levels reading its parent satake-two-levels/A5-7 with that run was refused; a bare
+    id missing from the run given says which run it looked in."""
+    for run in ("iwahori-two-levels", "satake-two-levels", None):
+        assert example.archive_get("satake-two-levels/A5-7", run=run).as_dict()["id"] == \
+            "satake-two-levels/A5-7"
+    with pytest.raises(Refused, match=r"^satake-two-levels/A5-7 is already in the library"):
+        example.archive_insert("satake-two-levels/A5-7", run="iwahori-two-levels")  # that step's
     with pytest.raises(Refused, match=r"^no step 'A5-7' in run 'iwahori-two-levels'; nearest: "):
         example.archive_get("A5-7", run="iwahori-two-levels")
 

@@ -619,7 +619,8 @@ def test_archive_insert_into_a_library_with_a_malformed_line_is_bad_input_either
     (["gamma/a1"], 1, "no run 'gamma'"),
     (["a1"], 2, "ID 'a1' is a bare step id: name its run too (alpha/a1)"),
     (["zz9"], 2, "ID 'zz9' is a bare step id: name its run too (RUN/zz9)"),
-    (["alpha/a1", "--run", "beta"], 2, "--run 'beta' is not the run 'alpha/a1' names ('alpha')"),
+    (["alpha/a1", "--run", "beta"], 1, "alpha/a1 is already in the library"),  # a global id: always its
+    (["alpha/zz", "--run", "beta"], 1, "no step 'zz' in run 'alpha'"),          # own run's (SPEC §2)
 ])
 def test_archive_insert_unknown_or_ambiguous_ids(mem, argv, status, message):
     code, _, err = mem("archive-insert", *argv)
