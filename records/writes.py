@@ -25,8 +25,8 @@ from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import replace_atomic, sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem, integrity_problem,
                                                m3_excluded, read_catalog)
-from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, spellings, split_gid,
-                                       step_id_problem, typed_ref, typed_run)
+from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, ref_problem, spellings,
+                                       split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (BEGUN, decode_utf8, iter_library, parse_core_text, parse_json,
                                          parse_library_entry, parse_time, present, read_regular, read_text,
                                          whole_json)
@@ -333,8 +333,8 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
     (``integrity_problem``), or when the id is already there."""
     ref, run = typed_ref(ref), given_run(run)  # a run typed with a look-alike dash; blank: none
     given = run  # ``--run`` (else the run is the id's own)
-    if (problem := step_id_problem(split_gid(ref)[1])) is not None:  # "" or a NUL: as archive-get says
-        raise BadInput(f"{ref!r}: step id {problem}" if "/" in ref else problem, param="id")
+    if (problem := ref_problem(ref)) is not None:  # "", a NUL, `/A5-7`: as archive-get says it
+        raise BadInput(problem, param="id")
     run, step_id = owner_run(ref, run), split_gid(ref)[1]
     if run is None:
         holders = [step.gid for tree in ws.readable_trees(ws.runs()).values()

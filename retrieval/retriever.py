@@ -11,7 +11,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_
                                        spellings, split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
                                          present, read_text)
-from mem_retrieval.records.types import LibraryEntry, Source, Step
+from mem_retrieval.records.types import Event, LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
@@ -269,8 +269,9 @@ class Retriever:
         notes += (self.unknown_run("context_run", query.context_run)  # it shapes the ranking
                   or self._run_unindexed(query.context_run, "context_run"))
         if query.until is not None:  # the index dates a step by the first event naming it that it read
-            notes += self._ahead_note(self._events_ahead(query.run, query.until, None), "read, and a step "
-                                      "first named there is not in memory as of this cut", "")
+            ahead = self._events_ahead(query.run, query.until, self._names_undated())
+            notes += self._ahead_note(ahead, "read, and a step first named there is not in memory as of "
+                                      "this cut", "")
         if total:
             return notes
         notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run")
@@ -404,20 +405,43 @@ class Retriever:
         """A note naming the events the search cannot see: those written to the logs it reads
         (``run``'s, or every run's) after the last `mem index` read them, and, when the query
         narrows by ``until`` or ``id``, that it would have kept (``until`` resolved)."""
-        return self._ahead_note(self._events_ahead(query.run, query.until, query.ref), "searched", "")
+        ref = query.ref
+        keep = None if ref is None else (lambda _, event: event.names(ref))
+        return self._ahead_note(self._events_ahead(query.run, query.until, keep), "searched", "")
 
-    def _events_ahead(self, run: str | None, until: Until | None, ref: str | None) -> dict[str, int]:
+    def _names_undated(self) -> Callable[[str, Event], bool]:
+        """Whether an event of a run's log names (in its ``ids``, as ``records.ids.first_naming``
+        reads them) a step of that run the index has not dated: one no event it read names, or one
+        it does not hold. Only such an event, not read yet, can change which steps a cut keeps (an
+        event naming nothing, as `core-set`'s checkpoints often do, cannot)."""
+        import numpy as np
+
+        graph = self.searcher.graph()
+
+        def undated(run: str, event: Event) -> bool:
+            gids = [f"{run}/{step_id}" for ref_run, step_id in map(split_gid, event.ids)
+                    if ref_run in (None, run)]
+            if not gids:
+                return False
+            if graph is None:
+                return True
+            rows = graph.rows_of(gids)
+            return bool(np.any((rows < 0) | (graph.named_seq[np.maximum(rows, 0)] < 0)))
+        return undated
+
+    def _events_ahead(self, run: str | None, until: Until | None,
+                      keep: Callable[[str, Event], bool] | None) -> dict[str, int]:
         """Per run (``run``, or every run), how many events its log holds past the last `mem index`,
-        of those ``until`` keeps and that name ``ref`` (when given); runs with none left out."""
+        of those ``until`` keeps and ``keep(run, event)`` (when given); runs with none left out."""
         logged = self.searcher.logged_events()
         runs = [run] if run is not None else self.workspace.runs()
         ahead = {run: count for run in runs if os.path.isdir(self.workspace.run_dir(run))
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
-        if ahead and (until is not None or ref is not None):  # rare: those lines are read
+        if ahead and (until is not None or keep is not None):  # rare: those lines are read
             def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
                 events = self.workspace.events_after(run, logged.get(run, 0), self.searcher.logged_time(run))
                 return sum(1 for event in events if (until is None or until.admits(event))
-                           and (ref is None or event.names(ref)))
+                           and (keep is None or keep(run, event)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}
         return ahead
 

@@ -345,7 +345,7 @@ def test_a_library_without_a_final_newline_and_a_stale_temp_file(workspace):
     (("core-set", "nosuch", "next", "x"), 1, "mem: no run 'nosuch' in"),
     (("check", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
     (("index", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
-    (("archive-insert", "NOPE/a1"), 2, "mem: ID 'NOPE' is not a run slug"),
+    (("archive-insert", "NOPE/a1"), 2, "mem: ID 'NOPE/a1': run 'NOPE' is not a run slug"),  # as archive-get
     (("eval", "resume", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
     (("eval", "reuse", "NOPE"), 2, "mem: run 'NOPE' is not a run slug"),
 ])

@@ -366,7 +366,10 @@ def test_an_archive_search_the_index_is_behind_for_says_so(workspace, mem):
     recall-search does; so does a --run of a run begun since the last index (it read as no step)."""
     workspace.add_step("alpha", make_step("a9", statement="zonotope packing bound for alcove walks"))
     assert mem("index")[0] == 0
-    workspace.write_events("alpha", workspace.events("alpha") + [
+    workspace.write_events("alpha", workspace.events("alpha") + [  # events that date no step anew:
+        {"time": "2026-10-17T04:10:00Z", "actor": "root", "kind": "checkpoint", "ids": [], "text": "W"},
+        {"time": "2026-10-17T04:15:00Z", "actor": "A1", "kind": "audit", "ids": ["a1", "beta/b1"],
+         "text": "a1 again"},  # a1 named at event 2 already; beta's step is beta's log's to date
         {"time": "2026-10-17T04:20:00Z", "actor": "A1", "kind": "return", "ids": ["a9"], "text": "a9"}])
     behind = ("mem: 1 event written since the last `mem index` is not read, and a step first named "
               "there is not in memory as of this cut (alpha: 1): run `mem index alpha`\n")
@@ -376,13 +379,14 @@ def test_an_archive_search_the_index_is_behind_for_says_so(workspace, mem):
         return code, "alpha/a9" in out, err
 
     assert search() == (0, True, "")  # no cut: the step is indexed
-    assert search("--until", "3") == (1, False, behind)
-    assert search("--until", "alpha#3") == (1, False, behind)
+    assert search("--until", "5") == (1, False, behind)
+    assert search("--until", "alpha#5") == (1, False, behind)
     assert search("--until", "2026-10-17T04:20:00Z") == (1, False, behind)
-    assert search("--until", "2") == (1, False, "")  # the cut keeps no event the index lacks
-    assert search("--until", "2026-10-17T04:19:59Z") == (1, False, "")
+    assert mem("archive-search", "zonotope packing alcove", "--until", "alpha#5")[2] == behind  # any run
+    for cut in ("2", "4", "2026-10-17T04:19:59Z"):  # the cut keeps no event naming a step anew
+        assert search("--until", cut) == (1, False, ""), cut
     assert mem("index", "alpha")[0] == 0
-    assert search("--until", "3") == (0, True, "")
+    assert search("--until", "5") == (0, True, "")
 
     workspace.add_run("gamma-new", [make_step("g1", statement="zonotope packing, a second proof")])
     code, out, err = mem("archive-search", "zonotope packing", "--run", "gamma-new")

@@ -208,6 +208,7 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
     virtual environment's) ended in a traceback; it says which Python and what to do (exit 2).
     With the package it is `mem`."""
     import os
+    import shutil
     import subprocess
     import sys
 
@@ -222,15 +223,22 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
                            "the Python that `mem` was installed in, or call `mem` itself\n")
     done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("usage: mem")
-    # a Python finding the package on its path but not what it needs (a traceback): said so too
+    # a Python finding the package on its path but not what it needs: said so too (a traceback),
+    # when it is imported (tokenizers, for check) as when a command first needs it (filelock)
+    root = Path(__file__).resolve().parent.parent
     package = tmp_path / "path" / "mem_retrieval"
-    (package / "cli").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "cli" / "__init__.py").write_text("")
-    (package / "cli" / "main.py").write_text("import tokenizers  # not on a bare Python's path\n")
-    half = subprocess.run([sys.executable, "-S", str(script), "--help"], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path / "path")})
-    assert (half.returncode, half.stdout) == (2, "")
-    assert half.stderr == (f"mem.py: {sys.executable} has mem_retrieval, but not tokenizers, which it "
-                           "needs: run this script with the Python that `mem` was installed in, or call "
-                           "`mem` itself\n")
+    shutil.copytree(root / "api", package, ignore=shutil.ignore_patterns("__pycache__"))
+    for layer in ("records", "configs", "text", "indexers", "retrieval", "eval", "cli"):
+        shutil.copytree(root / layer, package / layer, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "examples" / "workspace", tmp_path / "ws")
+    for argv in (["check"], ["index"], ["archive-get", "satake-two-levels/A5-7"]):
+        half = subprocess.run([sys.executable, "-S", str(script), "-w", str(tmp_path / "ws"), *argv],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(tmp_path / "path"), "MEM_NO_SERVER": "1"})
+        if argv[0] == "archive-get":  # reads the files alone: needs nothing past the standard library
+            assert half.returncode == 0 and half.stdout.startswith("id         satake-two-levels/A5-7")
+            continue
+        assert (half.returncode, half.stdout) == (2, ""), (argv, half.stderr)
+        assert re.fullmatch(rf"mem\.py: {re.escape(sys.executable)} has mem_retrieval, but not \w+, which "
+                            r"it needs: run this script with the Python that `mem` was installed in, or "
+                            r"call `mem` itself\n", half.stderr), (argv, half.stderr)

@@ -678,13 +678,16 @@ def test_a_blank_run_is_refused_by_every_function_that_takes_one(workspace, mem,
 
 @pytest.mark.parametrize("ref, said", [
     ("", "ID must not be empty"), ("alpha/", "ID 'alpha/': step id must not be empty"),
-    ("alpha/a\x001", "ID 'alpha/a\\x001': step id 'a\\x001' contains '\\x00'")])
+    ("alpha/a\x001", "ID 'alpha/a\\x001': step id 'a\\x001' contains '\\x00'"),
+    ("/a1", "ID '/a1': run '' is not a run slug")])  # with --run too: not a bare id of that run
 def test_archive_insert_refuses_an_id_that_is_none_as_archive_get_does(workspace, mem, ref, said):
     """An empty id was told "is a bare step id: name its run too (RUN/)", one holding a NUL "no
     step … nearest: …" (exit 1): bad input, named as archive-get names it."""
-    code, _, err = mem("archive-insert", ref)
-    assert code == 2 and err.startswith(f"mem: {said}")
-    assert mem("archive-get", ref)[::2] == (2, err)
+    for run in ((), ("--run", "alpha")):
+        code, _, err = mem("archive-insert", ref, *run)
+        assert code == 2 and err.startswith(f"mem: {said}")
+        assert mem("archive-get", ref, *run)[::2] == (2, err)
+    assert len(workspace.library()) == 1
 
 
 def test_archive_insert_creates_the_library(workspace, mem):
