@@ -200,6 +200,13 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                                f"{'it' if len(drifted) == 1 else 'them'} as well")
                 scope_runs = [*scope_runs, *drifted]
                 rows = build_rows(workspace, config, scope_runs)
+            unfinished = pending_elsewhere(index, scope_runs, present) if narrowed else []
+            if unfinished:
+                if on_message:
+                    on_message(f"the vectors of {', '.join(unfinished)} were left to compute by a run that "
+                               "stopped: indexing " + ("it" if len(unfinished) == 1 else "them") + " as well")
+                scope_runs = [*scope_runs, *unfinished]
+                rows = build_rows(workspace, config, scope_runs)
             plan = plan_changes(index, rows, scope_runs if narrowed else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
             known |= _pinned_vectors(index, plan.texts_wanted() - set(known))
@@ -457,6 +464,20 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
     return Plan(index.full, tables, stored)
 
 
+def pending_elsewhere(index: Index, runs: list[str], present: set[str]) -> list[str]:
+    """The runs besides ``runs`` whose rows a stopped backfill left without their vectors: `mem
+    index RUN` finishes theirs too (the searches' note sends to `mem index`, and `record RUN`'s
+    index left them in BM25 order for good). A constant filter: no user text in it."""
+    found: set[str] = set()
+    for name in EMBEDDED_TABLES:
+        table = index.tables[name]
+        if table is None or "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
+            continue
+        waiting = table.search().where("embedded = false").select(["run"])
+        found.update(waiting.limit(table.count_rows()).to_arrow()["run"].to_pylist())
+    return sorted((found & present) - set(runs))
+
+
 def library_drift(index: Index, workspace: Workspace, library: list[LibraryEntry], runs: list[str],
                   present: set[str], config: Config) -> list[str]:
     """The runs besides ``runs`` whose steps the index holds in the library otherwise than
@@ -606,8 +627,10 @@ def _vector_batches(index: Index, rows: Rows, pending: list[str], config: Config
 def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: Config,
              progress: Progress) -> dict[str, int]:
     """Embed the ``pending`` texts (longest first) in batches of ``index.vector_batch``; after
-    each, rewrite the rows holding them with their vectors and pin the new versions in meta.json.
-    Killed half-way, the next run finds the rows still marked not embedded and does the rest."""
+    each, rewrite the rows holding them with their vectors, build the full-text index again (BM25
+    counted each replaced row twice until the last batch: scores drifted from batch to batch, and a
+    run stopped after one published them so), and pin the new versions in meta.json. Killed
+    half-way, the next run finds the rows still marked not embedded and does the rest."""
     holders: dict[str, dict[str, list]] = {name: {} for name in EMBEDDED_TABLES}  # table -> hash -> rows
     for name in EMBEDDED_TABLES:
         for row in plan.tables[name].changed:
@@ -615,6 +638,7 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                 holders[name].setdefault(row["text_hash"], []).append(row)
     stamp = store.stamp(writer.params(index, config))
     progress.start([rows.embed_text[h] for h in pending], "embedding")
+    versions: dict[str, int] = {}
     try:
         for batch, vectors in _vector_batches(index, rows, pending, config):
             progress.update(len(batch), sum(len(rows.embed_text[h]) for h in batch))
@@ -625,13 +649,12 @@ def backfill(index: Index, plan: Plan, rows: Rows, pending: list[str], config: C
                     data = _arrow(TablePlan(name, done, [], TableReport()), vectors, config.model.dim)
                     with writer.following(index, name):
                         table.merge_insert("gid").when_matched_update_all().execute(data)
-                    index.wrote = True
-            writer.publish(index, config)
+                    index.wrote = True  # the rewritten rows into the indexes, before readers see them
+                    writer.refresh_indexes(index, index.db.open_table(name), fresh=False, rewritten=True)
+            versions = writer.publish(index, config)
     finally:
         progress.close()
-    for name in EMBEDDED_TABLES:  # the rewritten rows into the indexes
-        writer.refresh_indexes(index, index.db.open_table(name), fresh=False, rewritten=True)
-    return writer.publish(index, config)
+    return versions
 
 
 def _pinned_vectors(index: Index, wanted: set[str]) -> dict[str, Any]:

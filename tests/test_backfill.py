@@ -156,30 +156,52 @@ def waiting(root) -> set[str]:
     return texts(root, embedded=False)
 
 
-def test_indexing_some_runs_never_hides_another_runs_unfinished_vectors(small_batches, monkeypatch):
-    """An interrupted backfill, then `mem index beta`: the rows of alpha still waiting keep
-    meta.json's count (and the BM25-order note) until a run covering them finishes them."""
-    real = build.embed_texts
-    calls = []
+def interrupt_at_batch(monkeypatch, root, batch: int) -> None:
+    """`mem index` of ``root`` stopped (Ctrl-C) as it embeds its ``batch``-th batch of vectors."""
+    real, calls = build.embed_texts, []
 
     def interrupted(index, rows, hashes, config, progress):
         calls.append(len(hashes))
-        if len(calls) == 2:
+        if len(calls) == batch:
             raise KeyboardInterrupt
         return real(index, rows, hashes, config, progress)
 
     monkeypatch.setattr(build, "embed_texts", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        Memory.open(small_batches.root).index(progress=False)
+        Memory.open(root).index(progress=False)
     monkeypatch.setattr(build, "embed_texts", real)
-    Memory.open(small_batches.root).index(["beta"], progress=False)
+
+
+def test_indexing_some_runs_finishes_another_runs_unfinished_vectors_and_says_so(small_batches, monkeypatch):
+    """An interrupted backfill, then `mem index beta` (or `record beta`): alpha's rows kept waiting
+    for good, searches answering in BM25 order and sending to `mem index`; the narrowed run embeds
+    them too, as it rescans a run whose library entries drifted."""
+    interrupt_at_batch(monkeypatch, small_batches.root, 2)
     left = waiting(small_batches.root)
-    meta = json.loads((small_batches.root / ".mem" / "meta.json").read_text())
-    assert left and meta["pending"] == len(left)  # alpha's texts still wait, and meta.json says so
-    out = io.StringIO()
-    assert run_cli(["--workspace", str(small_batches.root), "archive-search", "statement of a2"],
-                   out=out, err=io.StringIO()) == 0
-    assert "BM25 order: vectors not computed yet" in out.getvalue().splitlines()[0]
-    Memory.open(small_batches.root).index(progress=False)
-    assert waiting(small_batches.root) == set()
+    assert left
+    messages: list[str] = []
+    report = Memory.open(small_batches.root).index(["beta"], progress=False, on_message=messages.append)
+    assert "the vectors of alpha were left to compute by a run that stopped: indexing it as well" in messages
+    assert waiting(small_batches.root) == set() and report.embedded == len(left)
     assert json.loads((small_batches.root / ".mem" / "meta.json").read_text())["pending"] == 0
+    messages.clear()
+    Memory.open(small_batches.root).index(["beta"], progress=False, on_message=messages.append)
+    assert not any("left to compute" in m for m in messages)  # nothing waits now: beta alone
+
+
+def test_bm25_reads_a_published_batch_as_the_whole_index_does(small_batches, monkeypatch, tmp_path):
+    """The rows each batch rewrote with their vectors were counted again in BM25's statistics
+    until the last batch (the full-text index was built again only then): a search in BM25 order
+    during the backfill, or after a run stopped, scored otherwise than the same texts indexed whole.
+    Oracle: the same workspace indexed in one commit, `--strategy bm25`, score for score."""
+    interrupt_at_batch(monkeypatch, small_batches.root, 2)  # the first batch published
+    assert waiting(small_batches.root)
+    whole = build_workspace(tmp_path / "whole")
+    Memory.open(whole.root).index(progress=False)
+
+    def bm25(root, query):
+        page = Memory.open(root).archive_search(query, strategy="bm25", page=1)
+        return [(hit.id, round(hit.score, 6)) for hit in page.hits], page.total
+
+    for query in ("statement of a2", "proof", "statement", "a4 a1 statement of b1"):
+        assert bm25(small_batches.root, query) == bm25(whole.root, query), query
