@@ -81,13 +81,16 @@ def _writable(folder: Path, paths: list[Path]) -> None:
                 if not (folder / below).is_dir():
                     (folder / below).mkdir()
                     made.append(folder / below)
-            fd, name = tempfile.mkstemp(dir=parent, prefix=".mem-skill.", suffix=".tmp")
+            try:
+                fd, name = tempfile.mkstemp(dir=parent, prefix=".mem-skill.", suffix=".tmp")
+            except OSError as error:  # named by its folder, not by the trial file's name
+                raise OSError(error.errno, error.strerror, str(parent)) from None
             os.close(fd)
             os.unlink(name)
     except OSError as error:
         for made_folder in reversed(made):
             made_folder.rmdir()
-        raise Refused(f"cannot write in {error.filename or parent}: {error.strerror or error} "
+        raise Refused(f"cannot write in {error.filename}: {error.strerror or error} "
                       "(nothing was written)") from None
 
 

@@ -184,6 +184,14 @@ def test_skill_install_that_cannot_write_a_layout_writes_neither(tmp_path, mem):
                                               "(nothing was written)\n")
     assert sorted(tmp_path.rglob("*")) == before
     (tmp_path / ".agents").unlink()
+    scripts = tmp_path / ".agents" / "skills" / SKILL / "scripts"
+    scripts.parent.mkdir(parents=True)
+    scripts.symlink_to("/proc/self")  # a folder no file can be made in, named as the folder
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = mem("skill", "install", str(tmp_path))
+    assert (code, out) == (1, "") and err.startswith(f"mem: cannot write in {scripts}: ")
+    assert err.endswith(" (nothing was written)\n") and sorted(tmp_path.rglob("*")) == before
+    scripts.unlink()
     assert mem("skill", "install", str(tmp_path))[0] == 0
 
 
