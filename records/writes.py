@@ -289,9 +289,11 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     ws.check_runs([run], param="run")  # BadInput: not a slug; Refused: no such run
     ws.tree(run)
     path = ws.core_path(run)
+    # bad input, and W past its bound as it stands, refuse it before a folder or a lock file is made
+    # (both are read again under the lock)
+    core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
+    _check_bound(path, name, count_tokens(with_field(core, name, text), package))
     path.parent.mkdir(parents=True, exist_ok=True)
-    if present(path):  # bad input refuses it before a lock file is made (read again under the lock)
-        parse_core_text(read_text(path), run, str(path))
     log = ws.events_path(run)
     if present(log):  # a line another writer has begun is for the append to wait for
         with writing(str(log), tried="cannot read it: "), contextlib.suppress(_LineBegun):
@@ -301,14 +303,19 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
         core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
         new_text = with_field(core, name, text)
         tokens = count_tokens(new_text, package)
-        if tokens > CORE_TOKEN_LIMIT:
-            raise Refused(f"{path}: W would be {tokens:,} tokens with this {name!r} "
-                          f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
+        _check_bound(path, name, tokens)
         events: list[Event] = []
         with writing(str(path)):  # the event once the new W is written whole, before it replaces W
             write_atomic(path, new_text, lambda: events.append(
                 append_event(ws, run, "checkpoint", named_ids(ws, run, text), f"core-set {name}: {text}")))
     return CoreSet(run=run, field=name, tokens=tokens, event=events[0])
+
+
+def _check_bound(path: Path, name: str, tokens: int) -> None:
+    """Refuse a W of ``tokens`` past M4's bound, naming the field that set it."""
+    if tokens > CORE_TOKEN_LIMIT:
+        raise Refused(f"{path}: W would be {tokens:,} tokens with this {name!r} "
+                      f"(limit {CORE_TOKEN_LIMIT:,}); shorten it or another field")
 
 
 # ------------------------------------------------------------------------------------ archive_insert

@@ -227,6 +227,11 @@ def test_core_set_accepts_exactly_2000_tokens_and_refuses_2001(workspace, mem):
     assert "W would be 2,001 tokens with this 'next' (limit 2,000)" in err
     after = (workspace.core_path("beta").read_bytes(), workspace.events_path("beta").read_bytes())
     assert after == before  # refused: no event, no change
+    workspace.add_run("gamma", [make_step("g1")])  # no memory/ folder yet: a refusal makes none
+    before = sorted(workspace.root.rglob("*"))
+    code, _, err = mem("core-set", "gamma", "next", "word " * (words + 1))
+    assert code == 1 and "W would be 2,001 tokens with this 'next' (limit 2,000)" in err
+    assert sorted(workspace.root.rglob("*")) == before  # it left gamma/memory/.core.md.lock
 
 
 def test_a_word_too_long_for_the_tokenizer_counts_its_characters_so_w_stays_bounded(workspace, mem):
