@@ -288,6 +288,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     log = list(memory.workspace.events(run))
     events = [e for e in log if cut is None or cut.admits(e)]
     w, source, notes = w_as_of(memory, run, events)
+    notes += [note.message for note in memory.index_behind(run, cut)]  # not W's fault: said
     probes = probes_from(memory, run, w)
     routes = blocked_routes(memory, run, events)
     size = memory.config.search.page_size

@@ -409,6 +409,13 @@ class Retriever:
         keep = None if ref is None else (lambda _, event: event.names(ref))
         return self._ahead_note(self._events_ahead(query.run, query.until, keep), "searched", "")
 
+    def index_behind(self, run: str, until: Until | None) -> list[Note]:
+        """What the index lacks of ``run``, for a test that searches it as of ``until`` (eval
+        resume): the events of its log written since the last `mem index` that ``until`` keeps,
+        and its steps when it has none indexed. A test that failed on them blamed W."""
+        ahead = self._events_ahead(run, until, None)
+        return self._ahead_note(ahead, "searched", "") + self._run_unindexed(run, "run")
+
     def _names_undated(self) -> Callable[[str, Event], bool]:
         """Whether an event of a run's log names (in its ``ids``, as ``records.ids.first_naming``
         reads them) a step of that run the index has not dated: one no event it read names, or one

@@ -100,4 +100,5 @@ class Page(Generic[H]):
     def as_dict(self) -> dict[str, Any]:
         return {"query": self.query, "setting": self.setting, "page": self.page, "pages": self.pages,
                 "total": self.total, "remaining": self.remaining, "pending_vectors": self.pending,
-                "list_id": self.list_id, "hits": [hit.as_dict() for hit in self.hits]}
+                "list_id": self.list_id, "hits": [hit.as_dict() for hit in self.hits],
+                "notes": [note.render() for note in self.notes]}  # the front ends spell them their way

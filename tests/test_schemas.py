@@ -186,13 +186,16 @@ def test_the_json_output_matches_its_schema(places, name, argv, where):
 def test_the_apis_results_are_json_as_they_are(example):
     """``as_dict()`` of what the Python API returns holds JSON's types only (lists, not tuples), so
     it survives a JSON round trip unchanged and validates against the command's schema without one
-    (a hit's ``unmet_hyp`` was a tuple: jsonschema refused ``()`` as an array)."""
+    (a hit's ``unmet_hyp`` was a tuple: jsonschema refused ``()`` as an array), a page's with its
+    notes (the schema requires them: a page's ``as_dict()`` had none)."""
     search = example.archive_search("GL2m/Sp2m generation", setting="F_q((t))")
     recall = example.recall_search(id="A5-8", run="satake-two-levels")
-    results = {"archive-search": search.as_dict() | {"notes": list(search.notes)},
-               "recall-search": recall.as_dict() | {"notes": list(recall.notes)},
+    noted = example.archive_search("GL2m/Sp2m generation", setting="no such setting")
+    results = {"archive-search": search.as_dict(), "recall-search": recall.as_dict(),
                "archive-get": example.archive_get("satake-two-levels/A5-7").as_dict()}
     assert search.hits and recall.hits
+    assert noted.as_dict()["notes"] == [note.render() for note in noted.notes] != []
+    assert noted.as_dict()["notes"][0].startswith("setting 'no such setting': ")
     for name, data in results.items():
         assert json.loads(json.dumps(data)) == data, name
         jsonschema.Draft202012Validator(output_schema(name)).validate(data)
