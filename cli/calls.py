@@ -173,7 +173,8 @@ def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Ans
 
 
 def record(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
-    done = memory.record(a["run"], dry_run=a["dry_run"], progress=progress)
+    said: list[str] = []  # what its index step tells (other runs it indexes too, and why)
+    done = memory.record(a["run"], dry_run=a["dry_run"], progress=progress, on_message=said.append)
     verb = "would admit" if done.dry_run else "admitted"
     lines = [done.summary()]
     for item in done.admitted:
@@ -183,7 +184,7 @@ def record(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> An
     lines += [f"warning   {warning}" for warning in done.warnings]
     if done.index is not None:
         lines.append(done.index.summary())
-    return Answer(done.as_dict(), "\n".join(lines))
+    return Answer(done.as_dict(), "\n".join(lines), 0, tuple(said))
 
 
 CALLS: dict[str, Callable[[Any, dict[str, Any], Spell, bool | None], Answer]] = {

@@ -31,7 +31,7 @@ from mem_retrieval.indexers.location import Location
 from mem_retrieval.indexers.rows import Rows, build_rows, library_row, tokenize_rows
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
-from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import NotAFile
 from mem_retrieval.records.types import LibraryEntry
@@ -202,11 +202,16 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                 rows = build_rows(workspace, config, scope_runs)
             unfinished = pending_elsewhere(index, scope_runs, present) if narrowed else []
             if unfinished:
-                if on_message:
-                    on_message(f"the vectors of {', '.join(unfinished)} were left to compute by a run that "
-                               "stopped: indexing " + ("it" if len(unfinished) == 1 else "them") + " as well")
-                scope_runs = [*scope_runs, *unfinished]
-                rows = build_rows(workspace, config, scope_runs)
+                waiting = f"the vectors of {', '.join(unfinished)} were left to compute by a run that stopped"
+                try:
+                    widened = build_rows(workspace, config, [*scope_runs, *unfinished])
+                except InputError as error:  # theirs to mend: the runs asked for are indexed all the same
+                    if on_message:
+                        on_message(f"{waiting}; not now, as a file of theirs is bad input: {error}")
+                else:
+                    if on_message:
+                        on_message(f"{waiting}: indexing {'it' if len(unfinished) == 1 else 'them'} as well")
+                    scope_runs, rows = [*scope_runs, *unfinished], widened
             plan = plan_changes(index, rows, scope_runs if narrowed else None, present)
             known = _stored_vectors(index.tables, plan.stored, plan.texts_wanted() & set(plan.stored))
             known |= _pinned_vectors(index, plan.texts_wanted() - set(known))

@@ -189,6 +189,33 @@ def test_indexing_some_runs_finishes_another_runs_unfinished_vectors_and_says_so
     assert not any("left to compute" in m for m in messages)  # nothing waits now: beta alone
 
 
+def test_a_record_says_which_other_runs_its_index_finishes_and_a_bad_one_stops_none(small_batches,
+                                                                                     monkeypatch):
+    """`record RUN` embedded the other runs' waiting rows and said nothing (its index's messages
+    were dropped); a waiting run whose tree.json is bad input (an agent mid-write) refused `mem
+    index RUN` of a sound run, whose changes then went unindexed."""
+    interrupt_at_batch(monkeypatch, small_batches.root, 2)
+    assert waiting(small_batches.root)
+    tree = small_batches.root / "alpha" / "tree.json"
+    good = tree.read_text(encoding="utf-8")
+    tree.write_text('{"run": "alpha", broken', encoding="utf-8")
+    small_batches.edit_step("beta", "b1", statement="zorblax lemma")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_cli(["--workspace", str(small_batches.root), "index", "beta", "--no-progress"],
+                   out=out, err=err) == 0
+    assert err.getvalue().startswith("the vectors of alpha were left to compute by a run that stopped; not "
+                                     f"now, as a file of theirs is bad input: {tree}:1: invalid JSON")
+    assert [h.id for h in Memory.open(small_batches.root).archive_search("zorblax", strategy="bm25").hits] \
+        == ["beta/b1"]
+    assert waiting(small_batches.root)  # alpha's still wait
+    tree.write_text(good, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_cli(["--workspace", str(small_batches.root), "record", "beta"], out=out, err=err) == 0
+    assert "mem: the vectors of alpha were left to compute by a run that stopped: indexing it as well\n" \
+        in err.getvalue()
+    assert waiting(small_batches.root) == set()
+
+
 def test_bm25_reads_a_published_batch_as_the_whole_index_does(small_batches, monkeypatch, tmp_path):
     """The rows each batch rewrote with their vectors were counted again in BM25's statistics
     until the last batch (the full-text index was built again only then): a search in BM25 order
