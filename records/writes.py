@@ -289,10 +289,17 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     ws.check_runs([run], param="run")  # BadInput: not a slug; Refused: no such run
     ws.tree(run)
     path = ws.core_path(run)
+
+    def judged(written: str | None) -> tuple[str, int]:  # W with this field, and its tokens (M4)
+        core = parse_core_text(written, run, str(path)) if written is not None else None
+        new_text = with_field(core, name, text)
+        tokens = count_tokens(new_text, package)
+        _check_bound(path, name, tokens)
+        return new_text, tokens
+
     # bad input, and W past its bound as it stands, refuse it before a folder or a lock file is made
-    # (both are read again under the lock)
-    core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
-    _check_bound(path, name, count_tokens(with_field(core, name, text), package))
+    before = read_text(path) if present(path) else None
+    new_text, tokens = judged(before)
     path.parent.mkdir(parents=True, exist_ok=True)
     log = ws.events_path(run)
     if present(log):  # a line another writer has begun is for the append to wait for
@@ -300,10 +307,9 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
             _last_time(log, waiting=True)
     with locked(_lock_of(path)):
         sweep_temporaries(path)  # left by a killed core-set
-        core = parse_core_text(read_text(path), run, str(path)) if present(path) else None
-        new_text = with_field(core, name, text)
-        tokens = count_tokens(new_text, package)
-        _check_bound(path, name, tokens)
+        now = read_text(path) if present(path) else None
+        if now != before:  # another writer came first: judged again as it left W
+            new_text, tokens = judged(now)
         events: list[Event] = []
         with writing(str(path)):  # the event once the new W is written whole, before it replaces W
             write_atomic(path, new_text, lambda: events.append(

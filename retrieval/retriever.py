@@ -423,13 +423,12 @@ class Retriever:
         event naming nothing, as `core-set`'s checkpoints often do, cannot)."""
         import numpy as np
 
-        graph = self.searcher.graph()
-
-        def undated(run: str, event: Event) -> bool:
+        def undated(run: str, event: Event) -> bool:  # the graph read only when such an event is
             gids = [f"{run}/{step_id}" for ref_run, step_id in map(split_gid, event.ids)
                     if ref_run in (None, run)]
             if not gids:
                 return False
+            graph = self.searcher.graph()  # read once a searcher
             if graph is None:
                 return True
             rows = graph.rows_of(gids)
