@@ -72,8 +72,8 @@ def archive_query(retriever: Retriever, query: Query, strategy: str, **options) 
         sources = frozenset(source.id for source in workspace.tree(step.run).sources)
         links = step_links(workspace, step, sources)  # its parents and its proof's, as derive takes them
         text = without_links(text, links) if links else text
-        if not text.strip():
-            return None
+    if not text.strip():  # (empty only where it names its step: ``judgments.read_queries``)
+        return None
     return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,
                         strategy=strategy, context_run=query.run, **options)
 

@@ -625,6 +625,33 @@ def test_per_step_reuse_goes_through_the_paging_evaluator_leave_one_out(workspac
     assert code == 0  # the written files are ordinary SPEC §10 evaluation files
 
 
+def test_a_step_stated_by_its_links_alone_is_written_as_a_query_eval_paging_reads(workspace, tmp_path):
+    """A statement that is only its links (a blueprint's reference) asks nothing once leave-one-out
+    hides them: `--per-step` scores it as finding nothing, and the files `--write-queries` writes
+    hold it as an empty query naming its step, which `eval paging` reads and scores the same (it
+    refused the file); an empty query naming no step stays bad input."""
+    memory = _citing(workspace)
+    workspace.edit_step("gamma", "g1", statement="alpha/a1")
+    memory.index(progress=False)
+    folder = tmp_path / "derived"
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step", "--write-queries",
+                     str(folder), "--strategy", "bm25")
+    step = json.loads(text[:text.rindex("}") + 1])["per_step"]
+    assert code == 1 and step["queries"] == 1 and step["recall"] == 0.0
+    queries = folder / "reuse.queries.jsonl"
+    assert json.loads(queries.read_text()) == {"qid": "q-gamma/g1", "query": "", "setting": "Qp",
+                                               "run": "gamma", "step": "gamma/g1"}
+    code, text = cli(workspace.root, "--json", "eval", "paging", "--queries", str(queries), "--qrels",
+                     str(folder / "reuse.qrels"), "--strategy", "bm25")
+    assert code == 0, text
+    figures = json.loads(text)["strategies"]["bm25"]
+    assert figures["metrics"]["R@10"] == 0.0 and figures["recall_by_page"][0] == 0.0
+    queries.write_text('{"qid": "q1", "query": ""}\n')
+    code, text = cli(workspace.root, "eval", "paging", "--queries", str(queries), "--qrels",
+                     str(folder / "reuse.qrels"))
+    assert (code, text) == (2, f"mem: {queries}:1: query: must not be empty\n")
+
+
 def test_a_derived_query_leaves_out_the_ids_of_its_own_inputs(workspace):
     """A statement naming its inputs (written once they were found) is a query with its links in
     it: an id lookup put them first. Each word naming a parent, globally or by its step id alone,
