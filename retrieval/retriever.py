@@ -29,7 +29,7 @@ from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, RecallQuery, Until, exact_lookup,
-                                           parse_time_arg)
+                                           ids_in_query, parse_time_arg)
 from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Page
 
 # The advice of a note on what the index lacks, when the one the search read is no longer the
@@ -395,11 +395,24 @@ class Retriever:
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
-        notes = (changed + self._unindexed(query)
+        notes = (changed + self._unindexed(query) + self._id_as_words(query)
                  + (self._without_vectors("rerank", "events", "") if by_text else [])
                  + ([] if hits else self._recall_notes(query)))
         return replace(found, notes=tuple(notes), list_id=current,
                        pending=self.searcher.pending_in("events") if by_text else 0)
+
+    def _id_as_words(self, query: RecallQuery) -> list[Note]:
+        """A note when a text query is one step's id (``A5-8``, of ``run`` when bare): its words
+        are searched (events saying ``A5`` or ``8`` match), while ``id`` lists the events naming
+        the step, which an agent typing the id as text most often wants."""
+        if query.id is not None or not exact_lookup(query.text) or len(ids_in_query(query.text)) != 1:
+            return []
+        named = [c for c in self.searcher.id_hits(query.text, None)
+                 if query.run is None or "/" in query.text or c.row.run == query.run]
+        if not named:
+            return []
+        return [Note("query", f"{query.text.strip()!r} names a step and is searched as words; the events "
+                     "naming that step, in time order", see="id")]
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:
         """A note naming the events the search cannot see: those written to the logs it reads
@@ -445,9 +458,11 @@ class Retriever:
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
         if ahead and (until is not None or keep is not None):  # rare: those lines are read
             def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
-                events = self.workspace.events_after(run, logged.get(run, 0), self.searcher.logged_time(run))
-                return sum(1 for event in events if (until is None or until.admits(event))
-                           and (keep is None or keep(run, event)))
+                events = list(self.workspace.events_after(run, logged.get(run, 0),
+                                                          self.searcher.logged_time(run)))
+                unread = max(ahead[run] - len(events), 0)  # lines no event is read from: counted, as
+                return unread + sum(1 for event in events  # without a cut (`mem index` names them)
+                                    if (until is None or until.admits(event)) and (keep is None or keep(run, event)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}
         return ahead
 

@@ -503,6 +503,37 @@ def test_an_unindexed_event_whose_brief_is_missing_is_counted_by_id_as_by_words(
     assert code == 2 and "alpha/memory/events.jsonl:" in err and "returns/missing.md" in err
 
 
+def test_a_recall_text_query_that_is_a_steps_id_points_to_id(workspace, mem):
+    """`recall-search A5-8` searches the words of the id (any event saying `a4` ranks), which an
+    agent meaning `--id A5-8` could not tell: a note says so, when the id names a step (of `--run`
+    when bare); none for an id naming no step, nor for a longer query."""
+    assert mem("index")[0] == 0
+    note = ("mem: QUERY {!r} names a step and is searched as words; the events naming that step, "
+            "in time order (--id shows them)\n")
+    for argv in (("a4",), ("a4", "--run", "alpha"), ("alpha/a4",), ("alpha/a4", "--run", "beta")):
+        code, _, err = mem("recall-search", *argv)
+        assert err == note.format(argv[0]), argv
+    for argv in (("a9",), ("a4", "--run", "beta"), ("a4 echidna",), ("alpha/a9",)):
+        assert "names a step" not in mem("recall-search", *argv)[2], argv
+    assert "names a step" not in mem("recall-search", "--id", "a4", "--run", "alpha")[2]
+
+
+def test_an_unindexed_line_that_is_no_event_is_counted_with_a_cut_as_without(workspace, mem):
+    """A malformed line appended after `mem index` was counted by a word search's note but not
+    by one whose `--until` keeps the whole tail (nor by `--id`): a line no event is read from is
+    counted by each (no cut can date it), and `mem index` names it."""
+    assert mem("index")[0] == 0
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"time": "2026-10-18T04:00:00Z", "actor": "root", "kind": "audit",
+                              "ids": ["a4"], "text": "wombat new"}) + "\n{bad\n")
+    for argv in (("echidna",), ("echidna", "--until", "2026-10-20T00:00:00Z"),
+                 ("--id", "a4", "--run", "alpha")):
+        code, _, err = mem("recall-search", *argv)
+        assert "mem: 2 events written since the last `mem index` are not searched (alpha: 2)" in err, argv
+    code, _, err = mem("index")
+    assert code == 2 and "alpha/memory/events.jsonl:" in err and "invalid JSON" in err
+
+
 def test_every_strategy_looks_ids_up_first(workspace, mem):
     """A step named by id leads the list whatever the strategy (``vector`` and ``hybrid-rrf`` once
     ranked it as text and said no step had the id), once, even when the setting rule would leave
