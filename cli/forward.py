@@ -258,4 +258,10 @@ def forward(argv: list[str]) -> int | None:
         sys.stderr.flush()
     except BrokenPipeError:  # as the in-process path: a closed reader is not an error
         return 0
+    except OSError as error:  # as the in-process path (``cli.main.Context.emit``)
+        from mem_retrieval.cli.main import unwritten
+
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"mem: {unwritten(error)}\n")
+        return answer["code"] or 2
     return answer["code"]

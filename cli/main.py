@@ -178,11 +178,17 @@ class Context:
                       f"not hold ({_first_three(unknown)}): those queries leave out no run's own steps")
 
     def emit(self, data: dict, text: str | None) -> None:
-        """Data to stdout: JSON with --json, else the text form."""
-        if self.json:
-            self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
-        elif text is not None:
-            self.out.write(text if text.endswith("\n") else text + "\n")
+        """Data to stdout: JSON with --json, else the text form; one that cannot be written (a full
+        disk) is BadInput, as a file a flag names (``cli.outputs``), not a traceback."""
+        try:
+            if self.json:
+                self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            elif text is not None:
+                self.out.write(text if text.endswith("\n") else text + "\n")
+        except BrokenPipeError:  # a reader that closed: not an error (``run``)
+            raise
+        except OSError as error:
+            raise BadInput(unwritten(error)) from None
 
     def note(self, message: str) -> None:
         """A message for the person (stderr), never mixed with data."""
@@ -298,10 +304,37 @@ def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None
     lines = [one_line(line) for line in [message, *(more or [])]]
     if ctx.json:
         data = {"error": lines[0]} | ({"problems": lines} if more else {})
-        ctx.out.write(json.dumps(data, ensure_ascii=False) + "\n")
-    else:
-        ctx.err.write("".join(f"mem: {line}\n" for line in lines))
+        try:
+            ctx.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            return status
+        except BrokenPipeError:
+            return status
+        except OSError:  # standard output cannot be written (a full disk): said on stderr
+            pass
+    ctx.err.write("".join(f"mem: {line}\n" for line in lines))
     return status
+
+
+def unwritten(error: OSError) -> str:
+    """The error of an answer standard output could not take (``/dev/full``: a full disk)."""
+    return f"cannot write the output: {error.strerror or error}"
+
+
+def _flushed(code: int) -> int:
+    """``code`` once standard output is flushed: an answer it could not take (the last of it held
+    in its buffer) is said on stderr, and the exit status is 2 (``Context.emit``); a reader that
+    closed is no error."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    except OSError as error:
+        try:
+            sys.stderr.write(f"mem: {unwritten(error)}\n")
+        except OSError:
+            pass
+        return code or 2
+    return code
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameters
@@ -426,11 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     if code is not None:
         return code
     _fewer_malloc_arenas()
-    code = _run_one_shot(argv, words)
-    try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        pass
+    code = _flushed(_run_one_shot(argv, words))
     from mem_retrieval.cli.autostart import start_if_wanted
 
     start_if_wanted(words)  # no server answered: start one for the next call (cli/autostart.py)

@@ -483,6 +483,10 @@ def parse_options(argv: list[str] | None = None) -> Options:
         parser.error("--scale-steps, --workers and --uri belong to --scale")
     if args.scale_steps < 10:
         parser.error("--scale-steps must be at least 10")
+    if args.scale:  # what the scale benchmark runs on, said before minutes of work (a traceback after)
+        _needs(parser, ("ray",), "--scale needs Ray", "distributed")
+        if args.uri == "loopback":
+            _needs(parser, ("moto", "boto3"), "--uri loopback needs moto's S3 server", "test")
     if args.skip_full_above is not None and args.keep is None:
         parser.error("--skip-full-index-above needs --keep DIR (an index to reuse)")
     for name in ("queries", "cold_runs"):
@@ -496,6 +500,22 @@ def parse_options(argv: list[str] | None = None) -> Options:
                    cold_runs=args.cold_runs or (3 if args.quick else 5), seed=args.seed,
                    profile=args.profile, workspace=args.workspace, embed_sample=args.embed_sample,
                    scale=args.scale, scale_steps=args.scale_steps, workers=args.workers, uri=args.uri)
+
+
+def _needs(parser, modules: tuple[str, ...], what: str, extra: str) -> None:
+    """One line, exit 2, unless each of ``modules`` is installed (found, not imported)."""
+    import importlib.util
+
+    from mem_retrieval.records.errors import install_hint
+
+    def found(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    if not all(map(found, modules)):
+        parser.exit(2, f"{parser.prog}: {what}: {install_hint(extra, modules)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

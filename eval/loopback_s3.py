@@ -66,7 +66,9 @@ class LoopbackS3:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"moto's S3 server did not start (log: {log})")
+                    said = Path(log).read_text(errors="replace").strip().splitlines()
+                    raise RuntimeError(f"moto's S3 server did not start{': ' + said[-1] if said else ''} "
+                                       f"(log: {log})")
                 time.sleep(0.1)
 
     def client(self):

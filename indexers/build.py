@@ -145,6 +145,10 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
     from filelock import FileLock, Timeout
 
     started = time.perf_counter()
+    if (engine or config.index.engine) == "ray":
+        from mem_retrieval.indexers.distributed import require_ray
+
+        require_ray()
     scope_runs = workspace.check_runs(None if full else runs)
     location = Location.of(workspace, config)
     read_against = location.meta_version()  # the index as it stood when the files were read

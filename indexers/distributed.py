@@ -39,11 +39,28 @@ from mem_retrieval.records.errors import BadInput, Refused, install_hint
 from mem_retrieval.records.files import replace_folder
 
 
+NO_RAY = "--engine ray needs Ray: "
+
+
+def require_ray() -> None:
+    """BadInput unless Ray is installed, found without importing it (seconds): `mem index` asks
+    before it reads or writes anything (it refused only once the model was exported, leaving the
+    export and an empty index behind)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("ray")
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise BadInput(NO_RAY + install_hint("distributed"))
+
+
 def _ray():
     try:
         import ray
     except ImportError:
-        raise BadInput(f"--engine ray needs Ray: {install_hint('distributed')}") from None
+        raise BadInput(NO_RAY + install_hint("distributed")) from None
     return ray
 
 

@@ -71,10 +71,12 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
-def install_hint(extra: str) -> str:
+def install_hint(extra: str, only: tuple[str, ...] = ()) -> str:
     """How to install what the project's optional ``extra`` brings, as its metadata names it
     (``pip install 'ray[data]<2.61,>=2.60'``): it works however the project was installed (from a
-    checkout, a path or a wheel), where ``pip install -e ".[extra]"`` needs the checkout."""
+    checkout, a path or a wheel), where ``pip install -e ".[extra]"`` needs the checkout. ``only``:
+    the extra's packages to name (by project name), where a command needs just those."""
+    import re
     from importlib import metadata
 
     try:
@@ -82,8 +84,10 @@ def install_hint(extra: str) -> str:
                   if r.replace(" ", "").endswith(f'extra=="{extra}"')]
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         wanted = []
+    if only:
+        wanted = [w for w in wanted if re.split(r"[\[<>=!~ ]", w, maxsplit=1)[0] in only]
     packages = " ".join(f"'{w}'" for w in wanted) if wanted else f"'mem-retrieval[{extra}]'"
-    return f"pip install {packages} (the extra [{extra}])"
+    return f"pip install {packages} ({'in ' if only and wanted else ''}the extra [{extra}])"
 
 
 class MemError(Exception):

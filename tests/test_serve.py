@@ -180,6 +180,28 @@ def test_no_server_env_runs_in_process_with_the_same_output(server):
     assert alone == forwarded(server, *argv) and alone[0] == 0
 
 
+def test_an_answer_standard_output_cannot_take_is_one_line_in_process_and_forwarded(server):
+    """Standard output on a full disk (``/dev/full``) ended in a traceback (exit 1); the answer
+    that cannot be written is one line on stderr, exit 2, forwarded or not, text or --json (whose
+    error cannot go to stdout either); a not-found keeps its own status."""
+    def to_full(*argv: str, **env: str) -> tuple[int, str]:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(server), *argv],
+                                  cwd=REPO, env=client_env(**env), stdout=full, stderr=subprocess.PIPE,
+                                  text=True, timeout=120)
+        return done.returncode, done.stderr
+
+    unwritten = (2, "mem: cannot write the output: No space left on device\n")
+    for argv in (("archive-get", "satake-two-levels/A5-7"), ("--json", "archive-get", "A5-7"),
+                 ("archive-search", "GL2m/Sp2m generation")):
+        assert to_full(*argv, MEM_NO_SERVER="1") == unwritten, argv
+        before = served(server)
+        assert to_full(*argv) == unwritten, argv
+        assert served(server) == before + 1  # forwarded
+    assert to_full("--json", "archive-get", "Z9-9", MEM_NO_SERVER="1")[0] == 1
+    assert to_full("check", MEM_NO_SERVER="1") == unwritten
+
+
 def test_the_workspace_is_found_from_the_folder_or_the_environment(server, tmp_path):
     argv = ("archive-search", "E6/F4 generation")
     expected = in_process("-w", str(server), *argv)

@@ -250,3 +250,9 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
         assert re.fullmatch(rf"mem\.py: {re.escape(sys.executable)} has mem_retrieval, but not \w+, which "
                             r"it needs: run this script with the Python that `mem` was installed in, or "
                             r"call `mem` itself\n", half.stderr), (argv, half.stderr)
+    # a package whose own module is missing (a broken install) is no missing package: raised as it is
+    (package / "cli" / "main.py").write_text("import mem_retrieval.records.nothere\n")
+    broken = subprocess.run([sys.executable, "-S", str(script), "--help"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path / "path")})
+    assert broken.returncode == 1 and "has no mem_retrieval package" not in broken.stderr
+    assert broken.stderr.splitlines()[-1] == "ModuleNotFoundError: No module named 'mem_retrieval.records.nothere'"

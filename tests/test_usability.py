@@ -335,6 +335,51 @@ def test_the_install_hint_of_an_extra_names_its_packages_however_the_project_was
             == sorted(str(Requirement(r)) for r in listed))
 
 
+def test_index_with_the_ray_engine_but_no_ray_is_refused_before_anything_is_written(tmp_path):
+    """Without the extra [distributed], `mem index --engine ray` exported the model (131 MB) and
+    made an empty index before it said Ray was missing; it is refused first, exit 2 (as `mem mcp`
+    without its SDK), and nothing is written."""
+    import os
+    import subprocess
+    import sys
+
+    ws = build_workspace(tmp_path / "ws")
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    # as if not installed: `import ray` fails, importlib.util.find_spec("ray") is None
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['ray'] = None\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "PYTHONPATH": str(blocker), "MEM_NO_SERVER": "1"}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index", "--engine",
+                           "ray"], env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[data]")
+    assert not (ws.root / ".mem").exists()
+
+
+@pytest.mark.parametrize("blocked, argv, said", [
+    ("ray", ["--scale"], "--scale needs Ray: pip install 'ray[data]"),
+    ("moto", ["--scale", "--uri", "loopback"], "--uri loopback needs moto's S3 server: pip install 'moto[server]"),
+])
+def test_the_scale_benchmark_without_its_extra_says_so_before_any_work(tmp_path, blocked, argv, said):
+    """`bench --scale` without Ray ended in a traceback once the workspace was made, and without
+    moto (`--uri loopback`) after the whole Ray measurement, naming a log it had deleted: one line
+    first, exit 2, nothing written."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(f"import sys\nsys.modules[{blocked!r}] = None\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(blocker)}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.eval.bench", *argv, "--scale-steps", "10",
+                           "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"python -m mem_retrieval.eval.bench: {said}") and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_id_typed_in_another_case_is_suggested_first(tmp_path):
     """Suggestions compare ids case-folded: `r-truncation` typed for `R-truncation` got
     `S-truncation` first (as close, and later in order), and capitals got no suggestion at all; a

@@ -44,12 +44,12 @@ def _regular(path) -> bool:
 def serve(args, ctx) -> int:
     import os
 
-    from mem_retrieval.records.errors import BadInput, Refused, install_hint
+    from mem_retrieval.records.errors import BadInput, install_hint
 
     try:
         import mcp.server  # noqa: F401  (an optional dependency: the extra [mcp])
     except ImportError:
-        raise Refused(f"the MCP server needs the MCP SDK: {install_hint('mcp')}") from None
+        raise BadInput(f"the MCP server needs the MCP SDK: {install_hint('mcp')}") from None  # as Ray
     from mem_retrieval.cli.mcp import Tools, serve_http, serve_stdio
 
     workspace = ctx.workspace()

@@ -9,8 +9,10 @@ import sys
 
 def _refuse(error: ImportError) -> None:
     """Say in one line which Python lacks what, and exit 2; an error of the package's own code
-    (a module of mem_retrieval's that does not import) is raised as it is."""
-    ours = error.name is None or error.name.startswith("mem_retrieval")
+    (a module of mem_retrieval's that does not import: a broken install) is raised as it is."""
+    if error.name is not None and error.name.startswith("mem_retrieval."):
+        raise error
+    ours = error.name in (None, "mem_retrieval")
     missing = "no mem_retrieval package" if ours else f"mem_retrieval, but not {error.name}, which it needs"
     sys.stderr.write(f"mem.py: {sys.executable} has {missing}: run this script with the Python that `mem` "
                      "was installed in, or call `mem` itself\n")
