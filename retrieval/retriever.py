@@ -461,8 +461,9 @@ class Retriever:
                 events = list(self.workspace.events_after(run, logged.get(run, 0),
                                                           self.searcher.logged_time(run)))
                 unread = max(ahead[run] - len(events), 0)  # lines no event is read from: counted, as
-                return unread + sum(1 for event in events  # without a cut (`mem index` names them)
-                                    if (until is None or until.admits(event)) and (keep is None or keep(run, event)))
+                return unread + sum(  # without a cut (`mem index` names them)
+                    1 for event in events
+                    if (until is None or until.admits(event)) and (keep is None or keep(run, event)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}
         return ahead
 

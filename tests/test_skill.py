@@ -255,4 +255,5 @@ def test_the_skill_script_run_by_a_python_without_the_package_says_so_in_one_lin
     broken = subprocess.run([sys.executable, "-S", str(script), "--help"], capture_output=True, text=True,
                             timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path / "path")})
     assert broken.returncode == 1 and "has no mem_retrieval package" not in broken.stderr
-    assert broken.stderr.splitlines()[-1] == "ModuleNotFoundError: No module named 'mem_retrieval.records.nothere'"
+    assert broken.stderr.splitlines()[-1] == ("ModuleNotFoundError: No module named "
+                                              "'mem_retrieval.records.nothere'")

@@ -359,7 +359,8 @@ def test_index_with_the_ray_engine_but_no_ray_is_refused_before_anything_is_writ
 
 @pytest.mark.parametrize("blocked, argv, said", [
     ("ray", ["--scale"], "--scale needs Ray: pip install 'ray[data]"),
-    ("moto", ["--scale", "--uri", "loopback"], "--uri loopback needs moto's S3 server: pip install 'moto[server]"),
+    ("moto", ["--scale", "--uri", "loopback"],
+     "--uri loopback needs moto's S3 server: pip install 'moto[server]"),
 ])
 def test_the_scale_benchmark_without_its_extra_says_so_before_any_work(tmp_path, blocked, argv, said):
     """`bench --scale` without Ray ended in a traceback once the workspace was made, and without
@@ -374,9 +375,11 @@ def test_the_scale_benchmark_without_its_extra_says_so_before_any_work(tmp_path,
     (blocker / "sitecustomize.py").write_text(f"import sys\nsys.modules[{blocked!r}] = None\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(blocker)}
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.eval.bench", *argv, "--scale-steps", "10",
-                           "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                          timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith(f"python -m mem_retrieval.eval.bench: {said}") and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"python -m mem_retrieval.eval.bench: {said}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
 
