@@ -148,6 +148,13 @@ class Memory:
         if why := store.full_needed(location, self.config):  # and an index `mem index` would not extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
                                       location.meta_name)
+        if self.config.index.engine == "ray":  # an engine not installed: before the write too
+            from mem_retrieval.indexers.distributed import require_ray
+
+            try:
+                require_ray()
+            except BadInput as err:
+                raise BadInput(f"{err} (record {run} refused: nothing was admitted)") from None
         if dry_run:  # the plan, where the run itself would write it
             return plan
         done = admit(self.workspace, plan)

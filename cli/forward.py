@@ -257,11 +257,47 @@ def forward(argv: list[str]) -> int | None:
         sys.stderr.write(answer["stderr"])  # a stream started closed is the null device (cli.main)
         sys.stderr.flush()
     except BrokenPipeError:  # as the in-process path: a closed reader is not an error
+        stdout_gone()
         return 0
-    except OSError as error:  # as the in-process path (``cli.main.Context.emit``)
-        from mem_retrieval.cli.main import unwritten
-
+    except OSError as error:  # as the in-process path (``cli.main._fail`` and ``_flushed``)
+        stdout_gone()
+        error_lines = _json_error(answer["stdout"]) if answer["code"] else None
         with contextlib.suppress(OSError):
-            sys.stderr.write(f"mem: {unwritten(error)}\n")
-        return answer["code"] or 2
+            sys.stderr.write(answer["stderr"])
+            sys.stderr.write("".join(f"mem: {line}\n" for line in error_lines or [unwritten(error)]))
+        return answer["code"] if error_lines else 2
     return answer["code"]
+
+
+def _json_error(stdout: str) -> list[str] | None:
+    """The lines of a --json error document (``{"error": …, "problems"?: […]}``), else None."""
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("error"), str):
+        return None
+    problems = data.get("problems")
+    return problems if isinstance(problems, list) and problems and all(
+        isinstance(p, str) for p in problems) else [data["error"]]
+
+
+def unwritten(error: OSError) -> str:
+    """The error of an answer standard output could not take (``/dev/full``: a full disk)."""
+    return f"cannot write the output: {error.strerror or error}"
+
+
+def stdout_gone(stream=None) -> None:
+    """Point standard output (``stream``'s file) at the null device once a write or flush to it
+    failed (a full disk, a reader that closed): what its buffer still holds drains there. Else the
+    interpreter's last flush at exit failed again: "Exception ignored", exit 120. A stream that is
+    no file (the server's StringIO) is left as it is."""
+    try:
+        fd = (sys.stdout if stream is None else stream).fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mem_retrieval.cli.forward import stdout_gone, unwritten
 from mem_retrieval.cli.outputs import named
 from mem_retrieval.records.errors import BadInput, MemError, one_line, plural
 
@@ -306,34 +307,34 @@ def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None
         data = {"error": lines[0]} | ({"problems": lines} if more else {})
         try:
             ctx.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            ctx.out.flush()  # (a full disk fails here when the stream is buffered)
             return status
         except BrokenPipeError:
+            stdout_gone(ctx.out)
             return status
         except OSError:  # standard output cannot be written (a full disk): said on stderr
-            pass
+            stdout_gone(ctx.out)
     ctx.err.write("".join(f"mem: {line}\n" for line in lines))
     return status
 
 
-def unwritten(error: OSError) -> str:
-    """The error of an answer standard output could not take (``/dev/full``: a full disk)."""
-    return f"cannot write the output: {error.strerror or error}"
-
-
 def _flushed(code: int) -> int:
     """``code`` once standard output is flushed: an answer it could not take (the last of it held
-    in its buffer) is said on stderr, and the exit status is 2 (``Context.emit``); a reader that
-    closed is no error."""
+    in its buffer) is said on stderr, exit 2, as when a write fails (``Context.emit``); a reader
+    that closed is no error. Either way what is left goes to the null device (``stdout_gone``)."""
     try:
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
+    except BrokenPipeError:
+        stdout_gone()
+    except ValueError:  # closed
         pass
     except OSError as error:
+        stdout_gone()
         try:
             sys.stderr.write(f"mem: {unwritten(error)}\n")
         except OSError:
             pass
-        return code or 2
+        return 2
     return code
 
 
@@ -459,7 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     if code is not None:
         return code
     _fewer_malloc_arenas()
-    code = _flushed(_run_one_shot(argv, words))
+    try:
+        code = _run_one_shot(argv, words)
+    except SystemExit as done:  # --help, --version: printed, then flushed as any answer
+        if not isinstance(done.code, (int, type(None))):
+            raise
+        code = done.code or 0
+    code = _flushed(code)
     from mem_retrieval.cli.autostart import start_if_wanted
 
     start_if_wanted(words)  # no server answered: start one for the next call (cli/autostart.py)

@@ -486,7 +486,8 @@ def parse_options(argv: list[str] | None = None) -> Options:
     if args.scale:  # what the scale benchmark runs on, said before minutes of work (a traceback after)
         _needs(parser, ("ray",), "--scale needs Ray", "distributed")
         if args.uri == "loopback":
-            _needs(parser, ("moto", "boto3"), "--uri loopback needs moto's S3 server", "test")
+            _needs(parser, ("moto", "boto3", "flask", "flask_cors"), "--uri loopback needs moto's S3 server",
+                   "test", ("moto", "boto3"))  # (flask and flask_cors: what moto[server] brings)
     if args.skip_full_above is not None and args.keep is None:
         parser.error("--skip-full-index-above needs --keep DIR (an index to reuse)")
     for name in ("queries", "cold_runs"):
@@ -502,8 +503,9 @@ def parse_options(argv: list[str] | None = None) -> Options:
                    scale=args.scale, scale_steps=args.scale_steps, workers=args.workers, uri=args.uri)
 
 
-def _needs(parser, modules: tuple[str, ...], what: str, extra: str) -> None:
-    """One line, exit 2, unless each of ``modules`` is installed (found, not imported)."""
+def _needs(parser, modules: tuple[str, ...], what: str, extra: str, packages: tuple[str, ...] = ()) -> None:
+    """One line, exit 2, unless each of ``modules`` is installed (found, not imported), naming
+    ``packages`` of ``extra`` (default: ``modules``) to install."""
     import importlib.util
 
     from mem_retrieval.records.errors import install_hint
@@ -515,7 +517,7 @@ def _needs(parser, modules: tuple[str, ...], what: str, extra: str) -> None:
             return False
 
     if not all(map(found, modules)):
-        parser.exit(2, f"{parser.prog}: {what}: {install_hint(extra, modules)}\n")
+        parser.exit(2, f"{parser.prog}: {what}: {install_hint(extra, packages or modules)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.ids import canonical, ref_problem, typed_ref, typed_run
+from mem_retrieval.records.ids import canonical, plain, ref_problem, typed_ref, typed_run
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
@@ -55,7 +55,7 @@ def read_queries(path: Path) -> list[Query]:
         text = f.str("query", required=True, nonempty=not step)
         run, step = typed_run(run), step and typed_ref(step)  # a look-alike dash: as a search reads it
         try:
-            if text.strip() or not step:
+            if plain(text).strip() or not step:  # (characters that draw nothing are empty too)
                 check_text(text)  # what a search would refuse, refused here at its line
         except BadInput as err:
             f.fail("query", err.message)

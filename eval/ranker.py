@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from mem_retrieval.eval.judgments import Qrels, Query
-from mem_retrieval.records.ids import split_gid
+from mem_retrieval.records.ids import plain, split_gid
 from mem_retrieval.retrieval.query import ArchiveQuery
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -72,7 +72,7 @@ def archive_query(retriever: Retriever, query: Query, strategy: str, **options) 
         sources = frozenset(source.id for source in workspace.tree(step.run).sources)
         links = step_links(workspace, step, sources)  # its parents and its proof's, as derive takes them
         text = without_links(text, links) if links else text
-    if not text.strip():  # (empty only where it names its step: ``judgments.read_queries``)
+    if not plain(text).strip():  # (empty only where it names its step: ``judgments.read_queries``)
         return None
     return ArchiveQuery(text, query.setting, exclude_run=query.run, hide=query.step,
                         strategy=strategy, context_run=query.run, **options)

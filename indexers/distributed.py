@@ -273,7 +273,12 @@ class RayEngine:
             ray._private.worker._worker_logs_enabled = False
         import logging
 
-        import ray.data  # configures its logger on import: quieted after
+        try:
+            import ray.data  # configures its logger on import: quieted after
+        except ImportError as error:  # Ray without its extra [data] (what it needs: `error.name`)
+            self.close()
+            raise BadInput(f"--engine ray needs Ray Data ({error.name or error}): "
+                           f"{install_hint('distributed')}") from None
 
         logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # its log file keeps the details; an
         # actor's error reaches the caller as one line (``stream``)

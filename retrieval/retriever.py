@@ -29,7 +29,7 @@ from mem_retrieval.records.workspace import Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, RecallQuery, Until, exact_lookup,
-                                           ids_in_query, parse_time_arg)
+                                           id_words, parse_time_arg)
 from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Page
 
 # The advice of a note on what the index lacks, when the one the search read is no longer the
@@ -402,17 +402,25 @@ class Retriever:
                        pending=self.searcher.pending_in("events") if by_text else 0)
 
     def _id_as_words(self, query: RecallQuery) -> list[Note]:
-        """A note when a text query is one step's id (``A5-8``, of ``run`` when bare): its words
-        are searched (events saying ``A5`` or ``8`` match), while ``id`` lists the events naming
-        the step, which an agent typing the id as text most often wants."""
-        if query.id is not None or not exact_lookup(query.text) or len(ids_in_query(query.text)) != 1:
+        """A note when a text query is one step's id (``A5-8``, of ``run`` when bare) and ``id``
+        would list events naming it: its words are searched (events saying ``A5`` or ``8`` match),
+        while an agent typing the id as text most often wants those events. None where ``id`` would
+        refuse it (a bare id of several runs) or list nothing."""
+        if query.id is not None or not exact_lookup(query.text):
             return []
-        named = [c for c in self.searcher.id_hits(query.text, None)
-                 if query.run is None or "/" in query.text or c.row.run == query.run]
-        if not named:
+        words = id_words(query.text)
+        if len(words) != 1:
             return []
-        return [Note("query", f"{query.text.strip()!r} names a step and is searched as words; the events "
-                     "naming that step, in time order", see="id")]
+        typed = words[0][0]
+        try:
+            listed = self._recall_hits(RecallQuery(id=self._as_named(typed, query.run), run=query.run,
+                                                   until=query.until), whole=False)
+        except MemError:
+            return []
+        if not listed:
+            return []
+        return [Note("query", f"{typed!r} names a step and is searched as words; the events naming that "
+                     "step, in time order", see="id")]
 
     def _unindexed(self, query: RecallQuery) -> list[Note]:
         """A note naming the events the search cannot see: those written to the logs it reads
@@ -460,8 +468,10 @@ class Retriever:
             def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
                 events = list(self.workspace.events_after(run, logged.get(run, 0),
                                                           self.searcher.logged_time(run)))
-                unread = max(ahead[run] - len(events), 0)  # lines no event is read from: counted, as
-                return unread + sum(  # without a cut (`mem index` names them)
+                # lines no event is read from: no time cut can date them, so they count, as without a
+                # cut (`mem index` names them); they name no step, so ``keep`` (ids) never keeps them
+                unread = max(ahead[run] - len(events), 0) if keep is None else 0
+                return unread + sum(
                     1 for event in events
                     if (until is None or until.admits(event)) and (keep is None or keep(run, event)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}

@@ -151,6 +151,29 @@ def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path,
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers" in bad.stderr
 
 
+def test_ray_without_ray_data_is_one_line_and_leaves_no_process(tmp_path, onnx_export):
+    """Ray present but Ray Data not importable (Ray without its extra [data]; here as if absent:
+    ``sys.modules['ray.data'] = None``) ended in a traceback once Ray had started: one line, exit 2,
+    the instance shut down."""
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['ray.data'] = None\n")
+    temp = Path("/tmp") / f"mem-rd-{os.getpid()}"
+    env = os.environ | {"PYTHONPATH": str(blocker), "RAY_TMPDIR": str(temp), "MEM_NO_SERVER": "1"}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
+                           "--engine", "ray", "--workers", "1", "--no-progress"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("mem: --engine ray needs Ray Data (ray.data): pip install 'ray[data]")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    deadline = time.monotonic() + 30
+    while _ray_processes(temp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ray_processes(temp) == []
+
+
 def test_an_actors_error_is_one_line_and_stdout_holds_only_the_json(tmp_path, onnx_export):
     """The actors cannot place the model (a file stands where their folder goes, as another user's
     would on a shared node): Ray printed some 200 lines of tracebacks, on stdout before the JSON."""

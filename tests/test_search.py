@@ -505,31 +505,49 @@ def test_an_unindexed_event_whose_brief_is_missing_is_counted_by_id_as_by_words(
 
 def test_a_recall_text_query_that_is_a_steps_id_points_to_id(workspace, mem):
     """`recall-search A5-8` searches the words of the id (any event saying `a4` ranks), which an
-    agent meaning `--id A5-8` could not tell: a note says so, when the id names a step (of `--run`
-    when bare); none for an id naming no step, nor for a longer query."""
+    agent meaning `--id A5-8` could not tell: a note says so when `--id` (with the same `--run`)
+    would list events naming the step; none where it would list none or refuse the id, nor for an
+    id naming no step, nor for a longer query."""
+    workspace.add_run("gamma", [make_step("g1")])  # a step no event names
     assert mem("index")[0] == 0
     note = ("mem: QUERY {!r} names a step and is searched as words; the events naming that step, "
             "in time order (--id shows them)\n")
-    for argv in (("a4",), ("a4", "--run", "alpha"), ("alpha/a4",), ("alpha/a4", "--run", "beta")):
+    for argv, typed in ((("a4",), "a4"), (("a4", "--run", "alpha"), "a4"), (("alpha/a4",), "alpha/a4"),
+                        (("a4,",), "a4"), (("alpha/a1", "--run", "beta"), "alpha/a1")):
         code, _, err = mem("recall-search", *argv)
-        assert err == note.format(argv[0]), argv
-    for argv in (("a9",), ("a4", "--run", "beta"), ("a4 echidna",), ("alpha/a9",)):
+        assert err == note.format(typed), argv
+        assert mem("recall-search", "--id", typed, *argv[1:])[0] == 0  # what the note points to lists them
+    for argv in (("a9",), ("a4", "--run", "beta"), ("a4 echidna",), ("alpha/a9",),
+                 ("alpha/a4", "--run", "beta"), ("g1",), ("g1", "--run", "gamma")):
         assert "names a step" not in mem("recall-search", *argv)[2], argv
     assert "names a step" not in mem("recall-search", "--id", "a4", "--run", "alpha")[2]
+    workspace.add_run("delta", [make_step("a4")])  # a bare a4 of two runs: --id refuses it alone
+    workspace.write_events("delta", [{"time": "2026-10-19T01:00:00Z", "actor": "D1", "kind": "return",
+                                      "ids": ["a4"], "text": "delta's a4"}])
+    assert mem("index")[0] == 0
+    assert mem("recall-search", "--id", "a4")[0] == 1
+    assert "names a step" not in mem("recall-search", "a4")[2]
+    assert mem("recall-search", "a4", "--run", "delta")[2] == note.format("a4")
 
 
 def test_an_unindexed_line_that_is_no_event_is_counted_with_a_cut_as_without(workspace, mem):
     """A malformed line appended after `mem index` was counted by a word search's note but not
-    by one whose `--until` keeps the whole tail (nor by `--id`): a line no event is read from is
-    counted by each (no cut can date it), and `mem index` names it."""
+    by one whose `--until` keeps the whole tail: a line no event is read from is counted by a
+    time cut (none can date it), and `mem index` names it; it names no step, so `--id` and
+    archive-search's `--until` note (events naming an undated step) leave it out."""
     assert mem("index")[0] == 0
     with workspace.events_path("alpha").open("a", encoding="utf-8") as log:
         log.write(json.dumps({"time": "2026-10-18T04:00:00Z", "actor": "root", "kind": "audit",
                               "ids": ["a4"], "text": "wombat new"}) + "\n{bad\n")
-    for argv in (("echidna",), ("echidna", "--until", "2026-10-20T00:00:00Z"),
-                 ("--id", "a4", "--run", "alpha")):
+    for argv in (("echidna",), ("echidna", "--until", "2026-10-20T00:00:00Z")):
         code, _, err = mem("recall-search", *argv)
         assert "mem: 2 events written since the last `mem index` are not searched (alpha: 2)" in err, argv
+    code, _, err = mem("recall-search", "--id", "a4", "--run", "alpha")
+    assert "mem: 1 event written since the last `mem index` is not searched (alpha: 1)" in err
+    with workspace.events_path("alpha").open("a", encoding="utf-8") as log:  # names no step: no note
+        log.write("{worse\n")
+    assert "not in memory as of this cut" not in mem("archive-search", "statement", "--until",
+                                                     "2026-10-20T00:00:00Z")[2]
     code, _, err = mem("index")
     assert code == 2 and "alpha/memory/events.jsonl:" in err and "invalid JSON" in err
 

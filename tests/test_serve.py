@@ -181,25 +181,40 @@ def test_no_server_env_runs_in_process_with_the_same_output(server):
 
 
 def test_an_answer_standard_output_cannot_take_is_one_line_in_process_and_forwarded(server):
-    """Standard output on a full disk (``/dev/full``) ended in a traceback (exit 1); the answer
-    that cannot be written is one line on stderr, exit 2, forwarded or not, text or --json (whose
-    error cannot go to stdout either); a not-found keeps its own status."""
-    def to_full(*argv: str, **env: str) -> tuple[int, str]:
+    """Standard output on a full disk (``/dev/full``) ended in a traceback (exit 1), or, buffered
+    (no PYTHONUNBUFFERED, as in an agent's shell), in "Exception ignored" at exit (120): the
+    answer that cannot be written is one line on stderr, exit 2, forwarded or not, buffered or
+    not, text or --json; a --json error goes to stderr with its own status, forwarded too."""
+    def to_full(*argv: str, buffered: bool, **env: str) -> tuple[int, str]:
+        variables = client_env(**env)
+        variables.pop("PYTHONUNBUFFERED", None)
         with open("/dev/full", "w") as full:
             done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(server), *argv],
-                                  cwd=REPO, env=client_env(**env), stdout=full, stderr=subprocess.PIPE,
-                                  text=True, timeout=120)
+                                  cwd=REPO, env=variables | ({} if buffered else {"PYTHONUNBUFFERED": "1"}),
+                                  stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
         return done.returncode, done.stderr
 
     unwritten = (2, "mem: cannot write the output: No space left on device\n")
-    for argv in (("archive-get", "satake-two-levels/A5-7"), ("--json", "archive-get", "A5-7"),
-                 ("archive-search", "GL2m/Sp2m generation")):
-        assert to_full(*argv, MEM_NO_SERVER="1") == unwritten, argv
-        before = served(server)
-        assert to_full(*argv) == unwritten, argv
-        assert served(server) == before + 1  # forwarded
-    assert to_full("--json", "archive-get", "Z9-9", MEM_NO_SERVER="1")[0] == 1
-    assert to_full("check", MEM_NO_SERVER="1") == unwritten
+    not_found = (1, "mem: no step 'Z9-9' in run 'satake-two-levels'; nearest: satake-two-levels/A5-9, "
+                    "satake-two-levels/A3-9, satake-two-levels/A1-9\n")
+    for buffered in (False, True):
+        for argv, said in ((("archive-get", "satake-two-levels/A5-7"), unwritten),
+                           (("--json", "archive-get", "A5-7"), unwritten),
+                           (("archive-search", "GL2m/Sp2m generation"), unwritten),
+                           (("--json", "archive-get", "Z9-9", "--run", "satake-two-levels"), not_found)):
+            assert to_full(*argv, buffered=buffered, MEM_NO_SERVER="1") == said, (argv, buffered)
+            before = served(server)
+            assert to_full(*argv, buffered=buffered) == said, (argv, buffered)
+            assert served(server) == before + 1  # forwarded
+        # (unbuffered, argparse drops a help it could not write: exit 0, nothing said)
+        for argv in (("check",), ("--help",)) if buffered else (("check",),):
+            assert to_full(*argv, buffered=buffered, MEM_NO_SERVER="1") == unwritten, (argv, buffered)
+    env = client_env(MEM_NO_SERVER="1")
+    env.pop("PYTHONUNBUFFERED", None)
+    done = subprocess.run(f"'{sys.executable}' -m mem_retrieval.cli -w '{server}' check | true; "
+                          "echo \"status=${PIPESTATUS[0]}\"", shell=True, executable="/bin/bash", cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.stdout, done.stderr) == ("status=0\n", "")  # a reader that closed: no error
 
 
 def test_the_workspace_is_found_from_the_folder_or_the_environment(server, tmp_path):

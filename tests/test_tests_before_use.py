@@ -646,6 +646,10 @@ def test_a_step_stated_by_its_links_alone_is_written_as_a_query_eval_paging_read
     assert code == 0, text
     figures = json.loads(text)["strategies"]["bm25"]
     assert figures["metrics"]["R@10"] == 0.0 and figures["recall_by_page"][0] == 0.0
+    queries.write_text('{"qid": "q-gamma/g1", "query": "\\u200b ", "step": "gamma/g1"}\n')  # draws nothing
+    code, text = cli(workspace.root, "eval", "paging", "--queries", str(queries), "--qrels",
+                     str(folder / "reuse.qrels"), "--strategy", "bm25")
+    assert code == 0, text
     queries.write_text('{"qid": "q1", "query": ""}\n')
     code, text = cli(workspace.root, "eval", "paging", "--queries", str(queries), "--qrels",
                      str(folder / "reuse.qrels"))

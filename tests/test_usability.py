@@ -357,6 +357,30 @@ def test_index_with_the_ray_engine_but_no_ray_is_refused_before_anything_is_writ
     assert not (ws.root / ".mem").exists()
 
 
+def test_record_with_the_ray_engine_but_no_ray_admits_nothing(tmp_path):
+    """`record` with `index.engine = "ray"` and no Ray wrote the library, then failed to index it;
+    it is refused before the write, as an index it could not extend is."""
+    import os
+    import subprocess
+    import sys
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("g1")])
+    (ws.root / "solve" / "mem.toml").write_text('[index]\nengine = "ray"\n')
+    library = (ws.root / "solve" / "library.jsonl").read_bytes()
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['ray'] = None\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "PYTHONPATH": str(blocker), "MEM_NO_SERVER": "1"}
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "record", "gamma"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[data]")
+    assert done.stderr.endswith(" (record gamma refused: nothing was admitted)\n")
+    assert (ws.root / "solve" / "library.jsonl").read_bytes() == library
+
+
 @pytest.mark.parametrize("blocked, argv, said", [
     ("ray", ["--scale"], "--scale needs Ray: pip install 'ray[data]"),
     ("moto", ["--scale", "--uri", "loopback"],
