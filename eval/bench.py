@@ -506,17 +506,9 @@ def parse_options(argv: list[str] | None = None) -> Options:
 def _needs(parser, modules: tuple[str, ...], what: str, extra: str, packages: tuple[str, ...] = ()) -> None:
     """One line, exit 2, unless each of ``modules`` is installed (found, not imported), naming
     ``packages`` of ``extra`` (default: ``modules``) to install."""
-    import importlib.util
+    from mem_retrieval.records.errors import install_hint, installed
 
-    from mem_retrieval.records.errors import install_hint
-
-    def found(name: str) -> bool:
-        try:
-            return importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            return False
-
-    if not all(map(found, modules)):
+    if not all(map(installed, modules)):
         parser.exit(2, f"{parser.prog}: {what}: {install_hint(extra, packages or modules)}\n")
 
 

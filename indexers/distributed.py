@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import Config
-from mem_retrieval.records.errors import BadInput, Refused, install_hint
+from mem_retrieval.records.errors import BadInput, Refused, install_hint, installed
 from mem_retrieval.records.files import replace_folder
 
 
@@ -46,13 +46,7 @@ def require_ray() -> None:
     """BadInput unless Ray is installed, found without importing it (seconds): `mem index` asks
     before it reads or writes anything (it refused only once the model was exported, leaving the
     export and an empty index behind)."""
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("ray")
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
+    if not installed("ray"):
         raise BadInput(NO_RAY + install_hint("distributed"))
 
 

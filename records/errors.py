@@ -71,6 +71,17 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (Ray's import takes
+    seconds): a command needing an optional extra says so before any work."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that fails, or ``sys.modules[m] = None``
+        return False
+
+
 def install_hint(extra: str, only: tuple[str, ...] = ()) -> str:
     """How to install what the project's optional ``extra`` brings, as its metadata names it
     (``pip install 'ray[data]<2.61,>=2.60'``): it works however the project was installed (from a
