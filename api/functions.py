@@ -247,6 +247,8 @@ def output_schema(name: str) -> dict[str, Any]:
     ``eval-paging``, ``error``…), shipped in the package under ``schemas/``."""
     from importlib.resources import files
 
+    if name not in schema_names():  # (a path piece, or the function's API name, opened a file)
+        raise KeyError(f"no output schema {name!r}; the schemas: {', '.join(schema_names())}")
     return json.loads((files("mem_retrieval") / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
 
 

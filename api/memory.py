@@ -17,11 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mem_retrieval.configs import Config, load_config
+from mem_retrieval.configs import ENGINES, Config, load_config
 from mem_retrieval.functions import BY_NAME, Param
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused
 from mem_retrieval.records.ids import typed_run
 from mem_retrieval.records.types import LibraryEntry
+from mem_retrieval.records.validate import said_not_whole, type_name
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.paging import check_list_id, check_page
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until
@@ -43,9 +44,16 @@ class Memory:
              config: Config | str | os.PathLike[str] | None = None) -> "Memory":
         """The memory of ``workspace`` (default: ``$MEM_WORKSPACE``, else the current folder), with
         configs/default.toml overridden by its solve/mem.toml and by ``config`` (a file)."""
+        for name, value in (("workspace", workspace), ("config", config)):  # as --workspace, --config
+            own = Workspace if name == "workspace" else Config
+            if not isinstance(value, (str, os.PathLike, type(None), own)):
+                raise BadInput(f"must be a folder's path, not {type_name(value)}" if name == "workspace"
+                               else f"must be a file's path or a Config, not {type_name(value)}", param=name)
+            if isinstance(value, (str, os.PathLike)) and not os.fspath(value):
+                raise BadInput("is empty (leave it out for the default)", param=name)
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
         if not isinstance(config, Config):
-            config = load_config(ws.root, Path(config) if config else None)
+            config = load_config(ws.root, Path(config) if config is not None else None)
         return cls(ws, config)
 
     # ---- indexing
@@ -58,6 +66,7 @@ class Memory:
         from mem_retrieval.indexers.build import build_index
 
         _typed("check", runs=runs)  # the same list of run names
+        _index_options(full, progress, engine, workers)
         self.reopen()
         try:
             return build_index(self.workspace, self.config, runs, full, progress, on_message,
@@ -141,9 +150,10 @@ class Memory:
         try:  # every run, as the index step reads them all when there is no index yet (or when the
             read_records(self.workspace, self.config, self.workspace.check_runs(None))  # library changed
         except InputError as err:  # for them): their bad input refuses it before it writes
-            raise InputError(err.problem.file, err.problem.line, err.problem.field,
-                             f"{err.problem.message} (record {run} refused: nothing was admitted; its "
-                             "index step may read this file)") from err
+            first = err.problem
+            raise InputError.many([replace(first, message=f"{first.message} (record {run} refused: nothing "
+                                           "was admitted; its index step may read this file)"),
+                                   *err.problems[1:]]) from err
         location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
         if why := store.full_needed(location, self.config):  # and an index `mem index` would not extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
@@ -218,6 +228,20 @@ _SEARCH_PARAMS = frozenset(p.name for p in BY_NAME["archive_search"].params)  # 
 _QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has them; checked alike
                Param("hide", "string", "a step's global id: memory before it"),
                Param("hide_run", "string", "a run: memory before it began"))
+
+
+def _index_options(full: Any, progress: Any, engine: Any, workers: Any) -> None:
+    """BadInput for a value of ``Memory.index`` that `mem index` would refuse (``full="no"`` asked
+    for a full build; ``engine="foo"`` indexed with the local engine; ``workers=0``)."""
+    for name, value, none in (("full", full, False), ("progress", progress, True)):
+        if not isinstance(value, bool) and not (none and value is None):
+            raise BadInput(f"must be true or false, not {type_name(value)}", param=name)
+    if engine is not None and engine not in ENGINES:
+        raise BadInput(f"{engine!r} is not one of {', '.join(ENGINES)}", param="engine")
+    whole = isinstance(workers, int) and not isinstance(workers, bool)
+    if workers is not None and (not whole or workers < 1):
+        said = workers if whole else said_not_whole(workers)
+        raise BadInput(f"must be a whole number of at least 1, not {said}", param="workers")
 
 
 def _page(function: str, page: int | None, list_id: str | None) -> tuple[int, str | None]:

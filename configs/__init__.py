@@ -36,6 +36,7 @@ PAGES_LIMIT = 100  # the most pages an evaluation reads (500 hits): past any age
 # The ranking strategies by name, as retrieval.strategies.STRATEGIES implements them (a test holds the
 # two together): a config names one before any search runs.
 STRATEGY_NAMES = ("bm25", "rerank", "vector", "hybrid-rrf", "graph", "rerank-graph")
+ENGINES = ("local", "ray")  # what `mem index` embeds with (index.engine, --engine)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class StorageConfig:
 @dataclass(frozen=True)
 class IndexConfig:
     uri: str = rule(empty=True)
-    engine: str = rule(choices=("local", "ray"))
+    engine: str = rule(choices=ENGINES)
     event_body_chars: int = rule(minimum=0)
     source_chars: int = rule(minimum=0)
     vector_batch: int = rule(minimum=1)

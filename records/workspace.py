@@ -151,8 +151,17 @@ class Workspace:
         return problems
 
     def _slug_folders(self) -> list[tuple[str, Path]]:
-        return [(entry.name, Path(entry.path)) for entry in os.scandir(self.root)
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            raise BadInput(self.gone()) from None
+        return [(entry.name, Path(entry.path)) for entry in entries
                 if entry.is_dir() and is_run_slug(entry.name)]
+
+    def gone(self) -> str:
+        """What is said when the workspace folder is no longer there: a ``Memory`` or a warm server
+        kept open while it was moved or deleted (a raw FileNotFoundError, or "run `mem index`")."""
+        return f"workspace {str(self.root)!r} is not a folder (moved or deleted since it was opened)"
 
     def check_runs(self, runs: list[str] | None, param: str | None = None) -> list[str]:
         """``runs`` (None or empty: every run), each once, in the order given; BadInput for a

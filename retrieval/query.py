@@ -19,7 +19,7 @@ from mem_retrieval.records.ids import (given_run, looks_like_id, plain, ref_prob
                                        typed_run)
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
-from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem, type_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -205,6 +205,11 @@ class Hidden:
         return cls((key(gid),))
 
 
+_TEXT_OR_NONE = ("setting", "run", "kind", "status", "exclude_run", "hide", "hide_run", "strategy",
+                 "context_run")
+_TRUE_OR_FALSE = ("any_setting", "library")
+
+
 @dataclass(frozen=True)
 class ArchiveQuery:
     """One archive_search: its text and everything that narrows or orders its result list.
@@ -237,6 +242,13 @@ class ArchiveQuery:
     context_run: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("text", *_TEXT_OR_NONE, *_TRUE_OR_FALSE, "until"):  # one made beforehand (the API
+            value = getattr(self, name)                             # checks its own keywords alike)
+            if name in _TRUE_OR_FALSE and not isinstance(value, bool):
+                raise BadInput(f"must be true or false, not {type_name(value)}", param=name)
+            if name not in _TRUE_OR_FALSE and not isinstance(value, str) and not (
+                    name != "text" and (value is None or (name == "until" and isinstance(value, Until)))):
+                raise BadInput(f"must be a string, not {type_name(value)}", param=name)
         check_text(self.text)
         if self.context_run is not None and not self.context_run.strip():
             object.__setattr__(self, "context_run", None)

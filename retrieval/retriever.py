@@ -92,6 +92,8 @@ def _reads_index(method):
                         local.pinned = self.searcher  # reopen() does meanwhile (row ids are its own)
                     return method(self, *args, **kwargs)
             except (store.IndexMismatch, store.IndexDamaged):
+                if not self.workspace.root.is_dir():  # the index went with it: no `mem index` to run
+                    raise BadInput(self.workspace.gone()) from None
                 if getattr(local, "searcher", None) is not None or not self.index_replaced():
                     raise
             local.failed, local.searcher = self.searcher, self._open_searcher()

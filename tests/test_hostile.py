@@ -16,7 +16,7 @@ import pytest
 
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
-from mem_retrieval.retrieval.query import Filters
+from mem_retrieval.retrieval.query import ArchiveQuery, Filters
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -294,6 +294,19 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
      "strategy '' is not one of bm25, rerank, vector, hybrid-rrf, graph, rerank-graph"),
     (lambda m: m.archive_search("statement", setting="F" * 16_385),
      "setting is 16,385 characters long; a setting is at most 16,384"),
+    # an ArchiveQuery made beforehand (library="no" kept library steps alone; run=5 an AttributeError)
+    (lambda m: m.archive_search(ArchiveQuery("statement", library="no")),
+     "library must be true or false, not a string"),
+    (lambda m: m.archive_hits(ArchiveQuery("statement", run=5)), "run must be a string, not a number"),
+    (lambda m: m.archive_hits(ArchiveQuery(5)), "text must be a string, not a number"),
+    # index's own parameters, as `mem index` judges them (full="no" asked for a full build)
+    (lambda m: m.index(full="no"), "full must be true or false, not a string"),
+    (lambda m: m.index(engine="foo"), "engine 'foo' is not one of local, ray"),
+    (lambda m: m.index(workers=0), "workers must be a whole number of at least 1, not 0"),
+    # as --workspace "" and --config "" (an unset variable opened the current folder)
+    (lambda m: type(m).open(""), "workspace is empty (leave it out for the default)"),
+    (lambda m: type(m).open(m.workspace.root, ""), "config is empty (leave it out for the default)"),
+    (lambda m: type(m).open(5), "workspace must be a folder's path, not a number"),
 ])
 def test_a_python_value_of_the_wrong_type_is_bad_input_naming_its_parameter(ws, call, message):
     """The API checks types as the MCP tools do (one rule, ``functions.Param``): a wrong type is

@@ -181,6 +181,25 @@ def test_another_runs_bad_input_the_index_step_may_read_refuses_it_before_it_wri
     assert mem("record", "alpha")[0] == 2 and mem("index")[0] == 2
 
 
+def test_another_runs_file_with_several_problems_refuses_record_naming_each(workspace, mem):
+    """`record alpha` refused by beta's tree.json named only its first problem (`mem index` names
+    each, and `--json` lists them as "problems"): every one is said, the first with the refusal."""
+    tree = workspace.root / "beta" / "tree.json"
+    data = json.loads(tree.read_text())
+    data["steps"].append(dict(data["steps"][0], id="b2", status="weird"))
+    data["steps"][0]["kind"] = "bogus"
+    tree.write_text(json.dumps(data, indent=1))
+    status, out, err = mem("record", "alpha")
+    lines = err.splitlines()
+    assert (status, out, len(lines)) == (2, "", 2), err
+    assert lines[0].endswith("(record alpha refused: nothing was admitted; its index step may read this "
+                             "file)")
+    assert all(line.startswith("mem: ") and "beta/tree.json:" in line for line in lines)
+    status, out, _ = mem("--json", "record", "alpha", "--dry-run")
+    assert status == 2 and len(json.loads(out)["problems"]) == 2
+    assert len(mem("index")[2].splitlines()) == 2  # as `mem index` says them
+
+
 def test_the_api_raises_the_refusal_with_its_violations(workspace):
     workspace.write_core("alpha", "## inputs      a4 proved\n")
     with pytest.raises(RecordRefused) as refused:

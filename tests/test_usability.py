@@ -407,6 +407,40 @@ def test_the_scale_benchmark_without_its_extra_says_so_before_any_work(tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_memory_whose_workspace_folder_was_moved_says_so(tmp_path):
+    """A `Memory` kept open while its folder was moved raised a raw FileNotFoundError (reads and
+    writes alike), and its searches said "no index: run `mem index`": each call is one BadInput
+    naming the folder, as the command line's `workspace … is not a folder`."""
+    import os
+
+    ws = build_workspace(tmp_path / "ws")
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+    assert memory.archive_search("statement").hits
+    os.rename(ws.root, tmp_path / "moved")
+    said = f"workspace {str(ws.root)!r} is not a folder (moved or deleted since it was opened)"
+    for call in (lambda: memory.archive_get("alpha/a1"), lambda: memory.check(),
+                 lambda: memory.core_set("alpha", "next", "x"), lambda: memory.archive_insert("alpha/a2"),
+                 lambda: memory.index(), lambda: memory.record("alpha"),
+                 lambda: memory.archive_search("statement"),
+                 lambda: memory.archive_search("statement", page=2),
+                 lambda: memory.recall_search("five steps")):
+        with pytest.raises(BadInput) as raised:
+            call()
+        assert str(raised.value) == said
+
+
+def test_an_output_schema_that_is_none_is_a_key_error_naming_them():
+    """`output_schema("nope")` raised FileNotFoundError with the package's path, and a name with
+    a path piece opened another file."""
+    from mem_retrieval.functions import output_schema, schema_names
+
+    assert output_schema("archive-search")["type"] == "object"
+    for name in ("nope", "archive_search", "../memory"):
+        with pytest.raises(KeyError, match="the schemas: " + ", ".join(schema_names())):
+            output_schema(name)
+
+
 def test_an_id_typed_in_another_case_is_suggested_first(tmp_path):
     """Suggestions compare ids case-folded: `r-truncation` typed for `R-truncation` got
     `S-truncation` first (as close, and later in order), and capitals got no suggestion at all; a

@@ -6,6 +6,8 @@ ORDER = 10
 
 
 def register(subparsers, common) -> None:
+    from mem_retrieval.configs import ENGINES
+
     parser = subparsers.add_parser(
         "index", parents=[common], help="bring the index up to date with the files",
         description="Index the workspace: steps of every run and of the library, events with their "
@@ -16,7 +18,7 @@ def register(subparsers, common) -> None:
     parser.add_argument("--progress", dest="progress", action="store_true", default=None,
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
-    parser.add_argument("--engine", choices=("local", "ray"), default=None,
+    parser.add_argument("--engine", choices=ENGINES, default=None,
                         help="embed in this process (local) or on a Ray actor pool (ray; needs "
                              "Ray: the extra [distributed]); default: index.engine")
     parser.add_argument("--workers", type=_positive, default=None, metavar="N",
