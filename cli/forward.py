@@ -251,11 +251,11 @@ def forward(argv: list[str]) -> int | None:
     if answer is None or not isinstance(answer.get("code"), int) \
             or not isinstance(answer.get("stdout"), str) or not isinstance(answer.get("stderr"), str):
         return None
-    try:
+    try:  # the notes first, as in-process (they are written before the answer, which a buffered
+        sys.stderr.write(answer["stderr"])  # stdout holds to the end): `2>&1` reads alike
+        sys.stderr.flush()  # (a stream started closed is the null device: cli.main)
         sys.stdout.write(answer["stdout"])
         sys.stdout.flush()
-        sys.stderr.write(answer["stderr"])  # a stream started closed is the null device (cli.main)
-        sys.stderr.flush()
     except BrokenPipeError:  # as the in-process path: a closed reader is not an error
         stdout_gone()
         return 0
@@ -263,7 +263,6 @@ def forward(argv: list[str]) -> int | None:
         stdout_gone()
         error_lines = _json_error(answer["stdout"]) if answer["code"] else None
         with contextlib.suppress(OSError):
-            sys.stderr.write(answer["stderr"])
             sys.stderr.write("".join(f"mem: {line}\n" for line in error_lines or [unwritten(error)]))
         return answer["code"] if error_lines else 2
     return answer["code"]

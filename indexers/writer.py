@@ -272,6 +272,11 @@ def publish(index: Index, config: Config) -> dict[str, int]:
                     raise copy_stale(index, name) if name in index.rebuilt and not index.full \
                         else rebuilt_meanwhile(index, name, other=False)
         return mine_meta | {"versions": versions, "built": time.time(),
+                            # each table's creation: tables deleted and built again at the same versions
+                            # are another index (a kept session's table files are gone), which meta.json
+                            # must say, or nothing written told a reader to reopen
+                            "lineage": {name: index.lineage[name] for name in sorted(versions)
+                                        if index.lineage.get(name)},
                             "settings": _settings(index, versions[store.STEPS]),
                             "id_shapes": _id_shapes(index, versions[store.STEPS]),
                             "pending": _waiting(index, versions)}

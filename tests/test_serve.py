@@ -168,6 +168,24 @@ def test_a_forwarded_read_answers_exactly_as_in_process(server, argv):
     assert out or err
 
 
+def test_a_forwarded_answer_with_notes_reads_alike_with_its_streams_merged(server):
+    """Merged (`2>&1`), a forwarded call printed its JSON and then its note, in-process the note
+    first (stdout is buffered to the end): the client writes the notes first too."""
+    def merged(**env: str) -> bytes:
+        variables = client_env(**env)
+        variables.pop("PYTHONUNBUFFERED", None)
+        return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(server), "--json",
+                               "archive-search", "GL2m generation", "--setting", "zorbly field"],
+                              cwd=REPO, env=variables, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=120).stdout
+
+    alone = merged(MEM_NO_SERVER="1")
+    assert alone.startswith(b"mem: --setting 'zorbly field'")
+    before = served(server)
+    assert merged() == alone
+    assert served(server) == before + 1
+
+
 def test_the_cases_cover_success_not_found_and_bad_input(indexed):
     assert {in_process("-w", str(indexed), *argv)[0] for argv in CASES} == {0, 1, 2}
 

@@ -430,6 +430,27 @@ def test_a_memory_whose_workspace_folder_was_moved_says_so(tmp_path):
         assert str(raised.value) == said
 
 
+def test_a_memory_kept_across_its_tables_deleted_and_built_again_reads_the_new_ones(tmp_path):
+    """`.mem/lance` deleted and `mem index` run: the tables came back at the same version numbers,
+    meta.json was left as it was (only "built" differed), and a kept `Memory` failed every search
+    with "the index is damaged: run `mem index --full`". meta.json names each table's creation, so
+    it is written, and the search runs again on the index as it is now."""
+    import shutil
+
+    ws = build_workspace(tmp_path / "ws")
+    Memory.open(ws.root).index(progress=False)
+    kept = Memory.open(ws.root)
+    assert [h.id for h in kept.archive_search("a4").hits] == ["alpha/a4"]
+    before = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    shutil.rmtree(ws.root / ".mem" / "lance")
+    Memory.open(ws.root).index(progress=False)
+    after = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    assert after["versions"] == before["versions"] and after["lineage"] != before["lineage"]
+    assert set(after["lineage"]) == set(after["versions"])
+    assert [h.id for h in kept.archive_search("a4").hits] == ["alpha/a4"]
+    assert kept.archive_search("statement").total == Memory.open(ws.root).archive_search("statement").total
+
+
 def test_an_output_schema_that_is_none_is_a_key_error_naming_them():
     """`output_schema("nope")` raised FileNotFoundError with the package's path, and a name with
     a path piece opened another file."""
