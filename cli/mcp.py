@@ -435,9 +435,38 @@ def guarded(app, token: str):
                 await send({"type": "http.response.body",
                             "body": b"mem mcp: send Authorization: Bearer <the token it printed at start>\n"})
                 return
+            await _unless_its_session_closed(app, scope, receive, send)
+            return
         await app(scope, receive, send)
 
     return answer
+
+
+async def _unless_its_session_closed(app, scope, receive, send) -> None:
+    """``app`` answering an HTTP request, where one reaching a session its client closed meanwhile
+    (a client leaving mid-call among others: anyio's ClosedResourceError, which the SDK logs,
+    ``_not_a_client_leaving``, then raises again from its handler, after its answer was sent) ends
+    quietly: uvicorn logged it as "Exception in ASGI application", two tracebacks a client. Whatever
+    is sent after the response ended is dropped (the SDK's 500 for it)."""
+    import anyio
+
+    state = {"started": False, "ended": False}
+
+    async def sending(message) -> None:
+        if state["ended"]:
+            return
+        state["started"] = state["started"] or message["type"] == "http.response.start"
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            state["ended"] = True
+        await send(message)
+
+    try:
+        await app(scope, receive, sending)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        if not state["started"]:  # nothing said yet: the session is gone
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"mem mcp: the session was closed\n"})
 
 
 def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
@@ -472,9 +501,12 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     if tools.stopping:  # a signal during the warm-up: never said ready
         stopper.join()
     token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
-    app = guarded(server.streamable_http_app(host="127.0.0.1"), token)
+    # json_response: each answer is one JSON body, not an event stream, whose events the SDK's
+    # client reads up to 1 MB (a page holding a long return whole failed there, read over stdio)
+    app = guarded(server.streamable_http_app(host="127.0.0.1", json_response=True), token)
     on_ready(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", token)
     logging.getLogger("mcp.server.streamable_http").addFilter(_not_a_client_leaving)
+    logging.getLogger("asyncio").addFilter(AcceptErrorsSaidOnce())
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     signals: list[int] = []
 
@@ -522,10 +554,41 @@ def _more_open_files(wanted: int = 1 << 20) -> None:
         pass
 
 
+class AcceptErrorsSaidOnce:
+    """A logging filter letting asyncio's "socket.accept() out of system resource" (every
+    descriptor held: connections that never finish a request, token or not) through once every
+    ``every`` seconds, with how many were passed over: it logged each refused accept with its
+    traceback, 4 MB/s, until the connections closed (26 MB in 5 s here)."""
+
+    def __init__(self, every: float = 60.0, clock=None):
+        import time
+
+        self.every, self.clock = every, clock or time.monotonic
+        self.last: float | None = None
+        self.passed_over = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("socket.accept() out of system resource"):
+            return True
+        now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            self.passed_over += 1
+            return False
+        if self.passed_over:
+            first, newline, rest = str(record.msg).partition("\n")
+            count = f"({self.passed_over} more in the last {now - self.last:.0f} s)"
+            record.msg = f"{first} {count}{newline}{rest}"
+        self.last, self.passed_over = now, 0
+        return True
+
+
 def _not_a_client_leaving(record: logging.LogRecord) -> bool:
     """False for the SDK's report of a client that went away while its request was read (starlette's
-    ``ClientDisconnect``, logged with its traceback as an error): nothing failed on this side, and
-    the other clients are served on."""
+    ``ClientDisconnect``), or whose session closed before its call's answer was handed on (anyio's
+    ``ClosedResourceError``), each logged with its traceback as an error: nothing failed on this
+    side, and the other clients are served on."""
+    import anyio
     from starlette.requests import ClientDisconnect
 
-    return not (record.exc_info and isinstance(record.exc_info[1], ClientDisconnect))
+    leaving = (ClientDisconnect, anyio.ClosedResourceError, anyio.BrokenResourceError)
+    return not (record.exc_info and isinstance(record.exc_info[1], leaving))

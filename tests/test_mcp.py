@@ -375,6 +375,75 @@ def http_server(root: Path, log_path: Path, **env: str):
         log.close()
 
 
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_an_answer_past_a_megabyte_reaches_an_http_client_as_a_stdio_one(served, tmp_path):
+    """A page holding a return of 2.6 MB whole reached a stdio client, while the SDK's HTTP client
+    failed: an answer was one server-sent event, which it reads up to 1 MB. Answers are JSON bodies;
+    ten clients leaving mid-call leave no traceback on the server's stderr."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    root = tmp_path / "ws"
+    shutil.copytree(served, root, ignore=shutil.ignore_patterns("serve.sock", "index.lock"))
+    returned = root / "satake-two-levels" / "returns" / "A2.md"
+    returned.write_text(returned.read_text() + "long text " * 260_000)  # read at each call: no reindex
+    arguments = {"id": "satake-two-levels/A2-4"}
+    async with stdio_client(stdio_params(root), errlog=open(tmp_path / "stdio.err", "w")) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            by_stdio = (await session.call_tool("recall_search", arguments)).structured_content
+    bodies = [hit["body"] for hit in by_stdio["hits"] if hit["body"] and len(hit["body"]) > 2_000_000]
+    assert bodies == [returned.read_text()]
+    with http_server(root, tmp_path / "server.err") as (proc, data):
+        async def session_of(calls, leave_after=None):
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {data['token']}"})
+            async with client, streamable_http_client(data["url"], http_client=client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    if leave_after is None:
+                        return [await session.call_tool(*call) for call in calls]
+                    with anyio.move_on_after(leave_after):
+                        for call in calls:
+                            await session.call_tool(*call)
+
+        (result,) = await session_of([("recall_search", arguments)])
+        assert not result.is_error and result.structured_content == by_stdio
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(session_of, [("check", {}), ("recall_search", arguments)], 0.05)
+        assert proc.poll() is None
+        assert (await session_of([("recall_search", arguments)]))[0].structured_content == by_stdio
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+def test_asyncios_refused_accepts_are_logged_once_a_minute_with_their_count():
+    """With every descriptor held (connections that never finish a request), asyncio logged each
+    refused accept with its traceback: 26 MB of stderr in 5 s. Once a minute, counted; the rest of
+    asyncio's log as it is."""
+    import logging
+
+    from mem_retrieval.cli.mcp import AcceptErrorsSaidOnce
+
+    now = [0.0]
+    said = AcceptErrorsSaidOnce(every=60, clock=lambda: now[0])
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message, None, None)
+
+    refused = "socket.accept() out of system resource\nsocket: <socket>\nOSError: [Errno 24]"
+    assert said.filter(record(refused))
+    for second in range(1, 60):
+        now[0] = float(second)
+        assert not said.filter(record(refused))
+        assert said.filter(record("Task was destroyed but it is pending!"))
+    now[0] = 61.0
+    again = record(refused)
+    assert said.filter(again)
+    assert again.getMessage() == ("socket.accept() out of system resource (59 more in the last 61 s)\n"
+                                  "socket: <socket>\nOSError: [Errno 24]")
+
+
 def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
     """A port in use is one line at once: it was said only after the model's load (10 s here)."""
     import signal
