@@ -251,9 +251,10 @@ def forward(argv: list[str]) -> int | None:
     if answer is None or not isinstance(answer.get("code"), int) \
             or not isinstance(answer.get("stdout"), str) or not isinstance(answer.get("stderr"), str):
         return None
-    try:  # the notes first, as in-process (they are written before the answer, which a buffered
-        sys.stderr.write(answer["stderr"])  # stdout holds to the end): `2>&1` reads alike
-        sys.stderr.flush()  # (a stream started closed is the null device: cli.main)
+    with contextlib.suppress(OSError):  # the notes first, as in-process (written before the answer,
+        sys.stderr.write(answer["stderr"])  # which a buffered stdout holds to the end): `2>&1` reads
+        sys.stderr.flush()  # alike; a stderr that cannot take them loses them, not the answer
+    try:  # (a stream started closed is the null device: cli.main)
         sys.stdout.write(answer["stdout"])
         sys.stdout.flush()
     except BrokenPipeError:  # as the in-process path: a closed reader is not an error

@@ -192,8 +192,13 @@ class Context:
             raise BadInput(unwritten(error)) from None
 
     def note(self, message: str) -> None:
-        """A message for the person (stderr), never mixed with data."""
-        self.err.write(message + "\n")
+        """A message for the person (stderr), never mixed with data; a stderr that cannot take it
+        (a full disk, a reader that closed) loses the note, not the answer (it ended the command,
+        exit 1, before its answer was written)."""
+        try:
+            self.err.write(message + "\n")
+        except OSError:
+            pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -314,7 +319,10 @@ def _fail(ctx: Context, message: str, status: int, more: list[str] | None = None
             return status
         except OSError:  # standard output cannot be written (a full disk): said on stderr
             stdout_gone(ctx.out)
-    ctx.err.write("".join(f"mem: {line}\n" for line in lines))
+    try:
+        ctx.err.write("".join(f"mem: {line}\n" for line in lines))
+    except OSError:  # stderr cannot take it either: the status says it
+        pass
     return status
 
 

@@ -40,8 +40,10 @@ def surrogate_problem(value: str) -> str | None:
 
 def type_name(value: Any) -> str:
     """How a decoded value's type is named in a message: ``an object``, ``a list``, ``null``…"""
+    kind = type(value)
+    named = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+            int: "a number", float: "a number"}.get(kind, named)  # numpy.bool: no "bool" that is no bool
 
 
 def said_not_whole(value: Any) -> str:

@@ -186,6 +186,27 @@ def test_a_forwarded_answer_with_notes_reads_alike_with_its_streams_merged(serve
     assert served(server) == before + 1
 
 
+def test_a_stderr_that_cannot_take_the_notes_loses_them_not_the_answer(server):
+    """stderr on a full disk: in-process the note ended the command (exit 1, no answer), and a
+    forwarded call, writing the notes first, dropped the answer with them (exit 2): the answer
+    is written and the status is its own."""
+    argv = ("--json", "archive-search", "GL2m generation", "--setting", "zorbly field")
+
+    def err_full(**env: str) -> tuple[int, str]:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(server), *argv],
+                                  cwd=REPO, env=client_env(**env), stdout=subprocess.PIPE, stderr=full,
+                                  text=True, timeout=120)
+        return done.returncode, done.stdout
+
+    code, out, err = in_process("-w", str(server), *argv)
+    assert code == 0 and err.startswith("mem: --setting 'zorbly field'")
+    assert err_full(MEM_NO_SERVER="1") == (0, out)
+    before = served(server)
+    assert err_full() == (0, out)
+    assert served(server) == before + 1
+
+
 def test_the_cases_cover_success_not_found_and_bad_input(indexed):
     assert {in_process("-w", str(indexed), *argv)[0] for argv in CASES} == {0, 1, 2}
 
