@@ -242,12 +242,14 @@ class ArchiveQuery:
     context_run: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("text", *_TEXT_OR_NONE, *_TRUE_OR_FALSE, "until"):  # one made beforehand (the API
-            value = getattr(self, name)                             # checks its own keywords alike)
-            if name in _TRUE_OR_FALSE and not isinstance(value, bool):
-                raise BadInput(f"must be true or false, not {type_name(value)}", param=name)
-            if name not in _TRUE_OR_FALSE and not isinstance(value, str) and not (
-                    name != "text" and (value is None or (name == "until" and isinstance(value, Until)))):
+        # the types of one made beforehand (the API judges its own keywords alike, ``functions``)
+        for name in _TRUE_OR_FALSE:
+            if not isinstance(getattr(self, name), bool):
+                raise BadInput(f"must be true or false, not {type_name(getattr(self, name))}", param=name)
+        for name in ("text", *_TEXT_OR_NONE, "until"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (value is None and name != "text")
+                    or (name == "until" and isinstance(value, Until))):
                 raise BadInput(f"must be a string, not {type_name(value)}", param=name)
         check_text(self.text)
         if self.context_run is not None and not self.context_run.strip():
