@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+import shlex
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
@@ -56,8 +57,8 @@ def install(folder: Path, force: bool = False) -> Installed:
     differ = [path for path, text in plan if path.exists() and _text(path) != text]
     if differ and not force:
         raise Refused(f"{differ[0]} exists with other text ({len(differ)} such file"
-                      f"{'s' if len(differ) > 1 else ''}); `mem skill install --force` (force=True) "
-                      "overwrites")
+                      f"{'s' if len(differ) > 1 else ''}); force overwrites (`mem skill install "
+                      f"{shlex.quote(str(folder))} --force`)")
     unchanged = [path for path, text in plan if path.exists() and _text(path) == text]
     pending = [(path, text) for path, text in plan if path not in unchanged]
     _writable(folder, [path for path, _ in pending])

@@ -205,6 +205,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an argument no parser knows sends to the help of the command it
+        followed (`mem archive-search x --bogus` sent to `mem --help`, which lists no option of it)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            words = [getattr(parsed, name, None) for name in ("command", "eval_command", "skill_command")]
+            where = " ".join([self.prog, *filter(None, words)])
+            raise BadInput(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+        return parsed
+
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None

@@ -304,9 +304,9 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
         have, wanted = meta.get(name), want[name]
         if have == wanted:
             continue
-        if isinstance(have, dict):  # the values that differ, each by its name
-            have, wanted = ({k: _said(v.get(k)) for k in sorted(have.keys() | wanted.keys())
-                             if have.get(k) != wanted.get(k)} for v in (have, wanted))
+        if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
+            keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
+            have, wanted = ({CONFIG_KEYS.get(k, k): _said(v.get(k)) for k in keys} for v in (have, wanted))
         reader = "this version of mem reads" if name in FIXED else "config wants"
         found.append((name, f"{label}: index has {have!r}, {reader} {wanted!r}"))
         if name == "format":  # what else meta.json records is another format's
@@ -315,6 +315,12 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
         return None
     fix = "run `mem index --full`" if set(FIXED) & {n for n, _ in found} else MATCH_OR_REBUILD
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
+
+
+# meta.json's text limits as the config names them (`[text] max_chars`, set as the message read, was
+# refused as an unknown field)
+CONFIG_KEYS = {"max_chars": "model.max_chars", "event_body_chars": "index.event_body_chars",
+               "source_chars": "index.source_chars"}
 
 
 def _said(value: Any) -> Any:

@@ -312,14 +312,21 @@ class Retriever:
         listed = ", ".join(repr(ref) for ref in unnamed[:5]) + (", …" if len(unnamed) > 5 else "")
         found = ("the hits are a text search" if not named else "the hits are those the others name"
                  + (", then a text search" if symbols else ""))
-        near = ""
+        near, left_out = "", []
         if len(unnamed) == 1:  # the nearest ids, as archive-get and recall-search give them
             try:
+                known, steps = self.searcher.known_gids(("sources",)), self.searcher.known_gids(("steps",))
+                left_out = sorted(gid for gid in steps if unnamed[0] in (gid, gid.split("/", 1)[1]))
+                known += [gid for gid in steps if gid not in left_out]
                 cut = self._cut(query.until, query.run, self.searcher.hidden(query))
-                near = _nearest_said(unnamed[0], self.searcher.known_gids(), cut)  # the index's ids
+                near = _nearest_said(unnamed[0], known, cut)
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
         newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""
+        if left_out:  # the index holds it: the filters (run, kind, library, until…) left it out, no typo
+            listed_out = ", ".join(left_out[:3]) + (", …" if len(left_out) > 3 else "")
+            return [Note("query", f"{listed}: the filters of this search leave out the step with this id "
+                         f"({listed_out}); {found}{newer}")]
         return [Note("query", f"{listed}: no step this search may return has "
                      f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
                      f"the last `mem index`, or one the filters leave out); {found}{near}{newer}")]

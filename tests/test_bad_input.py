@@ -1077,3 +1077,14 @@ def test_index_replaces_a_meta_json_that_is_a_link_and_writes_nothing_outside(wo
     assert mem("index", "--no-progress")[0] == 0
     assert outside.read_bytes() == before and not meta.is_symlink()
     assert json.loads(mem("--json", "archive-search", "alpha/a9")[1])["hits"][0]["id"] == "alpha/a9"
+
+
+def test_an_option_no_command_knows_sends_to_that_commands_help(workspace, mem):
+    """`mem archive-search x --bogus` said "(see `mem --help`)", which lists no option of it."""
+    for argv, where in ((("archive-search", "x", "--bogus"), "mem archive-search"),
+                        (("eval", "paging", "--queries", "q", "--qrels", "r", "--bogus"), "mem eval paging"),
+                        (("--json", "archive-get", "a1", "--bogus", "2"), "mem archive-get")):
+        code, out, err = mem(*argv)
+        said = f"unrecognized arguments: --bogus{' 2' if argv[-1] == '2' else ''} (see `{where} --help`)"
+        assert code == 2 and (json.loads(out)["error"] if argv[0] == "--json" else err) == (
+            said if argv[0] == "--json" else f"mem: {said}\n"), argv

@@ -332,7 +332,7 @@ def test_other_text_limits_are_refused_in_one_line_not_indexed_over(workspace, m
     assert mem("index", "--no-progress")[0] == 0
     other = tmp_path / "other.toml"
     other.write_text(setting + "\n")
-    name = setting.split("\n")[1].split(" =")[0]
+    name = setting.split("\n")[0].strip("[]") + "." + setting.split("\n")[1].split(" =")[0]  # as set
     meta = (workspace.root / ".mem" / "meta.json").read_bytes()
     for argv in (["index", "--no-progress"], ["archive-search", "statement"]):
         code, out, err = mem("--config", str(other), *argv)
@@ -353,8 +353,8 @@ def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
     other.write_text("[model]\nquantize = false\nmax_chars = 100\n")
     code, _, err = mem("--config", str(other), "archive-search", "statement")
     assert code == 2 and ("(model differs: index has {'quantized': True}, config wants {'quantized': "
-                          "False}; text limits differ: index has {'max_chars': 2000}, config wants "
-                          "{'max_chars': 100}): set the config to the index's") in err
+                          "False}; text limits differ: index has {'model.max_chars': 2000}, config wants "
+                          "{'model.max_chars': 100}): set the config to the index's") in err
 
 
 def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_them(workspace, mem,

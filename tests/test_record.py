@@ -131,7 +131,7 @@ def test_an_index_the_record_cannot_extend_refuses_it_before_it_writes(workspace
     (tmp_path / "limits.toml").write_text("[model]\nmax_chars = 1000\n")
     for dry in ((), ("--dry-run",)):  # the dry run as the run itself (it said "would admit 3 steps")
         status, out, err = mem("--config", str(tmp_path / "limits.toml"), "record", "alpha", *dry)
-        assert (status, out) == (2, "") and "(text limits differ: index has {'max_chars': 2000}" in err
+        assert (status, out) == (2, "") and "(text limits differ: index has {'model.max_chars': 2000}" in err
         assert err.endswith(" (record alpha refused: nothing was admitted)\n") and len(err.splitlines()) == 1
     (workspace.root / ".mem" / "meta.json").write_text("garbage")
     status, out, err = mem("record", "alpha")

@@ -530,6 +530,19 @@ def test_a_recall_text_query_that_is_a_steps_id_points_to_id(workspace, mem):
     assert mem("recall-search", "a4", "--run", "delta")[2] == note.format("a4")
 
 
+def test_an_id_the_filters_leave_out_is_said_so_not_offered_as_its_own_nearest(workspace, mem):
+    """`archive-search a4 --library` (a4 indexed, not in the library) said "a typo, a step added
+    since the last `mem index`, or one the filters leave out … nearest: alpha/a4": the id asked,
+    offered as a near miss. The index holds it: the note says the filters left it out."""
+    assert mem("index")[0] == 0
+    for argv in (("a4", "--library"), ("alpha/a4", "--run", "beta"), ("a4", "--kind", "dead_end")):
+        _, _, err = mem("archive-search", *argv)
+        assert err.startswith(f"mem: QUERY {argv[0]!r}: the filters of this search leave out the step "
+                              "with this id (alpha/a4); "), (argv, err)
+    _, _, err = mem("archive-search", "a9", "--library")  # no such step: a typo's note, with its nearest
+    assert "no step this search may return has this id (a typo" in err and "nearest: " in err
+
+
 def test_an_unindexed_line_that_is_no_event_is_counted_with_a_cut_as_without(workspace, mem):
     """A malformed line appended after `mem index` was counted by a word search's note but not
     by one whose `--until` keeps the whole tail: a line no event is read from is counted by a

@@ -153,7 +153,10 @@ def test_skill_install_writes_both_layouts_and_refuses_to_overwrite_an_edit(tmp_
     code, _, err = mem("skill", "install", str(tmp_path))
     assert code == 1 and f"{edited} exists with other text" in err
     assert edited.read_text() == "my own notes\n"
-    code, out, _ = mem("skill", "install", str(tmp_path), "--force")
+    # the command the refusal names runs as written (it lacked the folder, which the command needs)
+    suggested = shlex.split(err.rstrip().rsplit("(`", 1)[1].removesuffix("`)"))
+    assert suggested == ["mem", "skill", "install", str(tmp_path), "--force"]
+    code, out, _ = mem(*suggested[1:])
     assert code == 0 and out.splitlines() == [f"wrote {edited}",
                                               "skill solve-maths-mem: 1 file written, 5 unchanged"]
     assert edited.read_text() == files["SKILL.md"]
