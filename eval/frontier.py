@@ -308,6 +308,8 @@ def score_memory(front: Frontier, memory: Sequence[int]) -> MemoryScore:
     precision = problem.utility(memory, precise=True)
     curve = front.precision
     exact = isinstance(curve, ExactCurve) or curve.exact_at(len(memory))
+    # a greedy value is a lower bound of the frontier, and this memory is one of its size: the frontier
+    # is at least its precision (a memory better than greedy's read a negative loss, drawn above it)
+    frontier = curve.value(len(memory)) if exact else max(curve.value(len(memory)), precision)
     return MemoryScore(tuple(problem.event_ids[e] for e in memory), len(memory), coverage, precision,
-                       coverage - precision, curve.value(len(memory)) - precision,
-                       "exact" if exact else "greedy")
+                       coverage - precision, frontier - precision, "exact" if exact else "greedy")

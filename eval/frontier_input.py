@@ -43,6 +43,8 @@ def read_problem(path: Path) -> Problem:
     for i, raw in enumerate(top.obj["events"]):
         f = Fields(raw, file, lines.get(("events", i)), f"events[{i}].", {"id", "text", "true"})
         eid = _fresh_id(f, "id", event_ids)
+        if "," in eid or eid != eid.strip():  # `--memory a,b` splits at commas and strips each id
+            f.fail("id", f"{eid!r} holds a comma or white space at an end: --memory could not name it")
         f.str("text")
         events.append((eid, f.bool("true", default=True)))
 

@@ -155,6 +155,18 @@ def test_synergy_lets_exact_beat_greedy_and_voids_the_bound():
     assert front.notes()[1].startswith("no bound: 1 span(s) of several events")
 
 
+def test_a_memory_better_than_greedy_loses_nothing_against_it():
+    """With the greedy frontier (a lower bound), a memory better than greedy's at its size read a
+    negative loss (-0.5 here) and was drawn above the "frontier": the memory shows the frontier is at
+    least its precision, so its loss is 0, as the exact frontier says."""
+    problem = Problem.build([("q1", 1.0), ("q2", 1.0)], [("a", True), ("b", True), ("c", True)],
+                           [(("a", "b"), ("q1", "q2")), (("c",), ("q1",))])
+    assert frontier(problem, exact_limit=0).precision.value(2) == pytest.approx(0.5)  # greedy: c first
+    for limit in (0, 1 << 20):
+        assert score_memory(frontier(problem, exact_limit=limit), [0, 1]).loss == 0.0
+    assert score_memory(frontier(problem, exact_limit=0), [2]).loss == 0.0  # greedy's own pick: 0 too
+
+
 # ------------------------------------------------------------------------------------------ the CLI
 
 def mem(*argv: str) -> tuple[int, str, str]:
@@ -201,6 +213,11 @@ def test_cli_json_has_the_issue_shape(tmp_path):
     ('{"queries": [{"qid": "q1"}], "events": [{"id": "e1", "true": "yes"}], "spans": []}',
      "events[0].true: must be true or false"),
     ('{"queries": [{"qid": "q1"}], "events": [{"id": "e1"}, {"id": "e1"}], "spans": []}', "duplicate id"),
+    # ids --memory could never name (it splits at commas and strips)
+    ('{"queries": [{"qid": "q1"}], "events": [{"id": "a,b"}], "spans": []}',
+     "events[0].id: 'a,b' holds a comma"),
+    ('{"queries": [{"qid": "q1"}], "events": [{"id": "c "}], "spans": []}',
+     "events[0].id: 'c ' holds a comma"),
 ])
 def test_malformed_file_is_one_line_exit_2_and_no_plot(tmp_path, text, where):
     file = tmp_path / "bad.json"
