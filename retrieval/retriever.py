@@ -315,11 +315,11 @@ class Retriever:
         near, left_out = "", []
         if len(unnamed) == 1:  # the nearest ids, as archive-get and recall-search give them
             try:
-                known, steps = self.searcher.known_gids(("sources",)), self.searcher.known_gids(("steps",))
-                left_out = sorted(gid for gid in steps if unnamed[0] in (gid, gid.split("/", 1)[1]))
-                known += [gid for gid in steps if gid not in left_out]
+                # the steps the id lookup finds without the filters (its spellings, look-alikes)
+                left_out = sorted({c.gid for c in self.searcher.id_hits(unnamed[0], None)})
                 cut = self._cut(query.until, query.run, self.searcher.hidden(query))
-                near = _nearest_said(unnamed[0], known, cut)
+                near = _nearest_said(unnamed[0], [gid for gid in self.searcher.known_gids()
+                                                  if gid not in left_out], cut)
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
         newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""

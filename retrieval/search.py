@@ -456,12 +456,12 @@ class Searcher:
         graph = self.graph()
         return graph is not None and bool((graph.run_keys == store.key(run)).any())
 
-    def known_gids(self, tables: tuple[str, ...] = ("steps", "sources")) -> list[str]:
-        """Every global id the index holds: its steps (the library's among them) and sources (or
-        those of ``tables``), read from the pinned tables' gid column (at 80,000 steps, reading
-        every tree.json and the library for them took 3.5 s of a cold call)."""
+    def known_gids(self) -> list[str]:
+        """Every global id the index holds: its steps (the library's among them) and sources, read
+        from the pinned tables' gid column (at 80,000 steps, reading every tree.json and the library
+        for them took 3.5 s of a cold call)."""
         known: list[str] = []
-        for name in tables:
+        for name in ("steps", "sources"):
             table = self.table(name)
             if table is not None:
                 gids = table.search().select(["gid"]).limit(table.count_rows()).to_arrow()["gid"]
