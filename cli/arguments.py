@@ -50,10 +50,13 @@ def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
     for param in function.params:
         if param.dash_stdin and arguments[param.name] == "-":
             arguments[param.name] = _standard_input()
-    answer = call(ctx.memory(), function.name, arguments, spell=functools.partial(flag, function=function),
-                  progress=None)
-    for note in answer.notes:  # one printable line: an id's zero-width space shows escaped (JSON keeps it)
+    def say(note: str) -> None:  # one printable line: an id's zero-width space shows escaped (JSON keeps it)
         ctx.note(one_line(f"mem: {note}"))
+
+    answer = call(ctx.memory(), function.name, arguments, spell=functools.partial(flag, function=function),
+                  progress=None, live=say)
+    for note in answer.notes:
+        say(note)
     ctx.emit(answer.data, answer.text)
     return answer.status
 

@@ -30,13 +30,18 @@ class Answer:
 
 
 Spell = Callable[[str], str]
+Say = Callable[[str], None]  # where a note goes
+Args = dict[str, Any]  # a call's arguments, every one given (its defaults filled in)
 
 
 def call(memory, name: str, arguments: dict[str, Any], spell: Spell = str,
-         progress: bool | None = False) -> Answer:
-    """Run the memory function ``name`` with ``arguments`` (missing ones take their defaults)."""
+         progress: bool | None = False, live: Say | None = None) -> Answer:
+    """Run the memory function ``name`` with ``arguments`` (missing ones take their defaults).
+    ``live``: where a note said while the call works goes at once (the command line's stderr: a
+    ``record`` waiting for another `mem index` says so then, not when it ends); without it such a
+    note is one of the answer's ``notes`` (MCP, which answers once)."""
     given = BY_NAME[name].with_defaults(arguments)
-    return CALLS[name](memory, given, spell, progress)
+    return CALLS[name](memory, given, spell, progress, live)
 
 
 def no_runs_note(workspace) -> str | None:
@@ -64,7 +69,7 @@ def _arg(spell: Spell, name: str, value) -> str:
     return f"{shown} {value}" if shown.startswith("--") else f"{shown}={value}"
 
 
-def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def archive_search(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     page = memory.archive_search(
         a["query"], a["setting"], run=a["run"], kind=a["kind"], status=a["status"], page=a["page"],
         any_setting=a["any_setting"], library=a["library"], until=a["until"], strategy=a["strategy"],
@@ -89,7 +94,7 @@ def archive_search(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
     return Answer(data, "\n".join(lines), 0, notes)
 
 
-def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def archive_get(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     data = memory.archive_get(a["id"], run=a["run"]).as_dict()
     if data["kind"] == "source":
         return Answer(data, "\n".join(f"{k:<10} {v}" for k, v in data.items() if v))
@@ -110,7 +115,7 @@ def archive_get(memory, a: dict[str, Any], spell: Spell, progress: bool | None) 
     return Answer(data, "\n".join(f"{k:<10} {v}" for k, v in rows))
 
 
-def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def recall_search(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     page = memory.recall_search(a["query"], id=a["id"], run=a["run"], page=a["page"], until=a["until"],
                                 list_id=a["list_id"])
     notes = tuple(note.render(spell) for note in page.notes)
@@ -137,7 +142,7 @@ def recall_search(memory, a: dict[str, Any], spell: Spell, progress: bool | None
     return Answer(data, "\n".join(lines), 0, notes)
 
 
-def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def core_set(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT
 
     done = memory.core_set(a["run"], a["field"], a["text"])
@@ -148,7 +153,7 @@ def core_set(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> 
                   f"{CORE_TOKEN_LIMIT:,} tokens (checkpoint event {event.seq}, {event.time})")
 
 
-def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def archive_insert(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     entry = memory.archive_insert(a["id"], a["run"])
     try:  # `mem index RUN` would ask for --full: say that one (written now: nothing may fail it)
         full = memory.index_refusal(reach=False) is not None
@@ -161,7 +166,7 @@ def archive_insert(memory, a: dict[str, Any], spell: Spell, progress: bool | Non
                   f"line {entry.line}; searches see it there after `{index}`")
 
 
-def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
+def check(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
     note = no_runs_note(memory.workspace)
     report = memory.check(a["runs"] or None)
     lines = [str(v) for v in report.violations] + [report.summary()]
@@ -172,9 +177,10 @@ def check(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Ans
     return Answer(data, "\n".join(lines), status, (note,) if note else ())
 
 
-def record(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> Answer:
-    said: list[str] = []  # what its index step tells (other runs it indexes too, and why)
-    done = memory.record(a["run"], dry_run=a["dry_run"], progress=progress, on_message=said.append)
+def record(memory, a: Args, spell: Spell, progress: bool | None, live: Say | None) -> Answer:
+    said: list[str] = []  # what its index step tells (other runs it indexes too, and why; a wait)
+    done = memory.record(a["run"], dry_run=a["dry_run"], progress=progress,
+                         on_message=live or said.append)
     verb = "would admit" if done.dry_run else "admitted"
     lines = [done.summary()]
     for item in done.admitted:
@@ -187,7 +193,7 @@ def record(memory, a: dict[str, Any], spell: Spell, progress: bool | None) -> An
     return Answer(done.as_dict(), "\n".join(lines), 0, tuple(said))
 
 
-CALLS: dict[str, Callable[[Any, dict[str, Any], Spell, bool | None], Answer]] = {
+CALLS: dict[str, Callable[[Any, Args, Spell, bool | None, Say | None], Answer]] = {
     "archive_search": archive_search, "archive_get": archive_get, "recall_search": recall_search,
     "core_set": core_set, "archive_insert": archive_insert, "check": check, "record": record,
 }

@@ -146,7 +146,8 @@ Curve = GreedyCurve | ExactCurve
 
 
 def greedy(problem: Problem, spans: Sequence[Span], limit: int) -> GreedyCurve:
-    """Pick, up to ``limit`` times, the event of largest marginal gain (ties: the first event).
+    """Pick, up to ``limit`` times, the event of largest marginal gain (ties, to 12 decimals: the
+    first event).
 
     Lazy: the heap holds stale gains, recomputed only when on top. Gains shrink as queries get
     answered, and grow only when a span comes down to one missing event; that event is then pushed
@@ -169,7 +170,10 @@ def greedy(problem: Problem, spans: Sequence[Span], limit: int) -> GreedyCurve:
     def gain(e: int) -> float:
         return float(left[ready[e]].sum())
 
-    heap = [(-gain(e), e) for e in sorted(spans_of)]
+    def key(g: float) -> float:  # gains equal to 12 decimals tie: the same queries' weights summed in
+        return -round(g, 12)     # another order, or rescaled by a query no span answers, differ by an ulp
+
+    heap = [(key(gain(e)), e) for e in sorted(spans_of)]
     heapq.heapify(heap)
     evaluations = len(heap)
     chosen: set[int] = set()
@@ -182,8 +186,8 @@ def greedy(problem: Problem, spans: Sequence[Span], limit: int) -> GreedyCurve:
             continue
         g = gain(e)
         evaluations += 1
-        if heap and (-g, e) > heap[0]:
-            heapq.heappush(heap, (-g, e))
+        if heap and (key(g), e) > heap[0]:
+            heapq.heappush(heap, (key(g), e))
             continue
         if g == 0.0 and not left[answerable].any():
             break  # every query a span answers is answered: larger memories gain nothing
@@ -196,7 +200,7 @@ def greedy(problem: Problem, spans: Sequence[Span], limit: int) -> GreedyCurve:
             if missing[i] == 1:
                 last = next(x for x in spans[i].events if x not in chosen)
                 ready[last] = np.union1d(ready[last], answers[i])
-                heapq.heappush(heap, (-gain(last), last))
+                heapq.heappush(heap, (key(gain(last)), last))
                 evaluations += 1
     return GreedyCurve(tuple(order), tuple(values), len(order) < limit or len(order) == len(spans_of),
                        evaluations)

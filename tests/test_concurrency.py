@@ -194,3 +194,25 @@ def test_two_index_runs_at_once_are_serialised_by_the_lock(indexed, forker, tmp_
     state = index_state(root)
     assert state["latest"] == state["versions"]
     assert look(Memory.open(root))["steps"] == sorted(marked)
+
+
+@pytest.mark.slow
+def test_a_record_waiting_for_another_index_run_says_so_while_it_waits(indexed, forker, tmp_path):
+    """`mem record`'s index step waits for a `mem index` holding .mem/index.lock. It said nothing
+    until it ended (its notes were printed with the answer), so a person saw a command hang."""
+    from filelock import FileLock
+
+    root = tmp_path / "ws"
+    copy_workspace(indexed, root)
+    lock = FileLock(str(root / ".mem" / "index.lock"))
+    lock.acquire()
+    try:
+        pid, log = forker.start(["--workspace", str(root), "record", "gen-1"])
+        wait_for(lambda: log.exists() and "waiting" in log.read_text(), "record to say it waits")
+        assert running(pid)
+        said = log.read_text()
+    finally:
+        lock.release()
+    assert said == "mem: another `mem index` is running; waiting for it to finish\n"
+    assert forker.wait(pid)["code"] == 0, log.read_text()
+    assert log.read_text().startswith(said + "record gen-1: admitted "), log.read_text()

@@ -38,7 +38,8 @@ def oracle_frontier(problem: Problem, precise=False) -> list[float]:
 
 
 def plain_greedy(problem: Problem, precise=False) -> list[int]:
-    """Recompute every gain every step; ties to the first event; stop when nothing can gain."""
+    """Recompute every gain every step; ties (to 12 decimals) to the first event; stop when
+    nothing can gain."""
     chosen: list[int] = []
     reachable = oracle_utility(problem, range(len(problem.event_ids)), precise)
     useful = sorted({e for s in (problem.true_spans if precise else problem.spans) for e in s.events})
@@ -46,7 +47,8 @@ def plain_greedy(problem: Problem, precise=False) -> list[int]:
         now = oracle_utility(problem, chosen, precise)
         if now >= reachable:
             break
-        gains = [(oracle_utility(problem, chosen + [e], precise) - now, -e) for e in useful if e not in chosen]
+        gains = [(round(oracle_utility(problem, chosen + [e], precise) - now, 12), -e)
+                 for e in useful if e not in chosen]
         chosen.append(-max(gains)[1])
     return chosen
 
@@ -115,6 +117,17 @@ def test_random_problems_exact_and_lazy_greedy_match_their_oracles():
             assert [values.value(k) for k in range(n + 1)] == pytest.approx(brute)
             lazy = greedy(problem, spans_used, n)
             assert list(lazy.order) == plain_greedy(problem, precise)
+
+
+def test_greedy_breaks_a_tie_by_order_whatever_the_rounding_of_the_weights():
+    """e0 answers q3 (weight 3), e1 q1 and q2 (1 + 2): a tie, so greedy takes the first, e0. A
+    query no span answers (q4, weight 4) rescales the shares: 2/10 + 1/10 then sums to
+    0.30000000000000004 against 3/10's 0.3, and greedy took e1 (which events first: not the values)."""
+    for weights in ({"q1": 1, "q2": 2, "q3": 3}, {"q1": 1, "q2": 2, "q3": 3, "q4": 4}):
+        problem = build(weights, [(["e0"], ["q3"]), (["e1"], ["q1", "q2"])], events=["e0", "e1"])
+        curve = greedy(problem, problem.spans, 2)
+        assert curve.order == (0, 1), weights
+        assert curve.values[1] == pytest.approx(3 / sum(weights.values()))
 
 
 def test_false_claim_covering_most_inflates_coverage_not_precision():
