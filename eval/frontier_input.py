@@ -183,6 +183,8 @@ def ids_in_text(text: str, run: str | None, problem: Problem) -> list[int]:
 def memory_from(source: str, workspace: Workspace, problem: Problem) -> list[int]:
     """``library``: the library steps that are events; else a run: the events its core.md names."""
     if source == "library":
+        if not workspace.library_path.is_file():  # not an empty memory: most likely the wrong folder
+            raise Refused(f"library: there is no {workspace.library_path}", param="memory_from")
         at = problem.event_index()
         return [at[entry.gid] for entry in workspace.library() if entry.gid in at]
     run = workspace.check_runs([source])[0]

@@ -248,6 +248,22 @@ def test_unknown_memory_id_is_exit_2(tmp_path):
     assert status == 2 and "'e7' is not an event" in err
 
 
+def test_memory_from_a_library_that_is_not_there_is_refused_not_scored_empty(tmp_path):
+    """A problem FILE with `--memory-from library` in a folder without solve/library.jsonl (the
+    wrong folder, most likely) scored an empty memory, where the workspace form refuses; an empty
+    library is an empty memory, said."""
+    file = write_problem(tmp_path / "p.json", [{"qid": "q1"}], [{"id": "e1"}],
+                         [{"events": ["e1"], "answers": ["q1"]}])
+    status, out, err = mem("--workspace", str(tmp_path), "eval", "frontier", file, "--memory-from", "library")
+    library = tmp_path / "solve" / "library.jsonl"
+    assert (status, out, err) == (1, "", f"mem: --memory-from library: there is no {library}\n")
+    library.parent.mkdir()
+    library.write_text("")
+    status, out, err = mem("--workspace", str(tmp_path), "eval", "frontier", file, "--memory-from", "library")
+    assert status == 0 and "size 0  coverage 0.000" in out
+    assert err == "mem: --memory-from library: names no event of this problem (empty memory)\n"
+
+
 def test_table_and_plot(tmp_path):
     file = write_problem(tmp_path / "p.json", [{"qid": "q1"}, {"qid": "q2"}],
                          [{"id": "e1"}, {"id": "e2", "true": False}],

@@ -80,7 +80,7 @@ def run_frontier(args: argparse.Namespace, ctx) -> int:
     elif args.memory_from:
         memory = memory_from(args.memory_from, ctx.workspace(), problem)
         if not memory:
-            ctx.note(f"--memory-from {args.memory_from}: names no event of this problem (empty memory)")
+            ctx.note(f"mem: --memory-from {args.memory_from}: names no event of this problem (empty memory)")
     front = frontier(problem, args.max_size, args.exact_limit, reach=len(memory or ()))
     score = score_memory(front, memory) if memory is not None else None
     if args.plot:
