@@ -32,6 +32,7 @@ from mem_retrieval.indexers.rows import Rows, build_rows, library_row, tokenize_
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
 from mem_retrieval.records.errors import BadInput, InputError
+from mem_retrieval.records.files import content_hash, stamp as file_stamp
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import NotAFile
 from mem_retrieval.records.types import LibraryEntry
@@ -236,6 +237,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                     on_message(f"searchable (BM25 order) after {searchable:.1f} s; embedding "
                                f"{len(pending):,} texts in batches of {config.index.vector_batch:,}")
                 versions = backfill(index, plan, rows, pending, config, bar)
+            runs_now = workspace.runs()  # what searches name as written since it (trees_read)
+            location.record_trees(_trees_as_read(workspace, scope_runs if narrowed else runs_now),
+                                  runs_now, not narrowed)
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
                                full=plan.full, version=versions, searchable_seconds=searchable,
@@ -244,6 +248,19 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         if index is not None and index.engine is not None:
             index.engine.close()
         lock.release()
+
+
+def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str, Any]]:
+    """Each of ``runs``' tree.json as this run read it: its stamp then and its hash, for those not
+    written since (a stamp taken before the read still matches; one written since is left out, and
+    a search names it)."""
+    read = {}
+    for run in runs:
+        path, was = workspace.tree_path(run), workspace.tree_read_stamp(run)
+        sha = content_hash(path) if was is not None else None
+        if sha is not None and file_stamp(path) == was:  # unchanged since the read, and while hashed
+            read[run] = {"stamp": list(was), "sha256": sha}
+    return read
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ If-None-Match for the first), so two writers on two machines never lose one anot
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,11 +27,12 @@ from typing import Any, Callable
 
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, Refused
-from mem_retrieval.records.files import replace_folder, stamp, write_atomic
+from mem_retrieval.records.files import content_hash, replace_folder, stamp, write_atomic
 from mem_retrieval.records.parse import open_regular
 
 META = "meta.json"
 LOCK = "index.lock"
+READ = "read.json"  # what this machine's index runs last read of each run's tree.json
 SCHEMES = ("s3",)
 STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
     "endpoint": "aws_endpoint", "region": "aws_region", "access_key_id": "aws_access_key_id",
@@ -177,6 +179,50 @@ class Location:
     def lock_path(self) -> Path:
         """One writer at a time on this machine: beside a folder index, else in the local .mem."""
         return self.folder / LOCK
+
+    @property
+    def read_path(self) -> Path:
+        """Local, as the lock: the tree.json files this machine's index runs read (another
+        machine's runs read files of their own)."""
+        return self.folder / READ
+
+    def trees_read(self) -> tuple[dict[str, dict[str, Any]], bool] | None:
+        """Per run, its tree.json as the last index run reading it read it (``{"stamp": files.stamp,
+        "sha256": …}``: a search names the trees written since), and whether every run was read
+        since the record began (else a run it lacks may be indexed, by a version that kept no
+        record); None: no record (an index of an older version, or one that could not be written)."""
+        try:
+            with open_regular(self.read_path) as handle:
+                found = json.loads(handle.read())
+            trees = {str(run): {"stamp": list(read["stamp"]), "sha256": str(read["sha256"])}
+                     for run, read in found["trees"].items()}
+            return trees, found["complete"] is True
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def record_trees(self, read: dict[str, dict[str, Any]], runs: list[str], every: bool) -> None:
+        """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
+        run), keeping what earlier runs read of the other ``runs`` (the workspace's). A record that
+        cannot be written is removed: a search then says nothing rather than name a tree read since
+        as unread."""
+        before, complete = self.trees_read() or ({}, False)
+        kept = {run: was for run, was in before.items() if run in runs} | read
+        try:
+            write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept},
+                                                    sort_keys=True) + "\n")
+        except OSError:
+            try:
+                self.read_path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def tree_written(self, path: Path, was: dict[str, Any] | None) -> bool:
+        """Whether the tree.json at ``path`` differs from ``was`` (``trees_read``'s; None: not read):
+        by its stamp, else (a copied folder: new inodes) by its bytes."""
+        now = stamp(path)
+        if now is None or was is None:
+            return now is not None
+        return list(now) != was["stamp"] and content_hash(path) != was["sha256"]
 
     @property
     def lance_uri(self) -> str:

@@ -7,6 +7,7 @@ built in a scratch folder beside it and renamed into place (``replace_folder``).
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import tempfile
@@ -15,6 +16,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput
+
+
+def content_hash(path: Path) -> str | None:
+    """SHA-256 of the file's bytes (None: it cannot be read): what a stamp kept across copies of a
+    folder (new inodes and change times) is checked by when it no longer matches."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def stamp(path: Path) -> tuple[int, int, int, int] | None:

@@ -232,6 +232,11 @@ class Workspace:
             cache[run] = (found, read)
         return read
 
+    def tree_read_stamp(self, run: str) -> tuple[int, int, int, int] | None:
+        """The ``files.stamp`` of ``run``'s tree.json when it was last read (``read_tree``), taken
+        before the read: a file written during it reads as written since; None: never read."""
+        return self.__dict__.get("_trees", {}).get(run, (None,))[0]
+
     def events(self, run: str) -> Iterator[Event]:
         path = self.events_path(run)
         if present(path):

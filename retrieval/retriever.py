@@ -268,15 +268,17 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
-        notes += (self.unknown_run("context_run", query.context_run)  # it shapes the ranking
-                  or self._run_unindexed(query.context_run, "context_run"))
+        context = (self.unknown_run("context_run", query.context_run)  # it shapes the ranking
+                   or self._run_unindexed(query.context_run, "context_run"))
+        notes += context
         if query.until is not None:  # the index dates a step by the first event naming it that it read
             ahead = self._events_ahead(query.run, query.until, self._names_undated())
             notes += self._ahead_note(ahead, "read, and a step first named there is not in memory as of "
                                       "this cut", "")
+        written = self._trees_written(query.run, said={query.context_run} if context else set())
         if total:
-            return notes
-        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run")
+            return notes + written
+        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
         if query.setting and not query.any_setting:
             left_out = len(self.ranked(replace(query, any_setting=True)))
             if left_out:
@@ -352,6 +354,36 @@ class Retriever:
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace"
                      + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
+
+    def _trees_written(self, run: str | None, said: set[str | None]) -> list[Note]:
+        """A note naming the runs (``run``, or every run) whose tree.json was written since the
+        last `mem index` read it (``Location.trees_read``): the steps it added or changed are not
+        searched, as recall-search names the events written since. None for a session's own index
+        version (the newer one may hold them), or a run the record may lack while indexed; runs
+        another note ``said`` is not indexed are left out."""
+        if (record := self.location.trees_read()) is None:
+            return []
+        read, complete = record
+        runs = [name for name in self.workspace.runs() if run in (None, name)]
+        written = [name for name in runs if (name in read or (complete and self._holds_steps(name)))
+                   and name not in said
+                   and self.location.tree_written(self.workspace.tree_path(name), read.get(name))]
+        if not written or self.index_replaced():
+            return []
+        command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
+        if len(written) == 1:
+            return [Note("", f"{written[0]}/tree.json was written after the last `mem index` read it: "
+                         f"steps added or changed since are not searched; run `{command}`")]
+        listed = ", ".join(written[:5]) + (", …" if len(written) > 5 else "")
+        return [Note("", f"the tree.json of {len(written)} runs was written after the last `mem index` read "
+                     f"it ({listed}): steps added or changed since are not searched; run `{command}`")]
+
+    def _holds_steps(self, run: str) -> bool:
+        """Whether ``run``'s tree.json holds a step (or cannot be read: `mem index` says why)."""
+        try:
+            return bool(self.workspace.tree(run).steps)
+        except InputError:
+            return True
 
     def _run_unindexed(self, run: str | None, param: str) -> list[Note]:
         """A note (on ``param``) when ``run``, a run of the workspace whose tree.json holds steps,

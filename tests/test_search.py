@@ -565,6 +565,41 @@ def test_an_unindexed_line_that_is_no_event_is_counted_with_a_cut_as_without(wor
     assert code == 2 and "alpha/memory/events.jsonl:" in err and "invalid JSON" in err
 
 
+def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspace, mem):
+    """A step written to a run's tree.json after `mem index` is not searched, and archive-search
+    said nothing of it (recall-search names the events written since): an agent looking for the
+    step it had just written found nothing and no reason. The note names the run and the command;
+    indexing that run, or the runs whose trees changed, ends it; a search narrowed to another run
+    says nothing."""
+    assert mem("index")[0] == 0
+    assert mem("archive-search", "statement")[2] == ""
+    workspace.add_step("alpha", make_step("a6", statement="the quokka bound"))
+    code, _, err = mem("archive-search", "quokka")
+    assert (code, err) == (1, "mem: alpha/tree.json was written after the last `mem index` read it: steps added "
+                              "or changed since are not searched; run `mem index alpha`\n")
+    code, out, err = mem("--json", "archive-search", "statement")
+    assert code == 0 and json.loads(out)["notes"] == [err.removeprefix("mem: ").rstrip("\n")]
+    assert mem("archive-search", "statement", "--run", "beta")[2] == ""
+    workspace.edit_step("beta", "b1", statement="the wombat bound")
+    assert "the tree.json of 2 runs was written after the last `mem index` read it (alpha, beta): steps " \
+           "added or changed since are not searched; run `mem index alpha beta`" in mem("archive-search", "x")[2]
+    assert mem("index", "beta")[0] == 0  # alpha is still unread
+    assert "mem: alpha/tree.json was written after" in mem("archive-search", "wombat")[2]
+    assert mem("index", "alpha")[0] == 0
+    code, out, err = mem("archive-search", "quokka")
+    assert (code, err) == (0, "") and "alpha/a6" in out
+    workspace.add_run("gamma", [make_step("g1", statement="the numbat bound")])  # a run begun since
+    assert "mem: gamma/tree.json was written after" in mem("archive-search", "statement")[2]
+    assert mem("index")[0] == 0
+    (workspace.root / ".mem" / "read.json").unlink()  # an index of an older version: nothing known
+    workspace.add_step("alpha", make_step("a7", statement="the bilby bound"))
+    assert mem("archive-search", "statement")[2] == ""
+    assert mem("index", "beta")[0] == 0  # beta read; alpha and gamma may be indexed or not: unknown
+    assert mem("archive-search", "statement")[2] == ""
+    workspace.edit_step("beta", "b1", statement="the potoroo bound")
+    assert "mem: beta/tree.json was written after" in mem("archive-search", "statement")[2]
+
+
 def test_every_strategy_looks_ids_up_first(workspace, mem):
     """A step named by id leads the list whatever the strategy (``vector`` and ``hybrid-rrf`` once
     ranked it as text and said no step had the id), once, even when the setting rule would leave
