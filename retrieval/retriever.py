@@ -11,6 +11,7 @@ import functools
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -147,7 +148,14 @@ class Retriever:
         from mem_retrieval.retrieval.search import Searcher
 
         meta = store.check_meta(self.location, self.config)
-        return Searcher(self.location.connect(), self.config, self.ontology, meta, self.location)
+        method, workspace = weakref.WeakMethod(self.ontology), self.workspace
+
+        def ontology():  # not the bound method: a searcher holding its retriever is a cycle, and a
+            # superseded index version (its tables, its steps in memory) stayed until a full collection
+            bound = method()
+            return bound() if bound is not None else workspace.ontology
+
+        return Searcher(self.location.connect(), self.config, ontology, meta, self.location)
 
     def ontology(self):
         """The settings ontology as ``solve/settings.toml`` stands (``Workspace.ontology``), read

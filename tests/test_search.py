@@ -600,6 +600,24 @@ def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspa
     assert "mem: beta/tree.json was written after" in mem("archive-search", "statement")[2]
 
 
+def test_a_memory_let_go_frees_its_index_at_once_not_at_a_full_collection(example):
+    """A searcher held its retriever through the bound method it reads the ontology with: a cycle,
+    so a Memory a warm server let go for a newer index version left its searcher (tables, connection,
+    the steps held in memory) until Python's next full collection: up to ten versions at once."""
+    import gc
+    import weakref
+
+    memory = Memory.open(example.workspace.root)
+    assert memory.archive_search("Satake", setting="every non-arch. local F").total
+    searcher = weakref.ref(memory.retriever.searcher)
+    gc.disable()
+    try:
+        del memory
+        assert searcher() is None
+    finally:
+        gc.enable()
+
+
 def test_every_strategy_looks_ids_up_first(workspace, mem):
     """A step named by id leads the list whatever the strategy (``vector`` and ``hybrid-rrf`` once
     ranked it as text and said no step had the id), once, even when the setting rule would leave
