@@ -47,8 +47,9 @@ _NOT_A_STATE = frozenset({  # a word after a status that makes it no status now 
     # false`, `refuted its claim` (not `the`, `this`: `proved this round`, `open the whole round`)
     "if", "or", "when",  # a condition, an alternative: `refuted if p = 2`, `proved or refuted`
     "earlier", "before", "previously", "formerly", "originally", "initially"})  # a past
-_ID_LIKE = re.compile(r"(?:[A-Z][A-Za-z]*\d|[A-Za-z][\w.']*[-_.][\w.'-]*\d)[\w.'-]*")  # `refuted A5-9`,
-# `blocked A2`: a verb and its object (not `proved r2`, a round)
+_ID_LIKE = re.compile(r"(?:[A-Z][A-Za-z]*\d|[A-Za-z](?:[^\W_]|')*[-_.][\w.'-]*\d)[\w.'-]*")
+# `refuted A5-9`, `blocked A2`: a verb and its object (not `proved r2`, a round). Up to its first
+# separator a word has one reading (`[\w.']*[-_.]` had one per separator: 35 s for a 60 KB `a_a_…`)
 _GOVERNING = frozenset({  # condition words that, opening a clause, govern the rest of its sentence
     "if", "iff", "once", "whether", "when", "whenever", "until", "till", "unless", "assuming", "suppose",
     "supposing", "provided", "given", "then", "according"})  # `according to d1, …`: a report; not
