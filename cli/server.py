@@ -177,10 +177,9 @@ class Server:
         """Read one request, answer it; a bad request gets ``{"error": …}``, never a crash. A status
         ping does not count as work: it neither keeps an idle server alive nor delays its stop; nor
         does a request sent back to run in-process (a caller of another environment, a bug)."""
-        conn.settimeout(READ_TIMEOUT)
         working, answer = False, {}
         try:
-            request = _receive(conn)
+            request = _receive(conn, time.monotonic() + READ_TIMEOUT)
             if request.get("ping") is not True:
                 working = True
                 with self._lock:
@@ -267,14 +266,26 @@ def _stop(signum: int, frame) -> None:
 
 
 
-def _receive(conn: socket.socket) -> dict:
+def _receive(conn: socket.socket, deadline: float) -> dict:
+    """The request, whole by ``deadline`` (a clock per ``recv`` let a client sending a byte every
+    few seconds hold a worker for good: eight such held every worker, and each caller waited 30 s)."""
     chunks, size = [], 0
-    while chunk := conn.recv(1 << 16):
+    while True:
+        try:
+            conn.settimeout(max(deadline - time.monotonic(), 1e-6))
+            chunk = conn.recv(1 << 16)
+        except TimeoutError:
+            raise TimeoutError(f"not sent whole within {READ_TIMEOUT:g} s") from None
+        if not chunk:
+            break
         size += len(chunk)
         if size > MAX_MESSAGE:
             raise ValueError(f"request over {MAX_MESSAGE} bytes")
         chunks.append(chunk)
-    request = json.loads(b"".join(chunks))
+    try:
+        request = json.loads(b"".join(chunks))
+    except RecursionError:  # `[[[[…`: json's decoder recurses per level
+        raise ValueError("a request nested too deeply") from None
     if not isinstance(request, dict):
         raise ValueError("a request is a JSON object")
     return request

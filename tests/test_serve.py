@@ -297,7 +297,8 @@ def test_bad_requests_are_answered_and_the_server_lives_on(server):
     assert "error" in exchange(path, {"argv": "archive-get A5-7", "cwd": "/", "env": {}})
     assert "error" in exchange(path, {"argv": ["archive-get", "A5-7"], "cwd": "/nonexistent/x",
                                       "env": {}})
-    for raw in (b"not json", b"[1, 2]", b"{" * 10, b"x" * (MAX_MESSAGE + 10)):
+    for raw in (b"not json", b"[1, 2]", b"{" * 10, b"x" * (MAX_MESSAGE + 10),
+                b"[" * 100_000 + b"]" * 100_000):  # json's decoder recursed past Python's limit: no answer
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(20)
             conn.connect(path)
@@ -311,6 +312,31 @@ def test_bad_requests_are_answered_and_the_server_lives_on(server):
     assert served(server) == before  # none of them ran
     assert forwarded(server, "-w", str(server), "archive-get", "A5-7", "--run",
                      "satake-two-levels")[0] == 0
+
+
+def test_a_request_sent_a_byte_at_a_time_is_cut_off_when_its_time_is_up(server):
+    """The time a client has to send its request (5 s) ran afresh at each byte: one sending a
+    space every second held a worker for as long as it went on, and eight held them all (each
+    caller then waited 30 s). The server answers it before it is done."""
+    from mem_retrieval.cli.server import READ_TIMEOUT
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(sock(server))
+        conn.settimeout(1.0)
+        reply = b""
+        for sent in range(int(READ_TIMEOUT) * 3):
+            try:
+                conn.sendall(b" ")
+                reply = conn.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # the server closed it: its answer is read below
+                pass
+            break
+        conn.settimeout(20)
+        reply += b"".join(iter(lambda: conn.recv(65536), b""))
+    assert sent < READ_TIMEOUT * 3 - 1, "the server waited for the whole request"
+    assert json.loads(reply)["error"] == f"bad request: not sent whole within {READ_TIMEOUT:g} s"
 
 
 def test_a_reindex_is_served_without_restarting(server):
