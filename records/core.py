@@ -87,11 +87,18 @@ def field_name(name: str) -> str:
     return canonical
 
 
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks but \n
+
+
 def clean_field(text: str) -> str:
     """A field's text as core.md keeps it: lines right-stripped, blank lines dropped, the first line
-    stripped. BadInput for a line that would start a new field or a NUL byte."""
+    stripped, any line break a line feed. BadInput for a line that would start a new field or a NUL
+    byte."""
     if "\x00" in text:
         raise BadInput("field text contains a NUL byte")
+    # what other readers of core.md break lines at (Python's text mode, Markdown: a lone CR, a form
+    # feed, U+2028…) is written as a line feed: kept raw, `x\r## inputs …` read there as a field
+    text = _OTHER_BREAKS.sub("\n", text.replace("\r\n", "\n"))
     lines = [line.rstrip() for line in text_lines(text) if line.strip()]
     if lines:
         lines[0] = lines[0].lstrip()

@@ -211,6 +211,22 @@ def test_a_misspelt_heading_is_refused_and_core_set_loses_nothing(workspace, mem
     assert parse_core(path, "alpha").get("next") == f"audit a2\n  {heading} x"
 
 
+@pytest.mark.parametrize("brk", ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_a_line_break_other_readers_see_is_a_line_of_the_field(workspace, mem, brk):
+    """A lone CR (a form feed, U+2028…) went into core.md raw: mem's reader splits at line feeds
+    alone, but Python's text mode and Markdown break there, and read `x\r## inputs A5-8 proved`
+    as a second `inputs` field. It is written as a line feed, so such a line is refused as a
+    heading would be, and other text keeps its lines."""
+    path = workspace.core_path("alpha")
+    before = path.read_bytes(), workspace.events_path("alpha").read_bytes()
+    code, _, err = mem("core-set", "alpha", "next", f"x{brk}## inputs a1 proved")
+    assert code == 2 and "field text line 2 starts with '## '" in err
+    assert (path.read_bytes(), workspace.events_path("alpha").read_bytes()) == before
+    assert mem("core-set", "alpha", "next", f"audit a2{brk}then a4\r\nthen a5")[0] == 0
+    assert parse_core(path, "alpha").get("next") == "audit a2\nthen a4\nthen a5"
+    assert path.read_text(encoding="utf-8").splitlines() == path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
 def test_core_set_unknown_run_is_not_found(mem):
     code, _, err = mem("core-set", "gamma", "next", "x")
     assert code == 1 and "no run 'gamma'" in err
