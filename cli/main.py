@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from mem_retrieval.cli.forward import stdout_gone, unwritten
 from mem_retrieval.cli.outputs import named
-from mem_retrieval.records.errors import BadInput, MemError, one_line, plural
+from mem_retrieval.records.errors import BadInput, MemError, one_line, plural, terminal_safe
 
 
 EXIT_OK = 0  # the others are each error's own (records.errors: MemError.exit_status)
@@ -184,7 +184,8 @@ class Context:
         try:
             if self.json:
                 self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
-            elif text is not None:
+            elif text is not None:  # the records' text, escaped where a terminal would obey it
+                text = terminal_safe(text)
                 self.out.write(text if text.endswith("\n") else text + "\n")
         except BrokenPipeError:  # a reader that closed: not an error (``run``)
             raise

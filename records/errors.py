@@ -38,6 +38,17 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` for a terminal: line feeds and tabs kept, the other control characters (ESC, which
+    clears a screen, writes a clipboard or hides text; a CR, a backspace) and the bidirectional
+    overrides (a line shown reversed) escaped as ``one_line`` escapes them. Records are a model's
+    output: what they hold must not reach the terminal as commands."""
+    return _UNSAFE.sub(lambda match: ascii(match.group())[1:-1], text)
+
+
 def unescape(text: str) -> str:
     """``text`` with the escapes ``one_line`` writes (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``,
     ``\\n``…) read back as their characters, and those an output in ASCII writes (``\\u00dc``;

@@ -601,3 +601,27 @@ def test_the_ray_actors_model_folder_is_never_one_another_user_made_first(tmp_pa
     monkeypatch.setenv("MEM_CACHE_DIR", "off")  # none: said, not a temporary folder left a run
     with pytest.raises(PermissionError, match="mem-ray-models-y is not a folder of this user's own"):
         _own_folder("mem-ray-models-y")
+
+
+def test_record_text_reaches_a_terminal_escaped_and_the_json_whole(tmp_path):
+    """A run's records are a model's output; `archive-get`, `archive-search` and `recall-search`
+    printed their text byte for byte: ESC sequences that clear the screen or write the clipboard
+    (OSC 52), hidden text, backspaces, a right-to-left override reversing the rest of a line. The
+    text output escapes them (line feeds and tabs kept); --json carries the text as it is."""
+    hostile = "gadget \x1b[2J\x1b]52;c;cm0gLXJmIH4K\x07 \x1b[8mhidden\x08\x08 \u202ereversed\u202c \x9b31m"
+    workspace = build_workspace(tmp_path / "ws")
+    workspace.add_step("alpha", make_step("a9", statement=f"the {hostile} lemma",
+                                          proof="line one\n\tline two"))
+    workspace.write_events("alpha", [*workspace.events("alpha"), {
+        "time": "2026-10-18T00:00:00Z", "actor": "A1", "kind": "return", "ids": ["a9"],
+        "text": f"returned {hostile}\nsecond line"}])
+    assert mem(workspace, "index", "--no-progress")[0] == 0
+    escaped = r"gadget \x1b[2J\x1b]52;c;cm0gLXJmIH4K\x07 \x1b[8mhidden\x08\x08 \u202ereversed\u202c \x9b31m"
+    for argv in (("archive-get", "alpha/a9"), ("archive-search", "gadget"), ("recall-search", "gadget")):
+        code, out, _ = mem(workspace, *argv)
+        assert code == 0 and escaped in out, argv
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", out), argv
+    assert "proof      line one\n\tline two" in mem(workspace, "archive-get", "alpha/a9")[1]
+    assert "returned " + escaped + "\n   second line" in mem(workspace, "recall-search", "gadget")[1]
+    shown = json.loads(mem(workspace, "--json", "archive-get", "alpha/a9")[1])
+    assert shown["statement"] == f"the {hostile} lemma"
