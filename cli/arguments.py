@@ -46,7 +46,7 @@ def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
     from mem_retrieval.cli.calls import call
     from mem_retrieval.cli.main import flag
 
-    arguments = {param.name: getattr(args, param.name) for param in function.params}
+    arguments = {param.name: _text(getattr(args, param.name)) for param in function.params}
     for param in function.params:
         if param.dash_stdin and arguments[param.name] == "-":
             arguments[param.name] = _standard_input()
@@ -59,6 +59,15 @@ def run_function(function: Function, args: argparse.Namespace, ctx) -> int:
         say(note)
     ctx.emit(answer.data, answer.text)
     return answer.status
+
+
+def _text(value):
+    """A memory function's argument as text (``cli.main.as_text``): none of them is a path."""
+    from mem_retrieval.cli.main import as_text
+
+    if isinstance(value, list):
+        return [as_text(item) for item in value]
+    return as_text(value) if isinstance(value, str) else value
 
 
 def _standard_input() -> str:

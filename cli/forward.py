@@ -74,8 +74,16 @@ def environment() -> dict[str, str]:
     request: a server (which runs with the environment of the call that started it) answers a
     caller only when they are its own (``environment_differs``); ``$MEM_WORKSPACE`` is sent
     apart, as it names the workspace."""
-    return {name: value for name, value in os.environ.items()
+    return {name: _as_used(value) if name in _ENV_NAMES else value for name, value in os.environ.items()
             if name in _ENV_NAMES or name.startswith(_STORE_PREFIX)}
+
+
+def _as_used(path: str) -> str:
+    """A folder variable as a process reads it: a relative one from its own folder (two callers
+    in two folders giving `MEM_CACHE_DIR=cache` name two caches, not the server's)."""
+    if path.strip().lower() in ("", "off", "0") or path.startswith("~") or os.path.isabs(path):
+        return path
+    return os.path.abspath(path)
 
 
 def environment_differs(theirs: dict[str, str], remote: bool) -> list[str]:

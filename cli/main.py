@@ -264,7 +264,7 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
     args = None
     try:
         for arg in sys.argv[1:] if argv is None else argv:
-            if _SURROGATE.search(arg):
+            if as_text(arg) is None:
                 raise BadInput(f"argument {_shown(arg)} is not valid UTF-8")
         args = build_parser().parse_args(argv)
         if caller is not None and args.config and not Path(args.config).is_absolute():
@@ -307,10 +307,27 @@ def cli_message(error: MemError, function=None) -> str:
     return str(error) if error.param is None else f"{flag(error.param, function)} {error.message}"
 
 
+def as_text(arg: str) -> str | None:
+    """An argument as the text its bytes spell in UTF-8 (None: they spell none). The system gives
+    them decoded by the file system's encoding, bytes it cannot read as lone surrogates: UTF-8 on
+    most systems, but ASCII without UTF-8 mode in the C locale (every non-ASCII byte a surrogate,
+    and `é` was refused as not UTF-8) or Latin-1 in such a locale (`é` read as `Ã©`). An argument
+    made in-process (not from the system's bytes) is text already. Paths are opened as given: the
+    system reads them back to its own bytes."""
+    try:
+        raw = os.fsencode(arg)
+    except UnicodeEncodeError:  # a character the file system's encoding has no byte for
+        return None if _SURROGATE.search(arg) else arg
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _shown(arg: str) -> str:
     """An argument holding bytes that are not UTF-8, as those bytes."""
     try:
-        return ascii(arg.encode("utf-8", "surrogateescape"))[1:]
+        return ascii(os.fsencode(arg))[1:]
     except UnicodeEncodeError:
         return ascii(arg)
 

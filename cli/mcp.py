@@ -169,6 +169,21 @@ def _version() -> str:
         return "0"
 
 
+def _standard_input():
+    """Standard input as the SDK's transport reads it, lines of UTF-8 text, but with bytes that are
+    not UTF-8 kept as lone surrogates (the SDK's own reads them as U+FFFD, so a `core_set` of
+    Latin-1 text wrote `caf�` into core.md and the log, where the command line refuses the bytes):
+    the request is then refused naming its field. Descriptor 0 then reads the null device, as the
+    SDK's own claim leaves it: a handler or a child reading standard input takes no byte of the wire."""
+    import anyio
+
+    wire = os.dup(0)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    return anyio.wrap_file(open(wire, encoding="utf-8", errors="surrogateescape", closefd=True))
+
+
 def serve_stdio(tools: Tools, lazy: bool = False) -> None:
     """Answer one client on standard input and output until it closes them."""
     import anyio
@@ -181,7 +196,7 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
         warming.start()
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server(_standard_input()) as (read, write):
             reading = AnsweringUnread(read, write)
             await server.run(reading, reading.answered(write), server.create_initialization_options())
 
@@ -216,7 +231,8 @@ def unread_reply(problem: Exception):
     """The JSON-RPC error answering a line the SDK's stdio transport could not read (it passes the
     line's exception on, and its session drops it: the client would wait for ever), JSON-RPC 2.0
     §5.1: a line that is no JSON, a parse error (-32700); JSON that Python reads and the SDK's
-    parser refuses (a lone ``\\ud800`` escape), invalid params (-32602) naming the field; JSON that
+    parser refuses (a lone ``\\ud800`` escape, or bytes that are not UTF-8), invalid params (-32602)
+    naming the field; JSON that
     is no message MCP reads (params not an object, no method, a batch), an invalid request
     (-32600). Each to its request's id, or a null id where none can be read (or it holds no text);
     None where the line was blank, a notification or a response."""
@@ -225,14 +241,16 @@ def unread_reply(problem: Exception):
     from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
     errors = problem.errors() if callable(getattr(problem, "errors", None)) else []
-    line = next((e["input"] for e in errors if e.get("type") == "json_invalid"
-                 and isinstance(e.get("input"), str)), None)
+    line = next((e["input"] for e in errors if e.get("type") in ("json_invalid", "string_unicode")
+                 and isinstance(e.get("input"), str)), None)  # string_unicode: bytes not UTF-8 (stdin)
     if line is not None:
         if not line.strip():
             return None  # a blank line: no message, nothing to answer
         try:
             message = json.loads(line)
             where, why = next(_string_problems(message), ("the request", "could not be read"))
+            if raw := next((c for c in line if "\udc80" <= c <= "\udcff"), None):  # not an escape
+                why = f"holds a byte that is not UTF-8 (0x{ord(raw) - 0xDC00:02x})"
         except ValueError:
             return _error(None, PARSE_ERROR, "parse error: a line that is no JSON")
         except RecursionError:  # deeper than Python reads (the SDK gave up at some 200 levels)

@@ -46,7 +46,11 @@ def decode_utf8(data: bytes, file: str, line_offset: int = 0) -> str:
         return text[1:] if line_offset == 0 and text.startswith("\ufeff") else text
     except UnicodeDecodeError as err:
         line = line_offset + data.count(b"\n", 0, err.start) + 1
-        column = err.start - data.rfind(b"\n", 0, err.start)
+        start = data.rfind(b"\n", 0, err.start) + 1
+        before = data[start:err.start].decode("utf-8")  # what precedes it on its line is UTF-8
+        if start == 0 and line_offset == 0:
+            before = before.removeprefix("\ufeff")  # no character an editor shows
+        column = len(before) + 1  # in characters, as an editor counts (`ℤ` is one, of 3 bytes)
         raise InputError(file, line, None,
                          f"not UTF-8 (byte 0x{data[err.start]:02x} at column {column})") from None
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import codecs
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,9 +39,16 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
         root = where.resolve()
     except OSError as err:  # a name too long, a loop of links
         raise BadInput(f"workspace {str(chosen)!r}: {err.strerror or err}") from None
+    # the index's paths go to LanceDB, which reads a path as UTF-8: bytes that are not (lone
+    # surrogates here) name no path there, nor does a path decoded by another encoding (the C
+    # locale without UTF-8 mode: ASCII; or Latin-1, where `é` reads `Ã©`)
+    if not str(root).isascii() and codecs.lookup(sys.getfilesystemencoding()).name != "utf-8":
+        raise BadInput(f"workspace {os.fsencode(root)!r}: a path past ASCII needs Python's UTF-8 mode "
+                       f"where the file system's encoding is {sys.getfilesystemencoding()} (set "
+                       "PYTHONUTF8=1, or a UTF-8 locale)")
     try:
-        str(root).encode("utf-8")  # bytes that are not UTF-8 come as lone surrogates
-    except UnicodeEncodeError:  # the index's paths go to LanceDB, which takes UTF-8 only
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
         raise BadInput(f"workspace {str(root).encode('utf-8', 'surrogateescape')!r}: the path is "
                        "not valid UTF-8") from None
     return root

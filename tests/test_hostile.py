@@ -426,6 +426,37 @@ def test_bytes_that_are_not_utf8_in_arguments_are_refused(ws):
     assert (ws.root / "alpha" / "memory" / "events.jsonl").read_bytes() == before
 
 
+@pytest.mark.parametrize("locale", [{"PYTHONUTF8": "0", "LC_ALL": "C"},
+                                    {"PYTHONUTF8": "0", "LC_ALL": "C.UTF-8"}])
+def test_an_argument_is_read_as_utf8_whatever_the_locale_decodes_it_by(ws, tmp_path, locale):
+    """Without UTF-8 mode in the C locale, Python decodes arguments as ASCII (each byte past it a
+    lone surrogate), and every non-ASCII query, setting or core.md text was refused as "not valid
+    UTF-8", which it was. It is read as UTF-8; bytes that are not are refused as before. A path
+    past ASCII cannot reach LanceDB there: the workspace is refused, saying what to set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LANG", "LC_CTYPE", "PYTHONIOENCODING")}
+    env |= locale | {"MEM_NO_SERVER": "1"}
+
+    def mem_bytes(*argv: bytes, root: Path = ws.root):
+        return subprocess.run([sys.executable.encode(), b"-m", b"mem_retrieval.cli", b"--workspace",
+                               os.fsencode(root), *argv], cwd=ROOT, capture_output=True, env=env,
+                              timeout=120)
+
+    done = mem_bytes(b"--json", b"archive-search", "statement φ₀ — ℤ".encode())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["query"] == "statement φ₀ — ℤ"
+    done = mem_bytes(b"archive-search", b"stat\xffement")
+    assert done.returncode == 2 and done.stderr == b"mem: argument 'stat\\xffement' is not valid UTF-8\n"
+    other = tmp_path / "w é"
+    other.mkdir()
+    done = mem_bytes(b"check", root=other)
+    if locale["LC_ALL"] == "C":
+        assert done.returncode == 2 and done.stderr.count(b"\n") == 1
+        assert b"a path past ASCII needs Python's UTF-8 mode where the file system's encoding is ascii" \
+            in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("argv", [["archive-search", "statement"], ["recall-search", "statement"],
                                   ["eval", "resume", "alpha"]])
 def test_an_empty_until_is_refused_not_read_as_now(ws, argv):

@@ -525,6 +525,10 @@ CASES += [
         '''), SETTINGS, 3, None, "invalid TOML"),
     Case("settings-not-utf8", settings_toml(b'[[setting]]\nname = "\xff"\n'), SETTINGS, 2, None,
          "not UTF-8 (byte 0xff at column 9)"),
+    Case("settings-not-utf8-after-maths", settings_toml('[[setting]]\nname = "ℤ𝔽é'.encode() + b'\xe9"\n'),
+         SETTINGS, 2, None, "not UTF-8 (byte 0xe9 at column 12)"),  # in characters: 18 in bytes
+    Case("settings-not-utf8-after-a-bom", settings_toml(b'\xef\xbb\xbfname\xff = 1\n'), SETTINGS, 1, None,
+         "not UTF-8 (byte 0xff at column 5)"),  # the mark is no character an editor shows
 ]
 
 

@@ -745,6 +745,37 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on(tmp_path)
     assert "archive_search" in {tool["name"] for tool in replies[7]["result"]["tools"]}
 
 
+def test_bytes_that_are_not_utf8_in_a_stdio_request_are_refused_naming_the_field(tmp_path):
+    """The SDK's stdio transport reads standard input with errors="replace": a `core_set` of
+    Latin-1 text (`caf\\xe9`) wrote `caf\ufffd` into core.md and the log and said it succeeded,
+    where the command line refuses those bytes. It is invalid params naming the field and the byte;
+    nothing is written, and the server goes on."""
+    from conftest import build_workspace
+
+    workspace = build_workspace(tmp_path / "ws")
+    before = workspace.core_path("alpha").read_bytes(), workspace.events_path("alpha").read_bytes()
+    call = {"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": "core_set", "arguments": {"run": "alpha", "field": "next", "text": "TEXT"}}}
+    with RawStdio(workspace.root, "--lazy") as server:
+        server.send({"method": "notifications/initialized"})
+        for number, text in ((1, b"caf\xe9 latin-1"), (2, "caf\u00e9 \u03c6".encode())):
+            line = json.dumps(call | {"id": number}, ensure_ascii=False).encode().replace(b"TEXT", text)
+            server.proc.stdin.write(line + b"\n")
+            server.proc.stdin.flush()
+            assert select.select([server.proc.stdout], [], [], 60)[0]
+            reply = json.loads(server.proc.stdout.readline())
+            if number == 1:
+                assert reply == {"jsonrpc": "2.0", "id": 1, "error": {
+                    "code": -32602, "message": "params.arguments.text holds a byte that is not UTF-8 (0xe9)"}}
+                assert (workspace.core_path("alpha").read_bytes(),
+                        workspace.events_path("alpha").read_bytes()) == before
+            else:
+                assert reply["id"] == 2 and reply["result"]["isError"] is False
+        server.proc.stdin.close()
+        assert server.proc.wait(60) == 0
+    assert "## next        caf\u00e9 \u03c6\n" in workspace.core_path("alpha").read_text(encoding="utf-8")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lazy, signame", [([], "SIGINT"), (["--lazy"], "SIGINT"), ([], "SIGTERM")],
                          ids=["warming", "lazy", "sigterm"])

@@ -123,6 +123,27 @@ def test_a_new_index_links_the_export_from_the_users_cache(example, onnx_export,
         assert cache_dir() is None
 
 
+def test_a_relative_cache_variable_names_no_folder_of_the_callers(tmp_path, monkeypatch):
+    """A relative `XDG_CACHE_HOME` (which the XDG specification has ignored) wrote the cache into
+    the caller's folder; a relative `MEM_CACHE_DIR` is read from the caller's folder, and a warm
+    server compares it as its callers read it (two folders giving `cache` name two caches)."""
+    from mem_retrieval.cli.forward import environment
+    from mem_retrieval.text.onnx import cache_dir
+
+    monkeypatch.delenv("MEM_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relcache")
+    assert cache_dir() == tmp_path / "home" / ".cache" / "mem_retrieval"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "mem_retrieval"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEM_CACHE_DIR", "cache")
+    assert environment()["MEM_CACHE_DIR"] == str(tmp_path / "cache")
+    for kept in ("off", "", "~/c", "/abs/c"):
+        monkeypatch.setenv("MEM_CACHE_DIR", kept)
+        assert environment()["MEM_CACHE_DIR"] == kept
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [0o777, 0o775])
 def test_a_cache_another_user_can_write_is_neither_read_nor_written(example, onnx_export, tmp_path,

@@ -75,12 +75,14 @@ CACHE_ENV = "MEM_CACHE_DIR"  # the per-user export cache; set to "" or "off" for
 
 def cache_dir() -> Path | None:
     """The per-user cache of exports shared by every index on this machine: ``$MEM_CACHE_DIR``,
-    else ``$XDG_CACHE_HOME/mem_retrieval``, else ``~/.cache/mem_retrieval``; None when
+    else ``$XDG_CACHE_HOME/mem_retrieval`` (an absolute path), else ``~/.cache/mem_retrieval``; None when
     ``MEM_CACHE_DIR`` is empty or ``off``."""
     chosen = os.environ.get(CACHE_ENV)
     if chosen is not None:
         return None if chosen.strip().lower() in ("", "off", "0") else Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative: the XDG specification has it ignored (relative,
+        base = os.path.join(os.path.expanduser("~"), ".cache")  # it wrote a cache into the caller's folder)
     return Path(base) / "mem_retrieval"
 
 
