@@ -311,10 +311,42 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
         if now != before:  # another writer came first: judged again as it left W
             new_text, tokens = judged(now)
         events: list[Event] = []
-        with writing(str(path)):  # the event once the new W is written whole, before it replaces W
-            write_atomic(path, new_text, lambda: events.append(
-                append_event(ws, run, "checkpoint", named_ids(ws, run, text), f"core-set {name}: {text}")))
+        logged: list[tuple[int, int]] = []  # the log's size before the event and after it
+
+        def write_ahead() -> None:
+            start = log.stat().st_size if present(log) else 0
+            events.append(append_event(ws, run, "checkpoint", named_ids(ws, run, text),
+                                       f"core-set {name}: {text}"))
+            logged.append((start, log.stat().st_size))
+
+        try:
+            with writing(str(path)):  # the event once the new W is written whole, before it replaces W
+                write_atomic(path, new_text, write_ahead)
+        except BaseException:  # the rename refused (an immutable core.md, a mount point): the log
+            if logged and not _holds(path, new_text):  # said a change W never had; taken back when
+                _take_back(log, *logged[0])  # nothing followed it
+            raise
     return CoreSet(run=run, field=name, tokens=tokens, event=events[0])
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return read_text(path) == text
+    except (OSError, InputError):
+        return False
+
+
+def _take_back(path: Path, start: int, end: int) -> None:
+    """Cut ``path`` back to ``start`` bytes where it still ends at ``end`` (what this process
+    appended from ``start``, nothing another writer appended after it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size == end:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _check_bound(path: Path, name: str, tokens: int) -> None:

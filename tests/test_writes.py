@@ -303,18 +303,26 @@ def test_rendered_core_parses_back_to_the_cleaned_fields(fields):
     assert [name for name, _ in core.fields] == ["phase", "portfolio", "open gaps", "next", "inputs"]
 
 
-def test_crash_before_the_rename_leaves_core_md_intact(workspace, monkeypatch):
-    before = workspace.core_path("alpha").read_bytes()
+def test_a_rename_refused_after_the_event_leaves_neither(workspace, monkeypatch):
+    """The rename over core.md refused once the write-ahead event is logged (an immutable core.md,
+    one that is a mount point): the event stayed, so the log said `core-set next: new plan` of a W
+    that never held it, and `check` saw nothing. It is taken back; a kill there leaves it (below)."""
+    before = workspace.core_path("alpha").read_bytes(), workspace.events_path("alpha").read_bytes()
 
-    def crash(src, dst):
-        raise OSError("simulated crash between write and rename")
+    def refused(src, dst):
+        raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(BadInput, match="core.md: cannot write it: simulated crash"):
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(BadInput, match="core.md: cannot write it: Operation not permitted"):
         core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan", PACKAGE)
-    assert workspace.core_path("alpha").read_bytes() == before
-    assert workspace.events("alpha")[-1]["text"] == "core-set next: new plan"  # write-ahead
+    assert (workspace.core_path("alpha").read_bytes(), workspace.events_path("alpha").read_bytes()) == before
     assert [p.name for p in workspace.core_path("alpha").parent.iterdir() if p.suffix == ".tmp"] == []
+    log = workspace.events_path("alpha")
+    log.write_bytes(log.read_bytes()[:-1])  # a last line written by hand without its line break
+    before = workspace.core_path("alpha").read_bytes(), log.read_bytes()
+    with pytest.raises(BadInput):
+        core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "new plan", PACKAGE)
+    assert (workspace.core_path("alpha").read_bytes(), log.read_bytes()) == before  # byte for byte
 
 
 def test_killed_between_write_and_rename_leaves_core_md_intact(workspace, mem):
