@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import shlex
 from pathlib import Path
 
-from mem_retrieval.records.errors import Refused
-from mem_retrieval.records.files import write_atomic
+from mem_retrieval.records.errors import BadInput, Refused
+from mem_retrieval.records.files import new_file_mode
 
 SKILL = "solve-maths-mem"
 LAYOUTS = (Path(".claude") / "skills", Path(".agents") / "skills")
@@ -61,38 +61,46 @@ def install(folder: Path, force: bool = False) -> Installed:
                       f"{shlex.quote(str(folder))} --force`)")
     unchanged = [path for path, text in plan if path.exists() and _text(path) == text]
     pending = [(path, text) for path, text in plan if path not in unchanged]
-    _writable(folder, [path for path, _ in pending])
-    for path, text in pending:
-        try:
-            write_atomic(path, text)
-        except OSError as error:
-            raise Refused(f"cannot write {path}: {error.strerror or error}") from None
+    _place(folder, pending)
     return Installed(tuple(path for path, _ in pending), tuple(unchanged))
 
 
-def _writable(folder: Path, paths: list[Path]) -> None:
-    """Refuse, having written nothing, when a folder of ``paths`` cannot take a file (read-only,
-    or not ours): each is tried with a file made and removed there, and the folders made for the
-    try are removed again. The .claude layout was written whole when the .agents one was not."""
+def _place(folder: Path, pending: list[tuple[Path, str]]) -> None:
+    """Write every file of ``pending``, or none: each to a temporary file beside its place (the
+    folders it needs made), synced, and only once all are written, each renamed into place. A write
+    the machine refuses (a read-only folder, a full disk, a file size limit) removes the temporary
+    files and the folders made: one line, exit 2, nothing installed (a full disk left the .claude
+    layout written whole and the .agents one in part, exit 1)."""
     made: list[Path] = []
+    staged: list[tuple[Path, Path]] = []
+    placed = 0
+    where = folder  # what is being made: a folder, or a file (not its temporary name)
     try:
-        for parent in dict.fromkeys(path.parent for path in paths):
-            relative = parent.relative_to(folder)
-            for below in [*reversed(relative.parents[:-1]), relative]:  # the folders down to it
+        for path, text in pending:
+            for below in reversed(path.relative_to(folder).parents[:-1]):  # the folders down to it
                 if not (folder / below).is_dir():
-                    (folder / below).mkdir()
-                    made.append(folder / below)
-            try:
-                fd, name = tempfile.mkstemp(dir=parent, prefix=".mem-skill.", suffix=".tmp")
-            except OSError as error:  # named by its folder, not by the trial file's name
-                raise OSError(error.errno, error.strerror, str(parent)) from None
-            os.close(fd)
-            os.unlink(name)
+                    where = folder / below
+                    where.mkdir()
+                    made.append(where)
+            where = path
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((Path(name), path))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text.encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), path.stat().st_mode & 0o777 if path.is_file() else new_file_mode())
+        for tmp, where in staged:
+            os.replace(tmp, where)
+            placed += 1
     except OSError as error:
-        for made_folder in reversed(made):
-            made_folder.rmdir()
-        raise Refused(f"cannot write in {error.filename}: {error.strerror or error} "
-                      "(nothing was written)") from None
+        for tmp, _ in staged[placed:]:
+            tmp.unlink(missing_ok=True)
+        if not placed:
+            for made_folder in reversed(made):
+                made_folder.rmdir()
+        done = "nothing was written" if not placed else f"{placed} of {len(staged)} files were written"
+        raise BadInput(f"cannot write {where}: {error.strerror or error} ({done})") from None
 
 
 def _in_the_way(folder: Path, path: Path) -> str | None:

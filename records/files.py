@@ -70,7 +70,7 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
         try:
             mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
-            mode = _new_file_mode()
+            mode = new_file_mode()
         write(tmp)
         with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
@@ -134,7 +134,7 @@ def umask_modes(folder: Path) -> None:
     """Give every file under ``folder`` the mode a new file gets here (the umask's): a library
     saving through a temporary file leaves it 0600 (safetensors' weights), which another user
     reading the index could not open."""
-    mode = _new_file_mode()
+    mode = new_file_mode()
     for path in Path(folder).rglob("*"):
         if path.is_file() and not path.is_symlink():
             os.chmod(path, mode)
@@ -208,7 +208,7 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] != ["Z"]  # the name, in parentheses, may hold spaces
 
 
-def _new_file_mode() -> int:
+def new_file_mode() -> int:
     """The mode a new file gets here: read and write for all, less the umask."""
     return 0o666 & ~_umask()
 

@@ -183,7 +183,7 @@ def test_skill_install_that_cannot_write_a_layout_writes_neither(tmp_path, mem):
     (tmp_path / ".agents").symlink_to(tmp_path / "gone" / "agents")
     before = sorted(tmp_path.rglob("*"))
     code, out, err = mem("skill", "install", str(tmp_path))
-    assert (code, out) == (1, "") and err == (f"mem: cannot write in {tmp_path / '.agents'}: File exists "
+    assert (code, out) == (2, "") and err == (f"mem: cannot write {tmp_path / '.agents'}: File exists "
                                               "(nothing was written)\n")
     assert sorted(tmp_path.rglob("*")) == before
     (tmp_path / ".agents").unlink()
@@ -192,10 +192,29 @@ def test_skill_install_that_cannot_write_a_layout_writes_neither(tmp_path, mem):
     scripts.symlink_to("/proc/self")  # a folder no file can be made in, named as the folder
     before = sorted(tmp_path.rglob("*"))
     code, out, err = mem("skill", "install", str(tmp_path))
-    assert (code, out) == (1, "") and err.startswith(f"mem: cannot write in {scripts}: ")
+    assert (code, out) == (2, "") and err.startswith(f"mem: cannot write {scripts / 'mem.py'}: ")
     assert err.endswith(" (nothing was written)\n") and sorted(tmp_path.rglob("*")) == before
     scripts.unlink()
     assert mem("skill", "install", str(tmp_path))[0] == 0
+
+
+def test_skill_install_on_a_disk_that_fills_writes_no_file_and_says_so_in_one_line(tmp_path):
+    """A file size limit (as a full disk) stopped it at references/memory-protocol.md (12 KB): the
+    .claude layout's SKILL.md stood written and the .agents one not, exit 1. Every file is written
+    beside its place first, and put in place only when all are: nothing is left, one line, exit 2."""
+    import resource
+    import subprocess
+    import sys
+
+    target = tmp_path / "dir"
+    target.mkdir()
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "skill", "install", str(target)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000)))
+    memory_protocol = target / ".claude" / "skills" / SKILL / "references" / "memory-protocol.md"
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"mem: cannot write {memory_protocol}: File too large (nothing was written)\n"
+    assert list(target.rglob("*")) == []
 
 
 def test_skill_install_needs_a_folder(tmp_path, mem):
