@@ -559,8 +559,10 @@ def _published(index: Index, name: str, existing: dict[str, tuple]) -> dict[str,
     written already, and this run publishes them: counted against the pinned version, they are
     added or updated for readers, not unchanged."""
     version = index.pinned.get(name)
-    if name not in index.unpublished or name in index.rebuilt or version is None:
+    if name not in index.unpublished or name in index.rebuilt:
         return existing
+    if version is None:  # meta.json pins none (a first run stopped before it published): readers
+        return {}        # had no row of it, and every row this run publishes is added
     try:
         table = index.db.open_table(name)
         table.checkout(version)

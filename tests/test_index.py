@@ -720,6 +720,30 @@ def test_the_run_after_a_stopped_one_counts_what_it_publishes_against_what_reade
     assert (steps.added, steps.updated, steps.removed) == (0, 1, 0)
 
 
+def test_the_run_after_a_first_one_that_never_published_counts_every_row_added(workspace, monkeypatch):
+    """The first index stopped between its commit and its publish (a full disk at meta.json):
+    readers had no index, but the retry said "0 added … 165 unchanged", counting the rows the
+    stopped run had written as already there."""
+    from mem_retrieval.indexers import writer
+
+    publish = writer.publish
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer, "publish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Memory.open(workspace.root).index(progress=False)
+    monkeypatch.setattr(writer, "publish", publish)
+    report = Memory.open(workspace.root).index(progress=False)
+    fresh = Memory.open(workspace.root).index(full=True, progress=False)  # the counts of a first run
+    for name, table in report.tables.items():
+        assert (table.added, table.updated, table.removed, table.unchanged) == (
+            table.added + table.unchanged, 0, 0, 0), name
+        assert table.added == fresh.tables[name].added + fresh.tables[name].unchanged, name
+    assert report.tables["steps"].added > 0
+
+
 def _capped(root, limit: int, *argv: str):
     """`mem index ARGV` in a real process whose files may not grow past ``limit`` bytes."""
     import resource
