@@ -5,14 +5,13 @@ arguments and outputs, the core.md template) and scripts/mem.py, shipped in the 
 
 from __future__ import annotations
 
-import os
-import tempfile
+import functools
 from dataclasses import dataclass
 import shlex
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, Refused
-from mem_retrieval.records.files import new_file_mode
+from mem_retrieval.records.files import replace_all
 
 SKILL = "solve-maths-mem"
 LAYOUTS = (Path(".claude") / "skills", Path(".agents") / "skills")
@@ -61,46 +60,21 @@ def install(folder: Path, force: bool = False) -> Installed:
                       f"{shlex.quote(str(folder))} --force`)")
     unchanged = [path for path, text in plan if path.exists() and _text(path) == text]
     pending = [(path, text) for path, text in plan if path not in unchanged]
-    _place(folder, pending)
+    _place(pending)
     return Installed(tuple(path for path, _ in pending), tuple(unchanged))
 
 
-def _place(folder: Path, pending: list[tuple[Path, str]]) -> None:
-    """Write every file of ``pending``, or none: each to a temporary file beside its place (the
-    folders it needs made), synced, and only once all are written, each renamed into place. A write
-    the machine refuses (a read-only folder, a full disk, a file size limit) removes the temporary
-    files and the folders made: one line, exit 2, nothing installed (a full disk left the .claude
-    layout written whole and the .agents one in part, exit 1)."""
-    made: list[Path] = []
-    staged: list[tuple[Path, Path]] = []
-    placed = 0
-    where = folder  # what is being made: a folder, or a file (not its temporary name)
+def _place(pending: list[tuple[Path, str]]) -> None:
+    """Write every file of ``pending``, or none (``files.replace_all``): a write the machine refuses
+    (a read-only folder, a full disk, a file size limit) installs nothing, one line, exit 2 (a full
+    disk left the .claude layout written whole and the .agents one in part, exit 1)."""
     try:
-        for path, text in pending:
-            for below in reversed(path.relative_to(folder).parents[:-1]):  # the folders down to it
-                if not (folder / below).is_dir():
-                    where = folder / below
-                    where.mkdir()
-                    made.append(where)
-            where = path
-            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((Path(name), path))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
-                os.fchmod(handle.fileno(), path.stat().st_mode & 0o777 if path.is_file() else new_file_mode())
-        for tmp, where in staged:
-            os.replace(tmp, where)
-            placed += 1
+        replace_all([(path, functools.partial(Path.write_text, data=text, encoding="utf-8"))
+                     for path, text in pending])
     except OSError as error:
-        for tmp, _ in staged[placed:]:
-            tmp.unlink(missing_ok=True)
-        if not placed:
-            for made_folder in reversed(made):
-                made_folder.rmdir()
-        done = "nothing was written" if not placed else f"{placed} of {len(staged)} files were written"
-        raise BadInput(f"cannot write {where}: {error.strerror or error} ({done})") from None
+        placed = getattr(error, "placed", [])
+        done = f"{len(placed)} of {len(pending)} files were written" if placed else "nothing was written"
+        raise BadInput(f"cannot write {error.filename}: {error.strerror or error} ({done})") from None
 
 
 def _in_the_way(folder: Path, path: Path) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from mem_retrieval.records.files import writing as _writing
@@ -142,3 +143,25 @@ def writing(path: str, param: str,
     """Writes to ``path`` (for ``param``), or looks at it (``tried`` ""): an OSError becomes the
     one-line BadInput."""
     return _writing(repr(path), param, tried)
+
+
+def write_all(ctx, files: list[tuple[Path, Callable[[Path], None], str]]) -> None:
+    """Write ``files`` ((path, writer, the option naming it)) all or none (``files.replace_all``),
+    each then said on stderr: a write the machine refuses is one line naming the option whose file
+    or folder it was, with nothing written (a `--report` that failed once `--trec-out` had replaced
+    its file left the new run file and an empty folder, exit 2)."""
+    from mem_retrieval.records.files import replace_all
+
+    try:
+        replace_all([(path, write) for path, write, _ in files])
+    except OSError as error:
+        failed = os.path.abspath(error.filename or "")
+        path, param = next(((path, param) for path, _, param in files
+                            if failed in (os.path.abspath(path), os.path.realpath(path))
+                            or Path(path).absolute().is_relative_to(failed)), (files[-1][0], files[-1][2]))
+        placed = getattr(error, "placed", [])
+        more = f" ({len(placed)} of {len(files)} files were written)" if placed else ""
+        raise BadInput(f"{str(path)!r}: cannot write it: {error.strerror or error}{more}",
+                       param=param) from None
+    for path, _, _ in files:
+        ctx.note(f"wrote {path}")

@@ -1,14 +1,17 @@
 """How a paging evaluation is shown: the terminal table, the TREC run file, and the report folder
-(report.md and the plot recall_by_page.png). Files are written whole or not at all."""
+(report.md and the plot recall_by_page.png). Files are written whole or not at all, and the files
+of one command all or none (``output_files``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mem_retrieval.eval.judgments import write_trec_run
 from mem_retrieval.eval.paging import STOP_LOSS, recall_at
 from mem_retrieval.eval.paging_eval import PagingEvaluation
-from mem_retrieval.records.files import replace_atomic, write_atomic
+from mem_retrieval.records.files import replace_all
 
 PLOT = "recall_by_page.png"
 REPORT = "report.md"
@@ -97,7 +100,12 @@ def report_markdown(evaluation: PagingEvaluation) -> str:
 
 
 def plot(evaluation: PagingEvaluation, path: Path) -> None:
-    """Recall against pages read (one line per strategy) beside early-stop loss per pager (bars)."""
+    """Recall against pages read (one line per strategy) beside early-stop loss per pager (bars),
+    drawn into the PNG file ``path``."""
+    _draw(evaluation, lambda figure: figure.savefig(path, dpi=120, format="png"))
+
+
+def _draw(evaluation: PagingEvaluation, write: Callable[[Any], None]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,7 +133,7 @@ def plot(evaluation: PagingEvaluation, path: Path) -> None:
     right.legend()
     figure.tight_layout()
     try:
-        replace_atomic(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
+        write(figure)
     finally:
         plt.close(figure)
 
@@ -135,15 +143,29 @@ def report_files(directory) -> list[Path]:
     return [Path(directory) / REPORT, Path(directory) / PLOT]
 
 
+def output_files(evaluation: PagingEvaluation, trec_out: Path | None = None,
+                 report: Path | None = None) -> list[tuple[Path, Callable[[Path], None], str]]:
+    """What `--trec-out FILE` and `--report DIR` write: (path, its writer, the option), the run file
+    (every strategy's ranking, tagged by strategy), then ``DIR/report.md`` and
+    ``DIR/recall_by_page.png``, for ``files.replace_all`` to write all or none."""
+    files: list[tuple[Path, Callable[[Path], None], str]] = []
+    if trec_out is not None:
+        files.append((Path(trec_out), lambda tmp: write_trec_run(tmp, evaluation.runs), "trec_out"))
+    if report is not None:
+        text, figure = report_files(report)
+        files.append((text, lambda tmp: tmp.write_text(report_markdown(evaluation), encoding="utf-8"),
+                      "report"))
+        files.append((figure, lambda tmp: plot(evaluation, tmp), "report"))
+    return files
+
+
 def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
-    """``DIR/report.md`` and ``DIR/recall_by_page.png``; returns their paths."""
-    report, figure = report_files(directory)
-    report.parent.mkdir(parents=True, exist_ok=True)
-    plot(evaluation, figure)
-    write_atomic(report, report_markdown(evaluation))
-    return [report, figure]
+    """``DIR/report.md`` and ``DIR/recall_by_page.png``, both or neither; returns their paths."""
+    files = output_files(evaluation, report=directory)
+    replace_all([(path, write) for path, write, _ in files])
+    return [path for path, _, _ in files]
 
 
 def write_runs(evaluation: PagingEvaluation, path: Path) -> None:
     """Every strategy's ranking as one TREC run file, tagged by strategy."""
-    replace_atomic(Path(path), lambda tmp: write_trec_run(tmp, evaluation.runs))
+    replace_all([(path, write) for path, write, _ in output_files(evaluation, trec_out=path)])

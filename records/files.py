@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput
@@ -81,11 +81,66 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(folder, os.O_RDONLY)
+    fsync_dir(folder)
+
+
+def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
+    """Replace each path by what its ``write(temporary_path)`` writes, all of them or none: each is
+    written to a temporary file beside its place (``replace_atomic``'s, the folders it needs made)
+    and synced, and only when all are, renamed into place in turn. A write the machine refuses (a
+    read-only folder, a full disk, a file size limit) removes the temporary files and the folders
+    made, and is raised with the path it was for (``filename``: a folder, or a file, never a
+    temporary name); a rename refused then (rare: nothing is written by one) is raised with the
+    paths already in place (``placed``)."""
+    made: list[Path] = []
+    staged: list[tuple[Path, Path]] = []
+    placed: list[Path] = []
+    where = Path(".")
     try:
-        os.fsync(dir_fd)
+        for path, write in files:
+            path = Path(os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path))  # a
+            # link's target is replaced, the link stays; a folder is made only where none stands
+            for folder in reversed([path.parent, *path.parent.parents]):
+                if not folder.is_dir():
+                    where = folder
+                    folder.mkdir()
+                    made.append(folder)
+            where = path
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            staged.append((Path(name), path))
+            write(Path(name))
+            with open(name, "rb+") as handle:
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), path.stat().st_mode & 0o777 if path.is_file() else new_file_mode())
+        for tmp, where in staged:
+            os.replace(tmp, where)
+            placed.append(where)
+        for folder in dict.fromkeys(path.parent for _, path in staged):
+            fsync_dir(folder)
+    except OSError as error:
+        for tmp, _ in staged[len(placed):]:
+            tmp.unlink(missing_ok=True)
+        if not placed:
+            for folder in reversed(made):
+                with suppress(OSError):
+                    folder.rmdir()
+        refused = OSError(error.errno, error.strerror or str(error), str(where))
+        refused.placed = placed
+        raise refused from None
+    except BaseException:
+        for tmp, _ in staged[len(placed):]:
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def private(path: Path, below: Path | None = None) -> bool:

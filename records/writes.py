@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
-from mem_retrieval.records.files import replace_atomic, sweep_temporaries, write_atomic, writing
+from mem_retrieval.records.files import fsync_dir, replace_atomic, sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import (INPUT, Catalog, admission_problem, integrity_problem,
                                                m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, ref_problem, spellings,
@@ -59,15 +59,6 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _LineBegun(Exception):

@@ -785,3 +785,36 @@ def test_the_hint_and_score_drop_pagers_read_the_pages_an_agent_reads(example):
     alone = evaluate_paging(make_ranker(retriever), [Query("tied", tied)], {"tied": qrels["tied"]},
                             page_size=5, hint=Hint.of(example.config.search), strategies=["rerank-graph"])
     assert alone.strategies["rerank-graph"].pagers["hint"].pages == 2
+
+
+@pytest.mark.slow
+def test_the_files_of_one_evaluation_are_written_all_or_none(example, tmp_path):
+    """`--trec-out F --report DIR` on a disk that filled at the plot: F was replaced by the new run
+    and an empty DIR was left, though the command failed (exit 2). A file size limit between the run
+    file's size and the plot's stops it at the plot: F keeps its old text and no DIR is made."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    root, queries = example.workspace.root, example.workspace.root / "eval"
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "-w", str(root), "eval", "paging", "--queries",
+            str(queries / "queries.jsonl"), "--qrels", str(queries / "qrels"), "--strategy", "bm25",
+            "--max-pages", "2"]
+    env = os.environ | {"MEM_NO_SERVER": "1"}
+    done = subprocess.run([*argv, "--trec-out", str(tmp_path / "probe.trec"), "--report",
+                           str(tmp_path / "probe")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = (tmp_path / "probe.trec").stat().st_size
+    figure = (tmp_path / "probe" / "recall_by_page.png").stat().st_size
+    assert (tmp_path / "probe" / "report.md").stat().st_size < run < figure  # the plot fills the disk
+    limit = (run + figure) // 2
+    (tmp_path / "old.trec").write_text("old\n")
+    done = subprocess.run([*argv, "--trec-out", str(tmp_path / "old.trec"), "--report",
+                           str(tmp_path / "rep")], capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(f"mem: --report {str(tmp_path / 'rep' / 'recall_by_page.png')!r}: cannot "
+                                "write it: File too large\n"), done.stderr
+    assert (tmp_path / "old.trec").read_text() == "old\n" and not (tmp_path / "rep").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.trec", "probe", "probe.trec"]

@@ -1126,3 +1126,25 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
     assert len(passes) + len(named) == len(written)  # one harness line in each broken one
     tries = [e["text"] for e in events if e["kind"] == "checkpoint"]
     assert tries == [f"core-set next: audit a4, try {k}" for k, (code, _, _) in enumerate(calls) if code == 0]
+
+
+def test_replace_all_writes_every_file_or_none(tmp_path):
+    """``files.replace_all``: a writer failing at the second file leaves the first file's old bytes,
+    no temporary file and none of the folders made; with no failure every file is in place."""
+    import errno
+
+    from mem_retrieval.records.files import replace_all
+
+    first, second = tmp_path / "a.txt", tmp_path / "new" / "deeper" / "b.txt"
+    first.write_text("old")
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as refused:
+        replace_all([(first, lambda tmp: tmp.write_text("new a")), (second, full)])
+    assert (refused.value.filename, refused.value.placed) == (str(second), [])
+    assert first.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+    replace_all([(first, lambda tmp: tmp.write_text("new a")), (second, lambda tmp: tmp.write_text("b"))])
+    assert (first.read_text(), second.read_text()) == ("new a", "b")
+    assert sorted(p.name for p in second.parent.iterdir()) == ["b.txt"]

@@ -48,9 +48,9 @@ def _check_outputs(args, workspace) -> None:
 
 
 def run_paging(args, ctx) -> int:
-    from mem_retrieval.cli.outputs import writing
+    from mem_retrieval.cli.outputs import write_all
     from mem_retrieval.eval.paging_eval import evaluate_paging, read_judged, search_depth
-    from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
+    from mem_retrieval.eval.paging_report import output_files, table_text
 
     _check_outputs(args, ctx.workspace())
     chosen, qrels, unjudged = read_judged(args.queries, args.qrels)
@@ -72,15 +72,8 @@ def run_paging(args, ctx) -> int:
         page_size=config.search.page_size, hint=Hint.of(config.search),
         depth=search_depth(config.search.pool, args.max_pages, config.search.page_size),
         progress=True, qrels_file=args.qrels, default=config.search.strategy)
-    if args.trec_out:
-        with writing(args.trec_out, "trec_out"):
-            write_runs(evaluation, Path(args.trec_out))
-        ctx.note(f"wrote {args.trec_out}")
-    if args.report:
-        with writing(args.report, "report"):
-            written = write_report(evaluation, Path(args.report))
-        for path in written:
-            ctx.note(f"wrote {path}")
+    write_all(ctx, output_files(evaluation, args.trec_out and Path(args.trec_out),
+                                args.report and Path(args.report)))
     ctx.emit(evaluation.to_json(), table_text(evaluation))
     return 0
 

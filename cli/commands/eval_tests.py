@@ -135,9 +135,9 @@ MAX_PAGES = 10  # --per-step's default --max-pages
 def _per_step(args, ctx, memory, runs, pages, until, cut):
     from pathlib import Path
 
-    from mem_retrieval.cli.outputs import check_apart, check_file, check_folder, writing
+    from mem_retrieval.cli.outputs import check_apart, check_file, check_folder, write_all, writing
     from mem_retrieval.eval.derived import derive, write, written_files
-    from mem_retrieval.eval.paging_report import report_files, write_report, write_runs
+    from mem_retrieval.eval.paging_report import output_files, report_files
     from mem_retrieval.eval.reuse import reuse_per_step
 
     check_apart({"trec_out": (args.trec_out, [args.trec_out]),  # first: nothing probed in the records
@@ -158,13 +158,7 @@ def _per_step(args, ctx, memory, runs, pages, until, cut):
     result = reuse_per_step(memory.retriever, derived, runs, args.strategy or [],
                             memory.config.search.strategy, pages, memory.config.reuse.step_recall,
                             args.max_pages, cut, progress=True)
-    if result.evaluation is not None and args.trec_out:
-        with writing(args.trec_out, "trec_out"):
-            write_runs(result.evaluation, Path(args.trec_out))
-        ctx.note(f"wrote {args.trec_out}")
-    if result.evaluation is not None and args.report:
-        with writing(args.report, "report"):
-            written = write_report(result.evaluation, Path(args.report))
-        for path in written:
-            ctx.note(f"wrote {path}")
+    if result.evaluation is not None:
+        write_all(ctx, output_files(result.evaluation, args.trec_out and Path(args.trec_out),
+                                    args.report and Path(args.report)))
     return result
