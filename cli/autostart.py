@@ -54,19 +54,26 @@ def start_if_wanted(argv: list[str]) -> int | None:
         if not config.serve.auto or not _indexed(root, config) or not _own(root / INDEX_DIR) \
                 or not _claim(root / INDEX_DIR / STARTING):
             return None
-        log = os.fdopen(os.open(root / INDEX_DIR / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT  # a pipe
-                                | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600), "ab")
-        if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):  # there held the answered call for good
-            log.close()
-            return None
-        try:
-            process = subprocess.Popen(  # -P: the workspace, its cwd, is not on its module path
-                [sys.executable, "-P", "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
-                 "--idle-timeout", f"{config.serve.idle_timeout:g}", "--started"],
-                cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                env={k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}, close_fds=True)
-        finally:
-            log.close()
+        try:  # claimed: a start that fails here frees the claim (a full disk kept the marker, and
+            # no call tried again for a minute)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+            log = os.fdopen(os.open(root / INDEX_DIR / LOG, flags | getattr(os, "O_NONBLOCK", 0),  # a pipe
+                                    0o600), "ab")
+            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):  # there held the answered call for good
+                log.close()
+                started(root)
+                return None
+            try:
+                process = subprocess.Popen(  # -P: the workspace, its cwd, is not on its module path
+                    [sys.executable, "-P", "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
+                     "--idle-timeout", f"{config.serve.idle_timeout:g}", "--started"],
+                    cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                    env={k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}, close_fds=True)
+            finally:
+                log.close()
+        except BaseException:
+            started(root)
+            raise
         return process.pid
     except Exception:  # never let starting a helper spoil an answer already given
         return None
@@ -119,8 +126,13 @@ def _claim(marker: Path) -> bool:
             return False
     except OSError:
         return False
-    os.write(fd, str(os.getpid()).encode())
-    os.close(fd)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    except OSError:  # a full disk: no claim, and no marker keeping the next calls from one
+        marker.unlink(missing_ok=True)
+        return False
+    finally:
+        os.close(fd)
     return True
 
 

@@ -211,6 +211,24 @@ def test_a_log_that_is_a_pipe_starts_no_server_and_never_holds_the_call(ws):
     assert ping(ws.root) is None
 
 
+def test_a_start_a_full_disk_stops_leaves_no_claim_behind(ws):
+    """The claim's marker (.mem/serve.starting) made, then its pid not written (a full disk; here a
+    file size limit of 0): the empty marker stayed, and for a minute no call started a server, even
+    once there was room. Nothing stays; the next call starts one."""
+    import resource
+
+    def no_room() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+    done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws.root),
+                           "archive-search", "statement"], capture_output=True, text=True, timeout=120,
+                          env=env(), preexec_fn=no_room)
+    assert done.returncode == 0 and "statement" in done.stdout, done.stderr
+    assert not (ws.root / ".mem" / "serve.starting").exists() and ping(ws.root) is None
+    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    assert wait_for(lambda: ping(ws.root) is not None)
+
+
 def test_a_silent_listener_the_system_names_no_pid_for_is_never_signalled(tmp_path, monkeypatch):
     """`SO_PEERCRED` gives pid 0 for a listener in a pid namespace the caller cannot see (a server
     in another container sharing the workspace): `serve --stop` took it for a silent server and
