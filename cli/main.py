@@ -206,6 +206,21 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints usage)
         raise BadInput(f"{message} (see `{self.prog} --help`)")
 
+    def _print_message(self, message, file=None) -> None:
+        """As argparse's, which drops a message its stream refuses: `mem --help > /dev/full`,
+        unbuffered, exited 0 with nothing written. A help standard output cannot take is the one
+        line an answer gets (exit 2); a reader that closed is none of its business, as before."""
+        if not message:
+            return
+        file = file or sys.stderr
+        try:
+            file.write(message)
+        except BrokenPipeError:
+            pass
+        except OSError as error:
+            if file is not sys.stderr:
+                raise BadInput(unwritten(error)) from None
+
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an argument no parser knows sends to the help of the command it
         followed (`mem archive-search x --bogus` sent to `mem --help`, which lists no option of it)."""
