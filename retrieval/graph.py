@@ -3,7 +3,9 @@ each query may see of it.
 
 Every steps row carries the keys of the steps it cites (``parent_keys``, kept by `mem index` with
 the row). A ``CitationGraph`` reads them once per pinned table version into arrays: row ``i`` cites
-rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped).
+rows ``targets[offsets[i]:offsets[i+1]]`` (a parent naming no step is dropped, and so is a step's
+link to itself; a parent named twice, `X` and `run/X`, is one link: it was two votes and two
+citations).
 
 What a query may see (``visible``): memory as it stood for it. The step it hides (leave-one-out,
 SPEC §10) is gone with every link from it, and so is what was written after it (``before``: its
@@ -72,8 +74,10 @@ class CitationGraph:
                                   for chunk in parents.chunks] or [np.zeros(0, dtype=np.int64)])
         sources = np.repeat(np.arange(len(keys)), lengths)
         targets = _rows(sorted_keys, order, flat)
-        known = targets >= 0
+        known = (targets >= 0) & (targets != sources)  # a step citing itself cites nothing else
         sources, targets = sources[known], targets[known]
+        links = np.unique(sources * max(len(keys), 1) + targets)  # one link a pair: a parent named
+        sources, targets = links // max(len(keys), 1), links % max(len(keys), 1)  # twice (`X`, `r/X`)
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(np.bincount(sources, minlength=len(keys)), out=offsets[1:])
         run_keys = column("run_key")

@@ -83,9 +83,10 @@ def test_nearest_citing_voter_by_hand(toy):
 
 
 def test_votes_and_nearest_citing_match_a_loop_over_the_links():
-    """On a random graph (steps citing none, one or several, a link repeated, a voter listed
-    twice, negative similarities, a mask of what is seen), each is the plain loop over every
-    voter's every link: the sum of its weights, the best of its similarities (at least 0)."""
+    """On a random graph (steps citing none, one or several, a link repeated, a step citing
+    itself, a voter listed twice, negative similarities, a mask of what is seen), each is the plain
+    loop over every voter's every step it cites, itself aside: the sum of its weights, the best of
+    its similarities (at least 0). A parent named twice counted twice: two votes, two citations."""
     import pyarrow as pa
 
     from mem_retrieval.retrieval.graph import CitationGraph
@@ -94,6 +95,7 @@ def test_votes_and_nearest_citing_match_a_loop_over_the_links():
     n = 40
     parents = [rng.integers(0, n, rng.integers(0, 4)).tolist() for _ in range(n)]
     parents[0] = [5, 5]  # one link twice
+    parents[1] = [1, 6]  # itself
     graph = CitationGraph.of(pa.table({
         "key": np.arange(n, dtype=np.int64), "run_key": rng.integers(0, 3, n),
         "named_ts": np.full(n, -1), "named_seq": np.full(n, -1),
@@ -102,13 +104,16 @@ def test_votes_and_nearest_citing_match_a_loop_over_the_links():
     values = rng.uniform(-0.5, 1.0, len(voters))
     seen = rng.random(n) < 0.8
     total, best = np.zeros(n), np.zeros(n)
+    voters[:2] = [1, 1]
     for voter, value in zip(voters, values):
-        for parent in parents[voter]:
+        for parent in set(parents[voter]) - {voter}:
             total[parent] += value
             best[parent] = max(best[parent], value)
     assert graph.votes(voters, values, seen) == pytest.approx(total * seen)
     assert graph.nearest_citing(voters, values, seen) == pytest.approx(best * seen)
     assert graph.votes(voters, values, None) == pytest.approx(total)
+    assert graph.cited.tolist() == np.bincount([p for step, cited in enumerate(parents)
+                                                for p in set(cited) - {step}], minlength=n).tolist()
     empty = np.zeros(0, dtype=np.int64)
     assert not graph.votes(empty, np.zeros(0), None).any()
     assert not graph.nearest_citing(empty, np.zeros(0), None).any()
@@ -763,3 +768,25 @@ def test_before_a_run_began_none_of_it_nor_what_cites_it_is_memory():
     seen = graph.visible(Filters(hide=graph.before_run("B")))
     assert {g for g, v in zip(gids, seen) if v} == {"A/a1", "A/a2", "C/z"}
     assert graph.in_degree(seen).tolist() == [1, 1, 0, 0, 0, 0, 0]  # a1 by a2, a2 by C/z: what is left
+
+
+def test_a_parent_named_twice_or_a_step_citing_itself_adds_no_vote(tmp_path):
+    """V1 names X four times (bare and as `r/X`), V2 names Y once (X and Y alike, V1 and V2 alike): X
+    was voted and counted four times and ranked above Y (.54 against .21); a step citing itself (which
+    `check` calls a circular proof) voted for itself and outranked its twin. Each is one link, or
+    none, and the twins score alike, by every graph strategy."""
+    workspace = build_workspace(tmp_path / "ws")
+    workspace.add_run("r", [make_step("X", statement="an unrelated lemma about tori"),
+                            make_step("Y", statement="an unrelated lemma about tori"),
+                            make_step("V1", statement="alpha beta gamma delta",
+                                      parents=("X", "X", "r/X", "X")),
+                            make_step("V2", statement="alpha beta gamma delta", parents=("Y",)),
+                            make_step("W1", statement="epsilon zeta eta theta", parents=("W1",)),
+                            make_step("W2", statement="epsilon zeta eta theta")])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    for strategy in ("graph", "rerank-graph"):
+        scores = {h.id: h.score for h in memory.archive_hits("alpha beta gamma delta", strategy=strategy)}
+        assert scores["r/X"] == pytest.approx(scores["r/Y"]), (strategy, scores)
+        scores = {h.id: h.score for h in memory.archive_hits("epsilon zeta eta theta", strategy=strategy)}
+        assert scores["r/W1"] == pytest.approx(scores["r/W2"]), (strategy, scores)
