@@ -91,8 +91,9 @@ def test_index_search_reindex_and_as_of_on_s3_equal_the_local_index(s3, tmp_path
     first_disk, disk_s = timed(lambda: on_disk.index(progress=False))
     first_store, store_s = timed(lambda: on_store.index(progress=False))
     assert plan_of(first_store) == plan_of(first_disk)
-    # the tables, meta.json and the model files are in the bucket; locally only the lock and cache
-    assert sorted(p.name for p in (remote.root / ".mem").iterdir()) == ["index.lock", "models"]
+    # the tables, meta.json and the model files are in the bucket; locally only the lock, the cache
+    # and what this machine's index runs read of the trees
+    assert sorted(p.name for p in (remote.root / ".mem").iterdir()) == ["index.lock", "models", "read.json"]
     keys = s3.keys(bucket, "idx/")
     assert "idx/meta.json" in keys and any(k.startswith("idx/lance/steps.lance/") for k in keys)
     meta = json.loads(keys["idx/meta.json"])
@@ -898,7 +899,12 @@ def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_
             proxy.fail = None
             assert code == 1 and err.count("\n") == 1, (argv, err)
             assert "cannot be reached" in err and "damaged" not in err and "--full" not in err, err
-            assert one_line_cli(ws.root, config, "--json", "archive-search", "Hecke lemma for GL3") == before
+            code, out, err = one_line_cli(ws.root, config, "--json", "archive-search", "Hecke lemma for GL3")
+            answer, old = json.loads(out), json.loads(before[1])
+            assert answer.pop("notes") == [err.removeprefix("mem: ").rstrip("\n")] and old.pop("notes") == []
+            assert (code, answer) == (0, old)  # the old index answers; the note names the edit not indexed
+            assert err.startswith("mem: the tree.json of 4 runs was written after the last `mem index` read "
+                                  "it"), err
         code, out, err = one_line_cli(ws.root, config, "index", "--no-progress")
         counts = re.search(r"(\d+) added, (\d+) updated, \d+ removed, \d+ unchanged; (\d+) texts? embedded",
                            out)
