@@ -482,9 +482,11 @@ class Retriever:
     def index_behind(self, run: str, until: Until | None) -> list[Note]:
         """What the index lacks of ``run``, for a test that searches it as of ``until`` (eval
         resume): the events of its log written since the last `mem index` that ``until`` keeps,
-        and its steps when it has none indexed. A test that failed on them blamed W."""
+        and its steps when it has none indexed, or its tree.json written since the last `mem index`
+        read it. A test that failed on them blamed W."""
         ahead = self._events_ahead(run, until, None)
-        return self._ahead_note(ahead, "searched", "") + self._run_unindexed(run, "run")
+        return self._ahead_note(ahead, "searched", "") + (
+            self._run_unindexed(run, "run") or self._trees_written(run, set()))
 
     def _names_undated(self) -> Callable[[str, Event], bool]:
         """Whether an event of a run's log names (in its ``ids``, as ``records.ids.first_naming``

@@ -187,6 +187,11 @@ def test_resume_fails_naming_a_blocked_route_nobody_can_find(workspace):
     data = json.loads(text)
     assert code == 0 and data["pass"] and data["routes"][0]["id"] == "alpha/a3"
     assert data["routes"][0]["page"] == 1 and data["w_source"] == "checkpoints"
+    assert not any("tree.json" in note for note in data["notes"])
+    workspace.edit_step("alpha", "a3", statement="the quartic twist, restated")  # a step the index lacks
+    data = json.loads(cli(workspace.root, "--json", "eval", "resume", "alpha")[1])
+    assert ("alpha/tree.json was written after the last `mem index` read it: steps added or changed since "
+            "are not searched; run `mem index alpha`") in data["notes"]
 
 
 def test_resume_takes_the_same_next_action_as_the_run(workspace):
