@@ -190,11 +190,21 @@ class Location:
         """Per run, its tree.json as the last index run reading it read it (``{"stamp": files.stamp,
         "sha256": …}``: a search names the trees written since), and whether every run was read
         since the record began (else a run it lacks may be indexed, by a version that kept no
-        record); None: no record (an index of an older version, or one that could not be written)."""
+        record); None: no record (an index of an older version, or one that could not be written).
+        Read again only when the file changed: every search asks."""
+        found = stamp(self.read_path)
+        if found is None:
+            return None
+        kept = self._cache.get(READ)
+        if kept is None or kept[0] != found:
+            kept = self._cache[READ] = (found, self._read_trees())
+        return kept[1]
+
+    def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool] | None:
         try:
             with open_regular(self.read_path) as handle:
                 found = json.loads(handle.read())
-            trees = {str(run): {"stamp": list(read["stamp"]), "sha256": str(read["sha256"])}
+            trees = {str(run): {"stamp": tuple(read["stamp"]), "sha256": str(read["sha256"])}
                      for run, read in found["trees"].items()}
             return trees, found["complete"] is True
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -207,6 +217,7 @@ class Location:
         as unread."""
         before, complete = self.trees_read() or ({}, False)
         kept = {run: was for run, was in before.items() if run in runs} | read
+        kept = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]} for run, was in kept.items()}
         try:
             write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept},
                                                     sort_keys=True) + "\n")
@@ -216,13 +227,13 @@ class Location:
             except OSError:
                 pass
 
-    def tree_written(self, path: Path, was: dict[str, Any] | None) -> bool:
+    def tree_written(self, path: str, was: dict[str, Any] | None) -> bool:
         """Whether the tree.json at ``path`` differs from ``was`` (``trees_read``'s; None: not read):
         by its stamp, else (a copied folder: new inodes) by its bytes."""
         now = stamp(path)
         if now is None or was is None:
             return now is not None
-        return list(now) != was["stamp"] and content_hash(path) != was["sha256"]
+        return now != was["stamp"] and content_hash(path) != was["sha256"]
 
     @property
     def lance_uri(self) -> str:

@@ -22,7 +22,8 @@ from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, 
 
 LIBRARY = Path("solve") / "library.jsonl"
 INDEX_DIR = ".mem"
-RUN_RECORDS = ("tree.json", "memory", "briefs", "returns", "sources")  # what a run folder holds (SPEC §1)
+TREE = "tree.json"  # a run's record G
+RUN_RECORDS = (TREE, "memory", "briefs", "returns", "sources")  # what a run folder holds (SPEC §1)
 
 
 def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = None,
@@ -77,7 +78,7 @@ class Workspace:
         return self.root / run
 
     def tree_path(self, run: str) -> Path:
-        return self.root / run / "tree.json"
+        return self.root / run / TREE
 
     def events_path(self, run: str) -> Path:
         return self.root / run / "memory" / "events.jsonl"
@@ -106,13 +107,15 @@ class Workspace:
     # ---- what is there
     def runs(self) -> list[str]:
         """Every run folder (a slug holding a tree.json), sorted."""
-        return sorted(name for name, folder in self._slug_folders() if (folder / "tree.json").is_file())
+        return sorted(name for name, folder in self._slug_folders()  # (plain strings: every search
+                      if os.path.isfile(os.path.join(folder, TREE)))  # lists the runs, some twice)
 
     def runs_without_tree(self) -> list[str]:
         """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
         whose record was lost, which ``runs`` cannot list."""
         return sorted(name for name, folder in self._slug_folders()
-                      if (folder / "memory").is_dir() and not (folder / "tree.json").is_file())
+                      if os.path.isdir(os.path.join(folder, "memory"))
+                      and not os.path.isfile(os.path.join(folder, TREE)))
 
     def lost_records(self) -> dict[str, Problem]:
         """Why each of ``runs_without_tree`` has no record, by run: its tree.json is missing, or
@@ -148,7 +151,7 @@ class Workspace:
         problems = []
         for entry in sorted(os.scandir(self.root), key=lambda entry: entry.name):
             if entry.name.startswith(".") or is_run_slug(entry.name) or not entry.is_dir() \
-                    or not (Path(entry.path) / "tree.json").is_file():
+                    or not (Path(entry.path) / TREE).is_file():
                 continue
             path = self.tree_path(entry.name)
             try:
@@ -159,13 +162,13 @@ class Workspace:
             problems.append(Problem(str(path), None, "run", f"its folder {entry.name!r} is not a run slug"))
         return problems
 
-    def _slug_folders(self) -> list[tuple[str, Path]]:
+    def _slug_folders(self) -> list[tuple[str, str]]:
+        """(name, path) of each folder whose name is a run slug."""
         try:
             entries = list(os.scandir(self.root))
         except (FileNotFoundError, NotADirectoryError):
             raise BadInput(self.gone()) from None
-        return [(entry.name, Path(entry.path)) for entry in entries
-                if entry.is_dir() and is_run_slug(entry.name)]
+        return [(entry.name, entry.path) for entry in entries if entry.is_dir() and is_run_slug(entry.name)]
 
     def gone(self) -> str:
         """What is said when the workspace folder is no longer there: a ``Memory`` or a warm server

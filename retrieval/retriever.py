@@ -26,7 +26,7 @@ from mem_retrieval.records.parse import (check_event_path, date_alone, event_las
                                          present, read_text)
 from mem_retrieval.records.types import Event, LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
-from mem_retrieval.records.workspace import Workspace, library_as_step
+from mem_retrieval.records.workspace import TREE, Workspace, library_as_step
 from mem_retrieval.retrieval.hint import Hint
 from mem_retrieval.retrieval.paging import list_changed, list_id, page_count, page_slice, shown_score
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, RecallQuery, Until, exact_lookup,
@@ -103,7 +103,7 @@ def _reads_index(method):
         finally:
             local.depth -= 1
             if outermost:
-                local.pinned = local.ontology = None
+                local.pinned = local.ontology = local.runs = None
             if outermost and getattr(local, "searcher", None) is not None:
                 if self._searcher is local.failed:  # not reopened meanwhile: the retried one serves on
                     self._searcher = local.searcher
@@ -168,6 +168,17 @@ class Retriever:
         if getattr(local, "ontology", None) is None:
             local.ontology = self.workspace.ontology
         return local.ontology
+
+    def runs(self) -> list[str]:
+        """The workspace's runs (``Workspace.runs``), listed once a search: its notes ask for them
+        up to three times (the events and the trees written since the last `mem index`, a run
+        named), each listing a folder scan and a look at every run's tree.json."""
+        local = self._local
+        if not getattr(local, "depth", 0):
+            return self.workspace.runs()
+        if getattr(local, "runs", None) is None:
+            local.runs = self.workspace.runs()
+        return local.runs
 
     def reopen(self) -> None:
         """Read the index afresh on the next search (after an index run)."""
@@ -350,7 +361,7 @@ class Retriever:
     def unknown_run(self, param: str, run: str | None) -> list[Note]:
         """A note when ``run`` (given for ``param``) names no run of the workspace or library,
         with the nearest names (a typo is the usual cause)."""
-        folders = self.workspace.runs() if run is not None else []
+        folders = self.runs() if run is not None else []
         if run is None or run in folders:  # the usual answer, from the folder names alone
             return []
         try:  # a run present only in the library; the note is advice: a bad library is check's
@@ -372,10 +383,10 @@ class Retriever:
         if (record := self.location.trees_read()) is None:
             return []
         read, complete = record
-        runs = [name for name in self.workspace.runs() if run in (None, name)]
-        written = [name for name in runs if (name in read or (complete and self._holds_steps(name)))
-                   and name not in said
-                   and self.location.tree_written(self.workspace.tree_path(name), read.get(name))]
+        root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
+        written = [name for name in self.runs() if run in (None, name) and name not in said
+                   and self.location.tree_written(os.path.join(root, name, TREE), read.get(name))
+                   and (name in read or (complete and self._holds_steps(name)))]
         if not written or self.index_replaced():
             return []
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
@@ -397,7 +408,7 @@ class Retriever:
         """A note (on ``param``) when ``run``, a run of the workspace whose tree.json holds steps,
         has none in the index: one begun since the last `mem index` (a run whose tree cannot be
         read: the index names what is wrong)."""
-        if run is None or run not in self.workspace.runs() or self.searcher.holds_run(run) \
+        if run is None or run not in self.runs() or self.searcher.holds_run(run) \
                 or not present(self.workspace.tree_path(run)):
             return []
         try:
@@ -512,7 +523,7 @@ class Retriever:
         """Per run (``run``, or every run), how many events its log holds past the last `mem index`,
         of those ``until`` keeps and ``keep(run, event)`` (when given); runs with none left out."""
         logged = self.searcher.logged_events()
-        runs = [run] if run is not None else self.workspace.runs()
+        runs = [run] if run is not None else self.runs()
         ahead = {run: count for run in runs if os.path.isdir(self.workspace.run_dir(run))
                  and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
         if ahead and (until is not None or keep is not None):  # rare: those lines are read
