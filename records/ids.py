@@ -120,18 +120,49 @@ LOOKALIKES = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe6
                                             "\u2066\u2067\u2068\u2069\u061c")})
 
 
+_MARKS = 64  # combining marks in a row that a text keeps: no language's text runs more
+_long_runs: list[re.Pattern[str]] = []  # the pattern of a longer run, made on first need (25 ms)
+
+
+def normal_form(form: str, value: str) -> str:
+    """``unicodedata.normalize(form, value)`` with each run of combining marks past ``_MARKS`` cut
+    there first: Python puts a run in canonical order by an insertion sort, so one word of 30,000
+    marks (in core.md, a query, a statement) took seconds to read (`mem check` 29 s)."""
+    if len(value) > _MARKS and not value.isascii():
+        if not _long_runs:
+            marks = [cp for cp in range(0x20000) if unicodedata.combining(chr(cp))]  # (none past it)
+            spans = "".join(re.escape(chr(a)) + (f"-{re.escape(chr(b))}" if b > a else "")
+                            for a, b in _spans(marks))
+            _long_runs.append(re.compile(f"[{spans}]{{{_MARKS + 1},}}"))
+        value = _long_runs[0].sub(lambda run: run.group()[:_MARKS], value)
+    return unicodedata.normalize(form, value)
+
+
+def _spans(values: list[int]) -> Iterable[tuple[int, int]]:
+    """The runs of consecutive integers of sorted ``values``, as (first, last)."""
+    start = previous = None
+    for value in values:
+        if previous is None or value != previous + 1:
+            if start is not None:
+                yield start, previous
+            start = value
+        previous = value
+    if start is not None:
+        yield start, previous
+
+
 def canonical(value: str) -> str:
     """An id (a step's, a source's, a reference to one) as the records hold it: composed (Unicode
     NFC). ``Ü`` written decomposed (``U`` and a combining diaeresis, as some systems type it) is the
     same letter, so the same id: one step of its run (a twin in the other form is a duplicate), the
     step its library entry repeats, the step a parent or an event names."""
-    return value if value.isascii() else unicodedata.normalize("NFC", value)
+    return value if value.isascii() else normal_form("NFC", value)
 
 
 def plain(value: str) -> str:
     """``value`` as plain characters: NFKC (fullwidth ``Ａ５`` as ``A5``), then the ``LOOKALIKES``
     (``A5‑7`` with a non-breaking hyphen as ``A5-7``)."""
-    return unicodedata.normalize("NFKC", value).translate(LOOKALIKES)
+    return normal_form("NFKC", value).translate(LOOKALIKES)
 
 
 def spellings(value: str, lookalikes: bool = True) -> tuple[str, ...]:
@@ -144,7 +175,7 @@ def spellings(value: str, lookalikes: bool = True) -> tuple[str, ...]:
     no escape."""
     if value.isascii() and (not lookalikes or "\\" not in value):
         return (value,)
-    forms = (value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value))
+    forms = (value, normal_form("NFC", value), normal_form("NFD", value))
     read_back = unescape(value)  # `A5\u20117` as an output in ASCII shows A5‑7: its plain form too
     return tuple(dict.fromkeys(forms + ((plain(value), read_back, plain(read_back)) if lookalikes else ())))
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
-import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mem_retrieval.records.ids import normal_form
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +29,7 @@ def prepare(text: str, max_chars: int) -> str:
     """The text the model sees, for indexed texts and queries alike: NFKC-normalised (so E₆/F₄ and
     E6/F4 embed alike), cut to ``max_chars``. LaTeX is left as written: the model has seen it in
     its training text (unwrapping it measured slightly worse on the development set)."""
-    return unicodedata.normalize("NFKC", text[: max_chars * 2])[:max_chars]
+    return normal_form("NFKC", text[: max_chars * 2])[:max_chars]
 
 
 def _no_model(folder: Path) -> str | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from mem_retrieval.records.ids import plain
+from mem_retrieval.records.ids import normal_form, plain
 from mem_retrieval.records.notation import FONT_COMMANDS
 
 VERSION = "math-v10"
@@ -173,7 +173,7 @@ def fold_accents(text: str) -> str:
     letters."""
     if text.isascii():
         return text
-    return "".join(c for c in unicodedata.normalize("NFKD", text)
+    return "".join(c for c in normal_form("NFKD", text)
                    if not unicodedata.category(c).startswith("M")).translate(_FOLD)
 
 
@@ -183,7 +183,7 @@ def normalize(text: str) -> str:
     text = plain(text).translate(_SYMBOLS)  # NFKC; what is drawn as nothing dropped, a dash as -
     text = _COMMAND.sub(_command, _ACCENT.sub(_accented, text))
     text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
-    return _GREEK_SCRIPTED.sub(r"\1 ", unicodedata.normalize("NFKC", text))
+    return _GREEK_SCRIPTED.sub(r"\1 ", normal_form("NFKC", text))
 
 
 def signatures(text: str) -> list[str]:
