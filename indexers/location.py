@@ -33,6 +33,7 @@ from mem_retrieval.records.parse import open_regular
 META = "meta.json"
 LOCK = "index.lock"
 READ = "read.json"  # what this machine's index runs last read of each run's tree.json
+READ_LIMIT = 64 << 20  # bytes of it read: ~150 a run
 SCHEMES = ("s3",)
 STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
     "endpoint": "aws_endpoint", "region": "aws_region", "access_key_id": "aws_access_key_id",
@@ -193,7 +194,7 @@ class Location:
         record); None: no record (an index of an older version, or one that could not be written).
         Read again only when the file changed: every search asks."""
         found = stamp(self.read_path)
-        if found is None:
+        if found is None or found[2] > READ_LIMIT:  # (its size) no index run writes one so large
             return None
         kept = self._cache.get(READ)
         if kept is None or kept[0] != found:
@@ -203,12 +204,15 @@ class Location:
     def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool] | None:
         try:
             with open_regular(self.read_path) as handle:
-                found = json.loads(handle.read())
+                data = handle.read(READ_LIMIT + 1)
+            if len(data) > READ_LIMIT:  # grown since it was looked at
+                return None
+            found = json.loads(data)
             trees = {str(run): {"stamp": tuple(read["stamp"]), "sha256": str(read["sha256"])}
                      for run, read in found["trees"].items()}
             return trees, found["complete"] is True
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None  # a record no index run wrote: nothing to say (the next run replaces it)
 
     def record_trees(self, read: dict[str, dict[str, Any]], runs: list[str], every: bool) -> None:
         """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
@@ -219,8 +223,11 @@ class Location:
         kept = {run: was for run, was in before.items() if run in runs} | read
         kept = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]} for run, was in kept.items()}
         try:
+            if self.read_path.is_dir() and not self.read_path.is_symlink():  # in the way: replaced
+                shutil.rmtree(self.read_path)
             write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept},
-                                                    sort_keys=True) + "\n")
+                                                    sort_keys=True) + "\n", follow=False)  # a link to
+            # elsewhere is replaced, not written through: nothing outside .mem is touched
         except OSError:
             try:
                 self.read_path.unlink(missing_ok=True)

@@ -600,6 +600,34 @@ def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspa
     assert "mem: beta/tree.json was written after" in mem("archive-search", "statement")[2]
 
 
+@pytest.mark.parametrize("hostile", ["nested", "folder", "link", "huge"])
+def test_a_read_json_no_index_run_wrote_loses_the_note_and_is_replaced(workspace, mem, tmp_path, hostile):
+    """.mem/read.json nested past the recursion limit failed every search and `mem index` with a
+    traceback; a link to a file elsewhere was written through (a folder made there), a folder was
+    never replaced, and a huge one was read whole at every search. Each loses the note only, and
+    the next `mem index` replaces it in .mem (a link replaced, not followed)."""
+    assert mem("index")[0] == 0
+    read = workspace.root / ".mem" / "read.json"
+    read.unlink()
+    outside = tmp_path / "outside" / "new" / "x.json"
+    if hostile == "nested":
+        read.write_text("[" * 100_000)
+    elif hostile == "folder":
+        (read / "inside").mkdir(parents=True)
+    elif hostile == "link":
+        read.symlink_to(outside)
+    else:
+        with read.open("wb") as handle:
+            handle.truncate((64 << 20) + 1)
+    workspace.add_step("alpha", make_step("a6", statement="the quokka bound"))
+    assert mem("archive-search", "statement") == (0, mem("archive-search", "statement")[1], "")
+    assert mem("index")[0] == 0
+    assert read.is_file() and not read.is_symlink() and not (tmp_path / "outside").exists()
+    assert json.loads(read.read_text())["complete"] is True
+    workspace.add_step("alpha", make_step("a7", statement="the numbat bound"))
+    assert "mem: alpha/tree.json was written after" in mem("archive-search", "statement")[2]
+
+
 def test_a_memory_let_go_frees_its_index_at_once_not_at_a_full_collection(example):
     """A searcher held its retriever through the bound method it reads the ontology with: a cycle,
     so a Memory a warm server let go for a newer index version left its searcher (tables, connection,
