@@ -575,14 +575,15 @@ def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspa
     assert mem("archive-search", "statement")[2] == ""
     workspace.add_step("alpha", make_step("a6", statement="the quokka bound"))
     code, _, err = mem("archive-search", "quokka")
-    assert (code, err) == (1, "mem: alpha/tree.json was written after the last `mem index` read it: steps added "
-                              "or changed since are not searched; run `mem index alpha`\n")
+    assert (code, err) == (1, "mem: alpha/tree.json was written after the last `mem index` read it: steps "
+                              "added or changed since are not searched; run `mem index alpha`\n")
     code, out, err = mem("--json", "archive-search", "statement")
     assert code == 0 and json.loads(out)["notes"] == [err.removeprefix("mem: ").rstrip("\n")]
     assert mem("archive-search", "statement", "--run", "beta")[2] == ""
     workspace.edit_step("beta", "b1", statement="the wombat bound")
-    assert "the tree.json of 2 runs was written after the last `mem index` read it (alpha, beta): steps " \
-           "added or changed since are not searched; run `mem index alpha beta`" in mem("archive-search", "x")[2]
+    both = mem("archive-search", "x")[2]
+    assert ("the tree.json of 2 runs was written after the last `mem index` read it (alpha, beta): steps "
+            "added or changed since are not searched; run `mem index alpha beta`") in both
     assert mem("index", "beta")[0] == 0  # alpha is still unread
     assert "mem: alpha/tree.json was written after" in mem("archive-search", "wombat")[2]
     assert mem("index", "alpha")[0] == 0
