@@ -10,6 +10,7 @@ import glob
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -36,10 +37,10 @@ def stamp(path: Path) -> tuple[int, int, int, int] | None:
     modification and change times, size, inode (None: no such file). The change time catches an
     edit that put its modification time back (``cp -p``, ``touch -r``) and kept its size."""
     try:
-        stat = os.stat(path)
+        info = os.stat(path)
     except OSError:
         return None
-    return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+    return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
 
 
 @contextmanager
@@ -67,8 +68,10 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
     os.close(fd)
     tmp = Path(name)
     try:
-        try:
-            mode = path.stat().st_mode & 0o777
+        try:  # the file's mode, kept; a link replaced itself (``follow`` false: one to a device, a
+            # folder or nowhere, or a loop) is no file to keep a mode of
+            info = path.stat() if follow else path.lstat()
+            mode = info.st_mode & 0o777 if stat.S_ISREG(info.st_mode) else new_file_mode()
         except FileNotFoundError:
             mode = new_file_mode()
         write(tmp)
@@ -112,7 +115,8 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
             write(Path(name))
             with open(name, "rb+") as handle:
                 os.fsync(handle.fileno())
-                os.fchmod(handle.fileno(), path.stat().st_mode & 0o777 if path.is_file() else new_file_mode())
+                kept = path.stat().st_mode & 0o777 if path.is_file() else new_file_mode()
+                os.fchmod(handle.fileno(), kept)
         for tmp, where in staged:
             os.replace(tmp, where)
             placed.append(where)
@@ -150,15 +154,13 @@ def private(path: Path, below: Path | None = None) -> bool:
     write (a cache in a shared place, a folder in /tmp made first by someone else) may hold their
     files: an export they planted was linked and loaded. ``seal`` makes a folder of one's own so.
     True where the system has no users (no ``os.getuid``)."""
-    from stat import S_ISLNK
-
     if not hasattr(os, "getuid"):
         return True
     uid = os.getuid()
     try:
         for part in _up_to(path, below):
             found = os.lstat(part)
-            if S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o022:
+            if stat.S_ISLNK(found.st_mode) or found.st_uid != uid or found.st_mode & 0o022:
                 return False
     except OSError:
         return False
@@ -257,10 +259,10 @@ def _alive(pid: int) -> bool:
     except OSError:  # another user's: alive
         return True
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # no /proc (macOS), or it ended meanwhile: trust the signal
         return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]  # the name, in parentheses, may hold spaces
+    return status.rpartition(")")[2].split()[:1] != ["Z"]  # the name, in parentheses, may hold spaces
 
 
 def new_file_mode() -> int:

@@ -565,8 +565,8 @@ def test_a_word_after_a_status_is_taken_for_an_id_as_the_old_pattern_took_it():
 def test_a_long_run_of_combining_marks_is_read_in_linear_time_and_cut_to_64():
     """Python puts a run of combining marks in canonical order by an insertion sort: one word of
     15,000 U+0301 then 15,000 U+0316 in core.md took `mem check` 8 s (29 s at 25,000), and a query
-    of 16,000 marks `archive-search` 5.8 s. Each run past 64 marks is cut there before any
-    normalisation; below that every form is Python's own (the oracle)."""
+    of 16,000 marks `archive-search` 5.8 s. Past the longest id, a text not normal already has each
+    run cut at 64 marks first; every form is otherwise Python's own (the oracle)."""
     import unicodedata
 
     from mem_retrieval.records.ids import normal_form, plain, spellings
@@ -579,6 +579,22 @@ def test_a_long_run_of_combining_marks_is_read_in_linear_time_and_cut_to_64():
     cut = "A5-7" + "\u0301" * 64
     assert normal_form("NFD", word) == unicodedata.normalize("NFD", cut)  # milliseconds, not seconds
     assert plain(word) == plain(cut) and spellings(word)[1:3] == spellings(cut)[:2]  # NFC, NFD
+    # characters of class 0 that decompose to marks alone (Tibetan U+0F73, halfwidth U+FF9E) make
+    # a run as long once decomposed: counted in it
+    for mark, forms in (("\u0f73", "NFC NFD NFKC NFKD"), ("\u0f75", "NFC NFD NFKC NFKD"),
+                        ("\u0f81", "NFC NFD"), ("\uff9e\u093c", "NFKC NFKD"), ("\uff9f", "NFKC NFKD")):
+        for form in forms.split():
+            long, cut = "x" + mark * 15_000, "x" + (mark * 64)[:64]
+            assert normal_form(form, long) == unicodedata.normalize(form, cut), (mark, form)
+    assert normal_form("NFC", "x" + "\uff9e\u093c" * 15_000) == "x" + "\uff9e\u093c" * 15_000  # NFC already
+    # an id (at most 200 characters) is normalised exactly: unequal ids past 64 marks stay apart,
+    # equal ones in another order or form stay equal
+    from mem_retrieval.records.ids import canonical
+
+    assert canonical("Q" + "\u0301" * 65) != canonical("Q" + "\u0301" * 64 + "\u0302")
+    assert canonical("Q" + "\u0301" * 64 + "\u0316") == canonical("Q" + "\u0316" + "\u0301" * 64)
+    long_id = "A\u01d6" + "\u0301" * 63
+    assert canonical(long_id) == canonical(unicodedata.normalize("NFD", long_id))
 
 
 def _every_cut(word: str) -> list[str]:

@@ -601,7 +601,7 @@ def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspa
     assert "mem: beta/tree.json was written after" in mem("archive-search", "statement")[2]
 
 
-@pytest.mark.parametrize("hostile", ["nested", "folder", "link", "huge"])
+@pytest.mark.parametrize("hostile", ["nested", "folder", "link", "loop", "device", "huge"])
 def test_a_read_json_no_index_run_wrote_loses_the_note_and_is_replaced(workspace, mem, tmp_path, hostile):
     """.mem/read.json nested past the recursion limit failed every search and `mem index` with a
     traceback; a link to a file elsewhere was written through (a folder made there), a folder was
@@ -617,6 +617,10 @@ def test_a_read_json_no_index_run_wrote_loses_the_note_and_is_replaced(workspace
         (read / "inside").mkdir(parents=True)
     elif hostile == "link":
         read.symlink_to(outside)
+    elif hostile == "loop":  # replaced by a file mode that made it ELOOP: the record was deleted
+        read.symlink_to("read.json")
+    elif hostile == "device":  # its replacement took the device's mode (0666)
+        read.symlink_to("/dev/zero")
     else:
         with read.open("wb") as handle:
             handle.truncate((64 << 20) + 1)
@@ -625,6 +629,7 @@ def test_a_read_json_no_index_run_wrote_loses_the_note_and_is_replaced(workspace
     assert mem("index")[0] == 0
     assert read.is_file() and not read.is_symlink() and not (tmp_path / "outside").exists()
     assert json.loads(read.read_text())["complete"] is True
+    assert read.stat().st_mode & 0o777 == (workspace.root / ".mem" / "meta.json").stat().st_mode & 0o777
     workspace.add_step("alpha", make_step("a7", statement="the numbat bound"))
     assert "mem: alpha/tree.json was written after" in mem("archive-search", "statement")[2]
 
