@@ -121,7 +121,7 @@ LOOKALIKES = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe6
 
 
 _MARKS = 64  # combining marks in a row that a text keeps: no language's text runs more
-_long_runs: list[re.Pattern[str]] = []  # the pattern of a longer run, made on first need (~12 ms)
+_long_runs: dict[bool, re.Pattern[str]] = {}  # by compatibility form: the pattern of a longer run (~12 ms)
 
 
 def normal_form(form: str, value: str) -> str:
@@ -129,18 +129,20 @@ def normal_form(form: str, value: str) -> str:
     in canonical order by an insertion sort, so one word of 30,000 marks (in core.md, a query, a
     statement) took seconds to read (`mem check` 29 s). A value past the longest id
     (``MAX_ID_LEN``) that is not normal already has each run cut at ``_MARKS`` first (counting the
-    characters that decompose to marks alone, as U+0F73); an id, and anything as short, is
-    normalised exactly: ids equal in Unicode stay equal, and unequal ones apart."""
+    characters that ``form`` decomposes to marks alone, as U+0F73); an id, and anything as short,
+    is normalised exactly: ids equal in Unicode stay equal, and unequal ones apart."""
     if value.isascii() or len(value) <= MAX_ID_LEN or unicodedata.is_normalized(form, value):
         return value if value.isascii() else unicodedata.normalize(form, value)
-    if not _long_runs:
+    compatible = form in ("NFKC", "NFKD")
+    if compatible not in _long_runs:
+        decomposed = "NFKD" if compatible else "NFD"  # U+FF9E is a mark in NFKD only
         marks = [cp for cp in range(0x20000) if unicodedata.combining(chr(cp))  # (none past it)
                  or (unicodedata.decomposition(chr(cp))
-                     and unicodedata.combining(unicodedata.normalize("NFKD", chr(cp))[0]))]
+                     and unicodedata.combining(unicodedata.normalize(decomposed, chr(cp))[0]))]
         spans = "".join(re.escape(chr(a)) + (f"-{re.escape(chr(b))}" if b > a else "")
                         for a, b in _spans(marks))
-        _long_runs.append(re.compile(f"[{spans}]{{{_MARKS + 1},}}"))
-    return unicodedata.normalize(form, _long_runs[0].sub(lambda run: run.group()[:_MARKS], value))
+        _long_runs[compatible] = re.compile(f"[{spans}]{{{_MARKS + 1},}}")
+    return unicodedata.normalize(form, _long_runs[compatible].sub(lambda run: run.group()[:_MARKS], value))
 
 
 def _spans(values: list[int]) -> Iterable[tuple[int, int]]:

@@ -587,6 +587,9 @@ def test_a_long_run_of_combining_marks_is_read_in_linear_time_and_cut_to_64():
             long, cut = "x" + mark * 15_000, "x" + (mark * 64)[:64]
             assert normal_form(form, long) == unicodedata.normalize(form, cut), (mark, form)
     assert normal_form("NFC", "x" + "\uff9e\u093c" * 15_000) == "x" + "\uff9e\u093c" * 15_000  # NFC already
+    kana = "e\u0301\uff76" + "\uff9e" * 70 + "x" * 200  # U+FF9E is a mark in NFKD alone: cut there only
+    assert normal_form("NFC", kana) == unicodedata.normalize("NFC", kana)
+    assert normal_form("NFD", kana) == unicodedata.normalize("NFD", kana)
     # an id (at most 200 characters) is normalised exactly: unequal ids past 64 marks stay apart,
     # equal ones in another order or form stay equal
     from mem_retrieval.records.ids import canonical
