@@ -72,7 +72,7 @@ def _place(pending: list[tuple[Path, str]]) -> None:
         replace_all([(path, functools.partial(Path.write_text, data=text, encoding="utf-8"))
                      for path, text in pending])
     except OSError as error:
-        placed = getattr(error, "placed", [])
+        placed = error.placed  # (replace_all says them)
         done = f"{len(placed)} of {len(pending)} files were written" if placed else "nothing was written"
         raise BadInput(f"cannot write {error.filename}: {error.strerror or error} ({done})") from None
 

@@ -155,11 +155,8 @@ def write_all(ctx, files: list[tuple[Path, Callable[[Path], None], str]]) -> Non
     try:
         replace_all([(path, write) for path, write, _ in files])
     except OSError as error:
-        failed = os.path.abspath(error.filename or "")
-        path, param = next(((path, param) for path, _, param in files
-                            if failed in (os.path.abspath(path), os.path.realpath(path))
-                            or Path(path).absolute().is_relative_to(failed)), (files[-1][0], files[-1][2]))
-        placed = getattr(error, "placed", [])
+        path, _, param = files[error.index]  # the file it was for (or whose folder it was making)
+        placed = error.placed
         more = f" ({len(placed)} of {len(files)} files were written)" if placed else ""
         raise BadInput(f"{str(path)!r}: cannot write it: {error.strerror or error}{more}",
                        param=param) from None

@@ -93,14 +93,14 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
     and synced, and only when all are, renamed into place in turn. A write the machine refuses (a
     read-only folder, a full disk, a file size limit) removes the temporary files and the folders
     made, and is raised with the path it was for (``filename``: a folder, or a file, never a
-    temporary name); a rename refused then (rare: nothing is written by one) is raised with the
-    paths already in place (``placed``)."""
+    temporary name) and its place in ``files`` (``index``); a rename refused then (rare: nothing
+    is written by one) is raised with the paths already in place (``placed``)."""
     made: list[Path] = []
     staged: list[tuple[Path, Path]] = []
     placed: list[Path] = []
-    where = Path(".")
+    where, at = Path("."), 0
     try:
-        for path, write in files:
+        for at, (path, write) in enumerate(files):
             path = Path(os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path))  # a
             # link's target is replaced, the link stays; a folder is made only where none stands
             for folder in reversed([path.parent, *path.parent.parents]):
@@ -117,7 +117,7 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
                 os.fsync(handle.fileno())
                 kept = path.stat().st_mode & 0o777 if path.is_file() else new_file_mode()
                 os.fchmod(handle.fileno(), kept)
-        for tmp, where in staged:
+        for at, (tmp, where) in enumerate(staged):
             os.replace(tmp, where)
             placed.append(where)
         for folder in dict.fromkeys(path.parent for _, path in staged):
@@ -130,7 +130,7 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
                 with suppress(OSError):
                     folder.rmdir()
         refused = OSError(error.errno, error.strerror or str(error), str(where))
-        refused.placed = placed
+        refused.index, refused.placed = at, placed
         raise refused from None
     except BaseException:
         for tmp, _ in staged[len(placed):]:

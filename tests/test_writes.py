@@ -1143,7 +1143,7 @@ def test_replace_all_writes_every_file_or_none(tmp_path):
 
     with pytest.raises(OSError) as refused:
         replace_all([(first, lambda tmp: tmp.write_text("new a")), (second, full)])
-    assert (refused.value.filename, refused.value.placed) == (str(second), [])
+    assert (refused.value.filename, refused.value.index, refused.value.placed) == (str(second), 1, [])
     assert first.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
     replace_all([(first, lambda tmp: tmp.write_text("new a")), (second, lambda tmp: tmp.write_text("b"))])
     assert (first.read_text(), second.read_text()) == ("new a", "b")
