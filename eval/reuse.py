@@ -52,6 +52,7 @@ class Reuse:
     no_start: bool = False               # runs_before asked, but the run has no event to start it
     after: tuple[str, ...] = ()          # cited steps that cite the run (written after it began)
     undated: tuple[str, ...] = ()        # cited library steps with no insertion time, asked as of a cut
+    notes: tuple[str, ...] = ()          # what the index lacks (the library written since it read it)
 
     @property
     def recall(self) -> float | None:
@@ -77,13 +78,14 @@ class Reuse:
                 "cited": [t.as_dict() for t in self.cited], "missed": self.missed,
                 "not_cited": list(self.not_cited), "unresolved": list(self.unresolved),
                 "later": list(self.later), "undated": list(self.undated), "cut": self.cut or None,
-                "start_unknown": self.no_start, "after_run": list(self.after)}
+                "start_unknown": self.no_start, "after_run": list(self.after), "notes": list(self.notes)}
 
     def text(self) -> str:
         lines = [f"reuse {self.run}: the library (its own steps left out) queried with its Fix, "
                  f"setting {self.setting.strip() or '—'}, {self.pages} pages a query"
                  + (f", as of {self.cut}" if self.cut else ""),
                  *([NO_START.format(run=self.run)] if self.no_start else []),
+                 *[f"note: {note}" for note in self.notes],
                  *[f"query: {probe}" for probe in self.probes],
                  f"library steps it cites: {len(self.cited)}"]
         for target in self.cited:
@@ -229,7 +231,8 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     when += [until.isoformat()] if until else []
     return Reuse(run, fix.setting, tuple(probes), tuple(targets), tuple(found.not_cited),
                  tuple(found.unresolved), pages, threshold, tuple(later), " and ".join(when),
-                 runs_before and start is None, tuple(after), tuple(undated))
+                 runs_before and start is None, tuple(after), tuple(undated),
+                 tuple(note.message for note in memory.library_written()))
 
 
 def left_out(ontology, setting: str | None, step, whose: str) -> str:

@@ -239,7 +239,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                 versions = backfill(index, plan, rows, pending, config, bar)
             runs_now = workspace.runs()  # what searches name as written since it (trees_read)
             location.record_trees(_trees_as_read(workspace, scope_runs if narrowed else runs_now),
-                                  runs_now, not narrowed)
+                                  runs_now, not narrowed, _library_as_read(workspace))
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
                                full=plan.full, version=versions, searchable_seconds=searchable,
@@ -261,6 +261,19 @@ def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str,
         if sha is not None and file_stamp(path) == was:  # unchanged since the read, and while hashed
             read[run] = {"stamp": list(was), "sha256": sha}
     return read
+
+
+def _library_as_read(workspace: Workspace) -> dict[str, Any] | None:
+    """The library as this run read it (``_trees_as_read``'s form; None: there was none): a
+    library written since it was read is recorded with neither stamp nor hash, so a search names
+    it as written since."""
+    path, was = workspace.library_path, workspace.library_read_stamp()
+    if was is None:
+        return None if file_stamp(path) is None else {"stamp": None, "sha256": None}
+    sha = content_hash(path)
+    if sha is None or file_stamp(path) != was:
+        return {"stamp": None, "sha256": None}
+    return {"stamp": list(was), "sha256": sha}
 
 
 @contextlib.contextmanager

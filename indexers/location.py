@@ -34,6 +34,7 @@ META = "meta.json"
 LOCK = "index.lock"
 READ = "read.json"  # what this machine's index runs last read of each run's tree.json
 READ_LIMIT = 64 << 20  # bytes of it read: ~150 a run
+_UNSAID = object()  # a read.json an older version wrote says nothing of the library
 SCHEMES = ("s3",)
 STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
     "endpoint": "aws_endpoint", "region": "aws_region", "access_key_id": "aws_access_key_id",
@@ -58,6 +59,13 @@ def _is_url(value: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
+
+
+def _as_read(read: dict[str, Any]) -> dict[str, Any]:
+    """A file as read.json records an index run read it: its stamp and hash (each None where the
+    run could not take it: the file was written while it read)."""
+    found, sha = read["stamp"], read["sha256"]
+    return {"stamp": None if found is None else tuple(found), "sha256": None if sha is None else str(sha)}
 
 
 class StoreUnreachable(Refused):
@@ -193,6 +201,17 @@ class Location:
         since the record began (else a run it lacks may be indexed, by a version that kept no
         record); None: no record (an index of an older version, or one that could not be written).
         Read again only when the file changed: every search asks."""
+        record = self._read_record()
+        return None if record is None else (record[0], record[1])
+
+    def library_read(self) -> tuple[bool, dict[str, Any] | None]:
+        """solve/library.jsonl as the last index run read it (every run reads it): (True, its
+        ``{"stamp", "sha256"}``, or None when there was none); (False, None) when the record says
+        nothing of it (none, or one an older version wrote)."""
+        record = self._read_record()
+        return (False, None) if record is None or record[2] is _UNSAID else (True, record[2])
+
+    def _read_record(self) -> tuple[dict[str, dict[str, Any]], bool, Any] | None:
         found = stamp(self.read_path)
         if found is None or found[2] > READ_LIMIT:  # (its size) no index run writes one so large
             return None
@@ -201,42 +220,50 @@ class Location:
             kept = self._cache[READ] = (found, self._read_trees())
         return kept[1]
 
-    def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool] | None:
+    def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool, Any] | None:
         try:
             with open_regular(self.read_path) as handle:
                 data = handle.read(READ_LIMIT + 1)
             if len(data) > READ_LIMIT:  # grown since it was looked at
                 return None
             found = json.loads(data)
-            trees = {str(run): {"stamp": tuple(read["stamp"]), "sha256": str(read["sha256"])}
-                     for run, read in found["trees"].items()}
-            return trees, found["complete"] is True
+            trees = {str(run): _as_read(read) for run, read in found["trees"].items()}
+            library = found.get("library", _UNSAID)
+            library = library if library in (None, _UNSAID) else _as_read(library)
+            return trees, found["complete"] is True, library
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # a record no index run wrote: nothing to say (the next run replaces it)
 
-    def record_trees(self, read: dict[str, dict[str, Any]], runs: list[str], every: bool) -> None:
+    def record_trees(self, read: dict[str, dict[str, Any]], runs: list[str], every: bool,
+                     library: dict[str, Any] | None) -> None:
         """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
-        run), keeping what earlier runs read of the other ``runs`` (the workspace's). A record that
-        cannot be written is removed: a search then says nothing rather than name a tree read since
-        as unread."""
+        run), keeping what earlier runs read of the other ``runs`` (the workspace's), and
+        ``library``, the library as it read it (None: there was none). A record that cannot be
+        written is removed: a search then says nothing rather than name a file read since as
+        unread."""
         before, complete = self.trees_read() or ({}, False)
         kept = {run: was for run, was in before.items() if run in runs} | read
         kept = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]} for run, was in kept.items()}
+        library = None if library is None else {"stamp": library["stamp"] and list(library["stamp"]),
+                                                "sha256": library["sha256"]}
         try:
             if self.read_path.is_dir() and not self.read_path.is_symlink():  # in the way: replaced
                 shutil.rmtree(self.read_path)
-            write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept},
-                                                    sort_keys=True) + "\n", follow=False)  # a link to
-            # elsewhere is replaced, not written through: nothing outside .mem is touched
+            write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept,
+                                                     "library": library}, sort_keys=True) + "\n",
+                         follow=False)  # a link to elsewhere is replaced, not written through: nothing
+            # outside .mem is touched
         except OSError:
             try:
                 self.read_path.unlink(missing_ok=True)
             except OSError:
                 pass
 
-    def tree_written(self, path: str, was: dict[str, Any] | None) -> bool:
-        """Whether the tree.json at ``path`` differs from ``was`` (``trees_read``'s; None: not read):
-        by its stamp, else (a copied folder: new inodes) by its bytes."""
+    def written_since(self, path: str, was: dict[str, Any] | None) -> bool:
+        """Whether the file at ``path`` (a tree.json, the library) differs from ``was``
+        (``trees_read``'s or ``library_read``'s; None: there was none, or it was not read): by its
+        stamp, else (a copied folder: new inodes) by its bytes. A ``was`` of no stamp and no hash
+        (written while the index run read it) differs from any file."""
         now = stamp(path)
         if now is None or was is None:
             return now is not None

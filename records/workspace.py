@@ -307,6 +307,11 @@ class Workspace:
             self.__dict__["_library"] = (found, entries)
         return found, entries
 
+    def library_read_stamp(self) -> tuple[int, int, int, int] | None:
+        """The ``files.stamp`` of solve/library.jsonl when it was last read (``library``), taken
+        before the read; None: never read, or there was none."""
+        return self.__dict__.get("_library", (None,))[0]
+
     def step(self, ref: str, run: str | None = None) -> Step | LibraryEntry | None:
         """A step by global id, or by bare id in ``run``; library entries for runs not present."""
         ref_run, step_id = split_gid(ref)

@@ -294,7 +294,8 @@ class Retriever:
             ahead = self._events_ahead(query.run, query.until, self._names_undated())
             notes += self._ahead_note(ahead, "read, and a step first named there is not in memory as of "
                                       "this cut", "")
-        written = self._trees_written(query.run, said={query.context_run} if context else set())
+        written = (self._trees_written(query.run, said={query.context_run} if context else set())
+                   + self.library_written())
         if total:
             return notes + written
         notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
@@ -385,7 +386,7 @@ class Retriever:
         read, complete = record
         root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
         written = [name for name in self.runs() if run in (None, name) and name not in said
-                   and self.location.tree_written(os.path.join(root, name, TREE), read.get(name))
+                   and self.location.written_since(os.path.join(root, name, TREE), read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
         if not written or self.index_replaced():
             return []
@@ -396,6 +397,19 @@ class Retriever:
         listed = ", ".join(written[:5]) + (", …" if len(written) > 5 else "")
         return [Note("", f"the tree.json of {len(written)} runs was written after the last `mem index` read "
                      f"it ({listed}): steps added or changed since are not searched; run `{command}`")]
+
+    def library_written(self) -> list[Note]:
+        """A note when solve/library.jsonl was written after the last `mem index` read it
+        (``Location.library_read``): the entries it added or changed are not searched as library
+        entries (an `archive-insert` writes the library, not the index). None for a session's own
+        index version, as ``_trees_written``."""
+        known, was = self.location.library_read()
+        if not known or not self.location.written_since(str(self.workspace.library_path), was):
+            return []
+        if self.index_replaced():
+            return []
+        return [Note("", "solve/library.jsonl was written after the last `mem index` read it: entries "
+                     "added or changed since are not searched as library entries; run `mem index`")]
 
     def _holds_steps(self, run: str) -> bool:
         """Whether ``run``'s tree.json holds a step (or cannot be read: `mem index` says why)."""
@@ -494,10 +508,10 @@ class Retriever:
         """What the index lacks of ``run``, for a test that searches it as of ``until`` (eval
         resume): the events of its log written since the last `mem index` that ``until`` keeps,
         and its steps when it has none indexed, or its tree.json written since the last `mem index`
-        read it. A test that failed on them blamed W."""
+        read it, and the library written since. A test that failed on them blamed W."""
         ahead = self._events_ahead(run, until, None)
         return self._ahead_note(ahead, "searched", "") + (
-            self._run_unindexed(run, "run") or self._trees_written(run, set()))
+            self._run_unindexed(run, "run") or self._trees_written(run, set())) + self.library_written()
 
     def _names_undated(self) -> Callable[[str, Event], bool]:
         """Whether an event of a run's log names (in its ``ids``, as ``records.ids.first_naming``

@@ -601,6 +601,28 @@ def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspa
     assert "mem: beta/tree.json was written after" in mem("archive-search", "statement")[2]
 
 
+def test_a_library_written_while_an_index_run_read_it_is_named_as_written_since(workspace, mem):
+    """The index run records the library's stamp taken before it read it: a library appended while
+    the run read it is recorded with neither stamp nor hash, so a search names it rather than take
+    the new bytes as read; one unchanged is recorded as read, and says nothing."""
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.build import _library_as_read
+    from mem_retrieval.indexers.location import Location
+    from mem_retrieval.records.workspace import Workspace as Records
+
+    assert mem("index")[0] == 0
+    records = Records.open(workspace.root)
+    records.library()
+    unchanged = _library_as_read(records)
+    assert unchanged["stamp"] is not None and len(unchanged["sha256"]) == 64
+    with workspace.library_path.open("a", encoding="utf-8") as library:
+        library.write("\n")
+    assert _library_as_read(records) == {"stamp": None, "sha256": None}
+    location = Location.of(records, load_config(None))
+    assert location.written_since(str(workspace.library_path), {"stamp": None, "sha256": None})
+    assert not location.written_since(str(workspace.root / "solve" / "none.jsonl"), None)
+
+
 @pytest.mark.parametrize("hostile", ["nested", "folder", "link", "loop", "device", "huge"])
 def test_a_read_json_no_index_run_wrote_loses_the_note_and_is_replaced(workspace, mem, tmp_path, hostile):
     """.mem/read.json nested past the recursion limit failed every search and `mem index` with a

@@ -367,6 +367,38 @@ def test_reuse_passes_when_the_cited_library_step_comes_back(workspace):
     assert target.cited == ("parent of b1", "B1.md:1 input")
 
 
+def test_reuse_and_the_searches_name_a_library_written_since_the_last_index(workspace):
+    """`eval reuse` of a run citing a step `archive-insert` admitted after the last `mem index`
+    failed, the step "not found", with nothing said of the index being behind (the search reads
+    the index's library rows). The test and archive-search say the library was written since;
+    `mem index` ends it; an index record an older version wrote (no library in it) says nothing."""
+    memory = _beta_reusing(workspace, "Inputs (library): alpha/a1 and alpha/a2.\n")
+    workspace.edit_step("alpha", "a2", statement="Hensel lifting of double roots, p odd")
+    memory.index(progress=False)
+    note = ("solve/library.jsonl was written after the last `mem index` read it: entries added or "
+            "changed since are not searched as library entries; run `mem index`")
+    data = json.loads(cli(workspace.root, "--json", "eval", "reuse", "beta")[1])
+    assert data["notes"] == [] and data["missed"] == ["alpha/a2"]
+    assert cli(workspace.root, "archive-insert", "alpha/a2")[0] == 0
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    data = json.loads(text)
+    assert code == 1 and data["missed"] == ["alpha/a2"] and data["notes"] == [note]
+    assert f"\nnote: {note}\n" in cli(workspace.root, "eval", "reuse", "beta")[1]
+    out, err = io.StringIO(), io.StringIO()
+    run_cli(["--workspace", str(workspace.root), "--json", "archive-search", "Hensel"], out=out, err=err)
+    assert json.loads(out.getvalue())["notes"] == [note] and err.getvalue() == f"mem: {note}\n"
+    memory.index(progress=False)
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    data = json.loads(text)
+    assert (code, data["recall"], data["notes"]) == (0, 1.0, [])
+    read = workspace.root / ".mem" / "read.json"
+    record = json.loads(read.read_text())
+    del record["library"]
+    read.write_text(json.dumps(record))
+    workspace.write_library(workspace.library()[:1])
+    assert json.loads(cli(workspace.root, "--json", "eval", "reuse", "beta")[1])["notes"] == []
+
+
 def test_reuse_asks_with_records_of_any_length(workspace):
     """A valid run whose Fix problem, Fix setting (sixty hypotheses) or a step's statement is past
     what a person may type into a search was refused by `eval reuse` and `--per-step` as if the
