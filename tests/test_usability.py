@@ -71,10 +71,10 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     try:
         indexed.library_path.write_bytes(before + b"{not json\n")
         code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
-        assert code == 0 and err == ("mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
-                                     "mem: solve/library.jsonl was written after the last `mem index` read "
-                                     "it: entries added or changed since are not searched as library entries; "
-                                     "run `mem index`\n")
+        assert code == 0 and err == (
+            "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
+            "mem: solve/library.jsonl was written after the last `mem index` read it: entries added or "
+            "changed since are not searched as library entries; run `mem index`\n")
     finally:
         indexed.library_path.write_bytes(before)
 
