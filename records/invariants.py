@@ -467,7 +467,9 @@ class _Checker:
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says {difference}; the search and archive-get show "
                      "the step's", WARNING)
-        if (step.setting, step.hyp) != (entry.setting, entry.hyp):
+        read = self.ws.ontology.reading  # as M3 reads them: a spelling or a space apart is no difference
+        if (read(step.setting), {read(h) for h in step.hyp}) != (read(entry.setting),
+                                                                  {read(h) for h in entry.hyp}):
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says setting {entry.setting!r} with hyp "
                      f"{list(entry.hyp)}, {where} says {step.setting!r} with {list(step.hyp)}; M3 and "

@@ -91,6 +91,11 @@ class Ontology:
 
         return self._remember(("query", setting), read)
 
+    def reading(self, setting: str) -> frozenset[str]:
+        """What M3 reads of ``setting``: each clause as the entry it names, else as its normalised
+        text (``match``'s ``same``): ``F_q((t))``, ``𝔽_q((t)) `` and ``Fq((t))`` read alike."""
+        return self._query(setting)[3]
+
     def nearest(self, clause: str, n: int = 3) -> list[str]:
         """The entries whose name or an alias is closest to ``clause`` (for a helpful warning)."""
         import difflib

@@ -423,6 +423,20 @@ def test_m3_and_the_search_judge_a_library_step_as_its_tree_has_it(workspace, me
     assert code == 0 and [v.split(": ")[1] for v in found(out)] == ["integrity"]
 
 
+def test_a_library_entry_spelling_its_steps_setting_otherwise_is_no_integrity_warning(workspace, mem):
+    """`check` compared the entry's setting and hypotheses with its step's as raw text, so
+    `𝔽_q((t))` against `F_q((t))`, an alias, a trailing space or hypotheses in another order were
+    "the library says …" warnings of an audit narrowed after admission, though M3 reads them alike.
+    They are compared as M3 reads them; a real difference still warns."""
+    entry = library_line("alpha", workspace.tree("alpha")["steps"][0])
+    workspace.edit_step("alpha", "a1", setting="Q_p ", hyp=["\\mathbb{Q}_p", "p odd"])
+    workspace.write_library([entry | {"setting": "ℚ_p", "hyp": ["p odd", "Qp"]}])
+    assert mem("check")[0] == 0 and "integrity" not in mem("check")[1]
+    workspace.write_library([entry | {"setting": "ℚ_p", "hyp": ["p odd", "Qp", "p > 3"]}])
+    code, out, _ = mem("check")
+    assert code == 0 and [v.split(": ")[1] for v in found(out)] == ["integrity"]
+
+
 def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
     # 16 tokens of empty fields + 1 per word: 1,984 words is exactly 2,000 tokens, 1,990 is 2,006
     workspace.write_core("beta", render({"next": "word " * 1984}))
