@@ -81,7 +81,10 @@ def test_a_setting_typed_with_a_look_alike_dash_is_the_same_setting(onto, dash):
 
 @pytest.mark.parametrize("typed", [r"\mathbb{F}_q((t))", r"\mathbb F_q((t))", "𝔽_q((t))", "F_{q}((t))",
                                    r"\mathbb{F}_q(\!(t)\!)", r"\F_q\left((t)\right)", r"\mathbb{F_{q}}((t))",
-                                   r"\mathbf{\mathbb{F}}_q((t))", r"\mathrm{\mathbb{F}_{q}}((t))"])
+                                   r"\mathbf{\mathbb{F}}_q((t))", r"\mathrm{\mathbb{F}_{q}}((t))",
+                                   r"$\mathbb{F}_q((t))$", r"\(\mathbb{F}_q((t))\)", r"$$\F_q((t))$$",
+                                   r"{\mathbb F}_q((t))", r"{\mathbb{F}}_q((t))", r"{\Bbb F}_q((t))",
+                                   r"\[ {\bf F}_{q}((t)) \]"])
 def test_a_setting_typed_in_latex_is_the_setting_it_draws(onto, typed):
     """The tokeniser read \\mathbb{F}_q((t)) as F_q((t)) and the settings did not: a search over it
     offered a Q_p step as unknown (ranked first), and a step written over \\mathbb{Q}_p was unknown,
@@ -91,6 +94,35 @@ def test_a_setting_typed_in_latex_is_the_setting_it_draws(onto, typed):
     assert onto.match("F_q((t))", typed) == "same"
     assert onto.match("Q_p", typed) == onto.match(r"\Q_p", typed) == "incompatible"
     assert onto.match(typed, "every non-arch. local F") == "implied"
+
+
+def test_a_p_adic_field_is_any_finite_extension_of_q_p_not_q_p_itself(onto):
+    """The shipped ontology made `p-adic field` and `p-adic` aliases of Qp: a Q_p-only result was
+    `same` for a query over a p-adic field, and a result over every p-adic field was left out of
+    one over a p-adic local field. A p-adic field is a finite extension of Q_p: Q_p implies it,
+    not the other way round."""
+    for general in ("p-adic field", "p-adic", "every p-adic field", "p-adic fields"):
+        assert onto.match(general, "p-adic local field") == "same"
+        assert onto.match(general, "Q_p") == "incompatible"
+        assert onto.match("Q_p", general) == onto.match("p-adic numbers", general) == "implied"
+        assert onto.match(general, "every non-arch. local F") == "implied"
+        assert onto.match(general, "F_q((t))") == "incompatible"
+
+
+def test_math_delimiters_and_plain_tex_fonts_leave_m3_on(onto):
+    """A setting in `$…$` was read with its dollars (`$f_q((t))$`), so no entry knew it: an
+    F_q((t)) step offered over `$\\mathbb{Q}_p$` as unknown, and a complex one cited under it only a
+    warning (M3 switched off by notation). Delimiters draw nothing; what they enclose is the
+    setting. An escaped dollar, a command's arguments and a script's braces are left as written,
+    and hostile input is read in linear time."""
+    assert onto.match(r"$\mathbb{Q}_p$", "F_q((t))") == "incompatible"
+    assert onto.match(r"$\mathbb{Q}_p$", "k = C") == "incompatible"
+    assert onto.match(r"$p$-adic local field", "Q_p") == "incompatible"
+    assert onto.match("p-adic local field", r"$\mathbb{Q}_p$") == "incompatible"
+    assert onto.match(r"\$5", "$5") == "unknown" and onto.match(r"\frac{a}{b}", "frac{a}{b}") == "unknown"
+    assert onto.match("F_{q^2}", "F_q^2") == "unknown"
+    hostile = "{" * 20_000 + "x" + "}" * 20_000 + "$" * 20_000 + "{\\bf " * 5_000
+    assert onto.match(hostile, "x") == "unknown"
 
 
 @pytest.mark.parametrize("typed, drawn", [(r"\mathrm{Z_{p}}", "Z_p"), (r"\mathbf{\mathrm{PFR}}", "PFR"),
@@ -186,7 +218,7 @@ def test_a_settings_clauses_are_read_once_however_many_hypotheses_are_matched_ag
     from mem_retrieval.records import settings as module
 
     onto = load_ontology()
-    setting = "p-adic field; " + "; ".join(f"clause {k}" for k in range(300))
+    setting = "Q_p; " + "; ".join(f"clause {k}" for k in range(300))
     hyps = [f"p-adic field {k}" for k in range(300)] + ["C", "Qp"]
     read = []
     real = module.normalize
