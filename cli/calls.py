@@ -57,7 +57,7 @@ def _footer(page, spell: Spell) -> str:
     """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
     is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
     if page.page < page.pages:
-        hint = (f" · about {page.remaining:.0f} relevant-looking hits ahead"
+        hint = (f" · about {plural(round(page.remaining), 'relevant-looking hit')} ahead"
                 if page.remaining is not None and page.remaining >= 1 else "")
         return (f"more: {_arg(spell, 'page', page.page + 1)} {_arg(spell, 'list_id', page.list_id)} "
                 f"({plural(page.left, 'more hit')}){hint}")

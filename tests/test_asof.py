@@ -401,6 +401,24 @@ def write_logs(ws, later: list[str], beta: str) -> None:
     ws.write_events("beta", [dict(e, time=beta) for e in ws.events("beta")])
 
 
+def test_a_cut_at_the_very_microsecond_of_a_record_keeps_it_and_one_before_does_not(workspace, mem):
+    """A time written to the microsecond names that instant: an event logged then, a library entry
+    inserted then, and the event `eval resume` answers as of, are in memory at it, and not a
+    microsecond before (each of recall-search, archive-search --library and eval resume cut at the
+    boundary its own way: ``<=`` in the events' and the library's filters, ``>`` in event_cut)."""
+    assert mem("index")[0] == 0
+    at, before = "2026-10-17T02:05:00.000000Z", "2026-10-17T02:04:59.999999Z"  # alpha's first event
+    assert "alpha #1 " in mem("recall-search", "fetched", "--until", at)[1]
+    assert mem("recall-search", "fetched", "--until", before)[:2] == (1, "no events\n")
+    at, before = "2026-10-17T07:00:00.000000Z", "2026-10-17T06:59:59.999999Z"  # alpha/a1's insertion
+    code, out, _ = mem("archive-search", "statement", "--library", "--until", at)
+    assert code == 0 and "1. alpha/a1 " in out and " · library · " in out
+    assert mem("archive-search", "statement", "--library", "--until", before)[:2] == (1, "no hits\n")
+    at, before = "2026-10-17T03:42:00.000000Z", "2026-10-17T03:41:59.999999Z"  # alpha's second event
+    assert json.loads(mem("--json", "eval", "resume", "alpha", "--until", at)[1])["event"]["seq"] == 2
+    assert json.loads(mem("--json", "eval", "resume", "alpha", "--until", before)[1])["event"]["seq"] == 1
+
+
 def test_a_line_written_to_the_minute_after_one_to_the_second_covers_that_minute_not_more(workspace, mem):
     """``03:42Z`` after ``03:42:47Z``: the log's order dated it 03:42:47, and the instant rule then
     added its minute, so a cut as of it reached 03:43:46, taking in another run's step written at

@@ -648,6 +648,31 @@ def test_context_counts_by_hand(working):
     assert not counts(working, graph.cited_by(graph.context("lib", Filters(), None), None))  # cites nothing
 
 
+def test_a_batch_mate_of_the_hidden_step_is_not_yet_its_runs_citation(tmp_path):
+    """Leave-one-out answers as the run stood when the hidden step was written: a step named by the
+    same event (its batch-mate) is memory, but what it cites was not yet the run's citation. A
+    context counting it (``named_seq <= hide.seq``) moved 2 of the example's 18 in-run queries."""
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("lib", [make_step(f"l{i}", statement=f"zircon lemma {i}") for i in (1, 2, 3)])
+    ws.add_run("work", [make_step("w1", statement="a step", parents=("lib/l1",)),
+                        make_step("w2", statement="a step", parents=("lib/l2",)),
+                        make_step("w3", statement="a step", parents=("lib/l3",))])
+    ws.write_events("work", [
+        {"time": "2026-10-18T01:00:00Z", "actor": "W", "kind": "return", "ids": ["w1"], "text": "one"},
+        {"time": "2026-10-18T02:00:00Z", "actor": "W", "kind": "return", "ids": ["w2", "w3"], "text": "two"}])
+    named_together(ws, "lib", ["l1", "l2", "l3"])
+    memory = index(ws.root)
+    graph = memory.retriever.searcher.graph()
+
+    def cited(filters: Filters) -> dict[str, int]:
+        seen = graph.visible(filters)
+        return counts(memory, graph.cited_by(graph.context("work", filters, seen), seen))
+
+    assert cited(Filters()) == {"lib/l1": 1, "lib/l2": 1, "lib/l3": 1}
+    assert cited(Filters(hide=graph.before("work/w3"))) == {"lib/l1": 1}  # not w2's l2: named with w3
+    assert cited(Filters(hide=graph.before("work/w2"))) == {"lib/l1": 1}
+
+
 @pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
 def test_what_the_asking_run_cites_ranks_first_and_nothing_else_moves(working, strategy):
     def ranked(**options) -> list[str]:

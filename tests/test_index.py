@@ -479,6 +479,18 @@ def test_indexing_one_run_leaves_the_others_alone(memory, workspace):
     assert rows(memory, "steps")["beta/b1"]["statement"] == "statement of b1"
 
 
+def test_indexing_one_run_removes_a_run_whose_folder_is_gone(memory, workspace):
+    """`mem index RUN` leaves the other runs alone, but not one deleted since: its rows would be
+    served forever, as no later narrowed index names it (its events and steps both leave)."""
+    import shutil
+
+    shutil.rmtree(workspace.root / "beta")
+    report = memory.index(["alpha"], progress=False)
+    assert (report.tables["steps"].removed, report.tables["events"].removed) == (1, 1)
+    assert "beta/b1" not in rows(memory, "steps") and "alpha/a1" in rows(memory, "steps")
+    assert not [h for h in memory.archive_hits("statement of b1") if h.id.startswith("beta/")]
+
+
 def test_indexing_one_run_into_no_index_yet_indexes_every_run(workspace):
     """`mem index RUN` (and the index a Record runs) narrows a rescan of an index; with none yet,
     an index of RUN alone would answer every other run with "no hits", silently."""

@@ -248,6 +248,9 @@ def test_score_drop_stops_after_the_page_whose_best_falls_below_half_the_first()
     assert read(ranked, score_drop(0.5)) == _stop(3, 1.0)
     assert read(ranked, score_drop(0.7)) == _stop(2, 0.0)  # page 2's best 6 < 7
     assert read(pages_of(gids, {"gold"}, [0.0] * 25), score_drop(0.5)) == _stop(1, 0.0)
+    # a page whose best is exactly the fraction of the first has not fallen below it: read on
+    tied = pages_of(gids, {"gold"}, [10.0] * 5 + [5.0] * 5 + [4.0] * 15)
+    assert read(tied, score_drop(0.5)) == _stop(3, 1.0)
 
 
 def test_hint_estimate_by_hand():

@@ -693,6 +693,41 @@ def test_every_strategy_looks_ids_up_first(workspace, mem):
         assert (code, err) == (0, "") and out.split("\n")[1].startswith("1. gamma/g1 "), strategy
 
 
+def test_a_query_naming_more_ids_than_the_pool_holds_lists_every_named_step(workspace, mem):
+    """The pool cut (``search.pool``) bounds what the text search adds, not the steps a query names
+    by id: a bare id can name a step in each of hundreds of runs. Cut at the pool, named steps were
+    dropped, and a note said the filters left them out."""
+    from dataclasses import replace
+
+    assert mem("index")[0] == 0
+    memory = Memory.open(workspace.root)
+    small = Memory(memory.workspace, replace(memory.config, search=replace(memory.config.search, pool=4)))
+    query = "a1 a2 a3 a4 a5 b1"
+    hits = small.archive_hits(query)
+    assert [h.id for h in hits[:6]] == ["alpha/a1", "alpha/a2", "alpha/a3", "alpha/a4", "alpha/a5", "beta/b1"]
+    assert {h.via for h in hits[:6]} == {"id"} and len(hits) == 6
+    assert small.archive_search(query).notes == ()
+
+
+def test_the_footer_says_read_on_from_an_estimate_of_one_hit_ahead(example):
+    """The footer's hint shows from an estimate of 1 up (a tie of six id hits, page 1 of 2, reads
+    exactly 1.0), in the singular then; below 1 it says nothing (not reliable enough to stop on)."""
+    import io
+
+    from mem_retrieval.cli.calls import _footer
+    from mem_retrieval.cli.main import run as run_cli
+
+    out = io.StringIO()
+    run_cli(["--workspace", str(example.workspace.root), "archive-search", "A1-3 A2-2 A2-3"], out=out,
+            err=io.StringIO())
+    assert out.getvalue().splitlines()[-1].endswith("(1 more hit) · about 1 relevant-looking hit ahead")
+    page = example.archive_search("A1-3 A2-2 A2-3")
+    assert page.remaining == 1.0
+    spell = "--{}".format
+    assert _footer(replace(page, remaining=0.999), spell).endswith("(1 more hit)")
+    assert _footer(replace(page, remaining=2.6), spell).endswith(" · about 3 relevant-looking hits ahead")
+
+
 def test_an_id_typed_decomposed_names_the_step_written_composed(workspace, mem):
     """Unicode writes Ü as one letter (NFC) or as U and a combining diaeresis (NFD); an id typed
     either way names the step, in archive-search, archive-get and recall-search --id."""

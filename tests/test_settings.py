@@ -96,6 +96,14 @@ def test_a_setting_typed_in_latex_is_the_setting_it_draws(onto, typed):
     assert onto.match(typed, "every non-arch. local F") == "implied"
 
 
+def test_same_means_the_same_clauses_and_a_narrower_query_implies(onto):
+    """`same` (SPEC §8) is a step setting with the query's clauses, no more and no fewer: a query
+    adding a clause (`F_q((t)); q odd`) implies the step's `F_q((t))`, it is not the same."""
+    assert onto.match("F_q((t)); q odd", "F_q((t))") == "implied"
+    assert onto.match("F_q((t)); q odd", "Fq((t)); Q ODD") == "same"
+    assert onto.match("F_q((t))", "F_q((t)); q odd") == "unknown"  # the step asks what the query does not say
+
+
 def test_a_p_adic_field_is_any_finite_extension_of_q_p_not_q_p_itself(onto):
     """The shipped ontology made `p-adic field` and `p-adic` aliases of Qp: a Q_p-only result was
     `same` for a query over a p-adic field, and a result over every p-adic field was left out of
