@@ -12,8 +12,14 @@ FONT_COMMANDS = ("mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "m
 _FONT = re.compile(r"\\(?:%s)(?![A-Za-z])\s*(?:\{([^{}]*)\}|([A-Za-z0-9]))" % "|".join(FONT_COMMANDS))
 # Spacing that draws nothing: \! \, \: \; and \left / \right before a bracket.
 _SPACING = re.compile(r"\\[!,:;]|\\(?:left|right)(?![A-Za-z])")
-# Math delimiters draw nothing: $F_q((t))$, \(Q_p\), \[ … \] and $$ … $$ read as their content.
-_DELIMITERS = re.compile(r"(?<!\\)\$+|\\[()\[\]]")
+# Math delimiters draw nothing: $F_q((t))$ and $$ … $$ read as their content, as do \(Q_p\) and
+# \[ … \] standing as words (at the text's or a clause's start and end); elsewhere \( \) \[ \] are
+# escaped brackets (Markdown's F_q\[t\] is F_q[t], a ring, never F_q(t), a field). A span holds no
+# delimiter of its kind, so each is scanned once: linear.
+_DOLLARS = re.compile(r"(?<!\\)\$+")
+_SPANS = re.compile(r"(?<![^\s;])\\\(((?:[^\\]|\\(?![()]))*)\\\)(?![^\s;,.])"
+                    r"|(?<![^\s;])\\\[((?:[^\\]|\\(?![\[\]]))*)\\\](?![^\s;,.])")
+_ESCAPED = re.compile(r"\\([()\[\]])")
 # A font switch of plain TeX or amssymb ({\bf F}, {\Bbb F}, \Bbb F) draws its letters as they are.
 _SWITCH = re.compile(r"\\(?:bf|rm|it|sf|tt|cal|frak|Bbb)(?![A-Za-z])\s*")
 # Braces around a lone word draw nothing where no command or script takes them as its argument:
@@ -36,7 +42,9 @@ def latex_plain(text: str) -> str:
     characters of ``\\mathbb{`` and spaces cost seconds, and a 16,384-character setting minutes)."""
     if "\\" not in text and "{" not in text and "$" not in text:
         return text
-    text = _SWITCH.sub("", _SPACING.sub("", _DELIMITERS.sub("", text)))
+    text = _ESCAPED.sub(r"\1", _SPANS.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2),
+                                           _DOLLARS.sub("", text)))
+    text = _SWITCH.sub("", _SPACING.sub("", text))
     for _ in range(NESTING):  # from the innermost out: \mathrm{Z_{p}}, \mathbf{\mathrm{Q}}
         before = text
         text = _GROUP.sub(r"\1", _FONT.sub(lambda m: m.group(1).strip() if m.group(1) is not None

@@ -404,10 +404,12 @@ class Retriever:
         entries (an `archive-insert` writes the library, not the index). None for a session's own
         index version, as ``_trees_written``."""
         known, was = self.location.library_read()
-        if not known or not self.location.written_since(str(self.workspace.library_path), was):
+        path = self.workspace.library_path
+        if not known or not self.location.written_since(str(path), was) or self.index_replaced():
             return []
-        if self.index_replaced():
-            return []
+        if was is not None and not os.path.lexists(path):
+            return [Note("", "solve/library.jsonl was removed after the last `mem index` read it: its "
+                         "entries are still searched as library entries; run `mem index`")]
         return [Note("", "solve/library.jsonl was written after the last `mem index` read it: entries "
                      "added or changed since are not searched as library entries; run `mem index`")]
 

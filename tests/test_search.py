@@ -621,6 +621,15 @@ def test_a_library_written_while_an_index_run_read_it_is_named_as_written_since(
     location = Location.of(records, load_config(None))
     assert location.written_since(str(workspace.library_path), {"stamp": None, "sha256": None})
     assert not location.written_since(str(workspace.root / "solve" / "none.jsonl"), None)
+    # removed after the index read it (or while it read it): its entries are still library rows
+    workspace.library_path.unlink()
+    assert location.written_since(str(workspace.library_path), unchanged)
+    assert location.written_since(str(workspace.library_path), {"stamp": None, "sha256": None})
+    code, _, err = mem("archive-search", "statement", "--library")
+    assert code == 0 and err == ("mem: solve/library.jsonl was removed after the last `mem index` read it: "
+                                 "its entries are still searched as library entries; run `mem index`\n")
+    assert mem("index")[0] == 0
+    assert mem("archive-search", "statement", "--library")[::2] == (1, "")
 
 
 @pytest.mark.parametrize("hostile", ["nested", "folder", "link", "loop", "device", "huge"])

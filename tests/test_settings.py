@@ -129,6 +129,12 @@ def test_math_delimiters_and_plain_tex_fonts_leave_m3_on(onto):
     assert onto.match("p-adic local field", r"$\mathbb{Q}_p$") == "incompatible"
     assert onto.match(r"\$5", "$5") == "unknown" and onto.match(r"\frac{a}{b}", "frac{a}{b}") == "unknown"
     assert onto.match("F_{q^2}", "F_q^2") == "unknown"
+    # \( \) \[ \] delimit math standing as words; elsewhere they are escaped brackets (Markdown):
+    # a ring is never a field
+    assert onto.match(r"F_q\[t\]", r"F_q\(t\)") == "unknown" and onto.match(r"F_q\(t\)", "F_q(t)") == "same"
+    assert onto.match(r"\mathbb{Q}_p\(\sqrt{p}\)", r"\mathbb{Q}_p\[\sqrt{p}\]") == "unknown"
+    assert onto.match(r"F_q\(\(t\)\)", "F_q((t))") == "same"
+    assert onto.match(r"\(F_q((t))\); q odd", "Fq((t)); q odd") == "same"
     hostile = "{" * 20_000 + "x" + "}" * 20_000 + "$" * 20_000 + "{\\bf " * 5_000
     assert onto.match(hostile, "x") == "unknown"
 
