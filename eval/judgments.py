@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import canonical, plain, ref_problem, typed_ref, typed_run
-from mem_retrieval.records.parse import parse_json, read_text
+from mem_retrieval.records.parse import parse_json, read_text, text_lines
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
 
@@ -44,8 +44,8 @@ def read_queries(path: Path) -> list[Query]:
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
-    for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):
-        if not line.strip():
+    for number, line in enumerate(text_lines(read_text(Path(path))), start=1):  # at line feeds alone: JSON
+        if not line.strip():  # holds U+2028 and U+0085 raw in a string
             continue
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
         qid = f.str("qid", required=True, nonempty=True)
@@ -53,7 +53,8 @@ def read_queries(path: Path) -> list[Query]:
         # a query naming its step may be empty: a statement made only of its links, which leave-one-out
         # hides (`eval reuse --write-queries` writes it so), asks nothing and finds nothing
         text = f.str("query", required=True, nonempty=not step)
-        run, step = typed_run(run), step and typed_ref(step)  # a look-alike dash: as a search reads it
+        run = typed_run(run) if run and run.strip() else None  # blank, as empty: asked from no run
+        step = step and typed_ref(step)  # a look-alike dash: as a search reads it
         try:
             if plain(text).strip() or not step:  # (characters that draw nothing are empty too)
                 check_text(text)  # what a search would refuse, refused here at its line
@@ -70,7 +71,7 @@ def read_queries(path: Path) -> list[Query]:
     return queries
 
 
-_GRADE = re.compile(r"-?[0-9]+")
+_GRADE = re.compile(r"[-+]?[0-9]+")  # as trec_eval's atoi and ir_measures' int read a grade
 GRADES = (-(2**31), 2**31 - 1)
 
 
@@ -79,13 +80,7 @@ def read_qrels(path: Path) -> Qrels:
     file = str(path)
     qrels: Qrels = {}
     at: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 4:
-            raise InputError(file, number, None, f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
-        qid, _, doc, grade = parts
+    for number, qid, doc, grade in _qrels_lines(path):
         doc = canonical(doc)  # an id as the records hold it: composed, however the file writes it
         if not _GRADE.fullmatch(grade):  # int() takes '1_0' and other scripts' digits too
             raise InputError(file, number, "grade", f"{grade!r} is not an integer")
@@ -100,6 +95,26 @@ def read_qrels(path: Path) -> Qrels:
         docs[doc] = value
         at.setdefault((qid, doc), number)
     return qrels
+
+
+def _qrels_lines(path: Path):
+    """Each judgment line of a qrels file: (line number, qid, doc id as written, grade as written);
+    lines split at line feeds alone, as every record file is read (``records.parse.text_lines``)."""
+    for number, line in enumerate(text_lines(read_text(Path(path))), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise InputError(str(path), number, None,
+                             f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
+        yield number, parts[0], parts[2], parts[3]
+
+
+def not_composed(path: Path) -> list[str]:
+    """The doc ids of a qrels file (read by ``read_qrels``) not written composed (NFC): the
+    evaluation reads them composed, as the records hold them, and a TREC run (``--trec-out``)
+    writes them so, while trec_eval compares the bytes."""
+    return list(dict.fromkeys(doc for _, _, doc, _ in _qrels_lines(path) if canonical(doc) != doc))
 
 
 def judged(qrels: Qrels) -> Qrels:
@@ -121,7 +136,7 @@ def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Pat
 
 def _line_of(path: str | Path, qid: str) -> int | None:
     try:
-        for number, line in enumerate(read_text(Path(path)).splitlines(), start=1):  # as read: no BOM
+        for number, line in enumerate(text_lines(read_text(Path(path))), start=1):  # as read: no BOM
             if line.split()[:1] == [qid]:
                 return number
     except (OSError, InputError):

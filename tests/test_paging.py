@@ -424,6 +424,49 @@ def test_a_qid_holding_white_space_is_bad_input_at_its_line(tmp_path, qid):
     assert str(refused.value) == f"{path}:2: qid: {qid!r} holds white space: no qrels line could judge it"
 
 
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85", "\x0c", "\x1e"])
+def test_queries_and_qrels_are_split_at_line_feeds_alone(tmp_path, brk):
+    """JSON holds U+2028, U+0085 and the like raw inside a string (`json.dumps(…, ensure_ascii=False)`
+    writes them so): the queries file was split at them too, and a valid line refused as invalid
+    JSON. Both files are read line by line as every record file is; a qrels grade may carry a sign
+    (trec_eval reads `+2` as 2); a blank `run` is no run, as an empty one."""
+    from mem_retrieval.eval.judgments import read_qrels, read_queries
+
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.qrels"
+    queries.write_text(json.dumps({"qid": "q1", "query": f"one{brk}two", "run": "  "}, ensure_ascii=False)
+                       + "\r\n" + json.dumps({"qid": "q2", "query": "three", "run": ""}) + "\n",
+                       encoding="utf-8")
+    assert [(q.qid, q.query, q.run) for q in read_queries(queries)] == [("q1", f"one{brk}two", None),
+                                                                      ("q2", "three", None)]
+    qrels.write_text("q1 0 a/b +2\r\nq1 0 a/c 1\n\nq2 0 a/d 0\n", encoding="utf-8")
+    assert read_qrels(qrels) == {"q1": {"a/b": 2, "a/c": 1}, "q2": {"a/d": 0}}
+
+
+def test_trec_out_names_judged_ids_the_qrels_write_decomposed(tmp_path):
+    """The evaluation reads a qrels id composed (NFC), as the records hold ids, and `--trec-out`
+    writes ids so: trec_eval, comparing bytes, scored the same two files otherwise. A note names
+    such ids when a run file is asked for."""
+    import unicodedata
+
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("Ä1", statement="the wombat bound")])
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    (tmp_path / "q.jsonl").write_text('{"qid": "q1", "query": "wombat bound"}\n')
+    (tmp_path / "r.qrels").write_text(unicodedata.normalize("NFD", "q1 0 gamma/Ä1 1\n"), encoding="utf-8")
+    argv = ["--workspace", str(ws.root), "--json", "eval", "paging", "--queries", str(tmp_path / "q.jsonl"),
+            "--qrels", str(tmp_path / "r.qrels"), "--strategy", "bm25"]
+    out, err = io.StringIO(), io.StringIO()
+    assert mem([*argv, "--trec-out", str(tmp_path / "run.trec")], out=out, err=err) == 0
+    assert json.loads(out.getvalue())["strategies"]["bm25"]["metrics"]["R@5"] == 1.0
+    said = err.getvalue()
+    assert said.startswith("1 judged ids of ") and "not written composed (NFC), as 'gamma/A\u03081'" in said
+    assert "gamma/Ä1" in (tmp_path / "run.trec").read_text(encoding="utf-8")
+    err = io.StringIO()
+    assert mem(argv, out=io.StringIO(), err=err) == 0 and "composed" not in err.getvalue()
+
+
 def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):
     _, evaluation = toy_evaluation()
     write_runs(evaluation, tmp_path / "runs.trec")
