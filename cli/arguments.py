@@ -73,8 +73,11 @@ def _text(value):
 def _standard_input() -> str:
     """Standard input as UTF-8 text: bytes that are not are one line naming where (as an argument's
     are), not a string of lone surrogates that fails deeper down."""
+    from mem_retrieval.records.errors import BadInput
     from mem_retrieval.records.parse import decode_utf8
 
+    if sys.stdin is None:  # started with it closed (`<&-`): nothing to read, not an empty text
+        raise BadInput("'-' reads the text from standard input, which is closed")
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream put there in-process (tests, an embedding program)
         return sys.stdin.read()

@@ -11,7 +11,9 @@ import importlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,6 +25,35 @@ from mem_retrieval.records.errors import BadInput, MemError, one_line, plural, t
 
 EXIT_OK = 0  # the others are each error's own (records.errors: MemError.exit_status)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what Python makes of argument bytes that are not UTF-8
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (an agent's timeout, `kill`), raised where Ctrl-C raises KeyboardInterrupt: what an
+    interrupted command cleans up (a tuning scratch folder, staged output files) is cleaned up, and
+    it says so in one line (exit 143). A second SIGTERM kills at once, as the default does."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated
+
+
+def _stopped(error: KeyboardInterrupt) -> tuple[str, int]:
+    """What an interrupted command says, and its exit status (128 + the signal's number)."""
+    return ("terminated (SIGTERM)", 143) if isinstance(error, Terminated) else ("interrupted", 130)
+
+
+def _closed_input() -> None:
+    """A process started with standard input closed (`<&-`): the null device takes descriptor 0,
+    so no file opened later (`mem mcp`'s signal pipe read itself as its requests) gets it;
+    ``sys.stdin`` stays None, so `-` for standard input is refused as closed."""
+    try:
+        os.fstat(0)
+    except OSError:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
 
 
 class InProcessOnly(Exception):
@@ -294,8 +325,8 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
     except MemError as error:
         more = [str(p) for p in getattr(error, "problems", ())[1:]]
         return _fail(ctx, cli_message(error, getattr(args, "function", None)), error.exit_status, more)
-    except KeyboardInterrupt:
-        return _fail(ctx, "interrupted", 130)
+    except KeyboardInterrupt as stopped:
+        return _fail(ctx, *_stopped(stopped))
     except BrokenPipeError:
         return EXIT_OK
 
@@ -499,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
             # say goes nowhere, not into a traceback (it took a successful search's exit status)
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
+    _closed_input()
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)  # `mem serve`, `mem mcp` and Ray set their own
     try:
         os.getcwd()
     except FileNotFoundError:  # every relative path, the workspace's included, would fail later
@@ -506,8 +540,8 @@ def main(argv: list[str] | None = None) -> int:
                      "change to one that does", 2)
     try:
         code = forward(words)
-    except KeyboardInterrupt:
-        return _fail(Context(None, "--json" in words, None), "interrupted", 130)
+    except KeyboardInterrupt as stopped:
+        return _fail(Context(None, "--json" in words, None), *_stopped(stopped))
     if code is not None:
         return code
     _fewer_malloc_arenas()

@@ -698,3 +698,63 @@ def test_record_text_reaches_a_terminal_escaped_and_the_json_whole(tmp_path):
     assert "returned " + escaped + "\n   second line" in mem(workspace, "recall-search", "gadget")[1]
     shown = json.loads(mem(workspace, "--json", "archive-get", "alpha/a9")[1])
     assert shown["statement"] == f"the {hostile} lemma"
+
+
+# ---- closed descriptors and signals -------------------------------------------------------------
+
+def _cli(workspace, *argv: str) -> list[str]:
+    return [sys.executable, "-m", "mem_retrieval.cli", "-w", str(workspace.root), *argv]
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGTERM (``/proc/PID/status``'s SigCgt mask)."""
+    import signal
+
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+def test_standard_input_closed_ends_mcp_at_once_and_refuses_core_set_dash(tmp_path):
+    """Started with descriptor 0 closed (`<&-`), `mem mcp` opened its signal pipe there, read it as
+    its requests and waited for ever; `core-set … -` printed a traceback (sys.stdin is None). The
+    null device takes descriptor 0: mcp ends as at the end of its input, and `-` is refused in one
+    line, core.md untouched."""
+    workspace = build_workspace(tmp_path / "ws")
+    env = os.environ | {"MEM_NO_SERVER": "1"}
+    close = lambda: os.close(0)  # noqa: E731 (after the child's descriptors are set up)
+    done = subprocess.run(_cli(workspace, "mcp"), env=env, capture_output=True, text=True, timeout=60,
+                          preexec_fn=close)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    before = workspace.core_path("alpha").read_bytes()
+    done = subprocess.run(_cli(workspace, "core-set", "alpha", "phase", "-"), env=env, capture_output=True,
+                          text=True, timeout=60, preexec_fn=close)
+    assert (done.returncode, done.stderr) == (2, "mem: '-' reads the text from standard input, which is "
+                                                 "closed\n")
+    assert workspace.core_path("alpha").read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_sigterm_stops_a_command_as_ctrl_c_does_in_one_line(tmp_path):
+    """SIGTERM (an agent's timeout, `kill`) killed a command outright: no word said, and what an
+    interrupted command cleans up (`tune`'s scratch, staged output files) was left. It stops as
+    Ctrl-C does, saying so (exit 143), with nothing written."""
+    import signal
+    import time
+
+    workspace = build_workspace(tmp_path / "ws")
+    before = workspace.core_path("alpha").read_bytes()
+    proc = subprocess.Popen(_cli(workspace, "core-set", "alpha", "phase", "-"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ | {"MEM_NO_SERVER": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not _catches_sigterm(proc.pid):  # main() has set its handler: it waits on its input
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (143, "", "mem: terminated (SIGTERM)\n")
+    assert workspace.core_path("alpha").read_bytes() == before
