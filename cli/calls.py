@@ -53,6 +53,16 @@ def no_runs_note(workspace) -> str | None:
             + ("; only solve/library.jsonl is read" if library else ""))
 
 
+def _excerpt(text: str, width: int = 300) -> str:
+    """``textwrap.shorten(text, width)``, read from a prefix of ``text`` long enough to give the
+    same (one whose white space collapsed is past ``width``): shortening a 50 MB statement whole
+    took 6 s of an 8 s search to print 300 characters of it."""
+    cut = 4 * width
+    while cut < len(text) and len(" ".join(text[:cut].split())) <= width:
+        cut *= 4
+    return textwrap.shorten(text[:cut], width, placeholder=" …")
+
+
 def _footer(page, spell: Spell) -> str:
     """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
     is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
@@ -89,7 +99,7 @@ def archive_search(memory, a: Args, spell: Spell, progress: bool | None, live: S
         lines.append(f"{rank}. {hit.id}  {hit.kind} · {hit.status} · {grade}{lib} · "
                      f"setting: {hit.setting or '—'}{match} · {hit.score:.3f}"
                      + ("  [id]" if hit.via == "id" else ""))
-        lines.append(textwrap.shorten(hit.statement, 300, placeholder=" …").join(["   ", ""]))
+        lines.append(_excerpt(hit.statement).join(["   ", ""]))
     lines.append(_footer(page, spell))
     return Answer(data, "\n".join(lines), 0, notes)
 

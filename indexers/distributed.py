@@ -179,15 +179,16 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _term_as_interrupt() -> None:
+def _term_as_interrupt(before: Any) -> None:
     """Make SIGTERM stop this process as Ctrl-C does (``KeyboardInterrupt``: the index is left as
-    an interrupted run leaves it, the engine closes, `mem: interrupted`), in place of the handlers
-    ``ray.init`` and Ray's core worker install, which printed a 9-line stack dump and aborted (exit
-    134). Only on the main thread, where a handler can be set."""
+    an interrupted run leaves it, the engine closes), in place of the handlers ``ray.init`` and
+    Ray's core worker install, which printed a 9-line stack dump and aborted (exit 134): the
+    caller's own handler ``before`` where it had one (the command line's: `mem: terminated`, exit
+    143), else one raising KeyboardInterrupt. Only on the main thread, where a handler can be set."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, before if callable(before) else interrupt)
 
 
 def _answers(address: str) -> None:
@@ -258,7 +259,7 @@ class RayEngine:
                               f"{str(error).splitlines()[0][:200]}") from None
             self.started = True
             if self._terminate is not None:
-                _term_as_interrupt()
+                _term_as_interrupt(self._terminate)
             # Ray prints every error a worker raises (a retried task, an actor that died) to this
             # process's stdout, from a thread of its own, tracebacks and all: a `--json` caller read
             # 200 lines of them before its JSON. The driver's logs are Ray's; errors reach the

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mem_retrieval.records.core import EDGE, claims, id_candidates
-from mem_retrieval.records.errors import InputError, Problem, one_line, plural
+from mem_retrieval.records.errors import InputError, Problem, one_line, plural, quoted
 from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import (Malformed, iter_events, iter_library, parse_core_text, present,
                                          read_text, source_file, text_lines)
@@ -141,17 +141,17 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
             match = ontology.match(setting, cited.setting)
             if match == INCOMPATIBLE:
                 yield ReuseProblem(step, cited, ERROR,
-                                   f"step {step.id} cites {what} (setting {cited.setting!r}), which "
-                                   f"this run's setting {setting!r} does not imply")
+                                   f"step {step.id} cites {what} (setting {quoted(cited.setting)}), which "
+                                   f"this run's setting {quoted(setting)} does not imply")
             elif match == UNKNOWN:
                 yield ReuseProblem(step, cited, WARNING,
                                    f"step {step.id} cites {what}: whether this run's setting "
-                                   f"{setting!r} implies its setting {cited.setting!r} is unknown "
-                                   "to the ontology (an auditor must look)")
+                                   f"{quoted(setting)} implies its setting {quoted(cited.setting)} is "
+                                   "unknown to the ontology (an auditor must look)")
             for hypothesis in ontology.unmet_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ():
                 yield ReuseProblem(step, cited, ERROR,
-                                   f"step {step.id} cites {what}, whose hypothesis {hypothesis!r} "
-                                   f"this run's setting {setting!r} does not imply")
+                                   f"step {step.id} cites {what}, whose hypothesis {quoted(hypothesis)} "
+                                   f"this run's setting {quoted(setting)} does not imply")
             if entry is None:
                 why = admission_problem(cited.status, cited.grade, cited.repaired)
                 yield ReuseProblem(step, cited, WARNING,
@@ -460,7 +460,7 @@ class _Checker:
         if step.kind != entry.kind:
             self.add(entry.run, file, entry.line, INTEGRITY,
                      f"{entry.gid}: the library says kind {entry.kind}, {where} says {step.kind}")
-        differs = [f"{name} {ours!r}, {where} says {theirs!r}" for name, ours, theirs in (
+        differs = [f"{name} {quoted(ours)}, {where} says {quoted(theirs)}" for name, ours, theirs in (
             ("statement", entry.statement, step.statement), ("grade", entry.grade, step.grade))
             if ours != theirs and not (name == "grade" and (own or problem))]  # a failing one is M2's
         for difference in differs:  # an edit after admission, or a hand-written entry
@@ -471,9 +471,9 @@ class _Checker:
         if (read(step.setting), {read(h) for h in step.hyp}) != (read(entry.setting),
                                                                   {read(h) for h in entry.hyp}):
             self.add(entry.run, file, entry.line, INTEGRITY,
-                     f"{entry.gid}: the library says setting {entry.setting!r} with hyp "
-                     f"{list(entry.hyp)}, {where} says {step.setting!r} with {list(step.hyp)}; M3 and "
-                     "the search judge the step's", WARNING)
+                     f"{entry.gid}: the library says setting {quoted(entry.setting)} with hyp "
+                     f"{quoted(list(entry.hyp))}, {where} says {quoted(step.setting)} with "
+                     f"{quoted(list(step.hyp))}; M3 and the search judge the step's", WARNING)
 
     # ---- one run: parents and M3, events, core.md (M1, M4)
     def run(self, run: str) -> None:
@@ -620,13 +620,13 @@ class _Checker:
                 return
         if any(self.catalog.names_known_run(form) for form in forms):
             self.add(run, str(path), line, INTEGRITY,
-                     f"W states a status ({status}) for {word!r}, which names no step")
+                     f"W states a status ({status}) for {quoted(word)}, which names no step")
             return
         typed = [form for form in forms if "/" not in form and _DIGIT.search(form) and looks_like_id(form)]
         if typed and any(id_shape(form) in self.catalog.id_shapes(run) for form in typed):
             near = self.catalog.nearest(run).near(word.strip(EDGE), n=3)
             self.add(run, str(path), line, INTEGRITY,
-                     f"W states a status ({status}) for {word.strip(EDGE)!r}, which names no step of "
+                     f"W states a status ({status}) for {quoted(word.strip(EDGE))}, which names no step of "
                      f"{run}" + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near
                                  else ""), WARNING)
 

@@ -78,6 +78,7 @@ def _pieces(encoding: Any, limit: int | None, unknown: int | None) -> int:
 
 CHUNK_CHARS = 1 << 20  # a text longer than this is counted a part at a time (cut at white space):
 # the tokenizer's buffers for one 100 MB line asked for 1.6 GB and aborted `mem check` (exit 134)
+BATCH_CHARS = 1 << 20  # lines encoded at once, about this many characters of them
 _LAST_SPACE = re.compile(r"[ \t\n\r][^ \t\n\r]*\Z")  # the white space the model's tokenizer splits
 _SPACE = re.compile(r"[ \t\n\r]")  # at, whatever else it drops: Python's \s holds U+001C–U+001F and
 # U+0085, which its normalizer removes, joining the words beside them (a cut there split one word in two)
@@ -98,7 +99,16 @@ def count_line_tokens(lines: list[str], package: str) -> list[int]:
     loaded = tokenizer(package)
     limit = _word_limit(loaded)  # looked up once, not per line
     short = [line if len(line) <= CHUNK_CHARS else "" for line in lines]
-    counts = [_pieces(encoding, *limit) for encoding in loaded.encode_batch(short, add_special_tokens=False)]
+    counts: list[int] = []
+    start = 0
+    while start < len(short):  # batches of about BATCH_CHARS: a 50 MB core.md encoded at once held 2.5 GB
+        end, size = start, 0
+        while end < len(short) and (end == start or size + len(short[end]) <= BATCH_CHARS):
+            size += len(short[end])
+            end += 1
+        counts += [_pieces(encoding, *limit)
+                   for encoding in loaded.encode_batch(short[start:end], add_special_tokens=False)]
+        start = end
     return [_count(loaded, line, limit) if len(line) > CHUNK_CHARS else n for line, n in zip(lines, counts)]
 
 

@@ -437,6 +437,19 @@ def test_a_library_entry_spelling_its_steps_setting_otherwise_is_no_integrity_wa
     assert code == 0 and [v.split(": ")[1] for v in found(out)] == ["integrity"]
 
 
+def test_a_warning_quoting_a_huge_field_stays_a_line_one_reads(workspace, mem):
+    """A step edited after admission to a 1 MB statement (or 10,000 hypotheses) made `check`
+    print the whole field in its integrity warning: 50 MB of output for a 50 MB statement. A
+    quoted field is cut near 200 characters and says how long it was."""
+    entry = library_line("alpha", workspace.tree("alpha")["steps"][0])
+    workspace.edit_step("alpha", "a1", statement="x" * 1_000_000, hyp=[f"h{i}" for i in range(10_000)])
+    workspace.write_library([entry])
+    code, out, _ = mem("check")
+    lines = [line for line in out.splitlines() if "integrity" in line]
+    assert code == 0 and len(lines) == 2 and all(len(line) < 1_000 for line in lines)
+    assert "…' (1,000,000 characters)" in lines[0] and "… (10,000 items)" in lines[1]
+
+
 def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
     # 16 tokens of empty fields + 1 per word: 1,984 words is exactly 2,000 tokens, 1,990 is 2,006
     workspace.write_core("beta", render({"next": "word " * 1984}))

@@ -282,6 +282,29 @@ def test_the_next_action_is_whom_the_run_launched_before_any_news_as_w_names_the
         "not tested: the run briefed or redirected no agent after then")
 
 
+def test_resume_asks_with_a_checkpointed_w_line_of_any_length(workspace):
+    """A checkpoint's text has no length limit (the log keeps what core-set was given, and other
+    writers append), and `eval resume` refused every W line past 16,384 characters as a person's
+    overlong query, exit 2 naming no file. It asks with what a search reads of it, as `eval reuse`
+    asks with a long Fix."""
+    from mem_retrieval.retrieval.query import MAX_QUERY_CHARS
+
+    _run_with_a_hidden_route(workspace)
+    long = "the quartic twist, a dead end " + "and again " * 2_000
+    assert len(long) > MAX_QUERY_CHARS
+    workspace.write_events("beta", [
+        {"time": "2026-10-17T01:00:00Z", "actor": "root", "kind": "checkpoint", "ids": [],
+         "text": f"core-set open gaps: {long}"},
+        {"time": "2026-10-17T02:00:00Z", "actor": "root", "kind": "brief", "ids": ["alpha/a3"],
+         "text": "avoid alpha/a3: do not retry"}])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    report = resume(memory.retriever, "beta", "2")
+    assert [(r.id, r.found) for r in report.routes] == [("alpha/a3", True)] and report.passed
+    assert max(len(p.text) for p in report.probes) <= MAX_QUERY_CHARS
+    assert cli(workspace.root, "eval", "resume", "beta", "--until", "2")[0] == 0
+
+
 def test_resume_as_of_a_time_is_resumed_at_the_runs_event_then(workspace):
     """beta names alpha's dead end a3 at 02:00 on the 17th; alpha's own log, by its clock, at 03:10.
     At beta's event, as at the time of it, beta knew the route: a time cut hid it (FAIL, where the

@@ -8,6 +8,8 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
@@ -506,3 +508,18 @@ def test_a_tree_json_that_cannot_be_read_stops_a_bare_id_and_says_the_global_id_
     assert err.rstrip().endswith("(a bare id reads every run; a global id, RUN/a1, reads its run alone)")
     code, out, err = cli(ws.root, "archive-get", "alpha/a1")
     assert (code, err) == (0, "") and out.startswith("id         alpha/a1\n")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["a", "bb", "ccc ", " ", "  ", "\n", "word ", "x" * 50, "é", "\t"]),
+                max_size=400), st.sampled_from([5, 20, 50, 300]))
+def test_a_hits_excerpt_is_textwrap_shorten_of_the_whole_statement(parts, width):
+    """A page prints ``textwrap.shorten(statement, 300)`` of each hit, read from a prefix (a 50 MB
+    statement was shortened whole: 6 s of an 8 s search): the same text, whatever the words and
+    the white space before the cut."""
+    import textwrap
+
+    from mem_retrieval.cli.calls import _excerpt
+
+    text = "".join(parts)
+    assert _excerpt(text, width) == textwrap.shorten(text, width, placeholder=" …")
