@@ -8,6 +8,7 @@ line, ``kind`` for a tool) in the notes."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ def no_runs_note(workspace) -> str | None:
             + ("; only solve/library.jsonl is read" if library else ""))
 
 
+_SPACE = re.compile(r"\s")  # where textwrap splits words (its white space, and str.split's)
+
+
 def _excerpt(text: str, width: int = 300) -> str:
     """``textwrap.shorten(text, width)``, read from a prefix of ``text`` long enough to give the
     same (one whose white space collapsed is past ``width``): shortening a 50 MB statement whole
@@ -60,6 +64,9 @@ def _excerpt(text: str, width: int = 300) -> str:
     cut = 4 * width
     while cut < len(text) and len(" ".join(text[:cut].split())) <= width:
         cut *= 4
+    if cut < len(text):  # to the end of the word it cuts, or width + 1 further: a word longer than
+        end = _SPACE.search(text, cut, cut + width + 2)  # the room is broken, a shorter one dropped
+        cut = end.start() if end else cut + width + 1
     return textwrap.shorten(text[:cut], width, placeholder=" …")
 
 

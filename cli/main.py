@@ -7,6 +7,7 @@ modules (lancedb, torch) are imported by the commands that need them, never here
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
@@ -38,8 +39,41 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def _resend_swallowed(unraisable: Any) -> None:
+    """``sys.unraisablehook``: a stop raised where Python can only ignore it (a finalizer, a weak
+    reference's callback, as a collection runs) is sent again, to be raised where it stops the
+    command: an agent's SIGTERM was lost so, the command running on to exit 0."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    if isinstance(unraisable.exc_value, Terminated):
+        signal.signal(signal.SIGTERM, _terminate)
+        again = functools.partial(os.kill, os.getpid(), signal.SIGTERM)
+    else:
+        import _thread
+
+        again = _thread.interrupt_main
+    try:  # from another thread, a moment on: sent from here, it was handled here, and ignored again
+        threading.Timer(0.02, again).start()
+    except RuntimeError:  # the interpreter is shutting down: the command has ended
+        pass
+
+
+def _catch_stop_signals() -> None:
+    """SIGTERM as ``Terminated``, and a stop Python would swallow sent again (in the main thread,
+    where a handler can be set: `mem serve`, `mem mcp` and Ray set their own after)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+        sys.unraisablehook = _resend_swallowed
+
+
 def _stopped(error: KeyboardInterrupt) -> tuple[str, int]:
-    """What an interrupted command says, and its exit status (128 + the signal's number)."""
+    """What an interrupted command says, and its exit status (128 + the signal's number). The
+    coroutines an interrupted LanceDB call leaves are let go without a warning each: the stop is
+    said in one line."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
     return ("terminated (SIGTERM)", 143) if isinstance(error, Terminated) else ("interrupted", 130)
 
 
@@ -531,8 +565,8 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
     _closed_input()
-    if argv is None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)  # `mem serve`, `mem mcp` and Ray set their own
+    if argv is None:
+        _catch_stop_signals()
     try:
         os.getcwd()
     except FileNotFoundError:  # every relative path, the workspace's included, would fail later

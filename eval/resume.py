@@ -27,7 +27,7 @@ from mem_retrieval.records.core import EDGE, id_candidates, render
 from mem_retrieval.records.ids import plain, spellings, split_gid
 from mem_retrieval.records.types import CORE_FIELDS, Event, LibraryEntry, Step
 from mem_retrieval.records.writes import named_ids
-from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, searched_part
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, asks_something, searched_part
 from mem_retrieval.retrieval.retriever import Retriever
 
 # the text of the checkpoint event records.writes.core_set appends before it rewrites core.md
@@ -269,11 +269,12 @@ def _names(hit, gid: str) -> bool:
 
 def probes_from(memory: Retriever, run: str, w: dict[str, str]) -> list[Probe]:
     """What a root resuming from W asks: each W line (what a search reads of it: a checkpoint's
-    text has no length limit, ``searched_part``) and each id W names, to both searches."""
+    text has no length limit, ``searched_part``; a part that asks nothing, as one of characters
+    that draw nothing, is left out) and each id W names, to both searches."""
     probes: list[Probe] = []
     for name in CORE_FIELDS:
         for line in (searched_part(line.strip()) for line in w[name].splitlines()):
-            if line:
+            if asks_something(line):
                 probes += [Probe(ARCHIVE, line, f"W {name}"), Probe(RECALL, line, f"W {name}")]
     for ref in named_ids(memory.workspace, run, render(w)):
         probes += [Probe(ARCHIVE, ref, "W id"), Probe(RECALL, ref, "W id", by_id=True)]

@@ -27,7 +27,7 @@ from mem_retrieval.records.errors import InputError, plural
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.settings import INCOMPATIBLE
 from mem_retrieval.retrieval.hint import Hint
-from mem_retrieval.retrieval.query import ArchiveQuery, Until, searched_part
+from mem_retrieval.retrieval.query import ArchiveQuery, Until, asks_something, searched_part
 from mem_retrieval.retrieval.retriever import Retriever
 
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
@@ -196,7 +196,7 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     setting = fix.setting.strip() or None
     probes = [Probe(ARCHIVE, searched_part(text.strip()), f"Fix {origin}")
               for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
-              if text.strip()]
+              if asks_something(searched_part(text.strip()))]
     size = memory.config.search.page_size
     results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True, exclude_run=run,
                                                          hide_run=run, until=cut, library_before=start)))

@@ -40,15 +40,24 @@ def one_line(text: str) -> str:
 
 
 def quoted(value: Any, limit: int = 200) -> str:
-    """``repr(value)`` for a message, cut near ``limit`` characters, with the length it had: a
-    message quoting a record's field (a 50 MB statement, 100,000 hypotheses) stays a line one
-    reads."""
+    """``repr(value)`` for a message, cut to about ``limit`` characters (escapes counted as
+    written), with the length it had: a message quoting a record's field (a 50 MB statement,
+    100,000 hypotheses) stays a line one reads."""
     shown = repr(value)
     if len(shown) <= limit + 40:
         return shown
     if isinstance(value, str):
-        return f"{repr(value[:limit])[:-1]}…{shown[0]} ({len(value):,} characters)"
-    return f"{shown[:limit]}… ({len(value):,} items)"
+        kept = limit
+        while kept > 8 and len(repr(value[:kept])) > limit + 2:  # escapes make a character longer
+            kept = kept * 2 // 3
+        cut = repr(value[:kept])
+        return f"{cut[:-1]}…{cut[-1]} ({plural(len(value), 'character')})"
+    items = list(value)
+    kept = 0
+    while kept < len(items) and len(repr(items[: kept + 1])) <= limit:
+        kept += 1
+    first = repr(items[:kept])[1:-1] if kept else quoted(items[0], limit)
+    return f"[{first}, …] ({plural(len(items), 'item')})"
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -154,6 +154,13 @@ def searched_part(text: str) -> str:
     return text[:space] if space > 0 and text[:space].strip() else text[:MAX_QUERY_CHARS]
 
 
+def asks_something(text: str) -> bool:
+    """Whether ``text`` (a ``searched_part``) is a query a search takes: one drawing nothing (white
+    space and characters that draw nothing) or holding bytes that were not UTF-8 is refused, and
+    an evaluation asking with a record's text leaves such a part out rather than stop on it."""
+    return bool(text) and bool(plain(text).strip()) and not surrogate_problem(text)
+
+
 @dataclass(frozen=True)
 class Until:
     """Memory as it stood at an event: events up to it, steps written by then (first named, or

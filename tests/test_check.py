@@ -447,7 +447,7 @@ def test_a_warning_quoting_a_huge_field_stays_a_line_one_reads(workspace, mem):
     code, out, _ = mem("check")
     lines = [line for line in out.splitlines() if "integrity" in line]
     assert code == 0 and len(lines) == 2 and all(len(line) < 1_000 for line in lines)
-    assert "…' (1,000,000 characters)" in lines[0] and "… (10,000 items)" in lines[1]
+    assert "…' (1,000,000 characters)" in lines[0] and ", …] (10,000 items)" in lines[1]
 
 
 def test_m4_core_md_over_2000_tokens_points_at_the_line_that_passes(workspace, mem):
@@ -1205,3 +1205,19 @@ def test_the_library_by_global_id_is_read_again_once_the_library_changes(workspa
     assert list(first) == ["alpha/a1"] and records.library_index() is first
     workspace.write_library(workspace.library() + [library_line("alpha", make_step("a2"))])
     assert list(records.library_index()) == ["alpha/a1", "alpha/a2"]
+
+
+def test_a_quote_is_cut_as_written_with_its_own_quotes_and_counts():
+    """``quoted`` kept 200 characters before escaping them (1,232 for lone surrogates), opened a
+    quote with the whole value's quote character and closed it with the cut's, and cut a list
+    inside an escape ("1 items")."""
+    from mem_retrieval.records.errors import quoted
+
+    assert quoted("short") == "'short'" and quoted(["a", "b"]) == "['a', 'b']"
+    mixed = quoted("it's " + "x" * 300 + '"')
+    assert mixed[0] == '"' and mixed.endswith("…\" (306 characters)")
+    hostile = ("\ud800" * 300, "\x00" * 1_000, "🙂" * 1_000, ["\x00" * 300], [f"h{i}" for i in range(9)] * 99)
+    for value in hostile:
+        assert len(quoted(value)) < 260, value[:3]
+    assert quoted(["\x00" * 300]).endswith(", …] (1 item)")
+    assert quoted("x" * 1_000_000).endswith("x…' (1,000,000 characters)")

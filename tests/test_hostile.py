@@ -758,3 +758,26 @@ def test_sigterm_stops_a_command_as_ctrl_c_does_in_one_line(tmp_path):
         proc.kill()
     assert (proc.returncode, out, err) == (143, "", "mem: terminated (SIGTERM)\n")
     assert workspace.core_path("alpha").read_bytes() == before
+
+
+def test_a_stop_raised_where_python_ignores_it_is_raised_again_where_it_stops():
+    """A SIGTERM handled inside a finalizer or a weak reference's callback (as a collection runs)
+    raised `Terminated` where Python only prints "Exception ignored" and goes on: the command ran
+    to its end, exit 0. The unraisable hook sends the stop again, to land in the command's code."""
+    script = (
+        "import os, signal, sys, time\n"
+        "from mem_retrieval.cli import main as m\n"
+        "m._catch_stop_signals()\n"
+        "class Held:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.05)\n"
+        "try:\n"
+        "    Held()\n"
+        "    for _ in range(1000):\n"
+        "        time.sleep(0.01)\n"
+        "    print('ran on')\n"
+        "except m.Terminated:\n"
+        "    print('stopped')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "stopped\n"), done.stderr

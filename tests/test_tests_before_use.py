@@ -303,6 +303,17 @@ def test_resume_asks_with_a_checkpointed_w_line_of_any_length(workspace):
     assert [(r.id, r.found) for r in report.routes] == [("alpha/a3", True)] and report.passed
     assert max(len(p.text) for p in report.probes) <= MAX_QUERY_CHARS
     assert cli(workspace.root, "eval", "resume", "beta", "--until", "2")[0] == 0
+    # a line that draws nothing where a search reads it (zero-width spaces) asks nothing: left out,
+    # as a blank line is, not a stop on "QUERY is empty" (exit 2, no file named)
+    for nothing in ("\u200b" * 5, "\u200b" * 20_000 + " and a dead end"):
+        workspace.write_events("beta", [
+            {"time": "2026-10-17T01:00:00Z", "actor": "root", "kind": "checkpoint", "ids": [],
+             "text": f"core-set open gaps: the quartic twist, a dead end\n{nothing}"},
+            {"time": "2026-10-17T02:00:00Z", "actor": "root", "kind": "brief", "ids": ["alpha/a3"],
+             "text": "avoid alpha/a3: do not retry"}])
+        memory.index(progress=False)
+        report = resume(memory.retriever, "beta", "2")
+        assert report.passed and all(p.text.strip("\u200b ") for p in report.probes)
 
 
 def test_resume_as_of_a_time_is_resumed_at_the_runs_event_then(workspace):

@@ -511,15 +511,31 @@ def test_a_tree_json_that_cannot_be_read_stops_a_bare_id_and_says_the_global_id_
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(st.sampled_from(["a", "bb", "ccc ", " ", "  ", "\n", "word ", "x" * 50, "é", "\t"]),
+@given(st.lists(st.sampled_from(["a", "bb", "ccc ", " ", "  ", "\n", "word ", "x" * 50, "é", "\t", "-",
+                                 "long-er-word ", "a-" + "b" * 120, "https://example.org/a-", "long" * 100,
+                                 "\x0b", "\x1c", "\x85", "\xa0", "\u3000", "\u2028"]),
                 max_size=400), st.sampled_from([5, 20, 50, 300]))
 def test_a_hits_excerpt_is_textwrap_shorten_of_the_whole_statement(parts, width):
     """A page prints ``textwrap.shorten(statement, 300)`` of each hit, read from a prefix (a 50 MB
     statement was shortened whole: 6 s of an 8 s search): the same text, whatever the words and
-    the white space before the cut."""
+    the white space before the cut, and a word the cut falls in, which textwrap breaks when it is
+    longer than the room and drops when it is not."""
     import textwrap
 
     from mem_retrieval.cli.calls import _excerpt
 
     text = "".join(parts)
     assert _excerpt(text, width) == textwrap.shorten(text, width, placeholder=" …")
+
+
+def test_an_excerpt_cut_inside_a_long_word_breaks_it_as_textwrap_does():
+    """The prefix cut a word longer than the room into a piece shorter than it: textwrap drops a
+    word that does not fit but breaks one longer than the room, so the page ended `word word …`
+    where the whole statement gives `word https://example.org/a- …`."""
+    import textwrap
+
+    from mem_retrieval.cli.calls import _excerpt
+
+    text = "word " * 40 + "\n" * 800 + "https://example.org/a-" + "long" * 100
+    assert _excerpt(text) == textwrap.shorten(text, 300, placeholder=" …")
+    assert _excerpt(text).endswith(" https://example.org/a- …")
