@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from mem_retrieval.cli.forward import stdout_gone, unwritten
 from mem_retrieval.cli.outputs import named
-from mem_retrieval.records.errors import BadInput, MemError, one_line, plural, terminal_safe
+from mem_retrieval.records.errors import BadInput, MemError, one_line, plural, resource_refusal, terminal_safe
 
 
 EXIT_OK = 0  # the others are each error's own (records.errors: MemError.exit_status)
@@ -363,6 +363,12 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
         return _fail(ctx, *_stopped(stopped))
     except BrokenPipeError:
         return EXIT_OK
+    except BaseException as error:  # lance reports a Rust panic as a BaseException
+        if isinstance(error, (SystemExit, GeneratorExit)) or not (why := resource_refusal(error)):
+            raise
+        return _fail(ctx, f"{why}: the machine refused this command ({type(error).__name__}; a limit "
+                     "such as `ulimit -v`?): it stopped, and what it writes is written whole or not "
+                     "at all", 2)
 
 
 def _first_three(names: list[str]) -> str:

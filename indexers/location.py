@@ -28,7 +28,7 @@ from typing import Any, Callable
 from mem_retrieval.configs import Config
 from mem_retrieval.records.errors import BadInput, InputError, Refused
 from mem_retrieval.records.files import content_hash, replace_folder, stamp, write_atomic
-from mem_retrieval.records.parse import open_regular
+from mem_retrieval.records.parse import open_regular, read_at_most
 
 META = "meta.json"
 LOCK = "index.lock"
@@ -223,7 +223,7 @@ class Location:
     def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool, Any] | None:
         try:
             with open_regular(self.read_path) as handle:
-                data = handle.read(READ_LIMIT + 1)
+                data = read_at_most(handle, READ_LIMIT)
             if len(data) > READ_LIMIT:  # grown since it was looked at
                 return None
             found = json.loads(data)

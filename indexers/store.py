@@ -21,7 +21,7 @@ from typing import Any
 
 from mem_retrieval.configs import LANCE_B, LANCE_K1, Config
 from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line
-from mem_retrieval.records.errors import InputError, Refused
+from mem_retrieval.records.errors import InputError, Refused, resource_refusal
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
 FORMAT = 8  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
@@ -405,10 +405,11 @@ class IndexUnwritable(InputError):
 
 
 def refusal(error: BaseException) -> str | None:
-    """The machine's refusal ``error`` reports (by its errno, or in lance's message), or None."""
+    """The machine's refusal ``error`` reports (by its errno, or in lance's message; memory or a
+    thread refused, ``resource_refusal``), or None."""
     if isinstance(error, OSError) and error.errno in _REFUSALS:
         return _REFUSALS[error.errno]
-    return next((why for why in _REFUSALS.values() if why in str(error)), None)
+    return next((why for why in _REFUSALS.values() if why in str(error)), None) or resource_refusal(error)
 
 
 def is_conflict(error: BaseException) -> bool:
@@ -453,8 +454,8 @@ def guard(where: Location | Path) -> Iterator[None]:
     except BaseException as error:  # lance reports a Rust panic as a BaseException
         if isinstance(error, (InputError, Refused)):
             raise
-        if isinstance(error, Exception) and (why := refusal(error)):
-            raise IndexUnwritable(location, why) from None
+        if not isinstance(error, (KeyboardInterrupt, SystemExit)) and (why := refusal(error)):
+            raise IndexUnwritable(location, why) from None  # (a Rust panic too: a thread not spawned)
         if isinstance(error, Exception) and is_conflict(error):  # two `--full` at once on one store
             raise MetaConflict(f"another writer changed the index in {location.uri} while this run "
                                f"indexed ({conflict_detail(error)}): run `mem index` again") from None

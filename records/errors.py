@@ -60,6 +60,27 @@ def quoted(value: Any, limit: int = 200) -> str:
     return f"[{first}, …] ({plural(len(items), 'item')})"
 
 
+# What the machine says when it refuses memory or a thread, and what a message calls it: Python's
+# MemoryError and thread start, a shared library it cannot map, Rust's allocation and thread spawn
+# (os error 12, 11), Arrow's allocator.
+_RESOURCE_WORDS = (("can't start new thread", "Cannot start a thread"),
+                   ("failed to map segment", "Cannot allocate memory"),
+                   ("os error 11", "Cannot start a thread"), ("os error 12", "Cannot allocate memory"),
+                   ("Cannot allocate memory", "Cannot allocate memory"),
+                   ("malloc of size", "Cannot allocate memory"),
+                   ("memory allocation of", "Cannot allocate memory"))
+
+
+def resource_refusal(error: BaseException) -> str | None:
+    """The machine refusing this process memory or a thread (an address-space limit, `ulimit -v`;
+    a thread limit), as ``error`` reports it, or None: the machine's refusal, not a bug nor a
+    damaged file, said in one line."""
+    if isinstance(error, MemoryError):
+        return "Cannot allocate memory"
+    text = str(error)
+    return next((why for words, why in _RESOURCE_WORDS if words in text), None)
+
+
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 

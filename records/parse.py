@@ -242,6 +242,20 @@ def read_text(path: Path) -> str:
 NAMED_TOML_BYTES = 16 << 20  # what a file named on the command line may hold (the defaults: 10 kB)
 
 
+def read_at_most(handle: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of ``handle`` (one more than ``limit`` says it holds more), read a
+    part at a time: ``read(limit + 1)`` reserved all of it first, so a 150-byte file under a 64 MB
+    limit failed with MemoryError in a process allowed less (`ulimit -v`)."""
+    parts, size = [], 0
+    while size <= limit:
+        part = handle.read(min(1 << 20, limit + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
+
+
 def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
     """A TOML file's tables and its text; bad bytes or syntax are an InputError naming the line.
     ``named``: a file the caller named (`--config /dev/stdin`, `--config <(…)`), read as it is,
@@ -250,7 +264,7 @@ def read_toml(path: Path, named: bool = False) -> tuple[dict[str, Any], str]:
     if named:
         try:
             with open(path, "rb") as handle:
-                raw = handle.read(NAMED_TOML_BYTES + 1)
+                raw = read_at_most(handle, NAMED_TOML_BYTES)
         except OSError as err:
             raise unreadable(path, err) from None
         if len(raw) > NAMED_TOML_BYTES:  # /dev/zero, `<(yes)`: read until memory ran out

@@ -781,3 +781,78 @@ def test_a_stop_raised_where_python_ignores_it_is_raised_again_where_it_stops():
         "    print('stopped')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "stopped\n"), done.stderr
+
+
+# ---- the machine refusing memory or a thread -----------------------------------------------------
+
+def _raised_in_lancedb(error: BaseException) -> BaseException:
+    """``error`` as raised from a frame of lancedb's (``store.is_damage`` reads the frames)."""
+    try:
+        exec("raise error", {"__name__": "lancedb.table", "error": error})
+    except BaseException as raised:  # noqa: BLE001 (a panic is one)
+        return raised
+    raise AssertionError("not raised")
+
+
+@pytest.mark.parametrize("error, why", [
+    (MemoryError(), "Cannot allocate memory"),
+    (RuntimeError("can't start new thread"), "Cannot start a thread"),
+    (RuntimeError("OS can't spawn worker thread: Resource temporarily unavailable (os error 11)"),
+     "Cannot start a thread"),
+    (OSError(12, "Cannot allocate memory"), "Cannot allocate memory"),
+    (RuntimeError("ArrowMemoryError: malloc of size 64 failed"), "Cannot allocate memory"),
+    (ImportError("libx.so: failed to map segment from shared object"), "Cannot allocate memory")])
+def test_memory_or_a_thread_refused_is_the_machines_refusal_never_damage(error, why):
+    """Under an address-space limit (`ulimit -v`), lance's thread spawn panicked and Arrow's
+    allocator failed inside lancedb's frames: `is_damage` called the index damaged and advised
+    `mem index --full` (which, failing so inside `--full`, would drop an intact table). They are
+    the machine refusing, as a full disk is: one line, nothing deleted."""
+    from mem_retrieval.indexers import store
+
+    raised = _raised_in_lancedb(error)
+    assert store.refusal(raised) == why and not store.is_damage(raised)
+    assert store.is_damage(_raised_in_lancedb(RuntimeError("range end index 9 out of range")))
+    with pytest.raises(store.IndexUnwritable, match=f"{why}: the index is kept as it was"):
+        with store.guard(Path("/nonexistent/.mem")):
+            raise raised
+
+
+def test_a_command_refused_memory_says_so_in_one_line(workspace, monkeypatch):
+    """A MemoryError or a thread that could not start, outside the index's guard (a model's
+    import, a search's own arrays), was a 70-line traceback, exit 1."""
+    from mem_retrieval.retrieval.retriever import Retriever
+
+    assert run_cli(["--workspace", str(workspace.root), "index", "--no-progress"], out=io.StringIO()) == 0
+    for error in (MemoryError(), RuntimeError("can't start new thread")):
+        def refused(*args, error=error, **kwargs):
+            raise error
+        monkeypatch.setattr(Retriever, "archive_search", refused)
+        err = io.StringIO()
+        code = run_cli(["--workspace", str(workspace.root), "archive-search", "statement"], out=io.StringIO(),
+                       err=err)
+        said = err.getvalue()
+        assert code == 2 and said.count("\n") == 1 and "the machine refused this command" in said
+    monkeypatch.setattr(Retriever, "archive_search", lambda *a, **k: 1 / 0)  # a bug stays a traceback
+    with pytest.raises(ZeroDivisionError):
+        run_cli(["--workspace", str(workspace.root), "archive-search", "statement"], out=io.StringIO(),
+                err=io.StringIO())
+
+
+def test_a_bounded_read_reserves_what_the_file_holds_not_its_limit(tmp_path):
+    """`read(limit + 1)` reserved the whole limit first: reading .mem/read.json (150 bytes, a 64 MB
+    limit) failed every search with MemoryError in a process allowed under ~850 MB."""
+    import tracemalloc
+
+    from mem_retrieval.records.parse import read_at_most
+
+    path = tmp_path / "small"
+    path.write_bytes(b"x" * 150)
+    tracemalloc.start()
+    with path.open("rb") as handle:
+        assert read_at_most(handle, 64 << 20) == b"x" * 150
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 << 20
+    path.write_bytes(b"y" * ((3 << 20) + 5))
+    with path.open("rb") as handle:
+        assert read_at_most(handle, 2 << 20) == b"y" * ((2 << 20) + 1)  # one more: it holds more
