@@ -562,8 +562,6 @@ def main(argv: list[str] | None = None) -> int:
     """The `mem` command: a read command goes to the workspace's warm `mem serve` when one answers
     (cli/forward.py, checked before any parser is built), else runs here and then starts one in the
     background for the next call (cli/autostart.py)."""
-    from mem_retrieval.cli.forward import forward, read_command
-
     words = sys.argv[1:] if argv is None else argv
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:  # started with the descriptor closed (`>&-`): what it would
@@ -573,15 +571,22 @@ def main(argv: list[str] | None = None) -> int:
     _closed_input()
     if argv is None:
         _catch_stop_signals()
+    try:  # a stop anywhere from here (the command's own try is not entered yet, or is left) is one line
+        return _main(argv, words)
+    except KeyboardInterrupt as stopped:
+        return _fail(Context(None, "--json" in words, None), *_stopped(stopped))
+
+
+def _main(argv: list[str] | None, words: list[str]) -> int:
+    """``main`` once the process is set up: forwarded to a warm server, else run here."""
+    from mem_retrieval.cli.forward import forward, read_command
+
     try:
         os.getcwd()
     except FileNotFoundError:  # every relative path, the workspace's included, would fail later
         return _fail(Context(None, "--json" in words, None), "the current folder no longer exists: "
                      "change to one that does", 2)
-    try:
-        code = forward(words)
-    except KeyboardInterrupt as stopped:
-        return _fail(Context(None, "--json" in words, None), *_stopped(stopped))
+    code = forward(words)
     if code is not None:
         return code
     _fewer_malloc_arenas()

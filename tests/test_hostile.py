@@ -856,3 +856,18 @@ def test_a_bounded_read_reserves_what_the_file_holds_not_its_limit(tmp_path):
     path.write_bytes(b"y" * ((3 << 20) + 5))
     with path.open("rb") as handle:
         assert read_at_most(handle, 2 << 20) == b"y" * ((2 << 20) + 1)  # one more: it holds more
+
+
+@pytest.mark.parametrize("where", ["_fewer_malloc_arenas", "_flushed"])
+def test_a_stop_between_the_commands_own_handlers_is_one_line_too(workspace, monkeypatch, capsys, where):
+    """A SIGTERM sent as soon as the handler was set (an agent's timeout on a loaded machine) landed
+    before the command's own try, in the forwarding or set-up code, or after it, as the answer was
+    flushed: a traceback, exit 1. The whole of `main` after the handler is set stops in one line."""
+    from mem_retrieval.cli import main as cli_main
+
+    def stop(*args):
+        raise cli_main.Terminated
+    monkeypatch.setattr(cli_main, where, stop)
+    monkeypatch.setenv("MEM_NO_SERVER", "1")
+    code = cli_main.main(["--workspace", str(workspace.root), "check"])
+    assert (code, capsys.readouterr().err) == (143, "mem: terminated (SIGTERM)\n")
