@@ -34,9 +34,47 @@ class Terminated(KeyboardInterrupt):
     it says so in one line (exit 143). A second SIGTERM kills at once, as the default does."""
 
 
+GRACE = 10.0  # seconds a SIGTERM waits for the main thread to stop the command, stuck in native code
+
+
 def _terminate(signum: int, frame: Any) -> None:
+    _HANDLED.set()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated
+
+
+_HANDLED = threading.Event()  # a SIGTERM reached the command (its handler ran in the main thread)
+
+
+def _watch_terminations() -> None:
+    """A Python handler runs only when the main thread runs Python: one blocked for good in
+    LanceDB's Rust code (a future that never completes once no thread could be spawned, under
+    `ulimit -v`) ignored every SIGTERM, where the default disposition had killed it. The signal
+    also wakes a thread (``signal.set_wakeup_fd``): while the handler has not run, it ends the
+    process ``GRACE`` seconds after the first SIGTERM, or at once at the second."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def leave() -> None:
+        if not _HANDLED.is_set() and signal.getsignal(signal.SIGTERM) is _terminate:
+            os.write(2, b"mem: terminated (SIGTERM)\n")
+            os._exit(143)
+
+    def watch() -> None:
+        seen = 0
+        while data := os.read(read, 64):
+            for number in data:
+                if number != signal.SIGTERM or signal.getsignal(signal.SIGTERM) is not _terminate:
+                    continue  # Ctrl-C, or a SIGTERM `mem serve` or `mem mcp` handles its own way
+                seen += 1
+                if seen > 1:
+                    leave()
+                timer = threading.Timer(GRACE, leave)
+                timer.daemon = True  # a command that stops in time is not kept waiting for it
+                timer.start()
+
+    threading.Thread(target=watch, name="mem-sigterm", daemon=True).start()
 
 
 def _resend_swallowed(unraisable: Any) -> None:
@@ -54,7 +92,9 @@ def _resend_swallowed(unraisable: Any) -> None:
 
         again = _thread.interrupt_main
     try:  # from another thread, a moment on: sent from here, it was handled here, and ignored again
-        threading.Timer(0.02, again).start()
+        timer = threading.Timer(0.02, again)
+        timer.daemon = True
+        timer.start()
     except RuntimeError:  # the interpreter is shutting down: the command has ended
         pass
 
@@ -65,6 +105,7 @@ def _catch_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
         sys.unraisablehook = _resend_swallowed
+        _watch_terminations()
 
 
 def _stopped(error: KeyboardInterrupt) -> tuple[str, int]:
@@ -597,9 +638,12 @@ def _main(argv: list[str] | None, words: list[str]) -> int:
             raise
         code = done.code or 0
     code = _flushed(code)
-    from mem_retrieval.cli.autostart import start_if_wanted
+    try:  # no server answered: start one for the next call (cli/autostart.py), in silence
+        from mem_retrieval.cli.autostart import start_if_wanted
 
-    start_if_wanted(words)  # no server answered: start one for the next call (cli/autostart.py)
+        start_if_wanted(words)
+    except Exception:  # noqa: BLE001 (its import refused memory: the answer stands, said once)
+        pass
     if argv is None and read_command(words) is not None:
         _leave(code)
     return code

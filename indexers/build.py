@@ -600,7 +600,7 @@ def _existing(index: Index, name: str) -> tuple[dict[str, tuple[str, str, str, b
             columns.append("embedded")
         scanned = writer.scan(table, columns)
     except BaseException as error:  # a damaged table: --full rebuilds it, else say so
-        if not (index.full and store.is_damage(error)):
+        if not (index.full and store.is_damage(error, index.location)):
             raise
         store.drop_damaged(index.location, name, error)  # a store failing is no damage
         index.tables[name] = None

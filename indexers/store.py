@@ -404,12 +404,16 @@ class IndexUnwritable(InputError):
                          f"{why}: the index is kept as it was (mend that, then run it again)")
 
 
-def refusal(error: BaseException) -> str | None:
-    """The machine's refusal ``error`` reports (by its errno, or in lance's message; memory or a
-    thread refused, ``resource_refusal``), or None."""
+def refusal(error: BaseException, where: Location | None = None) -> str | None:
+    """The machine's refusal ``error`` reports (by its errno, or in lance's message, read without
+    the index's own path, ``where``: a workspace in a folder named "Permission denied" is no
+    refusal; memory or a thread refused, ``resource_refusal``), or None."""
     if isinstance(error, OSError) and error.errno in _REFUSALS:
         return _REFUSALS[error.errno]
-    return next((why for why in _REFUSALS.values() if why in str(error)), None) or resource_refusal(error)
+    text = str(error)
+    for path in () if where is None else (where.uri, str(where.folder)):
+        text = text.replace(path, "").replace(path.lstrip("/"), "")
+    return next((why for why in _REFUSALS.values() if why in text), None) or resource_refusal(error, text)
 
 
 def is_conflict(error: BaseException) -> bool:
@@ -426,11 +430,11 @@ def conflict_detail(error: BaseException) -> str:
     return first_line(str(error).strip().removeprefix("lance error: "), 160)
 
 
-def is_damage(error: BaseException) -> bool:
+def is_damage(error: BaseException, where: Location | None = None) -> bool:
     """Whether ``error`` was raised inside lancedb/lance/pyarrow because a file of the index is
     missing, truncated or garbled (rather than by a bug: those are not hidden; nor by the machine
-    refusing, ``refusal``)."""
-    if refusal(error):
+    refusing, ``refusal``, read without the index's own path ``where``)."""
+    if refusal(error, where):
         return False
     frames, tb = [], error.__traceback__
     while tb is not None:
@@ -454,12 +458,12 @@ def guard(where: Location | Path) -> Iterator[None]:
     except BaseException as error:  # lance reports a Rust panic as a BaseException
         if isinstance(error, (InputError, Refused)):
             raise
-        if not isinstance(error, (KeyboardInterrupt, SystemExit)) and (why := refusal(error)):
+        if not isinstance(error, (KeyboardInterrupt, SystemExit)) and (why := refusal(error, location)):
             raise IndexUnwritable(location, why) from None  # (a Rust panic too: a thread not spawned)
         if isinstance(error, Exception) and is_conflict(error):  # two `--full` at once on one store
             raise MetaConflict(f"another writer changed the index in {location.uri} while this run "
                                f"indexed ({conflict_detail(error)}): run `mem index` again") from None
-        if not is_damage(error):
+        if not is_damage(error, location):
             raise
         detail = first_line(str(error), 200)
         if location.remote:

@@ -102,7 +102,7 @@ def open_or_drop(db, location: Location, name: str, full: bool):
     try:
         return store.open_table(db, name)
     except BaseException as error:
-        if not (full and store.is_damage(error)):
+        if not (full and store.is_damage(error, location)):
             raise
         store.drop_damaged(location, name, error)  # a store failing is no damage: nothing is deleted
         return None
@@ -118,7 +118,7 @@ def create(db, location: Location, name: str, data, stamp: str):
     try:
         return db.create_table(name, data=data, schema=schema, mode="overwrite")
     except BaseException as error:
-        if not store.is_damage(error) or store.is_conflict(error):
+        if not store.is_damage(error, location) or store.is_conflict(error):
             raise
         store.drop_damaged(location, name, error)
         return db.create_table(name, data=data, schema=schema, mode="overwrite")

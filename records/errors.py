@@ -60,25 +60,30 @@ def quoted(value: Any, limit: int = 200) -> str:
     return f"[{first}, …] ({plural(len(items), 'item')})"
 
 
-# What the machine says when it refuses memory or a thread, and what a message calls it: Python's
-# MemoryError and thread start, a shared library it cannot map, Rust's allocation and thread spawn
-# (os error 12, 11), Arrow's allocator.
-_RESOURCE_WORDS = (("can't start new thread", "Cannot start a thread"),
-                   ("failed to map segment", "Cannot allocate memory"),
-                   ("os error 11", "Cannot start a thread"), ("os error 12", "Cannot allocate memory"),
-                   ("Cannot allocate memory", "Cannot allocate memory"),
-                   ("malloc of size", "Cannot allocate memory"),
-                   ("memory allocation of", "Cannot allocate memory"))
+# The machine refusing memory or a thread, as Python and LanceDB's Rust code say it, matched whole
+# (a path in a message, a folder named "os error 11", must not read as one): Rust's thread spawn
+# and allocation (os error 11, 12), a shared library that cannot be mapped.
+_RESOURCE_SAID = re.compile(r"can't spawn worker thread: [^/\n]{0,80}\(os error 1[12]\)"
+                            r"|Cannot allocate memory \(os error 12\)")
 
 
-def resource_refusal(error: BaseException) -> str | None:
+def resource_refusal(error: BaseException, text: str | None = None) -> str | None:
     """The machine refusing this process memory or a thread (an address-space limit, `ulimit -v`;
-    a thread limit), as ``error`` reports it, or None: the machine's refusal, not a bug nor a
-    damaged file, said in one line."""
-    if isinstance(error, MemoryError):
+    a thread limit), as ``error`` reports it (``text``: its message, a path in it taken out), or
+    None: the machine's refusal, not a bug nor a damaged file, said in one line."""
+    import errno
+
+    text = str(error) if text is None else text
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
+        return "Cannot allocate memory"  # (pyarrow's ArrowMemoryError is a MemoryError)
+    if isinstance(error, RuntimeError) and text == "can't start new thread":
+        return "Cannot start a thread"
+    if isinstance(error, (ImportError, OSError)) and text.endswith("failed to map segment from shared "
+                                                                   "object"):
         return "Cannot allocate memory"
-    text = str(error)
-    return next((why for words, why in _RESOURCE_WORDS if words in text), None)
+    if found := _RESOURCE_SAID.search(text):
+        return "Cannot start a thread" if "spawn" in found.group() else "Cannot allocate memory"
+    return None
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -800,7 +800,7 @@ def _raised_in_lancedb(error: BaseException) -> BaseException:
     (RuntimeError("OS can't spawn worker thread: Resource temporarily unavailable (os error 11)"),
      "Cannot start a thread"),
     (OSError(12, "Cannot allocate memory"), "Cannot allocate memory"),
-    (RuntimeError("ArrowMemoryError: malloc of size 64 failed"), "Cannot allocate memory"),
+    (OSError(5, "Cannot allocate memory (os error 12)"), "Cannot allocate memory"),
     (ImportError("libx.so: failed to map segment from shared object"), "Cannot allocate memory")])
 def test_memory_or_a_thread_refused_is_the_machines_refusal_never_damage(error, why):
     """Under an address-space limit (`ulimit -v`), lance's thread spawn panicked and Arrow's
@@ -815,6 +815,30 @@ def test_memory_or_a_thread_refused_is_the_machines_refusal_never_damage(error, 
     with pytest.raises(store.IndexUnwritable, match=f"{why}: the index is kept as it was"):
         with store.guard(Path("/nonexistent/.mem")):
             raise raised
+
+
+@pytest.mark.parametrize("folder", ["os error 11", "Permission denied",
+                                    "Cannot allocate memory (os error 12)"])
+def test_damage_in_a_folder_named_like_a_refusal_is_damage(tmp_path, folder):
+    """The refusal words were looked for anywhere in lance's message, which names the file: a
+    workspace in a folder named `os error 11` had its damaged index called the machine's refusal
+    ("kept as it was"), and `--full`, no longer dropping the table, could never mend it. The
+    message is read without the index's own path."""
+    import pyarrow as pa
+
+    from mem_retrieval.indexers import store
+    from mem_retrieval.indexers.location import Location
+
+    assert store.refusal(pa.ArrowMemoryError("malloc of size 64 failed")) == "Cannot allocate memory"
+    index = tmp_path / folder / "ws" / ".mem"
+    location = Location(str(index), index)
+    for path in (str(location.folder), str(location.folder).lstrip("/")):
+        missing = f"lance error: Not found: {path}/lance/steps.lance/data/x.lance"
+        damaged = _raised_in_lancedb(RuntimeError(missing))
+        assert store.refusal(damaged, location) is None and store.is_damage(damaged, location)
+        with pytest.raises(store.IndexDamaged):
+            with store.guard(location):
+                raise damaged
 
 
 def test_a_command_refused_memory_says_so_in_one_line(workspace, monkeypatch):
@@ -871,3 +895,41 @@ def test_a_stop_between_the_commands_own_handlers_is_one_line_too(workspace, mon
     monkeypatch.setenv("MEM_NO_SERVER", "1")
     code = cli_main.main(["--workspace", str(workspace.root), "check"])
     assert (code, capsys.readouterr().err) == (143, "mem: terminated (SIGTERM)\n")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_a_command_stuck_in_native_code_still_ends_on_sigterm():
+    """The handler raising `Terminated` runs only when the main thread runs Python: a search
+    blocked for good in LanceDB's Rust code (under `ulimit -v`) ignored every SIGTERM, where the
+    default had killed it. A thread woken by the signal ends the process after a grace period
+    while the handler has not run, and at once at a second SIGTERM."""
+    import signal
+    import time
+
+    script = ("import sys, threading\n"
+              "from mem_retrieval.cli import main as m\n"
+              "m.GRACE = 2.0\n"
+              "m._catch_stop_signals()\n"
+              "import ctypes\n"
+              "libc, mutex = ctypes.CDLL(None), ctypes.create_string_buffer(64)\n"
+              "libc.pthread_mutex_lock(mutex)\n"
+              "print('ready', flush=True)\n"
+              "libc.pthread_mutex_lock(mutex)\n")  # a relock: blocked in C for good, as a signal
+    # does not end a mutex wait, so no Python (the handler) runs again
+    for second in (False, True):
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "ready\n"
+            time.sleep(0.3)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            if second:
+                time.sleep(0.3)
+                proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - started
+        finally:
+            proc.kill()
+        assert (proc.returncode, err) == (143, "mem: terminated (SIGTERM)\n")
+        assert (took < 1.5) if second else (1.5 < took < 30), took
