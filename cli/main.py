@@ -47,11 +47,12 @@ _HANDLED = threading.Event()  # a SIGTERM reached the command (its handler ran i
 
 
 def _watch_terminations() -> None:
-    """A Python handler runs only when the main thread runs Python: one blocked for good in
-    LanceDB's Rust code (a future that never completes once no thread could be spawned, under
-    `ulimit -v`) ignored every SIGTERM, where the default disposition had killed it. The signal
-    also wakes a thread (``signal.set_wakeup_fd``): while the handler has not run, it ends the
-    process ``GRACE`` seconds after the first SIGTERM, or at once at the second."""
+    """A Python handler runs only when the main thread runs Python: one blocked for good in native
+    code ignored every SIGTERM, where the default disposition had killed it. The signal also
+    wakes a thread (``signal.set_wakeup_fd``): while the handler has not run, it ends the process
+    ``GRACE`` seconds after the first SIGTERM, or at once at the second. It needs the interpreter's
+    lock, so a call blocked while holding it (LanceDB's, under `ulimit -v`) is not ended: the read
+    commands, where such hangs were seen and nothing is to clean up, keep the default (``main``)."""
     read, write = os.pipe()
     os.set_blocking(write, False)
     signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -610,8 +611,10 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
     _closed_input()
-    if argv is None:
-        _catch_stop_signals()
+    from mem_retrieval.cli.forward import read_command
+
+    if argv is None and read_command(words) is None:  # a read command writes nothing to clean up:
+        _catch_stop_signals()  # SIGTERM ends it at once, even blocked in native code holding the GIL
     try:  # a stop anywhere from here (the command's own try is not entered yet, or is left) is one line
         return _main(argv, words)
     except KeyboardInterrupt as stopped:

@@ -933,3 +933,20 @@ def test_a_command_stuck_in_native_code_still_ends_on_sigterm():
             proc.kill()
         assert (proc.returncode, err) == (143, "mem: terminated (SIGTERM)\n")
         assert (took < 1.5) if second else (1.5 < took < 30), took
+
+
+def test_a_read_command_keeps_sigterms_default_and_a_write_command_cleans_up():
+    """A read command writes nothing to clean up, and one blocked in LanceDB's Rust code under a
+    memory limit (holding the interpreter's lock, where no Python handler or thread can run)
+    ignored SIGTERM for good: the read commands keep the default (ended at once); the others
+    raise `Terminated`."""
+    script = ("import signal, sys\n"
+              "from mem_retrieval.cli import main as m\n"
+              "m._main = lambda argv, words: print(signal.getsignal(signal.SIGTERM) is m._terminate) or 0\n"
+              "sys.argv = ['mem', '-w', '/nonexistent', *sys.argv[1:]]\n"
+              "m.main()\n")
+    for command, caught in (("archive-search", False), ("recall-search", False), ("archive-get", False),
+                            ("check", True), ("index", True), ("core-set", True)):
+        done = subprocess.run([sys.executable, "-c", script, command, "x"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.stdout == f"{caught}\n", (command, done.stderr)
