@@ -64,6 +64,7 @@ def quoted(value: Any, limit: int = 200) -> str:
 # (a path in a message, a folder named "os error 11", must not read as one): Rust's thread spawn
 # and allocation (os error 11, 12), a shared library that cannot be mapped.
 _RESOURCE_SAID = re.compile(r"can't spawn worker thread: [^/\n]{0,80}\(os error 1[12]\)"
+                            r"|Failed to launch worker thread: Resource temporarily unavailable$"
                             r"|Cannot allocate memory \(os error 12\)")
 
 
@@ -82,7 +83,7 @@ def resource_refusal(error: BaseException, text: str | None = None) -> str | Non
                                                                    "object"):
         return "Cannot allocate memory"
     if found := _RESOURCE_SAID.search(text):
-        return "Cannot start a thread" if "spawn" in found.group() else "Cannot allocate memory"
+        return "Cannot allocate memory" if "memory" in found.group() else "Cannot start a thread"
     return None
 
 

@@ -801,6 +801,8 @@ def _raised_in_lancedb(error: BaseException) -> BaseException:
      "Cannot start a thread"),
     (OSError(12, "Cannot allocate memory"), "Cannot allocate memory"),
     (OSError(5, "Cannot allocate memory (os error 12)"), "Cannot allocate memory"),
+    (RuntimeError("Unknown error: Failed to launch worker thread: Resource temporarily unavailable"),
+     "Cannot start a thread"),  # pyarrow's (an ArrowException)
     (ImportError("libx.so: failed to map segment from shared object"), "Cannot allocate memory")])
 def test_memory_or_a_thread_refused_is_the_machines_refusal_never_damage(error, why):
     """Under an address-space limit (`ulimit -v`), lance's thread spawn panicked and Arrow's
