@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mem_retrieval.cli.forward import stdout_gone, unwritten
+from mem_retrieval.cli.forward import forward, read_command, stdout_gone, unwritten
 from mem_retrieval.cli.outputs import named
 from mem_retrieval.records.errors import BadInput, MemError, one_line, plural, resource_refusal, terminal_safe
 
@@ -558,8 +558,6 @@ def _run_one_shot(argv: list[str] | None, words: list[str]) -> int:
     """``run(argv)``; a read command (cli/forward.py) runs without pandas (``_WithoutPandas``) and
     with a fixed 64 KiB malloc mmap threshold (``_mallopt``): a cold search at 100,000 steps peaks
     at ~297 MB instead of ~341 (5 runs each, same queries; 35 MB of it pandas)."""
-    from mem_retrieval.cli.forward import read_command
-
     if read_command(words) is None:
         return run(argv)
     _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_")
@@ -611,8 +609,6 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
     _closed_input()
-    from mem_retrieval.cli.forward import read_command
-
     if argv is None and read_command(words) is None:  # a read command writes nothing to clean up:
         _catch_stop_signals()  # SIGTERM ends it at once, even blocked in native code holding the GIL
     try:  # a stop anywhere from here (the command's own try is not entered yet, or is left) is one line
@@ -623,8 +619,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None, words: list[str]) -> int:
     """``main`` once the process is set up: forwarded to a warm server, else run here."""
-    from mem_retrieval.cli.forward import forward, read_command
-
     try:
         os.getcwd()
     except FileNotFoundError:  # every relative path, the workspace's included, would fail later

@@ -194,9 +194,9 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
     start = run_start(ws, run) if runs_before else None
     fix = ws.tree(run).fix
     setting = fix.setting.strip() or None
-    probes = [Probe(ARCHIVE, searched_part(text.strip()), f"Fix {origin}")
-              for origin, text in (("problem", fix.problem), ("criterion", fix.criterion))
-              if asks_something(searched_part(text.strip()))]
+    asked = [(origin, searched_part(text.strip())) for origin, text in (("problem", fix.problem),
+                                                                        ("criterion", fix.criterion))]
+    probes = [Probe(ARCHIVE, text, f"Fix {origin}") for origin, text in asked if asks_something(text)]
     size = memory.config.search.page_size
     results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True, exclude_run=run,
                                                          hide_run=run, until=cut, library_before=start)))

@@ -250,30 +250,28 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
         lock.release()
 
 
+def _as_read(path: Path, was: tuple[int, int, int, int] | None) -> dict[str, Any] | None:
+    """A file this run read (``was``: its stamp taken before the read) as read.json records it: that
+    stamp and its hash, or None when it was written since (or never read): a stamp taken before
+    the read still matches, and while it was hashed."""
+    sha = content_hash(path) if was is not None else None
+    return {"stamp": list(was), "sha256": sha} if sha is not None and file_stamp(path) == was else None
+
+
 def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str, Any]]:
-    """Each of ``runs``' tree.json as this run read it: its stamp then and its hash, for those not
-    written since (a stamp taken before the read still matches; one written since is left out, and
-    a search names it)."""
-    read = {}
-    for run in runs:
-        path, was = workspace.tree_path(run), workspace.tree_read_stamp(run)
-        sha = content_hash(path) if was is not None else None
-        if sha is not None and file_stamp(path) == was:  # unchanged since the read, and while hashed
-            read[run] = {"stamp": list(was), "sha256": sha}
-    return read
+    """Each of ``runs``' tree.json as this run read it (``_as_read``); one written since is left
+    out, and a search names it."""
+    read = {run: _as_read(workspace.tree_path(run), workspace.tree_read_stamp(run)) for run in runs}
+    return {run: was for run, was in read.items() if was is not None}
 
 
 def _library_as_read(workspace: Workspace) -> dict[str, Any] | None:
-    """The library as this run read it (``_trees_as_read``'s form; None: there was none): a
-    library written since it was read is recorded with neither stamp nor hash, so a search names
-    it as written since."""
+    """The library as this run read it (``_as_read``; None: there was none then, nor is now): one
+    written since it was read is recorded with neither stamp nor hash, so a search names it."""
     path, was = workspace.library_path, workspace.library_read_stamp()
-    if was is None:
-        return None if file_stamp(path) is None else {"stamp": None, "sha256": None}
-    sha = content_hash(path)
-    if sha is None or file_stamp(path) != was:
-        return {"stamp": None, "sha256": None}
-    return {"stamp": list(was), "sha256": sha}
+    if was is None and file_stamp(path) is None:
+        return None
+    return _as_read(path, was) or {"stamp": None, "sha256": None}
 
 
 @contextlib.contextmanager

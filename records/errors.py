@@ -11,6 +11,7 @@ one."""
 
 from __future__ import annotations
 
+import errno
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,6 @@ def resource_refusal(error: BaseException, text: str | None = None) -> str | Non
     """The machine refusing this process memory or a thread (an address-space limit, `ulimit -v`;
     a thread limit), as ``error`` reports it (``text``: its message, a path in it taken out), or
     None: the machine's refusal, not a bug nor a damaged file, said in one line."""
-    import errno
-
     text = str(error) if text is None else text
     if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
         return "Cannot allocate memory"  # (pyarrow's ArrowMemoryError is a MemoryError)
