@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # bad input (files, a missing index): one line, exit 2 or 1, as `mem` says it
         workspace = Workspace.open(args.workspace)
         config = load_config(workspace.root)
-        queries, qrels, _ = read_judged(args.queries, args.qrels)
+        queries, judgments, _ = read_judged(args.queries, args.qrels)
+        qrels = judgments.qrels
         started = time.perf_counter()
         features = collect(Retriever(workspace, config), args.strategy, queries)
     except MemError as error:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mem_retrieval.eval.frontier import Problem
-from mem_retrieval.eval.judgments import judged_queries, read_qrels, read_queries
+from mem_retrieval.eval.judgments import judged_queries, read_judgments, read_queries
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
@@ -128,9 +128,10 @@ def problem_from_workspace(workspace: Workspace, queries_path: Path,
     queries = read_queries(queries_path)
     if not queries:
         raise InputError(str(queries_path), None, None, "no queries")
-    qrels = read_qrels(qrels_path)
+    judgments = read_judgments(qrels_path)
+    qrels = judgments.qrels
     answers: dict[str, list[str]] = {}
-    for query in judged_queries(queries, qrels, qrels_path):
+    for query in judged_queries(queries, qrels, qrels_path, judgments.lines):
         for doc, grade in qrels[query.qid].items():
             if grade > 0:
                 answers.setdefault(doc, []).append(query.qid)

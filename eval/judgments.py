@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +41,12 @@ QUERY_FIELDS = ("qid", "query", "setting", "run", "step")
 
 def read_queries(path: Path) -> list[Query]:
     """Queries JSONL: ``{"qid", "query", "setting"?, "run"?, "step"?}`` a line; qids unique; ``step``
-    is a global id."""
+    is a global id. Read once: the caller names the file, which may be a pipe (`<(…)`)."""
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
-    for number, line in enumerate(text_lines(read_text(Path(path))), start=1):  # at line feeds alone: JSON
-        if not line.strip():  # holds U+2028 and U+0085 raw in a string
+    for number, line in enumerate(text_lines(read_text(Path(path), named=True)), start=1):  # at line feeds:
+        if not line.strip():  # alone, as JSON holds U+2028 and U+0085 raw in a string
             continue
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
         qid = f.str("qid", required=True, nonempty=True)
@@ -75,13 +76,36 @@ _GRADE = re.compile(r"[-+]?[0-9]+")  # as trec_eval's atoi and ir_measures' int 
 GRADES = (-(2**31), 2**31 - 1)
 
 
-def read_qrels(path: Path) -> Qrels:
-    """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document."""
+@dataclass(frozen=True)
+class Judgments:
+    """A qrels file as read, once (a pipe, `--qrels <(…)`, can be read only once): its grades, the
+    line where each query is first judged, and the judged ids it writes otherwise than composed."""
+    file: str
+    qrels: Qrels
+    lines: dict[str, int]
+    loose: list[str]
+
+
+def read_judgments(path: Path) -> Judgments:
+    """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document. Lines split at
+    line feeds alone, as every record file is read (``records.parse.text_lines``). ``loose``: the
+    doc ids not written composed (NFC): the evaluation reads them composed, as the records hold
+    them, and a TREC run (``--trec-out``) writes them so, while trec_eval compares the bytes."""
     file = str(path)
     qrels: Qrels = {}
     at: dict[tuple[str, str], int] = {}
-    for number, qid, doc, grade in _qrels_lines(path):
-        doc = canonical(doc)  # an id as the records hold it: composed, however the file writes it
+    lines: dict[str, int] = {}
+    loose: dict[str, None] = {}
+    for number, line in enumerate(text_lines(read_text(Path(path), named=True)), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise InputError(file, number, None, f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
+        qid, written, grade = parts[0], parts[2], parts[3]
+        doc = canonical(written)  # an id as the records hold it: composed, however the file writes it
+        if doc != written:
+            loose.setdefault(written)
         if not _GRADE.fullmatch(grade):  # int() takes '1_0' and other scripts' digits too
             raise InputError(file, number, "grade", f"{grade!r} is not an integer")
         value = int(grade)
@@ -94,27 +118,13 @@ def read_qrels(path: Path) -> Qrels:
                              f"{at[qid, doc]} and {value} here")
         docs[doc] = value
         at.setdefault((qid, doc), number)
-    return qrels
+        lines.setdefault(qid, number)
+    return Judgments(file, qrels, lines, list(loose))
 
 
-def _qrels_lines(path: Path):
-    """Each judgment line of a qrels file: (line number, qid, doc id as written, grade as written);
-    lines split at line feeds alone, as every record file is read (``records.parse.text_lines``)."""
-    for number, line in enumerate(text_lines(read_text(Path(path))), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 4:
-            raise InputError(str(path), number, None,
-                             f"expected 'qid 0 doc_id grade', got {len(parts)} fields")
-        yield number, parts[0], parts[2], parts[3]
-
-
-def not_composed(path: Path) -> list[str]:
-    """The doc ids of a qrels file (read by ``read_qrels``) not written composed (NFC): the
-    evaluation reads them composed, as the records hold them, and a TREC run (``--trec-out``)
-    writes them so, while trec_eval compares the bytes."""
-    return list(dict.fromkeys(doc for _, _, doc, _ in _qrels_lines(path) if canonical(doc) != doc))
+def read_qrels(path: Path) -> Qrels:
+    """The grades of a TREC qrels file (``read_judgments``)."""
+    return read_judgments(path).qrels
 
 
 def judged(qrels: Qrels) -> Qrels:
@@ -122,26 +132,17 @@ def judged(qrels: Qrels) -> Qrels:
     return {qid: dict(docs) for qid, docs in qrels.items() if any(grade > 0 for grade in docs.values())}
 
 
-def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels") -> list[Query]:
+def judged_queries(queries: Sequence[Query], qrels: Qrels, qrels_file: str | Path = "qrels",
+                   lines: Mapping[str, int] | None = None) -> list[Query]:
     """The queries that have relevance judgments, in file order. InputError when the qrels judge a
-    query the queries file lacks."""
+    query the queries file lacks, at its line in ``lines`` (``Judgments.lines``) where given."""
     known = {query.qid for query in queries}
     gold = judged(qrels)
     for qid in gold:
         if qid not in known:
-            raise InputError(str(qrels_file), _line_of(qrels_file, qid), "qid",
+            raise InputError(str(qrels_file), (lines or {}).get(qid), "qid",
                              f"{qid!r} is judged but not in the queries file")
     return [query for query in queries if query.qid in gold]
-
-
-def _line_of(path: str | Path, qid: str) -> int | None:
-    try:
-        for number, line in enumerate(text_lines(read_text(Path(path))), start=1):  # as read: no BOM
-            if line.split()[:1] == [qid]:
-                return number
-    except (OSError, InputError):
-        return None
-    return None
 
 
 def write_trec_run(path: Path, runs: dict[str, Run]) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.eval.judgments import Qrels, Query, Run, judged, judged_queries, read_qrels, read_queries
+from mem_retrieval.eval.judgments import (Judgments, Qrels, Query, Run, judged, judged_queries,
+                                          read_judgments, read_queries)
 from mem_retrieval.eval.metrics import mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
                          standard_pagers, summarize)
@@ -67,15 +68,15 @@ def _summary(summary: PagerSummary) -> dict[str, float]:
     return {"pages": _round(summary.pages), "recall": _round(summary.recall), "loss": _round(summary.loss)}
 
 
-def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Qrels, int]:
-    """The judged queries of a queries file and its qrels (SPEC §10), the qrels, and how many
-    queries had no relevant judgment; InputError when none has one."""
+def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Judgments, int]:
+    """The judged queries of a queries file and its qrels (SPEC §10), the qrels as read, and how
+    many queries had no relevant judgment; InputError when none has one. Each file is read once."""
     queries = read_queries(Path(queries_file))
-    qrels = read_qrels(Path(qrels_file))
-    chosen = judged_queries(queries, qrels, qrels_file)
+    judgments = read_judgments(Path(qrels_file))
+    chosen = judged_queries(queries, judgments.qrels, qrels_file, judgments.lines)
     if not chosen:
         raise InputError(str(qrels_file), None, None, "no query of the queries file has a relevant judgment")
-    return chosen, qrels, len(queries) - len(chosen)
+    return chosen, judgments, len(queries) - len(chosen)
 
 
 def search_depth(pool: int, max_pages: int, page_size: int) -> int:

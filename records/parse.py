@@ -203,19 +203,23 @@ class NotAFile(OSError):
     """What stands at a path read as a file is a pipe, a socket or a device."""
 
 
-def open_regular(path: Path | str) -> BinaryIO:
+def open_regular(path: Path | str, named: bool = False) -> BinaryIO:
     """The regular file at ``path`` (a link to one is followed), open for reading; anything else
     is an OSError found before a byte is read (IsADirectoryError for a folder, NotAFile for a pipe,
     a socket or a device): a pipe there blocked the read for good (searches hung), a device such as
     /dev/zero read until memory ran out. Opened without blocking (a pipe with no writer) and looked
-    at through its descriptor: what is read is what was looked at."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    at through its descriptor: what is read is what was looked at. ``named``: a file the caller
+    named on the command line (`--qrels <(grep … qrels)`, `--queries /dev/stdin`), where a pipe is
+    read too, waiting for its writer as any reader of a pipe does (a device or a socket is not)."""
+    waits = 0 if named else getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | waits | getattr(os, "O_CLOEXEC", 0))
     mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISREG(mode) or named and stat.S_ISFIFO(mode)):
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        raise NotAFile(errno.EINVAL, "is not a regular file (a pipe, a socket or a device)", str(path))
+        raise NotAFile(errno.EINVAL, "is not a regular file (a pipe, a socket or a device)" if not named
+                       else "is not a regular file or a pipe (a socket or a device)", str(path))
     return os.fdopen(fd, "rb")
 
 
@@ -225,18 +229,20 @@ def unreadable(path: Path | str, err: OSError, line: int | None = None) -> Input
     return InputError(str(path), line, None, said)
 
 
-def read_regular(path: Path | str) -> bytes:
-    """The bytes of the regular file at ``path`` (``open_regular``); an InputError if none."""
+def read_regular(path: Path | str, named: bool = False) -> bytes:
+    """The bytes of the regular file at ``path`` (``open_regular``, a pipe too where ``named``);
+    an InputError if none."""
     try:
-        with open_regular(path) as handle:
+        with open_regular(path, named) as handle:
             return handle.read()
     except OSError as err:
         raise unreadable(path, err) from None
 
 
-def read_text(path: Path) -> str:
-    """A whole UTF-8 file; a non-UTF-8 byte is an InputError naming its line."""
-    return decode_utf8(read_regular(path), str(path))
+def read_text(path: Path, named: bool = False) -> str:
+    """A whole UTF-8 file (``named``: as ``open_regular`` reads one); a non-UTF-8 byte is an
+    InputError naming its line."""
+    return decode_utf8(read_regular(path, named), str(path))
 
 
 NAMED_TOML_BYTES = 16 << 20  # what a file named on the command line may hold (the defaults: 10 kB)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -402,10 +403,16 @@ def test_evaluation_json_has_the_issue_shape():
 
 @pytest.mark.parametrize("bom", ["", "\ufeff"])
 def test_a_judged_query_missing_from_the_queries_file_is_bad_input(tmp_path, bom):
-    """Named at its line, the first too in a file opened by a byte order mark (it had no line)."""
+    """Named at its line, the first too in a file opened by a byte order mark (it had no line);
+    by the Python API, given grades that are no file's, named without a line."""
+    from mem_retrieval.eval.paging_eval import read_judged
+
     qrels_file = tmp_path / "r.qrels"
-    qrels_file.write_text(f"{bom}q9 0 b 1\nq1 0 a 1\n")
-    with pytest.raises(InputError, match=r"r\.qrels:1: qid: 'q9' is judged but not in the queries"):
+    qrels_file.write_text(f"{bom}q1 0 a 1\nq9 0 b 0\nq9 0 c 1\n")
+    (tmp_path / "q.jsonl").write_text('{"qid": "q1", "query": "x"}\n')
+    with pytest.raises(InputError, match=r"r\.qrels:2: qid: 'q9' is judged but not in the queries"):
+        read_judged(tmp_path / "q.jsonl", qrels_file)
+    with pytest.raises(InputError, match=r"r\.qrels: qid: 'q9' is judged but not in the queries"):
         evaluate_paging(ToyRanker({"bm25": {}}), [Query("q1", "x")], {"q1": {"a": 1}, "q9": {"b": 1}},
                         page_size=5, hint=Hint(3, 10), strategies=["bm25"],
                         qrels_file=qrels_file)
@@ -465,6 +472,55 @@ def test_trec_out_names_judged_ids_the_qrels_write_decomposed(tmp_path):
     assert "gamma/Ä1" in (tmp_path / "run.trec").read_text(encoding="utf-8")
     err = io.StringIO()
     assert mem(argv, out=io.StringIO(), err=err) == 0 and "composed" not in err.getvalue()
+
+
+def test_queries_and_qrels_may_be_pipes_each_read_once(tmp_path):
+    """`--qrels <(grep … qrels)`, `--queries /dev/stdin`: a pipe the caller names is read, once
+    (a second read found it empty: the NFC note, and the line of a query judged but not asked,
+    were read again from the file); a device is refused in one line, a pipe found read whole."""
+    import unicodedata
+
+    from conftest import build_workspace, make_step
+
+    ws = build_workspace(tmp_path / "ws")
+    ws.add_run("gamma", [make_step("Ä1", statement="the wombat bound")])
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    queries = b'{"qid": "q1", "query": "wombat bound"}\n'
+    qrels = unicodedata.normalize("NFD", "q1 0 gamma/Ä1 1\n").encode()
+
+    def piped(data: bytes) -> str:
+        read, write = os.pipe()
+        os.write(write, data)
+        os.close(write)
+        opened.append(read)
+        return f"/proc/self/fd/{read}"
+
+    def run(queries_at: str, qrels_at: str, *more: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = mem(["--workspace", str(ws.root), *(["--json"] if "--trec-out" in more else []), "eval",
+                    "paging", "--queries", queries_at,
+                    "--qrels", qrels_at, "--strategy", "bm25", *more], out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    (tmp_path / "q.jsonl").write_bytes(queries)
+    (tmp_path / "r.qrels").write_bytes(qrels)
+    opened: list[int] = []
+    try:
+        trec = str(tmp_path / "run.trec")
+        code, from_files, said_files = run(str(tmp_path / "q.jsonl"), str(tmp_path / "r.qrels"),
+                                           "--trec-out", trec)
+        code_piped, from_pipes, said_pipes = run(piped(queries), piped(qrels), "--trec-out", trec)
+        assert code == code_piped == 0 and from_pipes == from_files
+        assert json.loads(from_pipes)["strategies"]["bm25"]["metrics"]["R@5"] == 1.0
+        assert "not written composed (NFC), as 'gamma/A\u03081'" in said_pipes and "composed" in said_files
+        at = piped(qrels + "\nq9 0 gamma/Ä1 1\n".encode())
+        code, _, said = run(piped(queries), at)
+        assert (code, said) == (2, f"mem: {at}:3: qid: 'q9' is judged but not in the queries file\n")
+    finally:
+        for fd in opened:
+            os.close(fd)
+    code, _, said = run(str(tmp_path / "q.jsonl"), "/dev/zero")
+    assert (code, said) == (2, "mem: /dev/zero: is not a regular file or a pipe (a socket or a device)\n")
 
 
 def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):

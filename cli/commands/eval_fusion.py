@@ -65,7 +65,8 @@ def run_fusion(args, ctx) -> int:
         said = f"{size:,}" if size < 10**15 else f"a {len(str(size))}-digit number of"  # (1e-300)
         raise BadInput(f"{args.step} makes a grid of {said} weight vectors for {args.strategy}; at most "
                        f"{MAX_GRID:,} (0.05: {grid_size(args.strategy, 0.05):,})", param="step")
-    queries, qrels, _ = read_judged(args.queries, args.qrels)
+    queries, judgments, _ = read_judged(args.queries, args.qrels)
+    qrels = judgments.qrels
     in_run = _asked(args, queries)
     queries = [q for q in queries if q.in_run == in_run]
     memory = ctx.memory()
@@ -136,11 +137,11 @@ def _guard(args, ctx, config, in_run: bool):
 
     root, queries_file, qrels_file = args.guard
     guard_memory = Memory.open(root, ctx.config_path)
-    queries, qrels, _ = read_judged(queries_file, qrels_file)
+    queries, judgments, _ = read_judged(queries_file, qrels_file)
     queries = [q for q in queries if q.in_run == in_run]
     if not queries:
         return None
-    qrels = {q.qid: qrels[q.qid] for q in queries if q.qid in qrels}
+    qrels = {q.qid: judgments.qrels[q.qid] for q in queries if q.qid in judgments.qrels}
     ranker = make_ranker(guard_memory.retriever)
 
     def ndcg(strategy: str) -> float:

@@ -53,16 +53,14 @@ def run_paging(args, ctx) -> int:
     from mem_retrieval.eval.paging_report import output_files, table_text
 
     _check_outputs(args, ctx.workspace())
-    chosen, qrels, unjudged = read_judged(args.queries, args.qrels)
+    chosen, judgments, unjudged = read_judged(args.queries, args.qrels)
+    qrels = judgments.qrels
     if unjudged:
         ctx.note(f"{unjudged} of {len(chosen) + unjudged} queries have no relevant judgment: not scored")
-    if args.trec_out:
-        from mem_retrieval.eval.judgments import not_composed
-
-        if loose := not_composed(Path(args.qrels)):
-            ctx.note(f"{len(loose)} judged ids of {args.qrels} are not written composed (NFC), as "
-                     f"{loose[0]!r}: this evaluation reads them composed, as the records hold them, and "
-                     "--trec-out writes them so; trec_eval compares bytes, so give it the qrels composed")
+    if args.trec_out and (loose := judgments.loose):
+        ctx.note(f"{len(loose)} judged ids of {args.qrels} are not written composed (NFC), as "
+                 f"{loose[0]!r}: this evaluation reads them composed, as the records hold them, and "
+                 "--trec-out writes them so; trec_eval compares bytes, so give it the qrels composed")
     from mem_retrieval.eval.ranker import make_ranker
     from mem_retrieval.retrieval.hint import Hint
 
