@@ -102,11 +102,13 @@ def _resend_swallowed(unraisable: Any) -> None:
 
 def _catch_stop_signals() -> None:
     """SIGTERM as ``Terminated``, and a stop Python would swallow sent again (in the main thread,
-    where a handler can be set: `mem serve`, `mem mcp` and Ray set their own after)."""
+    where a handler can be set: `mem serve`, `mem mcp` and Ray set their own after). The handler
+    comes last, once what it relies on is set up (a SIGTERM as the watching thread started raised
+    ``Terminated`` out of ``threading``), and is called in ``main``'s try."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
         sys.unraisablehook = _resend_swallowed
         _watch_terminations()
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 def _stopped(error: KeyboardInterrupt) -> tuple[str, int]:
@@ -609,9 +611,9 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     _escape_what_cannot_be_encoded()
     _closed_input()
-    if argv is None and read_command(words) is None:  # a read command writes nothing to clean up:
-        _catch_stop_signals()  # SIGTERM ends it at once, even blocked in native code holding the GIL
     try:  # a stop anywhere from here (the command's own try is not entered yet, or is left) is one line
+        if argv is None and read_command(words) is None:  # a read command writes nothing to clean up:
+            _catch_stop_signals()  # SIGTERM ends it at once, even blocked in native code holding the GIL
         return _main(argv, words)
     except KeyboardInterrupt as stopped:
         return _fail(Context(None, "--json" in words, None), *_stopped(stopped))
