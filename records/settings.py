@@ -21,12 +21,38 @@ SAME, IMPLIED, UNKNOWN, INCOMPATIBLE = "same", "implied", "unknown", "incompatib
 SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 
 
-def normalize(text: str) -> str:
+# White space beside a script, inside a bracket or beside '=' draws nothing in mathematics:
+# \mathbb{F}_q ((t)), F_q( (t) ), \mathbb{Q} _p and k=C are F_q((t)), Q_p and k = C (a space after
+# a closing bracket is kept: it parts words, "F_q((t)) in LaTeX").
+_TIGHT = re.compile(r"\s*([_^=(\[])\s*|\s+([)\]])")
+# A clause names a class however it is quantified or numbered: "every p-adic field", "the p-adic
+# numbers", "local fields" and "finite extensions of Q_p" name what their singular, bare form does.
+_QUANTIFIER = re.compile(r"^(?:(?:every|each|any|all|an?|the|arbitrary)\s+)+", re.IGNORECASE)
+_PLURAL = re.compile(r"\b(field|extension)s\b", re.IGNORECASE)
+_NON_ARCHIMEDEAN = re.compile(r"\bnon[\s-]?archimedean\b", re.IGNORECASE)
+
+
+def _as_drawn(text: str) -> str:
     r"""In plain characters (``records.ids.plain``: NFKC, a dash drawn as '-' made '-', invisible
     characters dropped; an agent's ``non‑archimedean`` with U+2011, which NFKC keeps, is
     ``non-archimedean``), its LaTeX read as drawn (``records.notation.latex_plain``:
-    ``\mathbb{F}_q((t))`` is ``F_q((t))``), case folded, white space collapsed."""
-    return " ".join(latex_plain(plain(text)).casefold().split())
+    ``\mathbb{F}_q((t))`` is ``F_q((t))``), white space collapsed and dropped where it draws
+    nothing (``_TIGHT``). Case kept: ``\mathfrak{gl}_n`` is no ``GL_n``."""
+    return _TIGHT.sub(lambda m: m.group(1) or m.group(2), " ".join(latex_plain(plain(text)).split()))
+
+
+def _bare(clause: str) -> str:
+    """A clause as it names a class: no quantifier or article before it, a plural singular."""
+    clause = _NON_ARCHIMEDEAN.sub("non-archimedean", _PLURAL.sub(r"\1", clause))
+    return _QUANTIFIER.sub("", clause) or clause  # ("the" alone stays a word)
+
+
+def normalize(text: str, fold: bool = True) -> str:
+    """A setting (or a name or alias of the ontology) as it is matched (SPEC §8): as drawn
+    (``_as_drawn``), as it names a class (``_bare``), and case folded unless ``fold`` is False
+    (a clause outside the ontology is compared by its text, where case tells objects apart)."""
+    text = _bare(_as_drawn(text))
+    return text.casefold() if fold else text
 
 
 def _drawn(text: str) -> str:
@@ -36,10 +62,12 @@ def _drawn(text: str) -> str:
     return "" if drawn == plain(text) else f" (LaTeX is read as drawn: {text!r} is {drawn!r})"
 
 
-def clauses(setting: str) -> list[str]:
-    """A setting's clauses (separated by ';'), normalised; empty clauses dropped. Split after NFKC:
-    a fullwidth ';' (U+FF1B) or the Greek question mark (U+037E, drawn as ';') is one."""
-    return [c for c in (part.strip() for part in normalize(setting).split(";")) if c]
+def clauses(setting: str, fold: bool = True) -> list[str]:
+    """A setting's clauses (separated by ';'), normalised (``normalize``, case kept unless
+    ``fold``); empty clauses dropped. Split after NFKC: a fullwidth ';' (U+FF1B) or the Greek
+    question mark (U+037E, drawn as ';') is one."""
+    parts = (_bare(part.strip()) for part in _as_drawn(setting).split(";"))
+    return [part.casefold() if fold else part for part in parts if part]
 
 
 @dataclass(frozen=True)
@@ -84,7 +112,7 @@ class Ontology:
         its length times their number): its clauses, the entries they name, every entry those
         imply, and what ``same`` compares."""
         def read():
-            query = clauses(setting)
+            query = clauses(setting, fold=False)
             known = frozenset(self.entry(c) for c in query) - {None}
             implied = frozenset().union(*(self.closure(e) for e in known))
             return frozenset(query), known, implied, frozenset(self.entry(c) or c for c in query)
@@ -92,8 +120,9 @@ class Ontology:
         return self._remember(("query", setting), read)
 
     def reading(self, setting: str) -> frozenset[str]:
-        """What M3 reads of ``setting``: each clause as the entry it names, else as its normalised
-        text (``match``'s ``same``): ``F_q((t))``, ``𝔽_q((t)) `` and ``Fq((t))`` read alike."""
+        r"""What M3 reads of ``setting``: each clause as the entry it names, else as its normalised
+        text, case kept (``match``'s ``same``): ``F_q((t))``, ``𝔽_q((t)) `` and ``Fq((t))`` read
+        alike, ``G = GL_n`` and ``\mathfrak{g} = \mathfrak{gl}_n`` do not."""
         return self._query(setting)[3]
 
     def nearest(self, clause: str, n: int = 3) -> list[str]:
@@ -107,12 +136,12 @@ class Ontology:
         """``setting_match`` of a step's setting against a query setting (SPEC §8).
 
         A query clause implies a step clause when both name known entries and the step's is in the
-        query's closure, or when the two clauses are the same text (known or not). A known step
+        query's closure, or when the two clauses are the same text (known or not; case kept). A known step
         clause implied by no query clause is ``incompatible`` when the query names at least one
         known entry (only known entries imply anything), else ``unknown`` (a query setting wholly
         outside the ontology cannot be judged).
         """
-        step = clauses(step_setting)
+        step = clauses(step_setting, fold=False)
         if not step:
             return UNKNOWN
         asked, q_known, implied_by_query, drawn = self._query(query_setting)

@@ -85,7 +85,7 @@ def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(
     code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "Fq((t)")
     assert code == 0 and out.startswith("page 1 of 2")  # unknown is not incompatible: all listed
     assert err == ("mem: --setting 'Fq((t)': 'fq((t)' is not in the settings ontology, "
-                                   "so a step matches it only by the same text; nearest entries: Fq((t)), global function field, Fq\n")
+                                   "so a step matches it only by the same text; nearest entries: Fq((t)), Fq(t), Fp((t))\n")
     assert cli(indexed.root, "archive-search", "statement", "--setting", "Qp")[2] == ""  # known: quiet
 
 
