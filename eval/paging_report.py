@@ -11,7 +11,6 @@ from typing import Any
 from mem_retrieval.eval.judgments import write_trec_run
 from mem_retrieval.eval.paging import STOP_LOSS, recall_at
 from mem_retrieval.eval.paging_eval import PagingEvaluation
-from mem_retrieval.records.files import replace_all
 
 PLOT = "recall_by_page.png"
 REPORT = "report.md"
@@ -139,7 +138,7 @@ def _draw(evaluation: PagingEvaluation, write: Callable[[Any], None]) -> None:
 
 
 def report_files(directory) -> list[Path]:
-    """The files ``write_report`` writes in ``directory``."""
+    """The files `--report DIR` writes in ``directory`` (``output_files``)."""
     return [Path(directory) / REPORT, Path(directory) / PLOT]
 
 
@@ -157,15 +156,3 @@ def output_files(evaluation: PagingEvaluation, trec_out: Path | None = None,
                       "report"))
         files.append((figure, lambda tmp: plot(evaluation, tmp), "report"))
     return files
-
-
-def write_report(evaluation: PagingEvaluation, directory: Path) -> list[Path]:
-    """``DIR/report.md`` and ``DIR/recall_by_page.png``, both or neither; returns their paths."""
-    files = output_files(evaluation, report=directory)
-    replace_all([(path, write) for path, write, _ in files])
-    return [path for path, _, _ in files]
-
-
-def write_runs(evaluation: PagingEvaluation, path: Path) -> None:
-    """Every strategy's ranking as one TREC run file, tagged by strategy."""
-    replace_all([(path, write) for path, write, _ in output_files(evaluation, trec_out=path)])

@@ -504,14 +504,8 @@ def plan_changes(index: Index, rows: Rows, runs: list[str] | None, present: set[
 def pending_elsewhere(index: Index, runs: list[str], present: set[str]) -> list[str]:
     """The runs besides ``runs`` whose rows a stopped backfill left without their vectors: `mem
     index RUN` finishes theirs too (the searches' note sends to `mem index`, and `record RUN`'s
-    index left them in BM25 order for good). A constant filter: no user text in it."""
-    found: set[str] = set()
-    for name in EMBEDDED_TABLES:
-        table = index.tables[name]
-        if table is None or "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
-            continue
-        waiting = table.search().where("embedded = false").select(["run"])
-        found.update(waiting.limit(table.count_rows()).to_arrow()["run"].to_pylist())
+    index left them in BM25 order for good; ``store.waiting``)."""
+    found = {run for name in EMBEDDED_TABLES for run in store.waiting(index.tables[name], "run")}
     return sorted((found & present) - set(runs))
 
 

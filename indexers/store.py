@@ -509,3 +509,12 @@ def open_table(db, name: str):
         return db.open_table(name)
     except (FileNotFoundError, ValueError):
         return None
+
+
+def waiting(table, column: str) -> list:
+    """``column`` of each row of ``table`` (None: no table) still waiting for its vector: what a
+    running or stopped backfill left with ``embedded`` false. A constant filter: no user text."""
+    if table is None or "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
+        return []
+    rows = table.search().where("embedded = false").select([column])
+    return rows.limit(table.count_rows()).to_arrow()[column].to_pylist()

@@ -370,15 +370,9 @@ def _id_shapes(index: Index, version: int) -> list[str] | None:
 
 def _waiting(index: Index, versions: dict[str, int]) -> int:
     """How many distinct texts still wait for their vectors at ``versions``: the rows a running or
-    interrupted backfill left with ``embedded`` false (a constant filter: no user text in it)."""
-    hashes: set[str] = set()
-    for name in EMBEDDED_TABLES:
-        table = _at(index, name, versions[name])
-        if "embedded" not in table.schema.names or not table.count_rows("embedded = false"):
-            continue
-        waiting = table.search().where("embedded = false").select(["text_hash"])
-        hashes.update(waiting.limit(table.count_rows()).to_arrow()["text_hash"].to_pylist())
-    return len(hashes)
+    interrupted backfill left with ``embedded`` false (``store.waiting``)."""
+    return len({text for name in EMBEDDED_TABLES
+                for text in store.waiting(_at(index, name, versions[name]), "text_hash")})
 
 
 def drop_exports(folder: Path, keep: str | None) -> None:

@@ -19,17 +19,22 @@ from pathlib import Path
 from mem_retrieval.records.errors import BadInput
 
 
-def content_hash(path: Path) -> str | None:
-    """SHA-256 of the file's bytes (None: it cannot be read): what a stamp kept across copies of a
-    folder (new inodes and change times) is checked by when it no longer matches."""
+def sha256_file(path: Path) -> str:
+    """SHA-256 of the file's bytes, in hex, read a MiB at a time (an OSError if it cannot be read)."""
     digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_hash(path: Path) -> str | None:
+    """``sha256_file`` (None: it cannot be read): what a stamp kept across copies of a folder (new
+    inodes and change times) is checked by when it no longer matches."""
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        return sha256_file(path)
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def stamp(path: Path) -> tuple[int, int, int, int] | None:

@@ -70,6 +70,18 @@ def clauses(setting: str, fold: bool = True) -> list[str]:
     return [part.casefold() if fold else part for part in parts if part]
 
 
+def remembered(memo: dict, key, limit: int, compute):
+    """``memo[key]``, computed and stored when missing; a memo past ``limit`` entries starts over.
+    Requests on other threads may fill (or clear) it meanwhile: the value computed is returned."""
+    found = memo.get(key)
+    if found is None:
+        found = compute()
+        if len(memo) > limit:
+            memo.clear()
+        memo[key] = found
+    return found
+
+
 @dataclass(frozen=True)
 class Ontology:
     """Entries by canonical name, and what each implies directly; ``closure(name)`` holds every
@@ -83,12 +95,7 @@ class Ontology:
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # closures, queries read
 
     def _remember(self, key, make):
-        found = self._memo.get(key)
-        if found is None:
-            if len(self._memo) >= 65536:
-                self._memo.clear()
-            found = self._memo[key] = make()
-        return found
+        return remembered(self._memo, key, 65536, make)
 
     def closure(self, name: str) -> frozenset[str]:
         """Every entry ``name`` implies, itself included (``implies``, transitively)."""

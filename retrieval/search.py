@@ -21,7 +21,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers import store
 from mem_retrieval.records.ids import id_shape, spellings, split_gid
-from mem_retrieval.records.settings import Ontology
+from mem_retrieval.records.settings import Ontology, remembered
 from mem_retrieval.retrieval import engines
 from mem_retrieval.retrieval.candidates import Candidate, EventRow, StepRow, from_arrow
 from mem_retrieval.retrieval.query import (ArchiveQuery, Filters, Hidden, Until, exact_lookup, id_word_forms,
@@ -84,18 +84,6 @@ class IdMap:
         return [Candidate(g, row_id=self.row_ids[g], score=1.0, via="id") for g in named]
 
 
-def _remembered(memo: dict, key, limit: int, compute):
-    """``memo[key]``, computed and stored when missing; a memo past ``limit`` entries starts over.
-    Requests on other threads may fill (or clear) it meanwhile: the value computed is returned."""
-    found = memo.get(key)
-    if found is None:
-        found = compute()
-        if len(memo) > limit:
-            memo.clear()
-        memo[key] = found
-    return found
-
-
 @lru_cache(maxsize=1)
 def _builder() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="resident")
@@ -150,7 +138,7 @@ class Judged:
     def refused(self, setting: str, other: str, hyps: Sequence[str]) -> bool:
         """Whether a step of setting ``other`` with ``hyps`` may not be reused where ``setting``
         holds (M3; remembered)."""
-        return _remembered(self.matches, (setting, other, tuple(hyps)), 65536,
+        return remembered(self.matches, (setting, other, tuple(hyps)), 65536,
                            lambda: not self.ontology.reusable(setting, other, hyps))
 
 
@@ -368,7 +356,7 @@ class Searcher:
         if not setting or any_setting:
             return ()
         judged = self.judging()
-        return _remembered(judged.exclusions, setting, 1024, lambda: tuple(
+        return remembered(judged.exclusions, setting, 1024, lambda: tuple(
             store.reuse_key(s, h) for s, h in self.settings if judged.refused(setting, s, h)))
 
     def id_hits(self, text: str, where: str | None) -> list[Candidate]:

@@ -194,7 +194,8 @@ def test_the_users_own_cache_is_used_under_a_umask_of_002_and_through_a_link(exa
 @pytest.mark.slow
 def test_a_damaged_cache_entry_is_exported_again_and_replaced(example, onnx_export, tmp_path, monkeypatch):
     from mem_retrieval.text.embed import model_dir
-    from mem_retrieval.text.onnx import INT8, place_export, sha256_file
+    from mem_retrieval.records.files import sha256_file
+    from mem_retrieval.text.onnx import INT8, place_export
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("MEM_CACHE_DIR", str(cache))

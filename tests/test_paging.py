@@ -19,7 +19,8 @@ from mem_retrieval.eval.metrics import METRICS, mean_metrics, per_query, run_sco
 from mem_retrieval.eval.paging import (RankedPages, fewest_pages, fixed, first_page, hint, patience, read, recall_at,
                          recall_by_page, score_drop, standard_pagers, summarize)
 from mem_retrieval.eval.paging_eval import evaluate_paging, search_depth
-from mem_retrieval.eval.paging_report import table_text, write_report, write_runs
+from mem_retrieval.eval.paging_report import output_files, table_text
+from mem_retrieval.records.files import replace_all
 from mem_retrieval.eval.ranker import RankedHit
 from mem_retrieval.retrieval.strategies import STRATEGIES
 from mem_retrieval.cli.main import run as mem
@@ -523,9 +524,15 @@ def test_queries_and_qrels_may_be_pipes_each_read_once(tmp_path):
     assert (code, said) == (2, "mem: /dev/zero: is not a regular file or a pipe (a socket or a device)\n")
 
 
+def _write(files) -> list[Path]:
+    """What `--trec-out` and `--report` write, written as ``cli.outputs.write_all`` does."""
+    replace_all([(path, write) for path, write, _ in files])
+    return [path for path, _, _ in files]
+
+
 def test_trec_out_reproduces_the_metrics_with_trec_eval(tmp_path):
     _, evaluation = toy_evaluation()
-    write_runs(evaluation, tmp_path / "runs.trec")
+    _write(output_files(evaluation, trec_out=tmp_path / "runs.trec"))
     written = _read_trec_runs(tmp_path / "runs.trec")
     assert set(written) == {"bm25", "rerank"}
     qrels = {"q1": {"gold-1": 1, "gold-3": 1}, "q3": {"g": 1}}
@@ -541,7 +548,7 @@ def test_table_and_report_files(tmp_path):
     text = table_text(evaluation)
     assert "2 judged queries" in text and all(pager in text for pager in PAGERS)
     assert all(metric in text for metric in METRICS)
-    paths = write_report(evaluation, tmp_path / "out")
+    paths = _write(output_files(evaluation, report=tmp_path / "out"))
     assert [path.name for path in paths] == ["report.md", "recall_by_page.png"]
     assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = paths[0].read_text()

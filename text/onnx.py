@@ -31,7 +31,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mem_retrieval.records.files import private, replace_folder, seal
+from mem_retrieval.records.files import private, replace_folder, seal, sha256_file
 from mem_retrieval.records.parse import open_regular
 
 if TYPE_CHECKING:
@@ -51,14 +51,6 @@ OPSET = 17
 FP32, INT8 = "model.onnx", "model_int8.onnx"
 SIGNED, PROBE = "model_int8_signed.onnx", "probe_int8_signed.onnx"  # INT8's signed copy; its test
 MANIFEST = "export.json"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def source_key(model_dir: Path) -> str:
