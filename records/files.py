@@ -114,7 +114,8 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
                     folder.mkdir()
                     made.append(folder)
             where = path
-            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            _sweep_dead(path)  # what writers killed before they were done left there
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
             os.close(fd)
             staged.append((Path(name), path))
             write(Path(name))
@@ -225,7 +226,7 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
     there first (a folder named by its content is never rewritten)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_scratch(target)
+    _sweep_dead(target)
     scratch = target.parent / f".{target.name}.{os.getpid()}.{tag}"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
@@ -245,13 +246,19 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _sweep_scratch(target: Path) -> None:
-    """Delete the scratch folders of ``target`` that processes killed meanwhile left (a model's
-    download or export: up to ~130 MB each); a live process's own is left alone."""
-    for scratch in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
-        pid = scratch.name[len(target.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and scratch.is_dir():
-            shutil.rmtree(scratch, ignore_errors=True)
+def _sweep_dead(target: Path) -> None:
+    """Delete what processes killed meanwhile left beside ``target``, named ``.NAME.PID.…``: the
+    scratch folders of ``replace_folder`` (a model's download or export: up to ~130 MB each) and
+    the temporary files of ``replace_all`` (a killed `eval paging --trec-out` left one for good,
+    as large as its run file). A live process's own is left alone: these writers take no lock."""
+    for left in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
+        pid = left.name[len(target.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+        elif left.name.endswith(".tmp"):
+            left.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:

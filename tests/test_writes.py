@@ -1128,6 +1128,41 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
     assert tries == [f"core-set next: audit a4, try {k}" for k, (code, _, _) in enumerate(calls) if code == 0]
 
 
+def test_replace_all_deletes_what_a_killed_writer_left_and_never_a_live_ones(tmp_path):
+    """A writer of `--trec-out` or `--report` killed while it wrote left its temporary file beside
+    the output for good (as large as the run file; each kill one more). The next write deletes a
+    dead process's, and leaves a running one's (these outputs take no lock)."""
+    from mem_retrieval.records.files import replace_all
+
+    out = tmp_path / "run.trec"
+    out.write_text("old\n")
+    writer = ("import os, signal, sys, time\nfrom pathlib import Path\n"
+              "from mem_retrieval.records.files import replace_all\n"
+              "def write(tmp):\n    tmp.write_text('half')\n    print('staged', flush=True)\n"
+              "    if sys.argv[2] == 'die':\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+              "    time.sleep(60)\n"
+              "replace_all([(Path(sys.argv[1]), write)])\n")
+
+    def staged(how: str) -> tuple[subprocess.Popen, list[str]]:
+        before = set(os.listdir(tmp_path))
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(out), how], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "staged\n"
+        return proc, sorted(set(os.listdir(tmp_path)) - before)
+
+    killed, left = staged("die")
+    assert killed.wait() == -signal.SIGKILL
+    assert len(left) == 1 and left[0].startswith(f".run.trec.{killed.pid}.") and left[0].endswith(".tmp")
+    running, live = staged("live")
+    try:
+        assert len(live) == 1 and live[0].startswith(f".run.trec.{running.pid}.")
+        replace_all([(out, lambda tmp: tmp.write_text("new\n"))])
+        assert out.read_text() == "new\n"
+        assert sorted(os.listdir(tmp_path)) == sorted(["run.trec", *live])  # the dead one's gone
+    finally:
+        running.kill()
+        running.wait()
+
+
 def test_replace_all_writes_every_file_or_none(tmp_path):
     """``files.replace_all``: a writer failing at the second file leaves the first file's old bytes,
     no temporary file and none of the folders made; with no failure every file is in place."""
