@@ -66,7 +66,7 @@ class Memory:
         from mem_retrieval.indexers.build import build_index
 
         _typed("check", runs=runs)  # the same list of run names
-        _index_options(full, progress, engine, workers)
+        _index_options(full, progress, engine or self.config.index.engine, workers)
         self.reopen()
         try:
             return build_index(self.workspace, self.config, runs, full, progress, on_message,
@@ -232,16 +232,20 @@ _QUERY_ONLY = (Param("exclude_run", "string", "a run left out"),  # no tool has 
 
 def _index_options(full: Any, progress: Any, engine: Any, workers: Any) -> None:
     """BadInput for a value of ``Memory.index`` that `mem index` would refuse (``full="no"`` asked
-    for a full build; ``engine="foo"`` indexed with the local engine; ``workers=0``)."""
+    for a full build; ``engine="foo"`` indexed with the local engine; ``workers=-1``, and
+    ``workers`` where no Ray actor embeds, which were taken and dropped in silence)."""
     for name, value, none in (("full", full, False), ("progress", progress, True)):
         if not isinstance(value, bool) and not (none and value is None):
             raise BadInput(f"must be true or false, not {type_name(value)}", param=name)
     if engine is not None and engine not in ENGINES:
         raise BadInput(f"{engine!r} is not one of {', '.join(ENGINES)}", param="engine")
     whole = isinstance(workers, int) and not isinstance(workers, bool)
-    if workers is not None and (not whole or workers < 1):
+    if workers is not None and (not whole or workers < 0):
         said = workers if whole else said_not_whole(workers)
-        raise BadInput(f"must be a whole number of at least 1, not {said}", param="workers")
+        raise BadInput(f"must be a whole number (0: one per CPU), not {said}", param="workers")
+    if workers is not None and engine != "ray":
+        raise BadInput(f"{workers}: only Ray actors are counted, and this index embeds in this process "
+                       "(--engine ray, or index.engine = \"ray\")", param="workers")
 
 
 def _page(function: str, page: int | None, list_id: str | None) -> tuple[int, str | None]:

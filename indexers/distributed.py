@@ -237,7 +237,7 @@ class RayEngine:
         ray = _ray()
         self.started = False
         self._terminate: Any = None  # the SIGTERM handler to put back in ``close``
-        wanted = workers or config.ray.workers or None
+        wanted = (config.ray.workers if workers is None else workers) or None  # 0: one per CPU
         if not ray.is_initialized():
             address = config.ray.address or "local"  # "local": a new instance, whatever cluster
             # RAY_ADDRESS or a `ray start` on this machine names (joining one refuses num_cpus)

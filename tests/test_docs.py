@@ -182,3 +182,20 @@ def test_the_dependency_table_names_what_pyproject_declares_and_where():
     for extra, packages in extras.items():
         assert listed.get(extra, set()) <= packages, extra
         assert packages <= listed.get(extra, set()) | listed["test"] | listed["dependencies"], extra
+
+
+@pytest.mark.slow  # the example's whole evaluation, every strategy: run with --slow (CI does)
+def test_the_shipped_paging_report_is_the_one_the_code_writes(example, tmp_path):
+    """docs/paging-example/report.md, the README's sample of `--report`, is what `mem eval paging
+    --report` writes on the example set today (it had stayed as an earlier tokenizer wrote it)."""
+    import io
+
+    from mem_retrieval.cli.main import run
+
+    root = example.workspace.root
+    code = run(["--workspace", str(root), "eval", "paging", "--queries", str(root / "eval" / "queries.jsonl"),
+                "--qrels", str(root / "eval" / "qrels"), "--report", str(tmp_path / "report")],
+               out=io.StringIO(), err=io.StringIO())
+    assert code == 0
+    shipped = Path(__file__).resolve().parent.parent / "docs" / "paging-example" / "report.md"
+    assert (tmp_path / "report" / "report.md").read_text() == shipped.read_text()

@@ -302,7 +302,11 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     # index's own parameters, as `mem index` judges them (full="no" asked for a full build)
     (lambda m: m.index(full="no"), "full must be true or false, not a string"),
     (lambda m: m.index(engine="foo"), "engine 'foo' is not one of local, ray"),
-    (lambda m: m.index(workers=0), "workers must be a whole number of at least 1, not 0"),
+    (lambda m: m.index(workers=-1), "workers must be a whole number (0: one per CPU), not -1"),
+    (lambda m: m.index(workers=1.5), "workers must be a whole number (0: one per CPU), not 1.5"),
+    # taken and dropped in silence, where `mem index --workers` refused it
+    (lambda m: m.index(workers=7), "workers 7: only Ray actors are counted, and this index embeds in this "
+                                   "process (--engine ray, or index.engine = \"ray\")"),
     # as --workspace "" and --config "" (an unset variable opened the current folder)
     (lambda m: type(m).open(""), "workspace is empty (leave it out for the default)"),
     (lambda m: type(m).open(m.workspace.root, ""), "config is empty (leave it out for the default)"),

@@ -595,6 +595,9 @@ def test_workers_without_the_ray_engine_are_refused_not_ignored(workspace, mem):
         "mem: --workers 4: only Ray actors are counted, and this index embeds in this process "
         "(--engine ray, or index.engine = \"ray\")\n")
     assert mem("index", "--engine", "local", "--workers", "2")[0] == 2
+    assert mem("index", "--workers", "0")[0] == 2  # 0 is one per CPU Ray has: still Ray's
+    code, _, err = mem("index", "--engine", "ray", "--workers", "-1")
+    assert code == 2 and "--workers: '-1' is not a whole number (0: one per CPU)" in err
     assert not (workspace.root / ".mem" / "meta.json").exists()  # refused before any work
 
 

@@ -113,7 +113,8 @@ def test_the_actors_hold_the_model_once_each_and_match_the_local_embedder(ray_lo
 def test_the_actors_batch_texts_for_the_model_as_model_batch_size_says(ray_local, onnx_export, monkeypatch):
     """`ray.batch_size` is the texts a block sends an actor; the model's own batch (torch pads each
     to its longest text) is `model.batch_size`, as in the local engine: the actors padded blocks of
-    256 on torch, 16 times the configured 16."""
+    256 on torch, 16 times the configured 16. `--workers 0` is one actor per CPU, as `ray.workers =
+    0` is (it fell back to `ray.workers`)."""
     import dataclasses
 
     import ray.data
@@ -140,6 +141,13 @@ def test_the_actors_batch_texts_for_the_model_as_model_batch_size_says(ray_local
     finally:
         engine.close()
     assert [(kwargs["fn_constructor_kwargs"]["batch_size"], kwargs["batch_size"]) for kwargs in seen] == [(3, 8)]
+    # `--workers 0`, as `ray.workers = 0`: one actor per CPU Ray has (it fell back to ray.workers)
+    config = dataclasses.replace(config, ray=dataclasses.replace(config.ray, workers=1))
+    engine = RayEngine(spec, config, workers=0)
+    try:
+        assert engine.workers == 2
+    finally:
+        engine.close()
 
 
 def _ray_processes(temp: Path) -> list[str]:

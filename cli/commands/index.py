@@ -15,34 +15,31 @@ def register(subparsers, common) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN", help="only these runs (default: all)")
     parser.add_argument("--full", action="store_true",
                         help="rebuild from the files alone (needed after a tokenizer/model change)")
-    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
-                        help="show a progress bar even when stderr is not a terminal")
-    parser.add_argument("--no-progress", dest="progress", action="store_false")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="show a progress bar even when stderr is not a terminal")
+    shown.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="show none even on a terminal (default: a bar where stderr is one)")
     parser.add_argument("--engine", choices=ENGINES, default=None,
                         help="embed in this process (local) or on a Ray actor pool (ray; needs "
                              "Ray: the extra [distributed]); default: index.engine")
-    parser.add_argument("--workers", type=_positive, default=None, metavar="N",
-                        help="Ray actors embedding (default: ray.workers, 0 = one per CPU)")
+    parser.add_argument("--workers", type=_count, default=None, metavar="N",
+                        help="Ray actors embedding (default: ray.workers; 0 = one per CPU Ray has)")
     parser.set_defaults(handler=run)
 
 
-def _positive(text: str) -> int:
+def _count(text: str) -> int:
     import argparse
 
     from mem_retrieval.cli.outputs import integer
 
-    if integer(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    if integer(text) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0: one per CPU)")
     return int(text)
 
 
 def run(args, ctx) -> int:
-    from mem_retrieval.records.errors import BadInput
-
     memory = ctx.memory()
-    if args.workers is not None and (args.engine or memory.config.index.engine) != "ray":
-        raise BadInput(f"{args.workers}: only Ray actors are counted, and this index embeds in this "
-                       "process (--engine ray, or index.engine = \"ray\")", param="workers")
     ctx.warn_if_no_runs(memory.workspace)
     report = memory.index(args.runs or None, full=args.full, progress=args.progress,
                           on_message=ctx.note, engine=args.engine, workers=args.workers)
