@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.errors import BadInput, type_name
 from mem_retrieval.records.types import KINDS, STATUSES
-from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, said_not_whole, surrogate_problem, type_name
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, said_not_whole, surrogate_problem
 
 VALUE_TYPES = {"string": (str, "a string"), "integer": (int, "a whole number"),
                "boolean": (bool, "true or false"), "strings": (list, "a list of strings")}

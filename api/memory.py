@@ -19,10 +19,10 @@ from typing import Any
 
 from mem_retrieval.configs import ENGINES, Config, load_config
 from mem_retrieval.functions import BY_NAME, Param
-from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, type_name
 from mem_retrieval.records.ids import typed_run
 from mem_retrieval.records.types import LibraryEntry
-from mem_retrieval.records.validate import said_not_whole, type_name
+from mem_retrieval.records.validate import said_not_whole
 from mem_retrieval.records.workspace import Workspace
 from mem_retrieval.retrieval.paging import check_list_id, check_page
 from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery, Until

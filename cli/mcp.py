@@ -29,8 +29,8 @@ from typing import Any
 from mem_retrieval.cli.calls import Answer, call
 from mem_retrieval.cli.warm import WarmMemories
 from mem_retrieval.functions import BY_NAME, FUNCTIONS, Function, output_schema
-from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line
-from mem_retrieval.records.validate import surrogate_problem, type_name
+from mem_retrieval.records.errors import BadInput, MemError, Refused, one_line, type_name
+from mem_retrieval.records.validate import surrogate_problem
 
 SERVER_NAME = "mem"
 SHUTDOWN_WAIT_S = 60  # the longest wait, each, for the model's load and the calls running at exit

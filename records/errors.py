@@ -207,3 +207,11 @@ class InputError(BadInput):
         error = cls.of(problems[0])
         error.problems = tuple(problems[: cls.MAX_PROBLEMS])
         return error
+
+
+def type_name(value: Any) -> str:
+    """How a decoded value's type is named in a message: ``an object``, ``a list``, ``null``…"""
+    kind = type(value)
+    named = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(kind, named)  # numpy.bool: no "bool" that is no bool

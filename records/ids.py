@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from mem_retrieval.records.errors import unescape
+from mem_retrieval.records.errors import type_name, unescape
 
 if TYPE_CHECKING:
     from mem_retrieval.records.types import Event
@@ -20,7 +20,7 @@ MAX_ID_LEN = 200
 def step_id_problem(value: object) -> str | None:
     """Why ``value`` is not a valid step id, or None when it is."""
     if not isinstance(value, str):
-        return f"must be a string, not {type(value).__name__}"
+        return f"must be a string, not {type_name(value)}"
     if not value:
         return "must not be empty"
     if len(value) > MAX_ID_LEN:
@@ -53,7 +53,7 @@ def owner_run(ref: str, run: str | None) -> str | None:
 def ref_problem(value: object) -> str | None:
     """Why ``value`` is neither a step id nor a global id, or None."""
     if not isinstance(value, str):
-        return f"must be a string, not {type(value).__name__}"
+        return f"must be a string, not {type_name(value)}"
     run, step = split_gid(value)
     if run is not None and not is_run_slug(run):
         return f"{value!r}: run {run!r} is not a run slug ([a-z0-9][a-z0-9-]*)"

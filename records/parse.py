@@ -16,9 +16,9 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mem_retrieval.records.errors import InputError, Problem, plural
+from mem_retrieval.records.errors import InputError, Problem, plural, type_name
 from mem_retrieval.records.ids import canonical, is_run_slug, ref_problem, step_id_problem
-from mem_retrieval.records.validate import Fields, type_name
+from mem_retrieval.records.validate import Fields
 from mem_retrieval.records.types import (
     CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
     Source, Step, Tree,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from typing import Any, NoReturn
 
-from mem_retrieval.records.errors import InputError
+from mem_retrieval.records.errors import InputError, type_name
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -36,14 +36,6 @@ def surrogate_problem(value: str) -> str | None:
     """An unpaired surrogate (bytes that were not UTF-8, decoded with surrogateescape, or a lone
     ``\\ud800`` escape) makes a string no Unicode text: nothing can encode, store or search it."""
     return "is not valid Unicode text (it holds an unpaired surrogate)" if _SURROGATE.search(value) else None
-
-
-def type_name(value: Any) -> str:
-    """How a decoded value's type is named in a message: ``an object``, ``a list``, ``null``…"""
-    kind = type(value)
-    named = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(kind, named)  # numpy.bool: no "bool" that is no bool
 
 
 def said_not_whole(value: Any) -> str:

@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import NEVER, in_list, key
-from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.errors import BadInput, type_name
 from mem_retrieval.records.ids import (given_run, looks_like_id, plain, ref_problem, spellings, typed_ref,
                                        typed_run)
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
-from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem, type_name
+from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem
 
 if TYPE_CHECKING:
     import numpy as np
