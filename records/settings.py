@@ -27,7 +27,9 @@ SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "settings.toml"
 _TIGHT = re.compile(r"\s*([_^=(\[])\s*|\s+([)\]])")
 # A clause names a class however it is quantified or numbered: "every p-adic field", "the p-adic
 # numbers", "local fields" and "finite extensions of Q_p" name what their singular, bare form does.
-_QUANTIFIER = re.compile(r"^(?:(?:every|each|any|all|an?|the|arbitrary)\s+)+", re.IGNORECASE)
+# A word before a word only, and "a"/"an" in lower case only: in "A local; A Noetherian" or
+# "a > 0", A and a are variables. Read so only to look an entry up (``Ontology.entry``).
+_QUANTIFIER = re.compile(r"^(?:(?:[Ee]very|[Ee]ach|[Aa]ny|[Aa]ll|[Tt]he|[Aa]rbitrary|an?)\s+)+(?=[^\W\d_])")
 _PLURAL = re.compile(r"\b(field|extension)s\b", re.IGNORECASE)
 _NON_ARCHIMEDEAN = re.compile(r"\bnon[\s-]?archimedean\b", re.IGNORECASE)
 
@@ -42,16 +44,17 @@ def _as_drawn(text: str) -> str:
 
 
 def _bare(clause: str) -> str:
-    """A clause as it names a class: no quantifier or article before it, a plural singular."""
+    """A clause (as drawn, case kept) as it names a class: no quantifier or article before it, a
+    plural singular, ``non archimedean`` hyphenated; case folded, to look an entry up."""
     clause = _NON_ARCHIMEDEAN.sub("non-archimedean", _PLURAL.sub(r"\1", clause))
-    return _QUANTIFIER.sub("", clause) or clause  # ("the" alone stays a word)
+    return _QUANTIFIER.sub("", clause).casefold()
 
 
 def normalize(text: str, fold: bool = True) -> str:
     """A setting (or a name or alias of the ontology) as it is matched (SPEC §8): as drawn
-    (``_as_drawn``), as it names a class (``_bare``), and case folded unless ``fold`` is False
-    (a clause outside the ontology is compared by its text, where case tells objects apart)."""
-    text = _bare(_as_drawn(text))
+    (``_as_drawn``), and case folded unless ``fold`` is False (a clause outside the ontology is
+    compared by its text, where case tells objects apart)."""
+    text = _as_drawn(text)
     return text.casefold() if fold else text
 
 
@@ -66,7 +69,7 @@ def clauses(setting: str, fold: bool = True) -> list[str]:
     """A setting's clauses (separated by ';'), normalised (``normalize``, case kept unless
     ``fold``); empty clauses dropped. Split after NFKC: a fullwidth ';' (U+FF1B) or the Greek
     question mark (U+037E, drawn as ';') is one."""
-    parts = (_bare(part.strip()) for part in _as_drawn(setting).split(";"))
+    parts = (part.strip() for part in _as_drawn(setting).split(";"))
     return [part.casefold() if fold else part for part in parts if part]
 
 
@@ -111,7 +114,12 @@ class Ontology:
         return self._remember(("closure", name), reach)
 
     def entry(self, clause: str) -> str | None:
-        return self.alias.get(self._remember(("normal", clause), lambda: normalize(clause)))
+        """The entry a clause names: by its name or an alias (``normalize``), else by the class
+        its bare form names (``_bare``: "every p-adic field", "local fields"); None for neither."""
+        def look() -> str:  # "": none (the memo keeps no None)
+            return self.alias.get(normalize(clause)) or self.alias.get(_bare(normalize(clause, fold=False)), "")
+
+        return self._remember(("entry", clause), look) or None
 
     def _query(self, setting: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
         """A query setting as ``match`` reads it, once a setting (a step's hypotheses are each

@@ -355,9 +355,9 @@ class Retriever:
 
     def unknown_clauses(self, setting: str) -> list[str]:
         """The clauses of ``setting`` the settings ontology does not know (a step matches such a
-        clause only by the same text)."""
+        clause only by the same text), as matched: case kept."""
         ontology = self.ontology()
-        return [c for c in clauses(setting) if ontology.entry(c) is None]
+        return [c for c in clauses(setting, fold=False) if ontology.entry(c) is None]
 
     def unknown_run(self, param: str, run: str | None) -> list[Note]:
         """A note when ``run`` (given for ``param``) names no run of the workspace or library,
