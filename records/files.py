@@ -9,9 +9,11 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -114,7 +116,7 @@ def replace_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
                     folder.mkdir()
                     made.append(folder)
             where = path
-            _sweep_dead(path)  # what writers killed before they were done left there
+            _sweep_dead(path, files=True)  # what writers killed before they were done left there
             fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
             os.close(fd)
             staged.append((Path(name), path))
@@ -225,8 +227,10 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
     nothing, nor, with ``keep_existing``, when ``target`` already exists or another process put it
     there first (a folder named by its content is never rewritten)."""
     target = Path(target)
+    if tag not in SCRATCH_TAGS:  # the sweep knows these alone
+        raise ValueError(f"tag {tag!r} is not one of {SCRATCH_TAGS}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_dead(target)
+    _sweep_dead(target, files=False)
     scratch = target.parent / f".{target.name}.{os.getpid()}.{tag}"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
@@ -246,18 +250,34 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _sweep_dead(target: Path) -> None:
-    """Delete what processes killed meanwhile left beside ``target``, named ``.NAME.PID.…``: the
-    scratch folders of ``replace_folder`` (a model's download or export: up to ~130 MB each) and
-    the temporary files of ``replace_all`` (a killed `eval paging --trec-out` left one for good,
-    as large as its run file). A live process's own is left alone: these writers take no lock."""
-    for left in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
-        pid = left.name[len(target.name) + 2:].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+STALE_SECONDS = 600  # a killed writer's leftover untouched this long is swept (see ``_sweep_dead``)
+SCRATCH_TAGS = ("tmp", "download")  # ``replace_folder``'s tags
+
+
+def _sweep_dead(target: Path, files: bool) -> None:
+    """Delete what writers killed meanwhile left beside ``target``: ``files``, the temporary files of
+    ``replace_all``, ``.NAME.PID.XXXXXXXX.tmp`` (a killed `eval paging --trec-out` left one for good,
+    as large as its run file); else the scratch folders of ``replace_folder``, ``.NAME.PID.TAG`` (a
+    model's download or export: up to ~130 MB each). Only names of exactly that form (a user's
+    ``.run.trec.2024.backup`` is no scratch, nor ``run.trec.77777``'s temporary file beside
+    ``run.trec``), of a process that is gone, untouched for ``STALE_SECONDS`` (a writer in another
+    PID namespace sharing the folder is no process here, and these writers take no lock)."""
+    name = re.escape(target.name)
+    form = re.compile(rf"\.{name}\.([0-9]+)\.[a-z0-9_]{{8}}\.tmp" if files
+                      else rf"\.{name}\.([0-9]+)\.(?:{'|'.join(SCRATCH_TAGS)})")
+    for left in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        found = form.fullmatch(left.name)
+        if not found or int(found.group(1)) == os.getpid() or _alive(int(found.group(1))):
             continue
-        if left.is_dir() and not left.is_symlink():
+        try:
+            info = left.lstat()
+        except OSError:
+            continue
+        if time.time() - info.st_mtime < STALE_SECONDS:
+            continue
+        if not files and stat.S_ISDIR(info.st_mode):
             shutil.rmtree(left, ignore_errors=True)
-        elif left.name.endswith(".tmp"):
+        elif files and stat.S_ISREG(info.st_mode):
             left.unlink(missing_ok=True)
 
 

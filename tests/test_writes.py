@@ -849,8 +849,10 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
 
 def test_a_killed_process_scratch_folder_is_swept_a_live_ones_is_not(tmp_path):
     """A download or export killed mid-way left ``.NAME.PID.TAG`` beside its folder for good (up to
-    ~130 MB a kill); the next replacement of that folder deletes those of processes that are gone."""
-    from mem_retrieval.records.files import replace_folder
+    ~130 MB a kill); the next replacement of that folder deletes those of processes that are gone,
+    once untouched for ``STALE_SECONDS`` (a writer in another PID namespace is no process here),
+    and nothing else (a user's ``.NAME.PID.backup``)."""
+    from mem_retrieval.records.files import STALE_SECONDS, replace_folder
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names no process now
@@ -865,16 +867,22 @@ def test_a_killed_process_scratch_folder_is_swept_a_live_ones_is_not(tmp_path):
     undead = target.parent / f".onnx-abc.{zombie.pid}.tmp"
     live = target.parent / f".onnx-abc.{os.getppid()}.download"  # pytest's parent: alive
     other = target.parent / f".onnx-abcd.{gone.pid}.download"    # another folder's: not ours to judge
-    for scratch in (dead, undead, live, other):
+    users = target.parent / f".onnx-abc.{gone.pid}.backup"       # no scratch: a user's
+    fresh = target.parent / f".onnx-abc.{gone.pid}.tmp"          # touched a moment ago
+    old = time.time() - STALE_SECONDS - 5
+    for scratch in (dead, undead, live, other, users, fresh):
         (scratch / "model.onnx").parent.mkdir(parents=True)
         (scratch / "model.onnx").write_text("half")
+        if scratch != fresh:
+            os.utime(scratch, (old, old))
 
     def fill(scratch: Path) -> None:
         scratch.mkdir()
         (scratch / "model.onnx").write_text("whole")
 
     assert replace_folder(target, fill, tag="download") is True
-    assert sorted(p.name for p in target.parent.iterdir()) == sorted(["onnx-abc", live.name, other.name])
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted(
+        ["onnx-abc", live.name, other.name, users.name, fresh.name])
     zombie.wait()
 
 
@@ -1131,8 +1139,10 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
 def test_replace_all_deletes_what_a_killed_writer_left_and_never_a_live_ones(tmp_path):
     """A writer of `--trec-out` or `--report` killed while it wrote left its temporary file beside
     the output for good (as large as the run file; each kill one more). The next write deletes a
-    dead process's, and leaves a running one's (these outputs take no lock)."""
-    from mem_retrieval.records.files import replace_all
+    dead process's once untouched for ``STALE_SECONDS``, and nothing else: a running writer's
+    (these outputs take no lock), one just left (its writer may be in another PID namespace), a
+    user's file or folder of a like name, the temporary file of ``run.trec.77777`` beside it."""
+    from mem_retrieval.records.files import STALE_SECONDS, replace_all
 
     out = tmp_path / "run.trec"
     out.write_text("old\n")
@@ -1143,21 +1153,36 @@ def test_replace_all_deletes_what_a_killed_writer_left_and_never_a_live_ones(tmp
               "    time.sleep(60)\n"
               "replace_all([(Path(sys.argv[1]), write)])\n")
 
-    def staged(how: str) -> tuple[subprocess.Popen, list[str]]:
+    def staged(how: str, target: Path = out) -> tuple[subprocess.Popen, str]:
         before = set(os.listdir(tmp_path))
-        proc = subprocess.Popen([sys.executable, "-c", writer, str(out), how], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(target), how], stdout=subprocess.PIPE,
+                                text=True)
         assert proc.stdout.readline() == "staged\n"
-        return proc, sorted(set(os.listdir(tmp_path)) - before)
+        new = sorted(set(os.listdir(tmp_path)) - before)
+        assert len(new) == 1 and new[0].startswith(f".{target.name}.{proc.pid}.") and new[0].endswith(".tmp")
+        return proc, new[0]
 
+    old = time.time() - STALE_SECONDS - 5
     killed, left = staged("die")
     assert killed.wait() == -signal.SIGKILL
-    assert len(left) == 1 and left[0].startswith(f".run.trec.{killed.pid}.") and left[0].endswith(".tmp")
+    os.utime(tmp_path / left, (old, old))
+    just_killed, just_left = staged("die")  # a moment ago
+    just_killed.wait()
+    sibling, siblings = staged("die", tmp_path / f"run.trec.{killed.pid}")  # another output's
+    sibling.wait()
+    os.utime(tmp_path / siblings, (old, old))
+    (tmp_path / f".run.trec.{killed.pid}.backup").mkdir()  # a user's, named alike
+    (tmp_path / f".run.trec.{killed.pid}.tmp").write_text("mine")
+    for name in (f".run.trec.{killed.pid}.backup", f".run.trec.{killed.pid}.tmp"):
+        os.utime(tmp_path / name, (old, old))
     running, live = staged("live")
     try:
-        assert len(live) == 1 and live[0].startswith(f".run.trec.{running.pid}.")
+        os.utime(tmp_path / live, (old, old))
         replace_all([(out, lambda tmp: tmp.write_text("new\n"))])
         assert out.read_text() == "new\n"
-        assert sorted(os.listdir(tmp_path)) == sorted(["run.trec", *live])  # the dead one's gone
+        assert sorted(os.listdir(tmp_path)) == sorted(["run.trec", live, just_left, siblings,
+                                                       f".run.trec.{killed.pid}.backup",
+                                                       f".run.trec.{killed.pid}.tmp"])  # left's gone
     finally:
         running.kill()
         running.wait()
