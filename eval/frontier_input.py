@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mem_retrieval.eval.frontier import Problem
-from mem_retrieval.eval.judgments import judged_queries, read_judgments, read_queries
+from mem_retrieval.eval.judgments import apart, judged_queries, read_judgments, read_queries
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.parse import parse_json, read_text
 from mem_retrieval.records.validate import Fields
@@ -125,6 +125,7 @@ def problem_from_workspace(workspace: Workspace, queries_path: Path,
     if not library:
         raise InputError(str(workspace.library_path), None, None,
                          "no library steps (the events of the frontier)")
+    apart(queries_path, qrels_path)
     queries = read_queries(queries_path)
     if not queries:
         raise InputError(str(queries_path), None, None, "no queries")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import canonical, plain, ref_problem, typed_ref, typed_run
-from mem_retrieval.records.parse import parse_json, read_text, text_lines
+from mem_retrieval.records.parse import named_lines, parse_json, same_pipe
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_text
 
@@ -45,7 +45,7 @@ def read_queries(path: Path) -> list[Query]:
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
-    for number, line in enumerate(text_lines(read_text(Path(path), named=True)), start=1):  # at line feeds:
+    for number, line in named_lines(path):  # split at line feeds alone:
         if not line.strip():  # alone, as JSON holds U+2028 and U+0085 raw in a string
             continue
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
@@ -86,6 +86,14 @@ class Judgments:
     loose: list[str]
 
 
+def apart(queries: Path | str, qrels: Path | str) -> None:
+    """InputError when the queries and the qrels name one pipe (`/dev/stdin` twice): read once, it
+    gave the queries all and the qrels nothing ("no query … has a relevant judgment")."""
+    if same_pipe(queries, qrels):
+        raise InputError(str(qrels), None, None, f"is the pipe the queries are read from ({queries}): a pipe "
+                                                 "is read once, so give each file its own")
+
+
 def read_judgments(path: Path) -> Judgments:
     """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document. Lines split at
     line feeds alone, as every record file is read (``records.parse.text_lines``). ``loose``: the
@@ -96,7 +104,7 @@ def read_judgments(path: Path) -> Judgments:
     at: dict[tuple[str, str], int] = {}
     lines: dict[str, int] = {}
     loose: dict[str, None] = {}
-    for number, line in enumerate(text_lines(read_text(Path(path), named=True)), start=1):
+    for number, line in named_lines(path):
         parts = line.split()
         if not parts:
             continue

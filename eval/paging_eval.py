@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mem_retrieval.eval.judgments import (Judgments, Qrels, Query, Run, judged, judged_queries,
+from mem_retrieval.eval.judgments import (Judgments, Qrels, Query, Run, apart, judged, judged_queries,
                                           read_judgments, read_queries)
 from mem_retrieval.eval.metrics import mean_metrics, run_scores
 from mem_retrieval.eval.paging import (FIXED_K, MAX_PAGES, SCORE_DROP, PagerSummary, RankedPages,
@@ -71,6 +71,7 @@ def _summary(summary: PagerSummary) -> dict[str, float]:
 def read_judged(queries_file: str | Path, qrels_file: str | Path) -> tuple[list[Query], Judgments, int]:
     """The judged queries of a queries file and its qrels (SPEC §10), the qrels as read, and how
     many queries had no relevant judgment; InputError when none has one. Each file is read once."""
+    apart(queries_file, qrels_file)
     queries = read_queries(Path(queries_file))
     judgments = read_judgments(Path(qrels_file))
     chosen = judged_queries(queries, judgments.qrels, qrels_file, judgments.lines)

@@ -251,7 +251,7 @@ def replace_folder(target: Path, fill: Callable[[Path], None], tag: str = "tmp",
 
 
 STALE_SECONDS = 600  # a killed writer's leftover untouched this long is swept (see ``_sweep_dead``)
-SCRATCH_TAGS = ("tmp", "download")  # ``replace_folder``'s tags
+SCRATCH_TAGS = ("tmp", "download", "link")  # ``replace_folder``'s tags (``text.onnx`` links an export)
 
 
 def _sweep_dead(target: Path, files: bool) -> None:

@@ -229,20 +229,57 @@ def unreadable(path: Path | str, err: OSError, line: int | None = None) -> Input
     return InputError(str(path), line, None, said)
 
 
-def read_regular(path: Path | str, named: bool = False) -> bytes:
-    """The bytes of the regular file at ``path`` (``open_regular``, a pipe too where ``named``);
-    an InputError if none."""
+def read_regular(path: Path | str) -> bytes:
+    """The bytes of the regular file at ``path`` (``open_regular``); an InputError if none."""
     try:
-        with open_regular(path, named) as handle:
+        with open_regular(path) as handle:
             return handle.read()
     except OSError as err:
         raise unreadable(path, err) from None
 
 
-def read_text(path: Path, named: bool = False) -> str:
-    """A whole UTF-8 file (``named``: as ``open_regular`` reads one); a non-UTF-8 byte is an
-    InputError naming its line."""
-    return decode_utf8(read_regular(path, named), str(path))
+NAMED_LINE_BYTES = 1 << 20  # a line of a queries or qrels file, at most (a query is 16,384 characters)
+
+
+def named_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """Each line of a file the caller named (``open_regular(named=True)``: a pipe too), with its
+    number, read one at a time: a pipe that never ends (`--qrels <(yes)`) is refused at its first
+    bad line, where it was read whole until memory ran out, and a line past ``NAMED_LINE_BYTES`` is
+    an InputError naming it. Lines as ``text_lines`` splits them; UTF-8 (``decode_utf8``)."""
+    file = str(path)
+    try:
+        handle = open_regular(path, named=True)
+    except OSError as err:
+        raise unreadable(path, err) from None
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(NAMED_LINE_BYTES + 1)
+            except OSError as err:
+                raise unreadable(path, err, number + 1) from None
+            if not raw:
+                return
+            number += 1
+            if len(raw) > NAMED_LINE_BYTES and not raw.endswith(b"\n"):
+                raise InputError(file, number, None, f"is longer than {NAMED_LINE_BYTES:,} bytes, which no "
+                                                     "line of it is (a pipe that never ends?)")
+            yield number, decode_utf8(raw.removesuffix(b"\n").removesuffix(b"\r"), file, number - 1)
+
+
+def same_pipe(first: Path | str, second: Path | str) -> bool:
+    """Whether two paths name one pipe (`--queries /dev/stdin --qrels /dev/stdin`), which can be
+    read once only."""
+    try:
+        one, other = os.stat(first), os.stat(second)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(one.st_mode) and (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 file; a non-UTF-8 byte is an InputError naming its line."""
+    return decode_utf8(read_regular(path), str(path))
 
 
 NAMED_TOML_BYTES = 16 << 20  # what a file named on the command line may hold (the defaults: 10 kB)

@@ -524,6 +524,43 @@ def test_queries_and_qrels_may_be_pipes_each_read_once(tmp_path):
     assert (code, said) == (2, "mem: /dev/zero: is not a regular file or a pipe (a socket or a device)\n")
 
 
+def test_a_pipe_that_never_ends_is_refused_at_its_first_bad_line(tmp_path):
+    """`--qrels <(yes)` was read whole, until memory ran out (3.7 GB in 3 s): the lines are read
+    one at a time, so line 1 refuses it; one line that never ends stops at 1 MiB; and the same
+    pipe named for both files (`/dev/stdin` twice) is refused, where the qrels read it empty."""
+    import subprocess
+
+    from mem_retrieval.eval.judgments import read_judgments, read_queries
+    from mem_retrieval.eval.paging_eval import read_judged
+    from mem_retrieval.records.parse import NAMED_LINE_BYTES
+
+    endless = {"lines": ["yes"], "one line": ["sh", "-c", "yes | tr -d '\\n'"]}
+    for kind, argv in endless.items():
+        for read in (read_queries, read_judgments):
+            writer = subprocess.Popen(argv, stdout=subprocess.PIPE)
+            try:
+                path = f"/proc/self/fd/{writer.stdout.fileno()}"
+                with pytest.raises(InputError) as refused:
+                    read(path)
+                said = str(refused.value)
+                assert said.startswith(f"{path}:1:"), said
+                if kind == "one line":
+                    assert said.endswith(f"is longer than {NAMED_LINE_BYTES:,} bytes, which no line of it is "
+                                         "(a pipe that never ends?)")
+            finally:
+                writer.kill()
+                writer.wait()
+                writer.stdout.close()
+    read, write = os.pipe()
+    os.write(write, b'{"qid": "q1", "query": "x"}\n')
+    os.close(write)
+    try:
+        with pytest.raises(InputError, match=r"is the pipe the queries are read from .*: a pipe is read once"):
+            read_judged(f"/proc/self/fd/{read}", f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+
+
 def _write(files) -> list[Path]:
     """What `--trec-out` and `--report` write, written as ``cli.outputs.write_all`` does."""
     replace_all([(path, write) for path, write, _ in files])
@@ -735,7 +772,7 @@ def test_a_setting_the_ontology_does_not_know_is_named_in_a_warning(tmp_path, co
     """`archive-search --setting Mars` notes it; a queries file giving it was silent."""
     queries, warnings = _warnings(tmp_path, "setting", ["Qp", "Mars", "Mars"], command)
     assert [line for line in warnings if "setting clause" in line] == [
-        f"mem: warning: {queries} gives 1 setting clause the settings ontology does not know (mars): a "
+        f"mem: warning: {queries} gives 1 setting clause the settings ontology does not know (Mars): a "
         "step matches those only by the same text"]
 
 
