@@ -72,7 +72,13 @@ def _excerpt(text: str, width: int = 300) -> str:
 
 def _footer(page, spell: Spell) -> str:
     """Where the list goes on. The hint is shown only when it says 'read on': an estimate near 0
-    is not reliable enough to tell an agent to stop (see README, `mem eval paging`)."""
+    is not reliable enough to tell an agent to stop (see README, `mem eval paging`). A page past
+    the first of a list other than the one its caller paged (a ``list_id`` note) goes on at page 1
+    of the list now: its next page, offered before, skipped the new top hits and repeated others,
+    against the note's own advice."""
+    if page.page > 1 and any(note.param == "list_id" for note in page.notes):
+        return (f"more: {_arg(spell, 'page', 1)} {_arg(spell, 'list_id', page.list_id)} (the list changed: "
+                "read it again from page 1)")
     if page.page < page.pages:
         hint = (f" · about {plural(round(page.remaining), 'relevant-looking hit')} ahead"
                 if page.remaining is not None and page.remaining >= 1 else "")

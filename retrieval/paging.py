@@ -48,14 +48,17 @@ def check_list_id(value: str | None) -> str | None:
     return value
 
 
-def list_changed(given: str | None, current: str) -> str | None:
-    """What to say when ``given`` (the list_id of a page read before) is not the list now."""
+def list_changed(given: str | None, current: str, page: int = 2) -> str | None:
+    """What to say when ``given`` (the list_id of a page read before) is not the list now, on
+    ``page`` of it (page 1: what it shows is where to begin)."""
     if given is None or given == current:
         return None
-    return (f"{given}: the result list is not the one that page came from (the index was updated "
-            f"between the calls: `mem index`, `mem record`; or it is another query's list); this is "
-            f"the list now ({current}): the pages read before may repeat or miss its hits, so read it "
-            "from page 1")
+    said = (f"{given}: the result list is not the one that page came from (the index was updated "
+            f"between the calls: `mem index`, `mem record`; or it is another query's list); ")
+    if page == 1:
+        return said + f"this is page 1 of the list now ({current}): the pages read before may repeat or miss its hits"
+    return said + (f"this is the list now ({current}): the pages read before may repeat or miss its hits, "
+                   "so read it from page 1")
 
 
 def page_slice(items: Sequence[T], page: int, page_size: int, noun: str = "hit") -> tuple[T, ...]:

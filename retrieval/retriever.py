@@ -265,7 +265,7 @@ class Retriever:
         says so: pages cut from two lists repeat or skip hits (past the last page, the refusal
         says it)."""
         current = list_id(ids)
-        changed = list_changed(given, current)
+        changed = list_changed(given, current, page)
         try:
             shown = page_slice(items, page, self.config.search.page_size, noun)
         except Refused as err:

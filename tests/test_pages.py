@@ -70,6 +70,16 @@ def test_a_page_names_its_list_and_says_when_an_index_run_changed_it(workspace, 
                               f"({after['list_id']}): the pages read before may repeat or miss its hits, "
                               "so read it from page 1"]
     assert json.loads(mem("--json", "archive-search", "statement", "--page", "2")[1])["notes"] == []
+    # that page goes on at page 1 of the list now: its page 3, offered before, read on in the new
+    # list without a note, and its new top was never shown
+    text = mem("archive-search", "statement", "--page", "2", "--list-id", first["list_id"])[1]
+    assert text.endswith(f"more: --page 1 --list-id {after['list_id']} (the list changed: read it again "
+                         "from page 1)\n")
+    # page 1 of the list now is where to begin: it says so, and goes on to page 2
+    code, text, err = mem("archive-search", "statement", "--list-id", first["list_id"])
+    assert err.rstrip().endswith(f"this is page 1 of the list now ({after['list_id']}): the pages read "
+                                 "before may repeat or miss its hits")
+    assert f"more: --page 2 --list-id {after['list_id']} (2 more hits)" in text
     code, out, err = mem("archive-search", "statement", "--page", "3", "--list-id", first["list_id"])
     assert code == 1 and err.startswith(f"mem: --list-id {first['list_id']}: the result list is not the one")
     assert err.endswith("; page 3 of 2: there are only 2 pages (7 hits)\n")
