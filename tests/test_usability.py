@@ -358,7 +358,7 @@ def test_index_with_the_ray_engine_but_no_ray_is_refused_before_anything_is_writ
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "index", "--engine",
                            "ray"], env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[data]")
+    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[client,data]")
     assert not (ws.root / ".mem").exists()
 
 
@@ -381,13 +381,13 @@ def test_record_with_the_ray_engine_but_no_ray_admits_nothing(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(ws.root), "record", "gamma"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[data]")
+    assert done.stderr.startswith("mem: --engine ray needs Ray: pip install 'ray[client,data]")
     assert done.stderr.endswith(" (record gamma refused: nothing was admitted)\n")
     assert (ws.root / "solve" / "library.jsonl").read_bytes() == library
 
 
 @pytest.mark.parametrize("blocked, argv, said", [
-    ("ray", ["--scale"], "--scale needs Ray: pip install 'ray[data]"),
+    ("ray", ["--scale"], "--scale needs Ray: pip install 'ray[client,data]"),
     ("moto", ["--scale", "--uri", "loopback"],
      "--uri loopback needs moto's S3 server: pip install 'moto[server]"),
 ])
