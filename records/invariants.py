@@ -152,6 +152,11 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                 yield ReuseProblem(step, cited, ERROR,
                                    f"step {step.id} cites {what}, whose hypothesis {quoted(hypothesis)} "
                                    f"this run's setting {quoted(setting)} does not imply")
+            for hypothesis in ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ():
+                yield ReuseProblem(step, cited, WARNING,
+                                   f"step {step.id} cites {what}: whether this run's setting {quoted(setting)} "
+                                   f"implies its hypothesis {quoted(hypothesis)} is unknown to the ontology "
+                                   "(an auditor must look)")
             if entry is None:
                 why = admission_problem(cited.status, cited.grade, cited.repaired)
                 yield ReuseProblem(step, cited, WARNING,

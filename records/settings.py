@@ -181,6 +181,13 @@ class Ontology:
         setting and never counts."""
         return [h for h in hyps if self.match(setting, h) == INCOMPATIBLE]
 
+    def unjudged_hypotheses(self, setting: str, hyps: Sequence[str]) -> list[str]:
+        """The hypotheses of a step that name a setting the ontology knows, of which it cannot say
+        whether ``setting`` implies them (``setting`` names nothing it knows): a step proved over
+        Q_p alone, cited under a setting outside the ontology, went unsaid."""
+        return [h for h in hyps if self.match(setting, h) == UNKNOWN
+                and any(self.entry(c) for c in clauses(h, fold=False))]
+
     def reusable(self, setting: str, step_setting: str, hyps: Sequence[str]) -> bool:
         """M3 (SPEC §7): whether a step of ``step_setting`` with ``hyps`` may be reused where
         ``setting`` holds: neither its setting nor one of its hypotheses is incompatible with it

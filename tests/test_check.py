@@ -345,6 +345,22 @@ def test_m3_unknown_setting_is_a_warning_naming_both(workspace, mem):
     assert out.splitlines()[-1] == OK_SUMMARY + ", 1 warning"
 
 
+def test_m3_a_known_hypothesis_under_an_unknown_setting_is_a_warning(workspace, mem):
+    """A step proved over Q_p alone (its hypothesis `Q_p`), cited under a run setting outside the
+    ontology that its own setting spells alike: `same`, and its hypothesis went unsaid, where
+    under `p-adic field` it is a violation. The ontology cannot judge it: a warning says so."""
+    workspace.edit_step("alpha", "a1", setting="Banach spaces", hyp=["Q_p", "n ≥ 1"])
+    workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0])])
+    tree = workspace.tree("beta")
+    tree["fix"]["setting"] = "Banach spaces"
+    workspace.save_tree("beta", tree)
+    code, out, _ = mem("check")
+    assert code == 0
+    assert found(out) == [f"beta/tree.json:{step_line(workspace, 'beta', 'b1')}: M3: warning: step b1 "
+                          "cites library step alpha/a1: whether this run's setting 'Banach spaces' "
+                          "implies its hypothesis 'Q_p' is unknown to the ontology (an auditor must look)"]
+
+
 def test_m3_implied_setting_passes(workspace, mem):
     workspace.edit_step("alpha", "a1", setting="p-adic local field")  # Qp implies it
     workspace.write_library([library_line("alpha", workspace.tree("alpha")["steps"][0])])

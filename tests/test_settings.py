@@ -137,6 +137,9 @@ def test_a_p_adic_field_is_any_finite_extension_of_q_p_not_q_p_itself(onto):
     ("F_q((t))", "positive characteristic", "implied"), ("characteristic 0", "F_q", "incompatible"),
     ("F_p", "finite field", "implied"), ("finite field", "F_p", "incompatible"),
     ("F_p((t))", "Q_p", "incompatible"), ("F_p((t))", "local field of positive characteristic", "implied"),
+    ("F_p(t)", "number field", "incompatible"), ("F_p(t)", "global function field", "implied"),
+    # "the p-adic field" is Q_p; "a p-adic field", or "p-adic fields", any finite extension of it
+    ("finite extension of Q_p", "the p-adic field", "incompatible"), ("Q_p", "the p-adic field", "same"),
 ])
 def test_the_ontology_holds_what_mathematics_says(onto, asked, step, verdict):
     """A result over every member of a class is an input over one of them, never the other way:
@@ -155,6 +158,13 @@ def test_the_ontology_holds_what_mathematics_says(onto, asked, step, verdict):
     ("the p-adic numbers", "Q_p", "same"), ("finite extensions of Q_p", "p-adic field", "same"),
     ("non archimedean local field", "Q_p", "incompatible"), ("local fields", "R", "incompatible"),
     ("finite fields", "F_q", "same"), ("Every p-adic field", "a p-adic field", "same"),
+    ("mixed-characteristic local field", "F_q((t))", "incompatible"),
+    ("local field of characteristic p", "p-adic field", "incompatible"),
+    ("characteristic p local field", "Q_p", "incompatible"), ("field of real numbers", "p-adic field",
+                                                               "incompatible"),
+    ("k = R", "p-adic field", "incompatible"), ("p-adic number field", "F_q((t))", "incompatible"),
+    ("algebraically closed field of characteristic zero", "positive characteristic", "incompatible"),
+    ("the reals", "R", "same"), ("function fields over F_q", "global function field", "same"),
 ])
 def test_spellings_of_one_setting_are_read_as_one(onto, asked, step, verdict):
     """Each was outside the ontology, so M3 only warned (`record` admitted) and a search offered
