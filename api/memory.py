@@ -66,7 +66,7 @@ class Memory:
         from mem_retrieval.indexers.build import build_index
 
         _typed("check", runs=runs)  # the same list of run names
-        _index_options(full, progress, engine or self.config.index.engine, workers)
+        _index_options(full, progress, self.config.index.engine if engine is None else engine, workers)
         self.reopen()
         try:
             return build_index(self.workspace, self.config, runs, full, progress, on_message,

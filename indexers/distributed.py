@@ -30,6 +30,7 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,6 @@ def _own_folder(name: str) -> Path:
 def _forget_old(base: Path, days: float = 1.0) -> None:
     """Drop the folders of other models not used for ``days`` (the cache does not grow forever);
     mark ``base`` used."""
-    import time
-
     if base.parent.is_dir():
         for old in base.parent.iterdir():
             if old != base and not old.name.startswith(".") and time.time() - old.stat().st_mtime > days * 86400:
@@ -163,8 +162,6 @@ class Embedder:
         embed(["warm"], self.spec, 1, workers=1)  # load now: the first batch is timed like the rest
 
     def __call__(self, batch):
-        import time
-
         import pyarrow as pa
 
         from mem_retrieval.text.embed import embed
@@ -213,11 +210,14 @@ def _answers(address: str) -> None:
     except OSError as error:
         raise Refused(f"cannot start or reach Ray at {address}: nothing answers there "
                       f"({error.strerror or error})") from None
-    head = b""
+    head, deadline = b"", time.monotonic() + 5
     with conn:
         try:
             conn.sendall(_HTTP2_HELLO)
-            while len(head) < 9 and (part := conn.recv(9 - len(head))):
+            while len(head) < 9 and (left := deadline - time.monotonic()) > 0:
+                conn.settimeout(left)  # 5 s for the whole answer, however it trickles in
+                if not (part := conn.recv(9 - len(head))):
+                    break
                 head += part
         except OSError:  # no answer in time, or the connection dropped: no GCS
             pass

@@ -263,8 +263,9 @@ def _sweep_dead(target: Path, files: bool) -> None:
     ``run.trec``), of a process that is gone, untouched for ``STALE_SECONDS`` (a writer in another
     PID namespace sharing the folder is no process here, and these writers take no lock)."""
     name = re.escape(target.name)
-    form = re.compile(rf"\.{name}\.([0-9]+)\.[a-z0-9_]{{8}}\.tmp" if files
-                      else rf"\.{name}\.([0-9]+)\.(?:{'|'.join(SCRATCH_TAGS)})")
+    pid = "([1-9][0-9]{0,9})"  # a process id, as written (no process has 4294967296: no such name is ours)
+    form = re.compile(rf"\.{name}\.{pid}\.[a-z0-9_]{{8}}\.tmp" if files
+                      else rf"\.{name}\.{pid}\.(?:{'|'.join(SCRATCH_TAGS)})")
     for left in target.parent.glob(f".{glob.escape(target.name)}.*"):
         found = form.fullmatch(left.name)
         if not found or int(found.group(1)) == os.getpid() or _alive(int(found.group(1))):
@@ -288,7 +289,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # another user's: alive
+    except (OSError, OverflowError):  # another user's: alive; past what a pid can be: not known
         return True
     try:
         status = Path(f"/proc/{pid}/stat").read_text()

@@ -255,16 +255,17 @@ def named_lines(path: Path | str) -> Iterator[tuple[int, str]]:
         number = 0
         while True:
             try:
-                raw = handle.readline(NAMED_LINE_BYTES + 1)
+                raw = handle.readline(NAMED_LINE_BYTES + 2)  # the line, and its end: CR LF at most
             except OSError as err:
                 raise unreadable(path, err, number + 1) from None
             if not raw:
                 return
             number += 1
-            if len(raw) > NAMED_LINE_BYTES and not raw.endswith(b"\n"):
+            line = raw.removesuffix(b"\n").removesuffix(b"\r")
+            if len(line) > NAMED_LINE_BYTES:
                 raise InputError(file, number, None, f"is longer than {NAMED_LINE_BYTES:,} bytes, which no "
                                                      "line of it is (a pipe that never ends?)")
-            yield number, decode_utf8(raw.removesuffix(b"\n").removesuffix(b"\r"), file, number - 1)
+            yield number, decode_utf8(line, file, number - 1)
 
 
 def same_pipe(first: Path | str, second: Path | str) -> bool:

@@ -302,6 +302,7 @@ NOT_TEXT = "is not valid Unicode text (it holds an unpaired surrogate)"
     # index's own parameters, as `mem index` judges them (full="no" asked for a full build)
     (lambda m: m.index(full="no"), "full must be true or false, not a string"),
     (lambda m: m.index(engine="foo"), "engine 'foo' is not one of local, ray"),
+    (lambda m: m.index(engine=""), "engine '' is not one of local, ray"),  # not the config's
     (lambda m: m.index(workers=-1), "workers must be a whole number (0: one per CPU), not -1"),
     (lambda m: m.index(workers=1.5), "workers must be a whole number (0: one per CPU), not 1.5"),
     # taken and dropped in silence, where `mem index --workers` refused it

@@ -536,12 +536,12 @@ def test_a_pipe_that_never_ends_is_refused_at_its_first_bad_line(tmp_path):
 
     endless = {"lines": ["yes"], "one line": ["sh", "-c", "yes | tr -d '\\n'"]}
     for kind, argv in endless.items():
-        for read in (read_queries, read_judgments):
+        for reader in (read_queries, read_judgments):
             writer = subprocess.Popen(argv, stdout=subprocess.PIPE)
             try:
                 path = f"/proc/self/fd/{writer.stdout.fileno()}"
                 with pytest.raises(InputError) as refused:
-                    read(path)
+                    reader(path)
                 said = str(refused.value)
                 assert said.startswith(f"{path}:1:"), said
                 if kind == "one line":
@@ -559,6 +559,21 @@ def test_a_pipe_that_never_ends_is_refused_at_its_first_bad_line(tmp_path):
             read_judged(f"/proc/self/fd/{read}", f"/dev/fd/{read}")
     finally:
         os.close(read)
+
+
+def test_a_line_at_the_limit_is_read_whatever_its_end(tmp_path, monkeypatch):
+    """A line as long as a line may be was refused when it ended in CR LF (the limit cut it after
+    the CR), read when it ended in LF or the file; one byte more is refused either way."""
+    from mem_retrieval.records import parse
+
+    monkeypatch.setattr(parse, "NAMED_LINE_BYTES", 16)
+    for end, last in (("\n", "\n"), ("\r\n", "\r\n"), ("\r\n", "")):  # the file's end ends a line too
+        path = tmp_path / "f"
+        path.write_bytes(("a" * 16 + end + "b" * 3 + last).encode())
+        assert list(parse.named_lines(path)) == [(1, "a" * 16), (2, "bbb")]
+        path.write_bytes(("a" * 17 + last).encode())
+        with pytest.raises(InputError, match=r"f:1: is longer than 16 bytes"):
+            list(parse.named_lines(path))
 
 
 def _write(files) -> list[Path]:

@@ -289,6 +289,38 @@ def test_a_cluster_address_where_another_server_answers_is_one_line_and_a_gcs_pa
         silent.close()
 
 
+def test_an_answer_trickling_in_is_judged_within_seconds():
+    """A server sending Ray's answer a byte a second: each read waited its own 5 s, so 9 bytes took
+    up to 45 s; the whole answer has 5 s."""
+    import socket
+    import threading
+
+    from mem_retrieval.indexers.distributed import _answers
+    from mem_retrieval.records.errors import Refused
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def trickle():
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            for byte in bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]):  # a settings frame, slowly
+                time.sleep(1)
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    threading.Thread(target=trickle, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(Refused, match="what answers there is not Ray"):
+            _answers(f"127.0.0.1:{server.getsockname()[1]}")
+        assert time.monotonic() - started < 8
+    finally:
+        server.close()
+
+
 STOPPED_AS_RAY_STARTS = r"""
 import signal, sys
 import ray

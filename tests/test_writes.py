@@ -1173,14 +1173,17 @@ def test_replace_all_deletes_what_a_killed_writer_left_and_never_a_live_ones(tmp
     os.utime(tmp_path / siblings, (old, old))
     (tmp_path / f".run.trec.{killed.pid}.backup").mkdir()  # a user's, named alike
     (tmp_path / f".run.trec.{killed.pid}.tmp").write_text("mine")
-    for name in (f".run.trec.{killed.pid}.backup", f".run.trec.{killed.pid}.tmp"):
+    beyond = [f".run.trec.{2**32}.abcdefgh.tmp", f".run.trec.{10**20}.abcdefgh.tmp"]  # no process id
+    for name in beyond:  # (os.kill raised OverflowError: a traceback, and no --trec-out written)
+        (tmp_path / name).write_text("?")
+    for name in (f".run.trec.{killed.pid}.backup", f".run.trec.{killed.pid}.tmp", *beyond):
         os.utime(tmp_path / name, (old, old))
     running, live = staged("live")
     try:
         os.utime(tmp_path / live, (old, old))
         replace_all([(out, lambda tmp: tmp.write_text("new\n"))])
         assert out.read_text() == "new\n"
-        assert sorted(os.listdir(tmp_path)) == sorted(["run.trec", live, just_left, siblings,
+        assert sorted(os.listdir(tmp_path)) == sorted(["run.trec", live, just_left, siblings, *beyond,
                                                        f".run.trec.{killed.pid}.backup",
                                                        f".run.trec.{killed.pid}.tmp"])  # left's gone
     finally:
