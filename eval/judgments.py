@@ -45,8 +45,8 @@ def read_queries(path: Path) -> list[Query]:
     file = str(path)
     queries: list[Query] = []
     seen: set[str] = set()
-    for number, line in named_lines(path):  # split at line feeds alone:
-        if not line.strip():  # alone, as JSON holds U+2028 and U+0085 raw in a string
+    for number, line in named_lines(path):  # at line feeds alone: a JSON string holds U+2028 raw
+        if not line.strip():
             continue
         f = Fields(parse_json(line, file, number), file, number, "", QUERY_FIELDS)
         qid = f.str("qid", required=True, nonempty=True)
@@ -96,7 +96,7 @@ def apart(queries: Path | str, qrels: Path | str) -> None:
 
 def read_judgments(path: Path) -> Judgments:
     """TREC qrels: ``qid 0 doc_id grade`` a line; one grade per query and document. Lines split at
-    line feeds alone, as every record file is read (``records.parse.text_lines``). ``loose``: the
+    line feeds alone, as every record file is read (``records.parse.named_lines``). ``loose``: the
     doc ids not written composed (NFC): the evaluation reads them composed, as the records hold
     them, and a TREC run (``--trec-out``) writes them so, while trec_eval compares the bytes."""
     file = str(path)

@@ -152,11 +152,12 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                 yield ReuseProblem(step, cited, ERROR,
                                    f"step {step.id} cites {what}, whose hypothesis {quoted(hypothesis)} "
                                    f"this run's setting {quoted(setting)} does not imply")
-            for hypothesis in ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ():
+            unjudged = ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else []
+            for hypothesis in unjudged:
                 yield ReuseProblem(step, cited, WARNING,
-                                   f"step {step.id} cites {what}: whether this run's setting {quoted(setting)} "
-                                   f"implies its hypothesis {quoted(hypothesis)} is unknown to the ontology "
-                                   "(an auditor must look)")
+                                   f"step {step.id} cites {what}: whether this run's setting "
+                                   f"{quoted(setting)} implies its hypothesis {quoted(hypothesis)} is "
+                                   "unknown to the ontology (an auditor must look)")
             if entry is None:
                 why = admission_problem(cited.status, cited.grade, cited.repaired)
                 yield ReuseProblem(step, cited, WARNING,

@@ -117,7 +117,8 @@ class Ontology:
         """The entry a clause names: by its name or an alias (``normalize``), else by the class
         its bare form names (``_bare``: "every p-adic field", "local fields"); None for neither."""
         def look() -> str:  # "": none (the memo keeps no None)
-            return self.alias.get(normalize(clause)) or self.alias.get(_bare(normalize(clause, fold=False)), "")
+            bare = _bare(normalize(clause, fold=False))
+            return self.alias.get(normalize(clause)) or self.alias.get(bare, "")
 
         return self._remember(("entry", clause), look) or None
 

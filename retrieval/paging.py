@@ -56,7 +56,8 @@ def list_changed(given: str | None, current: str, page: int = 2) -> str | None:
     said = (f"{given}: the result list is not the one that page came from (the index was updated "
             f"between the calls: `mem index`, `mem record`; or it is another query's list); ")
     if page == 1:
-        return said + f"this is page 1 of the list now ({current}): the pages read before may repeat or miss its hits"
+        return said + (f"this is page 1 of the list now ({current}): the pages read before may repeat or "
+                       "miss its hits")
     return said + (f"this is the list now ({current}): the pages read before may repeat or miss its hits, "
                    "so read it from page 1")
 

@@ -140,7 +140,8 @@ def test_the_actors_batch_texts_for_the_model_as_model_batch_size_says(ray_local
         assert len(engine.embed([f"lemma {i}" for i in range(20)])) == 20
     finally:
         engine.close()
-    assert [(kwargs["fn_constructor_kwargs"]["batch_size"], kwargs["batch_size"]) for kwargs in seen] == [(3, 8)]
+    sizes = [(kwargs["fn_constructor_kwargs"]["batch_size"], kwargs["batch_size"]) for kwargs in seen]
+    assert sizes == [(3, 8)]
     # `--workers 0`, as `ray.workers = 0`: one actor per CPU Ray has (it fell back to ray.workers)
     config = dataclasses.replace(config, ray=dataclasses.replace(config.ray, workers=1))
     engine = RayEngine(spec, config, workers=0)
@@ -206,7 +207,8 @@ def test_ray_without_ray_data_is_one_line_and_leaves_no_process(tmp_path, onnx_e
                            "--engine", "ray", "--workers", "1", "--no-progress"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("mem: --engine ray needs Ray Data (ray.data): pip install 'ray[client,data]")
+    assert done.stderr.startswith("mem: --engine ray needs Ray Data (ray.data): pip install "
+                                  "'ray[client,data]")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     deadline = time.monotonic() + 30
     while _ray_processes(temp) and time.monotonic() < deadline:
@@ -281,9 +283,9 @@ def test_a_cluster_address_where_another_server_answers_is_one_line_and_a_gcs_pa
                                    "--engine", "ray", "--no-progress"], cwd=ROOT, capture_output=True,
                                   text=True, timeout=120)
             assert (done.returncode, done.stdout) == (1, ""), done.stderr
-            assert done.stderr == (f"mem: cannot start or reach Ray at 127.0.0.1:{port}: what answers there "
-                                   "is not Ray (its GCS answers as a gRPC server; is this the head node's GCS "
-                                   "port, 6379?)\n")
+            assert done.stderr == (f"mem: cannot start or reach Ray at 127.0.0.1:{port}: what answers "
+                                   "there is not Ray (its GCS answers as a gRPC server; is this the head "
+                                   "node's GCS port, 6379?)\n")
     finally:
         web.shutdown()
         silent.close()

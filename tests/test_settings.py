@@ -192,7 +192,8 @@ def test_a_workspace_entry_named_as_a_plural_is_its_own_not_the_shipped_one(tmp_
                                                       '[[setting]]\nname = "A local"\nimplies = []\n')
     onto = load_ontology(tmp_path)
     assert onto.match("Q", "global field") == "implied" and onto.match("Q_p", "local field") == "implied"
-    assert onto.entry("number fields") == "number fields" and onto.entry("every number field") == "number field"
+    assert onto.entry("number fields") == "number fields"
+    assert onto.entry("every number field") == "number field"
 
 
 def test_math_delimiters_and_plain_tex_fonts_leave_m3_on(onto):

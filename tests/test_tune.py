@@ -121,7 +121,8 @@ def test_the_same_tune_again_keeps_the_installed_copy_in_place(tmp_path):
     before = {f.relative_to(folder): f.stat().st_ino for f in [folder, *folder.rglob("*")]}
     code, _, err = cli(ws.root, "tune")
     assert code == 0, err
-    assert json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["tuned"] == meta["model"]["tuned"]
+    again = json.loads((ws.root / ".mem" / "meta.json").read_text())
+    assert again["model"]["tuned"] == meta["model"]["tuned"]
     assert {f.relative_to(folder): f.stat().st_ino for f in [folder, *folder.rglob("*")]} == before
     assert sorted(p.name for p in (ws.root / ".mem" / "models").iterdir() if "tuned" in p.name
                   or p.name.startswith(".training")) == [folder.name]

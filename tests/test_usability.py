@@ -84,8 +84,8 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
 def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(indexed):
     code, out, err = cli(indexed.root, "archive-search", "statement", "--setting", "Fq((t)")
     assert code == 0 and out.startswith("page 1 of 2")  # unknown is not incompatible: all listed
-    assert err == ("mem: --setting 'Fq((t)': 'Fq((t)' is not in the settings ontology, "
-                                   "so a step matches it only by the same text; nearest entries: Fq((t)), Fq(t), Fp((t))\n")
+    assert err == ("mem: --setting 'Fq((t)': 'Fq((t)' is not in the settings ontology, so a step matches "
+                   "it only by the same text; nearest entries: Fq((t)), Fq(t), Fp((t))\n")
     assert cli(indexed.root, "archive-search", "statement", "--setting", "Qp")[2] == ""  # known: quiet
 
 
