@@ -152,8 +152,8 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                 yield ReuseProblem(step, cited, ERROR,
                                    f"step {step.id} cites {what}, whose hypothesis {quoted(hypothesis)} "
                                    f"this run's setting {quoted(setting)} does not imply")
-            unjudged = ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else []
-            for hypothesis in unjudged:
+            unsure = ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else []
+            for hypothesis in unsure:  # (not ``unjudged``: that names the citations not judged)
                 yield ReuseProblem(step, cited, WARNING,
                                    f"step {step.id} cites {what}: whether this run's setting "
                                    f"{quoted(setting)} implies its hypothesis {quoted(hypothesis)} is "
