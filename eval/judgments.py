@@ -80,7 +80,6 @@ GRADES = (-(2**31), 2**31 - 1)
 class Judgments:
     """A qrels file as read, once (a pipe, `--qrels <(…)`, can be read only once): its grades, the
     line where each query is first judged, and the judged ids it writes otherwise than composed."""
-    file: str
     qrels: Qrels
     lines: dict[str, int]
     loose: list[str]
@@ -127,7 +126,7 @@ def read_judgments(path: Path) -> Judgments:
         docs[doc] = value
         at.setdefault((qid, doc), number)
         lines.setdefault(qid, number)
-    return Judgments(file, qrels, lines, list(loose))
+    return Judgments(qrels, lines, list(loose))
 
 
 def read_qrels(path: Path) -> Qrels:

@@ -148,11 +148,11 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                                    f"step {step.id} cites {what}: whether this run's setting "
                                    f"{quoted(setting)} implies its setting {quoted(cited.setting)} is "
                                    "unknown to the ontology (an auditor must look)")
-            for hypothesis in ontology.unmet_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ():
+            unmet, unsure = ontology.hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else ([], [])
+            for hypothesis in unmet:
                 yield ReuseProblem(step, cited, ERROR,
                                    f"step {step.id} cites {what}, whose hypothesis {quoted(hypothesis)} "
                                    f"this run's setting {quoted(setting)} does not imply")
-            unsure = ontology.unjudged_hypotheses(setting, cited.hyp) if match != INCOMPATIBLE else []
             for hypothesis in unsure:  # (not ``unjudged``: that names the citations not judged)
                 yield ReuseProblem(step, cited, WARNING,
                                    f"step {step.id} cites {what}: whether this run's setting "

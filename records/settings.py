@@ -180,14 +180,21 @@ class Ontology:
         """The hypotheses of a step that ``setting`` does not imply: each read as a setting, and
         ``incompatible`` with it. A hypothesis outside the ontology (``p odd``, ``n ≥ 1``) is not a
         setting and never counts."""
-        return [h for h in hyps if self.match(setting, h) == INCOMPATIBLE]
+        return self.hypotheses(setting, hyps)[0]
 
-    def unjudged_hypotheses(self, setting: str, hyps: Sequence[str]) -> list[str]:
-        """The hypotheses of a step that name a setting the ontology knows, of which it cannot say
-        whether ``setting`` implies them (``setting`` names nothing it knows): a step proved over
-        Q_p alone, cited under a setting outside the ontology, went unsaid."""
-        return [h for h in hyps if self.match(setting, h) == UNKNOWN
-                and any(self.entry(c) for c in clauses(h, fold=False))]
+    def hypotheses(self, setting: str, hyps: Sequence[str]) -> tuple[list[str], list[str]]:
+        """A step's hypotheses, each matched once against ``setting``: those it does not imply
+        (``unmet_hypotheses``), and those naming a setting the ontology knows of which it cannot
+        say whether ``setting`` implies them (``setting`` names nothing it knows: a step proved
+        over Q_p alone, cited under a setting outside the ontology, went unsaid)."""
+        unmet, unjudged = [], []
+        for h in hyps:
+            verdict = self.match(setting, h)
+            if verdict == INCOMPATIBLE:
+                unmet.append(h)
+            elif verdict == UNKNOWN and any(self.entry(c) for c in clauses(h, fold=False)):
+                unjudged.append(h)
+        return unmet, unjudged
 
     def reusable(self, setting: str, step_setting: str, hyps: Sequence[str]) -> bool:
         """M3 (SPEC §7): whether a step of ``step_setting`` with ``hyps`` may be reused where

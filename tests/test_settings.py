@@ -180,8 +180,12 @@ def test_a_variable_named_a_is_no_article(onto, asked, step):
     """"A local; A Noetherian" (A a ring) read as "local" and "Noetherian": M3 refused its step
     over a number field, and "A complex" was C. Only "a" and "an" in lower case, before a word,
     are articles, and a clause is read bare only to look an entry up."""
-    assert onto.match(asked, step) == "unknown"
-    assert onto.match(step, step) == "same" and onto.match("A local", "a local") == "unknown"
+    assert onto.match(asked, step) == "unknown" and onto.match(step, step) == "same"
+
+
+def test_a_lower_case_article_is_no_variable_in_capitals(onto):
+    """`a local` is an article and a class (a local field); `A local`, a variable, is unknown."""
+    assert onto.entry("a local") == "local" and onto.match("A local", "a local") == "unknown"
 
 
 def test_a_workspace_entry_named_as_a_plural_is_its_own_not_the_shipped_one(tmp_path):
