@@ -247,7 +247,8 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
             key = normalize(text)
             if alias.get(key, name) != name:
                 raise InputError(file, None, f"{entry['name']}.aliases",
-                                 f"{text!r} names both {alias[key]!r} and {name!r}" + _drawn(text))
+                                 f"{text!r} names both {by_name[alias[key]][0]['name']!r} and "
+                                 f"{entry['name']!r}" + _drawn(text))
             alias[key] = name
     direct: dict[str, set[str]] = {}
     for name, (entry, file) in by_name.items():

@@ -238,8 +238,10 @@ def test_latex_that_makes_two_names_one_says_so_and_a_long_setting_is_read_in_li
     (\\mathbb{ and 16,375 spaces) took minutes to read (a lazy group between two runs of spaces)."""
     _, refused = refusal(tmp_path, '[[setting]]\nname = "Fq((t)) in LaTeX"\n'
                                    'aliases = [\'\\mathbb{F}_q((t))\']\nimplies = ["nonarch-local"]\n')
-    assert refused.endswith("'\\\\mathbb{F}_q((t))' names both 'fq((t))' and 'fq((t)) in latex' "
+    assert refused.endswith("'\\\\mathbb{F}_q((t))' names both 'Fq((t))' and 'Fq((t)) in LaTeX' "
                             "(LaTeX is read as drawn: '\\\\mathbb{F}_q((t))' is 'F_q((t))')")
+    _, refused = refusal(tmp_path, '[[setting]]\nname = "aa"\naliases = ["C"]\n')  # named as written
+    assert refused.endswith("aa.aliases: 'C' names both 'C' and 'aa'")
     _, refused = refusal(tmp_path, '[[setting]]\nname = "Z_p"\n\n[[setting]]\nname = "Z_{p}"\n')
     assert refused.endswith("(LaTeX is read as drawn: 'Z_{p}' is 'Z_p')")
     hostile = "\\mathbb{" + " " * 16375 + "x"
