@@ -296,6 +296,8 @@ class Retriever:
                                       "this cut", "")
         written = (self._trees_written(query.run, said={query.context_run} if context else set())
                    + self.library_written())
+        if self.index_replaced() and not any(NEWER_INDEX in n.message for n in notes + written):
+            written.append(Note("", NEWER_INDEX))  # what the session's own version lacks is unknown
         if total:
             return notes + written
         notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
@@ -378,9 +380,10 @@ class Retriever:
     def _trees_written(self, run: str | None, said: set[str | None]) -> list[Note]:
         """A note naming the runs (``run``, or every run) whose tree.json was written since the
         last `mem index` read it (``Location.trees_read``): the steps it added or changed are not
-        searched, as recall-search names the events written since. None for a session's own index
-        version (the newer one may hold them), or a run the record may lack while indexed; runs
-        another note ``said`` is not indexed are left out."""
+        searched, as recall-search names the events written since. None for a run the record may
+        lack while indexed; runs another note ``said`` is not indexed are left out. The record is
+        the newest index's: a session reading an older version lacks these and maybe more (its
+        search adds ``NEWER_INDEX``)."""
         if (record := self.location.trees_read()) is None:
             return []
         read, complete = record
@@ -388,7 +391,7 @@ class Retriever:
         written = [name for name in self.runs() if run in (None, name) and name not in said
                    and self.location.written_since(os.path.join(root, name, TREE), read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
-        if not written or self.index_replaced():
+        if not written:
             return []
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
         if len(written) == 1:
@@ -401,11 +404,11 @@ class Retriever:
     def library_written(self) -> list[Note]:
         """A note when solve/library.jsonl was written after the last `mem index` read it
         (``Location.library_read``): the entries it added or changed are not searched as library
-        entries (an `archive-insert` writes the library, not the index). None for a session's own
-        index version, as ``_trees_written``."""
+        entries (an `archive-insert` writes the library, not the index); by the newest index's
+        record, as ``_trees_written``."""
         known, was = self.location.library_read()
         path = self.workspace.library_path
-        if not known or not self.location.written_since(str(path), was) or self.index_replaced():
+        if not known or not self.location.written_since(str(path), was):
             return []
         if was is not None and not os.path.lexists(path):
             return [Note("", "solve/library.jsonl was removed after the last `mem index` read it: its "

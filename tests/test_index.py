@@ -205,6 +205,28 @@ def test_a_session_reading_an_older_index_says_reopen_not_mem_index(memory, work
     assert page.notes == () and [h.id for h in page.hits] == ["gamma-new/g1"]
 
 
+def test_a_session_reading_an_older_index_says_so_whatever_the_newest_lacks(memory, workspace):
+    """A session's search said nothing once another process had indexed: it lacked the step the
+    newer index holds, and the one written since that no index holds, while the same session's
+    recall-search said `reopen()`. It names the tree written since (what `mem index` adds) and
+    that a newer index may answer otherwise; after ``reopen()`` only the tree note is left."""
+    from mem_retrieval.retrieval.retriever import NEWER_INDEX
+
+    assert memory.archive_search("quokka", strategy="bm25").notes == ()
+    workspace.add_step("alpha", make_step("a6", statement="the quokka bound"))
+    Memory.open(workspace.root).index(progress=False)  # another process indexes a6
+    page = memory.archive_search("quokka", strategy="bm25")
+    assert page.total == 0 and [n.message for n in page.notes] == [NEWER_INDEX]
+    workspace.add_step("beta", make_step("b6", statement="the quokka corollary"))  # in no index
+    written = ("beta/tree.json was written after the last `mem index` read it: steps added or changed "
+               "since are not searched; run `mem index beta`")
+    page = memory.archive_search("quokka", strategy="bm25")
+    assert page.total == 0 and [n.message for n in page.notes] == [written, NEWER_INDEX]
+    memory.reopen()
+    page = memory.archive_search("quokka", strategy="bm25")
+    assert [h.id for h in page.hits] == ["alpha/a6"] and [n.message for n in page.notes] == [written]
+
+
 def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):
     """Another thread's search during ``index()`` opens the version before the commit; the next
     search after ``index()`` returns still reads the new one."""
