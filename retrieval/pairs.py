@@ -70,11 +70,10 @@ def mine_pairs(retriever: Retriever, *, exclude_runs: set[str] = frozenset(),
 def _hard_negative(retriever: Retriever, text: str, gid: str, cited: set[str],
                    excluded: set[int]) -> str | None:
     """The best BM25 match of ``text`` that is neither the step, nor one it cites, nor one of the
-    ``excluded`` keys."""
-    from mem_retrieval.indexers.store import key
-
+    ``excluded`` keys, searched in memory as it stood before the step, without the ``excluded``
+    steps (their words counted in BM25's statistics, so chose the negative)."""
     if not text.strip():
         return None
-    ranked = retriever.archive_hits(ArchiveQuery(searched_part(text), hide=gid, strategy="bm25"))
-    return next((hit.statement for hit in ranked if hit.id not in cited and key(hit.id) not in excluded),
-                None)
+    ranked = retriever.archive_hits(ArchiveQuery(searched_part(text), hide=gid, strategy="bm25"),
+                                    also_hidden=frozenset(excluded))
+    return next((hit.statement for hit in ranked if hit.id not in cited), None)

@@ -231,11 +231,12 @@ class Retriever:
 
     # ---- archive_search
     @_reads_index
-    def ranked(self, query: ArchiveQuery) -> list:
+    def ranked(self, query: ArchiveQuery, also_hidden: frozenset[int] = frozenset()) -> list:
         """The whole result list of ``query`` as candidates (``retrieval.candidates.Candidate``),
-        before paging; light id candidates are not read in full."""
+        before paging; light id candidates are not read in full. The steps keyed ``also_hidden``
+        are hidden as ``query.hide`` hides (``Searcher.hidden``)."""
         until = self.resolve(query.until, query.run)  # first: a bad value opens no index
-        return self.searcher.rank_steps(query, until)
+        return self.searcher.rank_steps(query, until, also_hidden)
 
     @_reads_index
     def candidates(self, query: ArchiveQuery) -> tuple[list, list]:
@@ -441,11 +442,12 @@ class Retriever:
                      f"run `mem index {run}`")]
 
     @_reads_index
-    def archive_hits(self, query: ArchiveQuery) -> list[Hit]:
-        """The whole result list of ``archive_search``, before paging."""
+    def archive_hits(self, query: ArchiveQuery, also_hidden: frozenset[int] = frozenset()) -> list[Hit]:
+        """The whole result list of ``archive_search``, before paging (``ranked``)."""
         query = replace(query, until=self.resolve(query.until, query.run))
         ontology = self.ontology() if query.setting else None
-        return [self._hit(c, query, ontology) for c in self.searcher.complete(self.ranked(query))]
+        ranked = self.searcher.complete(self.ranked(query, also_hidden))
+        return [self._hit(c, query, ontology) for c in ranked]
 
     @staticmethod
     def _hit(candidate, query: ArchiveQuery, ontology) -> Hit:

@@ -302,12 +302,18 @@ class Searcher:
         graph = self.graph()
         return graph.before(gid) if graph is not None else Hidden.only(gid)
 
-    def hidden(self, query: ArchiveQuery) -> Hidden | None:
+    def hidden(self, query: ArchiveQuery, also: frozenset[int] = frozenset()) -> Hidden | None:
         """What ``query`` hides of memory: a step (``before``) or a run (``CitationGraph.before_run``;
-        without a graph, the run's steps alone)."""
+        without a graph, the run's steps alone); and the steps keyed ``also`` (what tuning for
+        held-out queries may not see: not counted in BM25's statistics either)."""
         if query.hide is not None:
-            return self.before(query.hide)
-        return None if query.hide_run is None else self.before_run(query.hide_run)
+            found = self.before(query.hide)
+        else:
+            found = None if query.hide_run is None else self.before_run(query.hide_run)
+        if not also:
+            return found
+        found = found or Hidden(())
+        return replace(found, keys=tuple(sorted(set(found.keys) | also)))
 
     def before_run(self, run: str) -> Hidden:
         """What hiding ``run`` hides (``CitationGraph.before_run``; the run's steps alone without a
@@ -403,18 +409,20 @@ class Searcher:
         return [c if c.row is not None else replace(c, row=rows[c.gid]) for c in ranked]
 
     # ---- the pipeline
-    def rank_steps(self, query: ArchiveQuery, until: Until | None) -> list[Candidate]:
-        """The whole result list of an archive query (``until`` its as-of point, resolved)."""
-        ids, found = self.steps_found(query, until)
+    def rank_steps(self, query: ArchiveQuery, until: Until | None,
+                   also_hidden: frozenset[int] = frozenset()) -> list[Candidate]:
+        """The whole result list of an archive query (``until`` its as-of point, resolved; the
+        steps keyed ``also_hidden`` hidden too, ``hidden``)."""
+        ids, found = self.steps_found(query, until, also_hidden=also_hidden)
         return (ids + found)[: max(self.config.search.pool, len(ids))]
 
-    def steps_found(self, query: ArchiveQuery, until: Until | None,
-                    scored: bool = True) -> tuple[list[Candidate], list[Candidate]]:
+    def steps_found(self, query: ArchiveQuery, until: Until | None, scored: bool = True,
+                    also_hidden: frozenset[int] = frozenset()) -> tuple[list[Candidate], list[Candidate]]:
         """The steps the query names by id, and its strategy's text candidates after the setting
         rule: ranked (``scored``), or as the strategy found them, with their features, before it
         scores and cuts them (what a fusion is tuned on)."""
         strategy = self.strategy(query.strategy)
-        filters = query.filters(until, self.hidden(query))
+        filters = query.filters(until, self.hidden(query, also_hidden))
         self._searched()
         ids = self.id_hits(query.text, filters.where("steps"))
         if ids and exact_lookup(query.text) and not self.unnamed_words(query.text, ids)[1]:

@@ -41,6 +41,33 @@ def test_pairs_are_the_citations_with_a_hard_negative(tmp_path):
     assert held.anchors == ["alpha/a2"]
 
 
+def test_the_pairs_kept_from_held_out_queries_are_those_of_memory_without_their_steps(tmp_path):
+    """Held-out steps were no negatives, but their words still counted in the BM25 statistics
+    that chose each anchor's hard negative: the pairs differed from those of the workspace that
+    never held them. With h/h1 held out (it and h2, citing it), "zeta" is in 2 of 5 statements,
+    "omega" in 3: p1's ("zeta omega") best match it does not cite is n1 ("zeta kappa"), where
+    h's two "zeta" statements made it n2 ("omega lambda")."""
+    from mem_retrieval.tune import kept_out
+
+    def workspace(root, runs):
+        ws = Workspace(root)
+        for run, steps in runs.items():
+            ws.add_run(run, [make_step(i, statement=text, parents=tuple(cites)) for i, text, cites in steps])
+            ws.write_events(run, [{"time": "2026-10-17T03:00:00Z", "actor": "root", "kind": "audit",
+                                   "ids": [i for i, _, _ in steps], "text": "checked"}])
+        memory = Memory.open(root)
+        memory.index(progress=False)
+        return memory.retriever
+
+    runs = {"p": [("p1", "zeta omega", ["p2"]), ("p2", "quartz basalt", [])],
+            "n": [("n1", "zeta kappa", []), ("n2", "omega lambda", []), ("n3", "omega sigma", [])]}
+    held = workspace(tmp_path / "held", runs | {"h": [("h1", "zeta rho", []), ("h2", "zeta tau", ["h1"])]})
+    kept = mine_pairs(held, exclude_keys=kept_out(held, ["h/h1"]))
+    without = mine_pairs(workspace(tmp_path / "without", runs))
+    assert kept.pairs == without.pairs and [p.negative for p in kept.pairs] == ["zeta kappa"]
+    assert kept.held == 1 and kept.anchors == without.anchors == ["p/p1"]
+
+
 def test_tune_installs_a_model_the_index_and_the_search_use_and_never_mix(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     assert cli(ws.root, "index")[0] == 0
