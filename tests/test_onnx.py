@@ -450,9 +450,15 @@ def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fa
         embedder.embed(corpus, failing)
     assert len(done) <= 12  # the other worker's current text at most
     done.clear()
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        embedder.embed(corpus, lambda texts, chars: done.append(texts))
+    # Ctrl-C as Python answers it by default: a test run started in the background (`pytest &`, as
+    # a shell without job control starts it) inherits SIGINT ignored, and the embedding ran to its end
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            embedder.embed(corpus, lambda texts, chars: done.append(texts))
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     stopped = len(done)
     time.sleep(1.0)
     assert len(done) == stopped < len(corpus) // 2  # no worker embeds on after the call returned
