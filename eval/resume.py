@@ -137,8 +137,8 @@ class NextAction:
 
 def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
     """The run's next action after the cut (``later``: its events after it), as W should name it:
-    its first ``brief``/``redirect`` events, those logged at one time, when no news came between
-    (only checkpoints that leave W's next as it was, registry entries, fetched sources and evictions:
+    its first ``brief``/``redirect`` events, those logged at one time (up to news logged among
+    them), when no news came between (only checkpoints that leave W's next as it was, registry entries, fetched sources and evictions:
     a return, an audit or a correction first is news the launch was decided on, and a new ``next``
     a plan made after the stop; a resumed root cannot be held to either). Else why it is not tested
     (a string)."""
@@ -146,16 +146,21 @@ def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
     if first is None:
         return "not tested: the run briefed or redirected no agent after then"
     said = w.get("next") or ""
+
+    def news(event: Event) -> bool:  # a return, an audit, a correction; or a new plan
+        planned = _next_checkpoint(event)
+        return event.kind not in _NO_NEWS or (planned is not None and planned.strip() != said.strip())
+
     for event in later[:first]:
         if event.kind not in _NO_NEWS:
             return (f"not tested: #{event.seq} ({event.kind}) came before the run's next brief or "
                     "redirect, which was decided on it")
-        planned = _next_checkpoint(event)
-        if planned is not None and planned.strip() != said.strip():
+        if news(event):
             return (f"not tested: #{event.seq} checkpointed a new next before the run's next brief or "
                     "redirect: a plan made after the stop")
-    launches = [e for e in later[first:] if e.timestamp == later[first].timestamp]
-    launches = launches[:next((i for i, e in enumerate(launches) if e.kind not in _LAUNCHES), len(launches))]
+    group = [e for e in later[first:] if e.timestamp == later[first].timestamp]
+    end = next((i for i, e in enumerate(group) if e.kind not in _LAUNCHES and news(e)), len(group))
+    launches = [e for e in group[:end] if e.kind in _LAUNCHES]  # no news among them: one launch
     unnamed = [e for e in launches if not _brief_name(e)]
     if unnamed:
         return (f"not tested: #{unnamed[0].seq} ({unnamed[0].kind}) names no brief file, so no agent "

@@ -254,6 +254,14 @@ def test_the_next_action_is_whom_the_run_launched_before_any_news_as_w_names_the
     found = next_action({"next": "a7 (continued) · Ａ8: the fibre method"}, briefs)
     assert isinstance(found, NextAction) and (found.briefs, found.missing) == (("A7-continued", "a8"), ())
     assert [e.seq for e in found.events] == [9, 10]  # A9, a minute later, is a later action
+    # at one time, what is no news between two briefs leaves them one launch; news ends it
+    group = [event(9, "brief", "briefs/A2.md", 5), event(10, "checkpoint", "core-set portfolio: A2, A3", 5),
+             event(11, "brief", "briefs/A3.md", 5)]
+    assert next_action({"next": "A2 now"}, group).missing == ("A3",)
+    assert [e.seq for e in next_action({"next": "A2 now"}, group).events] == [9, 11]
+    for ended in (event(10, "return", "returns/A1.md", 5), event(10, "checkpoint", "core-set next: A3", 5)):
+        found = next_action({"next": "A2 now"}, [group[0], ended, group[2]])
+        assert (found.briefs, found.missing) == (("A2",), ())
     assert next_action({"next": "A7-continued, then a8"}, briefs).missing == ()  # the brief by name
     assert next_action({"next": "A7\u2013A8: the fibres"}, briefs).missing == ()  # a range names both
     # a step id is no agent, whichever hyphen it is written with
