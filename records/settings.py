@@ -242,13 +242,17 @@ def build(entries: list[tuple[dict, str]]) -> Ontology:
         named[file, normalize(entry["name"])] = i
         by_name[normalize(entry["name"])] = (entry, file)
     alias: dict[str, str] = {}
+    read = {file: i for i, (_, file) in reversed(list(enumerate(entries)))}  # each file's first entry
     for name, (entry, file) in by_name.items():
         for text in [entry["name"], *entry.get("aliases", [])]:
             key = normalize(text)
-            if alias.get(key, name) != name:
+            if alias.get(key, name) != name:  # blamed on the later file's entry: the workspace's
+                other, elsewhere = by_name[alias[key]]
+                if read[elsewhere] > read[file]:  # an override keeps its name's place
+                    entry, file, other = other, elsewhere, entry
                 raise InputError(file, None, f"{entry['name']}.aliases",
-                                 f"{text!r} names both {by_name[alias[key]][0]['name']!r} and "
-                                 f"{entry['name']!r}" + _drawn(text))
+                                 f"{text!r} names both {other['name']!r} and {entry['name']!r}"
+                                 + _drawn(text))
             alias[key] = name
     direct: dict[str, set[str]] = {}
     for name, (entry, file) in by_name.items():

@@ -11,6 +11,7 @@ import functools
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
 from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
+from mem_retrieval.records.files import stamp as file_stamp
 from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_run, plain, ref_problem,
                                        spellings, split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
@@ -35,6 +37,7 @@ from mem_retrieval.retrieval.types import EXCERPT_CHARS, EventHit, Hit, Note, Pa
 
 # The advice of a note on what the index lacks, when the one the search read is no longer the
 # newest (``Retriever.index_replaced``: a long-lived ``Memory`` reads its own version until reopened)
+STORE_ASKED_EVERY = 2.0  # seconds: how often a search's notes ask a store whether a newer index is there
 NEWER_INDEX = ("a newer index has been written since this session (or this call) opened its own, and "
                "may answer otherwise: `reopen()` reads it; a new call of the CLI, `mem serve` or `mem mcp` "
                "reads the newest")
@@ -121,6 +124,7 @@ class Retriever:
         self._searcher = None
         self._location = None
         self._local = threading.local()  # a search's own searcher while it is retried
+        self._newer: tuple[Any, Any, bool] | None = None  # newer_index's memo
 
     @property
     def location(self):
@@ -195,6 +199,29 @@ class Retriever:
             return store.read_meta(self.location) != self.searcher.meta
         except MemError:
             return False
+
+    def newer_index(self) -> bool:
+        """``index_replaced`` where every search asks it (its notes): a folder index's meta.json is
+        read again only once its stat changed, a store's at most every ``STORE_ASKED_EVERY``
+        seconds (a request each: a search of steps held in memory made none); a meta.json gone
+        (the index deleted) is no newer index."""
+        from mem_retrieval.indexers import store
+
+        if self._searcher is None:
+            return False
+        searcher = self.searcher
+        token = (int(time.monotonic() // STORE_ASKED_EVERY) if self.location.remote
+                 else file_stamp(self.location.meta_name))  # before the read: a later write is seen next
+        memo = self._newer
+        if memo is not None and memo[0] is searcher and memo[1] == token:
+            return memo[2]
+        try:
+            meta = store.read_meta(self.location)
+        except MemError:
+            meta = None
+        replaced = meta is not None and meta != searcher.meta
+        self._newer = (searcher, token, replaced)
+        return replaced
 
     @_reads_index
     def hidden_of(self, step: str, gids: Sequence[str]) -> list[str]:
@@ -297,16 +324,17 @@ class Retriever:
                                       "this cut", "")
         written = (self._trees_written(query.run, said={query.context_run} if context else set())
                    + self.library_written())
-        if self.index_replaced() and not any(NEWER_INDEX in n.message for n in notes + written):
-            written.append(Note("", NEWER_INDEX))  # what the session's own version lacks is unknown
         if total:
-            return notes + written
-        notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
-        if query.setting and not query.any_setting:
-            left_out = len(self.ranked(replace(query, any_setting=True)))
-            if left_out:
-                notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
-                                  "setting or a hypothesis it does not imply (M3)", see="any_setting"))
+            notes += written
+        else:
+            notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
+            if query.setting and not query.any_setting:
+                left_out = len(self.ranked(replace(query, any_setting=True)))
+                if left_out:
+                    notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
+                                      "setting or a hypothesis it does not imply (M3)", see="any_setting"))
+        if self.newer_index() and not any(NEWER_INDEX in n.message for n in notes):
+            notes.append(Note("", NEWER_INDEX))  # what the session's own version lacks is unknown
         return notes
 
     def _without_vectors(self, strategy: str | None, table: str, param: str = "strategy") -> list[Note]:

@@ -222,9 +222,37 @@ def test_a_session_reading_an_older_index_says_so_whatever_the_newest_lacks(memo
                "since are not searched; run `mem index beta`")
     page = memory.archive_search("quokka", strategy="bm25")
     assert page.total == 0 and [n.message for n in page.notes] == [written, NEWER_INDEX]
+    assert [n.message for n in memory.archive_search("quokka", run="nosuchrun").notes][-1] == NEWER_INDEX
     memory.reopen()
     page = memory.archive_search("quokka", strategy="bm25")
     assert [h.id for h in page.hits] == ["alpha/a6"] and [n.message for n in page.notes] == [written]
+
+
+def test_a_sessions_search_reads_meta_json_again_only_when_it_changed(memory, workspace, monkeypatch):
+    """Every search asks whether a newer index was written: reading meta.json each time cost a
+    request per search on an object store (7x a warm search's time on a loopback S3). A folder
+    index's is read again only when its stat changed; one deleted is no newer index (its note
+    said `reopen()` would read one)."""
+    from mem_retrieval.indexers import store
+    from mem_retrieval.retrieval.retriever import NEWER_INDEX
+
+    reads = []
+    real = store.read_meta
+    monkeypatch.setattr(store, "read_meta", lambda *a, **k: reads.append(1) or real(*a, **k))
+    assert memory.archive_search("statement", strategy="bm25").notes == ()  # opens the index
+    reads.clear()
+    for _ in range(5):
+        assert memory.archive_search("statement", strategy="bm25").notes == ()
+    assert reads == []
+    Memory.open(workspace.root).index(progress=False, full=True)
+    reads.clear()
+    assert [n.message for n in memory.archive_search("statement", strategy="bm25").notes] == [NEWER_INDEX]
+    assert [n.message for n in memory.archive_search("statement", strategy="bm25").notes] == [NEWER_INDEX]
+    assert len(reads) == 1
+    memory.reopen()
+    assert memory.archive_search("statement", strategy="bm25").notes == ()
+    (workspace.root / ".mem" / "meta.json").rename(workspace.root / ".mem" / "meta.bak")
+    assert memory.archive_search("statement", strategy="bm25").notes == ()
 
 
 def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):

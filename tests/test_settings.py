@@ -242,6 +242,10 @@ def test_latex_that_makes_two_names_one_says_so_and_a_long_setting_is_read_in_li
                             "(LaTeX is read as drawn: '\\\\mathbb{F}_q((t))' is 'F_q((t))')")
     _, refused = refusal(tmp_path, '[[setting]]\nname = "aa"\naliases = ["C"]\n')  # named as written
     assert refused.endswith("aa.aliases: 'C' names both 'C' and 'aa'")
+    # an entry overriding a shipped one keeps its place: the clash is still the workspace file's
+    path, refused = refusal(tmp_path, '[[setting]]\nname = "Fq((t))"\naliases = ["F_q((t))", "reals"]\n'
+                                      'implies = ["nonarch-local"]\n')
+    assert refused == f"{path}:3: Fq((t)).aliases: 'reals' names both 'R' and 'Fq((t))'"
     _, refused = refusal(tmp_path, '[[setting]]\nname = "Z_p"\n\n[[setting]]\nname = "Z_{p}"\n')
     assert refused.endswith("(LaTeX is read as drawn: 'Z_{p}' is 'Z_p')")
     hostile = "\\mathbb{" + " " * 16375 + "x"
