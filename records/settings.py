@@ -326,8 +326,10 @@ _KEY = re.compile(r'\s*"?([A-Za-z_-]+)"?\s*=')
 
 def _entry_line(path: str, field: str) -> int | None:
     """The line of an entry's key in a settings.toml, for an error's field: ``setting[2].implies``
-    (the third [[setting]] of the file) or ``NAME.implies`` (the entry named NAME)."""
+    (the third [[setting]] of the file) or ``NAME.implies`` (the entry named NAME); an element,
+    ``implies[1]``, is on its list's line."""
     head, _, key = field.rpartition(".")
+    key = re.sub(r"\[\d+\]$", "", key)
     try:
         lines = text_lines(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):

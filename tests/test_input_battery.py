@@ -510,6 +510,14 @@ CASES += [
         name = "a"
         implies = "local"
         '''), SETTINGS, 4, "setting[0].implies", "must be a list of strings"),
+    Case("settings-implies-element", settings_toml('''
+        [[setting]]
+        name = "b"
+
+        [[setting]]
+        name = "a"
+        implies = ["local", 2]
+        '''), SETTINGS, 7, "setting[1].implies[1]", "must be a string, not a number"),
     Case("settings-unknown-key", settings_toml('''
         [[setting]]
         name = "a"
