@@ -113,7 +113,7 @@ def _fit(memory: Memory, mined: Mined, folder: Path, training: Training,
     else:
         shutil.rmtree(final, ignore_errors=True)  # a damaged copy of it, which no index can use
         scratch.rename(final)
-    provenance = {"path": f"{MODELS}/{final.name}", "base": memory.config.model.package,
+    provenance = {"path": f"{MODELS}/{final.name}", "base": memory.config.model_ref,
                   "pairs": len(mined.pairs), "steps": len(mined.anchors), "sha256": sha,
                   "sizes": file_sizes(final),
                   "training": asdict(training)}

