@@ -51,8 +51,8 @@ def start_if_wanted(argv: list[str]) -> int | None:
         from mem_retrieval.configs import load_config
 
         config = load_config(root, Path(config_file) if config_file else None)
-        if not config.serve.auto or not _indexed(root, config) or not _own(root / INDEX_DIR) \
-                or not _claim(root / INDEX_DIR / STARTING):
+        if not config.serve.auto or not _indexed(root, config) or not _made(root / INDEX_DIR) \
+                or not _own(root / INDEX_DIR) or not _claim(root / INDEX_DIR / STARTING):
             return None
         try:  # claimed: a start that fails here frees the claim (a full disk kept the marker, and
             # no call tried again for a minute)
@@ -77,6 +77,16 @@ def start_if_wanted(argv: list[str]) -> int | None:
         return process.pid
     except Exception:  # never let starting a helper spoil an answer already given
         return None
+
+
+def _made(folder: Path) -> bool:
+    """Whether the workspace's ``.mem`` is there for the server's socket, marker and log: an index
+    ``index.uri`` puts in another folder leaves none, and no server was ever started."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        return True
+    except OSError:
+        return False
 
 
 def _own(folder: Path) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,6 +74,19 @@ def test_the_first_read_starts_one_server_the_next_uses_it_and_it_stops_when_idl
     assert status.returncode == 0 and f"pid {pid}" in status.stdout
     assert wait_for(lambda: ping(ws.root) is None, 30), (ws.root / ".mem" / "serve.log").read_text()
     assert not (ws.root / ".mem" / "serve.sock").exists()
+
+
+def test_an_index_in_another_folder_starts_a_server_too(ws, tmp_path):
+    """With `index.uri` a folder, the workspace has no .mem for the server's socket and marker: no
+    call ever started one, each ran cold."""
+    (ws.root / "solve" / "mem.toml").write_text(f'[index]\nuri = "{tmp_path / "elsewhere"}"\n'
+                                               "[serve]\nidle_timeout = 60\n")
+    assert mem(ws.root, "index").returncode == 0
+    shutil.rmtree(ws.root / ".mem")
+    first = mem(ws.root, "archive-search", "statement of a2")
+    assert first.returncode == 0 and first.stdout.startswith("page 1 of")
+    assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
+    assert mem(ws.root, "archive-search", "statement of a2").stdout == first.stdout
 
 
 def test_calls_while_a_server_starts_never_start_a_second(ws):
