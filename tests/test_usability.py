@@ -193,8 +193,15 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
          "then needs `mem index --full`)"),
         ("[model]\ndim = 128\n", ["index", "--full"],
          f"{config}:2: model.dim: 128, but model all-MiniLM-L6-v2 gives 384-dimensional vectors"),
-        ('[model]\npackage = "no_such_model"\n', ["index", "--full"],
-         "the model package 'no_such_model' (model.package) is not installed (pip install no-such-model)"),
+        ('[model]\npackage = "no_such_model"\n', ["index", "--full"],  # the file and line, as the others
+         f"{config}:2: model.package: 'no_such_model' is no installed package (pip install no-such-model), "
+         "nor a folder (a path with a / or from ~)"),
+        ('[ray]\naddress = "nonsense"\n', ["archive-search", "statement"],  # Ray said so, exit 1, after 13 s
+         f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" (a local instance for the run), "
+         "\"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+        ('[model]\npackage = "a b"\n', ["archive-search", "statement"],
+         f"{config}:2: model.package: 'a b' is no installed package (a package's name is a Python module's), "
+         "nor a folder (a path with a / or from ~)"),
     ]:
         config.write_text(text)
         assert cli(ws.root, "--config", str(config), *argv) == (2, "", f"mem: {line}\n"), text
