@@ -149,14 +149,14 @@ RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/s
 UNTIL = Param("until", "string", "memory as it stood at that event: a sequence number or event id "
               "(with run), an event hit's id (run#seq), or an ISO time with a zone",
               metavar="SEQ|TIME|EVENT")
-PAGE = Param("page", "integer", "which page of 5 hits (pages start at 1)", default=1, minimum=1,
+PAGE = Param("page", "integer", "which page of hits (search.page_size a page, 5 by default; pages start at 1)", default=1, minimum=1,
              metavar="N")
 LIST_ID = Param("list_id", "string", "the list_id the page before gave: when the result list has "
                 "changed since (the index was updated between the calls), a note says so", metavar="ID")
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
-        "archive_search", "Steps of the runs and the library, 5 a page",
+        "archive_search", "Steps of the runs and the library, a page at a time",
         "Ids first (a query naming A5-7 or run/A5-7 returns it as hit 1), then text candidates "
         "ranked by the strategy (default: BM25 candidates and the steps similar statements cite, "
         "scored with embeddings; the embedding never adds a candidate alone). With setting, hits "
@@ -187,7 +187,7 @@ FUNCTIONS: tuple[Function, ...] = (
                required=True, positional=True, metavar="ID"),
          RUN_OF_ID)),
     Function(
-        "recall_search", "Events with their briefs and returns, 5 a page",
+        "recall_search", "Events with their briefs and returns, a page at a time",
         "Give query (the events matching it, best first) or id (every event naming that step, in "
         "time order, each run's in log order), not both. Each hit carries its brief or return "
         "whole (body). Events written since the last `mem index` are not searched: a note says "

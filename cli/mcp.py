@@ -38,7 +38,7 @@ ANSWER_GRACE_S = 0.5  # after a signal, for the event loop to write the answers 
 INSTRUCTIONS = ("Memory of a maths research workspace (MemGPT tiers): W = RUN/memory/core.md "
                 "(core_set), Recall = the event log (recall_search), the Archive = steps and the "
                 "library (archive_search, archive_get, archive_insert); check verifies M1–M4; record "
-                "is the Record step. Searches return 5 hits a page.")
+                "is the Record step. Searches return a page of hits (search.page_size, 5 by default).")
 
 
 class Tools:

