@@ -105,6 +105,7 @@ class Weights:
 
 _HOST = r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
 _RAY_ADDRESS = re.compile(rf"ray://{_HOST}(:[0-9]{{1,5}})?|{_HOST}:[0-9]{{1,5}}")  # a client's; a GCS
+MIN_WEIGHTS = 0.01  # a fusion table's least sum (the shipped ones sum to .8 and 1)
 RUN_FEATURES = ("context", "affinity")  # features of a query asked from a run (0 from no run)
 
 
@@ -358,11 +359,16 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
     for table in (f.name for f in fields(FusionConfig)):
         in_run = table.endswith("_in_run")
         weights = getattr(config.fusion, table).read(in_run)
+        keys = [f"fusion.{table}.{name}" for name in vars(getattr(config.fusion, table))]
+        blamed = next((config.origins[k] for k in keys if k in config.origins), str(DEFAULT))
         if not any(weights.values()):  # every score 0: the lists in id order
-            keys = [f"fusion.{table}.{name}" for name in vars(getattr(config.fusion, table))]
-            blamed = next((config.origins[k] for k in keys if k in config.origins), str(DEFAULT))
             raise InputError(blamed, None, f"fusion.{table}", "every weight is 0: no feature would "
                              "rank the hits" if in_run else "every weight a query from no run reads "
                              f"is 0 ({', '.join(RUN_FEATURES)} are those of a query from a run): no "
                              "feature would rank the hits")
+        if sum(weights.values()) < MIN_WEIGHTS:  # ratios rank, but a page shows 4 decimals
+            raise InputError(blamed, None, f"fusion.{table}", f"the weights sum to {sum(weights.values()):g}"
+                             + ("" if in_run else " for a query from no run") + f", under {MIN_WEIGHTS:g}: "
+                             "scores so small show as 0 (four decimals), and the hint reading them says "
+                             "more is ahead than is; scale them up (only their ratios rank)")
     return config

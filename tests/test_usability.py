@@ -164,6 +164,10 @@ def test_an_unknown_table_in_the_workspace_settings_is_an_error(tmp_path):
     ("[fusion.graph]\n" + "".join(f"{w} = 0\n" for w in ("bm25", "cosine", "vote", "expanded", "prior"))
      + "affinity = 1\n", "fusion.graph", "every weight a query from no run reads is 0 (context, "
      "affinity are those of a query from a run): no feature would rank the hits"),
+    ("[fusion.rerank_graph]\nbm25 = 0.0002\ncosine = 0.0001\nvote = 0.0001\nexpanded = 0.0006\n",
+     "fusion.rerank_graph", "the weights sum to 0.001 for a query from no run, under 0.01: scores so"
+     " small show as 0 (four decimals), and the hint reading them says more is ahead than is; scale them "
+     "up (only their ratios rank)"),
 ])
 def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text, key, message):
     """A hint window of 0 pages says no relevant hit remains, ever; a weight table all 0 scores
