@@ -149,8 +149,8 @@ RUN_OF_ID = Param("run", "string", "the run of a bare step id (a global id run/s
 UNTIL = Param("until", "string", "memory as it stood at that event: a sequence number or event id "
               "(with run), an event hit's id (run#seq), or an ISO time with a zone",
               metavar="SEQ|TIME|EVENT")
-PAGE = Param("page", "integer", "which page of hits (search.page_size a page, 5 by default; pages start at 1)", default=1, minimum=1,
-             metavar="N")
+PAGE = Param("page", "integer", "which page of hits (search.page_size a page, 5 by default; pages "
+             "start at 1)", default=1, minimum=1, metavar="N")
 LIST_ID = Param("list_id", "string", "the list_id the page before gave: when the result list has "
                 "changed since (the index was updated between the calls), a note says so", metavar="ID")
 

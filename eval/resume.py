@@ -138,10 +138,10 @@ class NextAction:
 def next_action(w: dict[str, str], later: list[Event]) -> "NextAction | str":
     """The run's next action after the cut (``later``: its events after it), as W should name it:
     its first ``brief``/``redirect`` events, those logged at one time (up to news logged among
-    them), when no news came between (only checkpoints that leave W's next as it was, registry entries, fetched sources and evictions:
-    a return, an audit or a correction first is news the launch was decided on, and a new ``next``
-    a plan made after the stop; a resumed root cannot be held to either). Else why it is not tested
-    (a string)."""
+    them), when no news came between (only checkpoints that leave W's next as it was, registry
+    entries, fetched sources and evictions: a return, an audit or a correction first is news the
+    launch was decided on, and a new ``next`` a plan made after the stop; a resumed root cannot be
+    held to either). Else why it is not tested (a string)."""
     first = next((i for i, e in enumerate(later) if e.kind in _LAUNCHES), None)
     if first is None:
         return "not tested: the run briefed or redirected no agent after then"

@@ -331,8 +331,9 @@ class Retriever:
             if query.setting and not query.any_setting:
                 left_out = len(self.ranked(replace(query, any_setting=True)))
                 if left_out:
-                    notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} whose "
-                                      "setting or a hypothesis it does not imply (M3)", see="any_setting"))
+                    notes.append(Note("setting", f"{query.setting!r} left out {plural(left_out, 'hit')} "
+                                      "whose setting or a hypothesis it does not imply (M3)",
+                                      see="any_setting"))
         if self.newer_index() and not any(NEWER_INDEX in n.message for n in notes):
             notes.append(Note("", NEWER_INDEX))  # what the session's own version lacks is unknown
         return notes
