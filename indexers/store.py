@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,8 @@ def build_params(config: Config, tuned: dict[str, Any] | None = None) -> dict[st
     the provenance of a tuned copy of the configured model (`mem tune`) that embedded it."""
     model = {"name": config.model.name, "package": config.model_ref, "dim": config.model.dim,
              "quantized": config.model.quantize}
+    if config.model_written:  # a folder: what it holds, so two folders of one name are two models
+        model["files"] = folder_fingerprint(Path(config.model.package))
     return {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
@@ -225,6 +228,36 @@ def file_sizes(folder: Path) -> dict[str, int]:
     """Each file's size by its path in ``folder``, subfolders too (a tuned copy's ``sizes``: its
     pooling and normalising layers lie in ``1_Pooling/`` and ``2_Normalize/``)."""
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+SMALL_FILE = 1 << 20  # bytes: a model folder's files up to this size are hashed by folder_fingerprint
+
+
+@lru_cache(maxsize=8)
+def _fingerprint(folder: str, listing: tuple) -> str:
+    digest = hashlib.sha256()
+    for name, size, *_ in listing:
+        digest.update(f"{name}\0{size}\0".encode())
+        if size <= SMALL_FILE:
+            digest.update(hashlib.sha256((Path(folder) / name).read_bytes()).digest())
+    return digest.hexdigest()[:32]
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """What a model folder holds, as the index records it beside the folder's name: each file's
+    path and size, and the bytes of the small ones (configurations, the tokenizer, the pooling),
+    read again only when a file's stat changed. A folder of the same name on another machine, or
+    moved with its workspace, is the same model; one configured otherwise is not. The weights are
+    not read (hundreds of MB at every command): other weights of the same size under the same
+    name need `mem index --full`, as the README says."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    listing = tuple((p.relative_to(folder).as_posix(), *_stat(p)) for p in files)
+    return _fingerprint(str(folder), listing)
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    info = path.stat()
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 def model_digest(folder: Path) -> str:

