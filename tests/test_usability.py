@@ -197,7 +197,8 @@ def test_config_values_that_can_work_are_read(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path / "mods"))
     config = tmp_path / "mine.toml"
     for text in ('[model]\npackage = "acme.minilm"\n', "[fusion.graph]\nbm25 = 0.0033\ncosine = 0.0034\n"
-                 "vote = 0.0033\n", '[ray]\naddress = "[fe80::1%eth0]:6379"\n', '[ray]\naddress = "ray://head"\n'):
+                 "vote = 0.0033\n", '[ray]\naddress = "[fe80::1%eth0]:6379"\n',
+                 '[ray]\naddress = "ray://head"\n'):
         config.write_text(text)
         load_config(None, config)
     config.write_text('[model]\npackage = "acme.nothere"\n')
