@@ -115,11 +115,14 @@ def _ray_address(address: str) -> bool:
 
 
 def _installed(name: str) -> bool:
-    """Whether the module ``name`` is there to import (found, not imported; a dotted name's
-    parent packages are imported, as importing it would)."""
+    """Whether the module ``name`` may be there to import: a top-level one is found, not imported;
+    a dotted one is left to its import, where the model is read (finding it imports its parents,
+    which run code: one printed, one raised anything)."""
+    if "." in name:
+        return True
     try:
         return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a parent package missing, or not a package
+    except (ImportError, ValueError):
         return False
 
 
@@ -365,8 +368,8 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
     elif config.origin("model.package") != str(DEFAULT) and (  # a name a user gave (the shipped one
             not _module_name(config.model.package)  # missing is a broken install, said where it is read)
             or not _installed(config.model.package)):
-        named = config.model.package  # found, not imported (a dotted name's parents are): starts as fast
-        how = f"pip install {named.replace('_', '-')}" if _module_name(named) else \
+        named = config.model.package  # found, not imported: a command starts as fast
+        how = f"pip install {named.replace('_', '-')}" if named.isidentifier() else \
             "a package's name is a Python module's"
         raise config.fault("model.package", f"{named!r} is no installed package ({how}), nor a folder (a "
                            "path with a / or from ~)")

@@ -16,7 +16,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -230,34 +229,43 @@ def file_sizes(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
-SMALL_FILE = 1 << 20  # bytes: a model folder's files up to this size are hashed by folder_fingerprint
-
-
-@lru_cache(maxsize=8)
-def _fingerprint(folder: str, listing: tuple) -> str:
-    digest = hashlib.sha256()
-    for name, size, *_ in listing:
-        digest.update(f"{name}\0{size}\0".encode())
-        if size <= SMALL_FILE:
-            digest.update(hashlib.sha256((Path(folder) / name).read_bytes()).digest())
-    return digest.hexdigest()[:32]
+# What decides a sentence-transformers model's vectors, by name in its folder: its configurations,
+# tokenizer and modules (each module's folder's config, as modules.json lists them); the weights by
+# their sizes (hundreds of MB: not read at every command).
+MODEL_FILES = ("config.json", "modules.json", "sentence_bert_config.json",
+               "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "vocab.txt")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def folder_fingerprint(folder: Path) -> str:
-    """What a model folder holds, as the index records it beside the folder's name: each file's
-    path and size, and the bytes of the small ones (configurations, the tokenizer, the pooling),
-    read again only when a file's stat changed. A folder of the same name on another machine, or
-    moved with its workspace, is the same model; one configured otherwise is not. The weights are
-    not read (hundreds of MB at every command): other weights of the same size under the same
-    name need `mem index --full`, as the README says."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    listing = tuple((p.relative_to(folder).as_posix(), *_stat(p)) for p in files)
-    return _fingerprint(str(folder), listing)
-
-
-def _stat(path: Path) -> tuple[int, int, int]:
-    info = path.stat()
-    return info.st_size, info.st_mtime_ns, info.st_ino
+    """What a model folder holds, as the index records it beside the folder's name: the bytes of
+    ``MODEL_FILES`` and of each module's config.json, the sizes of ``WEIGHT_FILES`` (each followed
+    where it is a link; one absent, or unreadable, counts as absent). A folder of the same name on
+    another machine, or moved with its workspace, is the same model whatever else it holds (a
+    .git, a download's cache, an editor's backup); one configured otherwise is not. Other weights
+    of the same size put in place need `mem index --full`, as the README says."""
+    digest = hashlib.sha256()
+    names = list(MODEL_FILES)
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        names += sorted({f"{m['path']}/config.json" for m in modules
+                         if isinstance(m, dict) and isinstance(m.get("path"), str) and m["path"]})
+    except (OSError, ValueError, TypeError):
+        pass
+    for name in names:
+        try:
+            data = (folder / name).read_bytes()
+        except OSError:
+            data = None
+        digest.update(f"{name}\0".encode() + (hashlib.sha256(data).digest() if data is not None else b"-"))
+    for name in WEIGHT_FILES:
+        try:
+            size = (folder / name).stat().st_size
+        except OSError:
+            size = -1
+        digest.update(f"{name}\0{size}\0".encode())
+    return digest.hexdigest()[:32]
 
 
 def model_digest(folder: Path) -> str:
@@ -310,6 +318,8 @@ def _setting_pair(item: Any) -> bool:
 
 FIXED = ("format", "tokenizer", "bm25")  # what this version sets, not the config: only --full moves an index
 # (bm25: LanceDB's k1 and b; until 2026-12-04 the config's were recorded, and read per query only)
+FOLDER_OR_REBUILD = ("put the folder's model back, or run `mem index --full` to rebuild the index with this "
+                     "one (then every machine sharing the index needs it)")
 MATCH_OR_REBUILD = ("set the config to the index's, or run `mem index --full` to rebuild it with yours "
                     "(then every machine sharing the index needs your config)")
 
@@ -339,6 +349,11 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             continue
         if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
             keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
+            if name == "model" and keys == ["files"] and "files" in have:  # the config is the same
+                found.append((name, f"the model folder {config.model_ref!r} holds another model than the "
+                                    "one the index was built with (its configuration, tokenizer or "
+                                    "weights' size differ)"))
+                continue
             have, wanted = ({CONFIG_KEYS.get(k, k): _said(v.get(k)) for k in keys} for v in (have, wanted))
         reader = "this version of mem reads" if name in FIXED else "config wants"
         found.append((name, f"{label}: index has {have!r}, {reader} {wanted!r}"))
@@ -346,7 +361,8 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             break
     if not found:
         return None
-    fix = "run `mem index --full`" if set(FIXED) & {n for n, _ in found} else MATCH_OR_REBUILD
+    fix = ("run `mem index --full`" if set(FIXED) & {n for n, _ in found} else
+           FOLDER_OR_REBUILD if all(w.startswith("the model folder") for _, w in found) else MATCH_OR_REBUILD)
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
 
 

