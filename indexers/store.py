@@ -22,6 +22,7 @@ from typing import Any
 from mem_retrieval.configs import LANCE_B, LANCE_K1, Config
 from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line
 from mem_retrieval.records.errors import InputError, Refused, resource_refusal
+from mem_retrieval.records.parse import open_regular, read_at_most
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
 
 FORMAT = 8  # 2: steps carry parent_keys (the citation graph); 3: rows say whether they are embedded;
@@ -236,6 +237,7 @@ MODEL_FILES = ("config.json", "modules.json", "sentence_bert_config.json",
                "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "vocab.txt")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+FINGERPRINT_BYTES = 64 << 20  # a configuration or tokenizer file is read up to this
 
 
 def folder_fingerprint(folder: Path) -> str:
@@ -245,19 +247,23 @@ def folder_fingerprint(folder: Path) -> str:
     another machine, or moved with its workspace, is the same model whatever else it holds (a
     .git, a download's cache, an editor's backup); one configured otherwise is not. Other weights
     of the same size put in place need `mem index --full`, as the README says."""
+    def read(name: str) -> bytes | None:  # a regular file's first FINGERPRINT_BYTES (a pipe: none)
+        try:
+            with open_regular(folder / name) as handle:
+                return read_at_most(handle, FINGERPRINT_BYTES)
+        except OSError:
+            return None
+
     digest = hashlib.sha256()
     names = list(MODEL_FILES)
     try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        modules = json.loads(read("modules.json") or b"[]")
         names += sorted({f"{m['path']}/config.json" for m in modules
                          if isinstance(m, dict) and isinstance(m.get("path"), str) and m["path"]})
-    except (OSError, ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         pass
     for name in names:
-        try:
-            data = (folder / name).read_bytes()
-        except OSError:
-            data = None
+        data = read(name)
         digest.update(f"{name}\0".encode() + (hashlib.sha256(data).digest() if data is not None else b"-"))
     for name in WEIGHT_FILES:
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput
+from mem_retrieval.records.parse import open_regular, read_at_most
 
 CORE_TOKEN_LIMIT = 2000
 
@@ -51,9 +52,10 @@ def model_path(model: str) -> Path:
 def no_model(folder: Path) -> str | None:
     """What a folder lacks to hold a transformers model: a config.json naming its ``model_type``,
     its weights (safetensors or a PyTorch file) and its tokenizer.json; None when it has all."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # a regular file (a pipe there held every command), of a size a config has
+        with open_regular(folder / "config.json") as handle:
+            config = json.loads(read_at_most(handle, 1 << 20))
+    except (OSError, ValueError, RecursionError):
         return "no config.json a model writes"
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         return "its config.json names no model_type"

