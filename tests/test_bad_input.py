@@ -640,6 +640,22 @@ def test_a_pipe_in_a_model_folder_holds_no_command(workspace, mem, tmp_path):
                "no model (no config.json a model writes)\n")
 
 
+def test_a_model_package_that_fails_as_it_is_imported_is_one_line(workspace, mem, tmp_path, monkeypatch):
+    """A package whose own code raises as it is imported (a broken install), and a modules.json
+    naming a path with a NUL in it: tracebacks, exit 1."""
+    from mem_retrieval.indexers.store import folder_fingerprint
+
+    (tmp_path / "mods" / "boom").mkdir(parents=True)
+    (tmp_path / "mods" / "boom" / "__init__.py").write_text('raise RuntimeError("boom")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "boom.minilm"\n')
+    assert mem("index", "--no-progress") == (2, "", "mem: the model package 'boom.minilm' (model.package) "
+                                                     "failed as it was imported: RuntimeError: boom\n")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "modules.json").write_text('[{"path": "a\\u0000b"}]')
+    assert len(folder_fingerprint(tmp_path / "m")) == 32
+
+
 def test_a_model_folder_as_model_package_counts_ws_tokens_as_its_package(workspace, mem):
     """`mem index` read a model folder (a tuned or exported copy) in model.package, but `check`,
     `core-set` and `record` refused it: "model package '/…' cannot give its tokenizer"."""
