@@ -129,6 +129,8 @@ def _installed(name: str) -> bool:
 def _module_name(name: str) -> bool:
     """Whether ``name`` may name a Python module (``acme.minilm``: a package's module too)."""
     return all(part.isidentifier() for part in name.split("."))
+
+
 MIN_WEIGHTS = 0.01  # a fusion table's least sum (the shipped ones sum to .8 and 1)
 RUN_FEATURES = ("context", "affinity")  # features of a query asked from a run (0 from no run)
 
