@@ -20,7 +20,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
-from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural, quoted
 from mem_retrieval.records.files import stamp as file_stamp
 from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_run, plain, ref_problem,
                                        spellings, split_gid, typed_ref, typed_run)
@@ -327,6 +327,7 @@ class Retriever:
         if total:
             notes += written
         else:
+            notes += self.unsearchable(query.text)
             notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
             if query.setting and not query.any_setting:
                 left_out = len(self.ranked(replace(query, any_setting=True)))
@@ -507,7 +508,7 @@ class Retriever:
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
         notes = (changed + self._unindexed(query) + self._id_as_words(query)
                  + (self._without_vectors("rerank", "events", "") if by_text else [])
-                 + ([] if hits else self._recall_notes(query)))
+                 + ([] if hits else self.unsearchable(query.text) + self._recall_notes(query)))
         return replace(found, notes=tuple(notes), list_id=current,
                        pending=self.searcher.pending_in("events") if by_text else 0)
 
@@ -604,6 +605,17 @@ class Retriever:
                          f"({where}): {NEWER_INDEX}")]
         return [Note(param, f"{plural(total, 'event')} written since the last `mem index` {verb} not "
                      f"{unseen} ({where}): run `{command}`")]
+
+    @staticmethod
+    def unsearchable(text: str | None) -> list[Note]:
+        """A note when ``text`` holds no word a search reads (punctuation, function words, LaTeX
+        that draws nothing): "no hits" alone read as nothing being on the subject."""
+        from mem_retrieval.text.tokenize import tokenize
+
+        if text is None or tokenize(text):
+            return []
+        return [Note("query", f"{quoted(text)} holds no word a search reads (punctuation, function words "
+                              "and LaTeX that draws nothing are not searched)")]
 
     def _recall_notes(self, query: RecallQuery) -> list[Note]:
         """Why a recall search found nothing, when a run it names is none (``run``'s, or the run

@@ -565,6 +565,18 @@ def test_an_unindexed_line_that_is_no_event_is_counted_with_a_cut_as_without(wor
     assert code == 2 and "alpha/memory/events.jsonl:" in err and "invalid JSON" in err
 
 
+def test_a_query_of_no_word_a_search_reads_says_so(workspace, mem):
+    """`{` or `· the` tokenise to nothing: "no hits" / "no events" alone read as nothing being on
+    the subject. Both searches say why (exit 1, as any empty list)."""
+    assert mem("index")[0] == 0
+    said = ("holds no word a search reads (punctuation, function words and LaTeX that draws nothing "
+            "are not searched)")
+    assert mem("archive-search", "{") == (1, "no hits\n", f"mem: QUERY '{{' {said}\n")
+    code, out, err = mem("--json", "recall-search", "\u00b7 the")
+    assert code == 1 and json.loads(out)["notes"] == [f"QUERY '\u00b7 the' {said}"]
+    assert mem("archive-search", "statement")[2] == ""  # a query with a word: no such note
+
+
 def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspace, mem):
     """A step written to a run's tree.json after `mem index` is not searched, and archive-search
     said nothing of it (recall-search names the events written since): an agent looking for the
