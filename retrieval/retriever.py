@@ -327,7 +327,8 @@ class Retriever:
         if total:
             notes += written
         else:
-            notes += self.unsearchable(query.text)
+            if self.searcher.strategy(query.strategy).by_words:  # (vector finds hits for any text)
+                notes += self.unsearchable(query.text)
             notes += self.unknown_run("run", query.run) or self._run_unindexed(query.run, "run") or written
             if query.setting and not query.any_setting:
                 left_out = len(self.ranked(replace(query, any_setting=True)))
@@ -609,7 +610,8 @@ class Retriever:
     @staticmethod
     def unsearchable(text: str | None) -> list[Note]:
         """A note when ``text`` holds no word a search reads (punctuation, function words, LaTeX
-        that draws nothing): "no hits" alone read as nothing being on the subject."""
+        that draws nothing): "no hits" alone read as nothing being on the subject. For a strategy
+        whose candidates its words find (``Strategy.by_words``; recall's always are)."""
         from mem_retrieval.text.tokenize import tokenize
 
         if text is None or tokenize(text):

@@ -88,6 +88,7 @@ class Strategy(Protocol):
 
     name: str
     without_vectors: str | None  # the strategy answering while vectors are being computed
+    by_words: bool  # every candidate found by the query's words (BM25): none for a query of none
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]: ...
 
@@ -143,6 +144,7 @@ def rrf(lists: list[list[Candidate]], limit: int) -> list[Candidate]:
 class Bm25(_Ranked):
     name: str = "bm25"
     without_vectors: str | None = None
+    by_words: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         found = request.unnamed(search.bm25(request, vectors=False))
@@ -154,6 +156,7 @@ class Bm25(_Ranked):
 class Rerank(_Ranked):
     name: str = "rerank"
     without_vectors: str | None = "bm25"
+    by_words: bool = True
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         vector: Future | None = (search.query_vector_soon(request.text)
@@ -169,6 +172,7 @@ class Rerank(_Ranked):
 class Vector(_Ranked):
     name: str = "vector"
     without_vectors: str | None = "bm25"
+    by_words: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         return [c.scored(c.cosine) for c in request.unnamed(search.nearest(request))]
@@ -178,6 +182,7 @@ class Vector(_Ranked):
 class HybridRrf(_Ranked):
     name: str = "hybrid-rrf"
     without_vectors: str | None = "bm25"
+    by_words: bool = False
 
     def rank(self, search: "Searcher", request: Request) -> list[Candidate]:
         return rrf([request.unnamed(search.bm25(request)), request.unnamed(search.nearest(request))],
@@ -197,6 +202,7 @@ class GraphFusion:
 
     name: str
     cosine: bool
+    by_words = True  # the voters too are found by the query's words
 
     @property
     def without_vectors(self) -> str | None:

@@ -651,6 +651,12 @@ def test_a_model_package_that_fails_as_it_is_imported_is_one_line(workspace, mem
     (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "boom.minilm"\n')
     assert mem("index", "--no-progress") == (2, "", "mem: the model package 'boom.minilm' (model.package) "
                                                      "failed as it was imported: RuntimeError: boom\n")
+    (tmp_path / "mods" / "exits.py").write_text("import sys\nsys.exit(3)\n")  # exited silently, status 3
+    (tmp_path / "mods" / "nofolder.py").write_text("def get_model_path():\n    raise OSError('no files')\n")
+    for package, said in (("exits", "as it was imported: SystemExit: 3"),
+                          ("nofolder", "giving its model's folder (get_model_path()): OSError: no files")):
+        (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{package}"\n')
+        assert mem("check") == (2, "", f"mem: the model package {package!r} (model.package) failed {said}\n")
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "modules.json").write_text('[{"path": "a\\u0000b"}]')
     assert len(folder_fingerprint(tmp_path / "m")) == 32

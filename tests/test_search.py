@@ -575,6 +575,8 @@ def test_a_query_of_no_word_a_search_reads_says_so(workspace, mem):
     code, out, err = mem("--json", "recall-search", "\u00b7 the")
     assert code == 1 and json.loads(out)["notes"] == [f"QUERY '\u00b7 the' {said}"]
     assert mem("archive-search", "statement")[2] == ""  # a query with a word: no such note
+    # a strategy embedding the text finds hits for any: a list its filters leave empty is no such case
+    assert mem("archive-search", "{", "--strategy", "vector", "--kind", "error") == (1, "no hits\n", "")
 
 
 def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspace, mem):
