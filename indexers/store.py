@@ -346,7 +346,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     """Why an index built with ``meta`` cannot serve ``config`` (one line naming every value that
     differs, with the fix), or None."""
     want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
-    found = []
+    found, folder_only = [], True  # folder_only: nothing differs but what a model folder holds
     for name, label in (("format", "index format differs"), ("tokenizer", "tokenizer differs"),
                         ("model", "model differs"), ("bm25", "BM25 parameters differ"),
                         ("text", "text limits differ")):
@@ -361,6 +361,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
                                     "weights' size differ)"))
                 continue
             have, wanted = ({CONFIG_KEYS.get(k, k): _said(v.get(k)) for k in keys} for v in (have, wanted))
+        folder_only = False
         reader = "this version of mem reads" if name in FIXED else "config wants"
         found.append((name, f"{label}: index has {have!r}, {reader} {wanted!r}"))
         if name == "format":  # what else meta.json records is another format's
@@ -368,7 +369,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     if not found:
         return None
     fix = ("run `mem index --full`" if set(FIXED) & {n for n, _ in found} else
-           FOLDER_OR_REBUILD if all(w.startswith("the model folder") for _, w in found) else MATCH_OR_REBUILD)
+           FOLDER_OR_REBUILD if folder_only else MATCH_OR_REBUILD)
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
 
 

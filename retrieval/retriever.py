@@ -201,10 +201,10 @@ class Retriever:
             return False
 
     def newer_index(self) -> bool:
-        """``index_replaced`` where every search asks it (its notes): a folder index's meta.json is
-        read again only once its stat changed, a store's at most every ``STORE_ASKED_EVERY``
-        seconds (a request each: a search of steps held in memory made none); a meta.json gone
-        (the index deleted) is no newer index."""
+        """``index_replaced`` as every note on what a search's index lacks asks it (each search
+        asks): a folder index's meta.json is read again only once its stat changed, a store's at
+        most every ``STORE_ASKED_EVERY`` seconds (a request each: a search of steps held in memory
+        made none); a meta.json gone (the index deleted) is no newer index."""
         from mem_retrieval.indexers import store
 
         if self._searcher is None:
@@ -350,7 +350,7 @@ class Retriever:
         asked, answered = degraded
         return [Note(param, f"{asked!r} answered as {answered!r}: the vectors of "
                      f"{plural(self.searcher.pending_in(table), 'text')} are not computed yet (BM25 "
-                     "order until then): " + (NEWER_INDEX if self.index_replaced() else
+                     "order until then): " + (NEWER_INDEX if self.newer_index() else
                                              "`mem index` computes them, the one running or, "
                                              "if it was stopped, the next"))]
 
@@ -378,7 +378,7 @@ class Retriever:
                                                   if gid not in left_out], cut)
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
-        newer = f"; {NEWER_INDEX}" if self.index_replaced() else ""
+        newer = f"; {NEWER_INDEX}" if self.newer_index() else ""
         if left_out:  # the index holds it: the filters (run, kind, library, until…) left it out, no typo
             listed_out = ", ".join(left_out[:3]) + (", …" if len(left_out) > 3 else "")
             return [Note("query", f"{listed}: the filters of this search leave out the step with this id "
@@ -467,7 +467,7 @@ class Retriever:
                 return []
         except InputError:
             pass
-        if self.index_replaced():
+        if self.newer_index():
             return [Note(param, f"{run!r} has no step in the index this search read: {NEWER_INDEX}")]
         return [Note(param, f"{run!r} has no step in the index (a run begun since the last `mem index`): "
                      f"run `mem index {run}`")]
@@ -601,7 +601,7 @@ class Retriever:
         where = ", ".join(f"{run}: {count}" for run, count in listed) + (", …" if len(ahead) > 5 else "")
         command = " ".join(["mem index", *ahead] if len(ahead) <= 5 else ["mem index"])
         verb = "is" if total == 1 else "are"
-        if self.index_replaced():  # a session's own index version: the newer one may hold them
+        if self.newer_index():  # a session's own index version: the newer one may hold them
             return [Note(param, f"{plural(total, 'event')} {verb} not in the index this search read "
                          f"({where}): {NEWER_INDEX}")]
         return [Note(param, f"{plural(total, 'event')} written since the last `mem index` {verb} not "
