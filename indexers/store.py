@@ -453,11 +453,23 @@ _REFUSALS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota 
 
 class IndexUnwritable(InputError):
     """The machine refused a write or read of the index (a full disk, a read-only or forbidden
-    folder): the index is as it was."""
+    folder): the index is as it was. ``reading``: the command only reads it (a search)."""
 
-    def __init__(self, where: Location | Path | str, why: str):
+    def __init__(self, where: Location | Path | str, why: str, reading: bool = False):
         super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,
-                         f"{why}: the index is kept as it was (mend that, then run it again)")
+                         f"{why}: " + ("this command cannot read the index" if reading else
+                                       "the index is kept as it was") + " (mend that, then run it again)")
+
+
+def refused_at(error: BaseException, location: Location) -> str:
+    """The file or folder of the index ``error`` (a refusal) names: an OSError's, or the longest
+    path under the index's folder that lance's message gives; else the index's place."""
+    if isinstance(error, OSError) and isinstance(error.filename, str) and error.filename:
+        return error.filename
+    if location.remote:
+        return location.uri
+    paths = re.findall(re.escape(str(location.folder)) + r"[^\s:,;)'\"]*", str(error))
+    return max(paths, key=len).rstrip(".") if paths else location.uri
 
 
 def refusal(error: BaseException, where: Location | None = None) -> str | None:
@@ -504,10 +516,11 @@ def is_damage(error: BaseException, where: Location | None = None) -> bool:
 
 
 @contextlib.contextmanager
-def guard(where: Location | Path) -> Iterator[None]:
+def guard(where: Location | Path, reading: bool = False) -> Iterator[None]:
     """Report an error from a damaged index as one line naming the fix (IndexDamaged); on an
     object store, first ask whether the store answers at all (StoreUnreachable: no `--full`
-    advice for a network failure)."""
+    advice for a network failure); the machine's refusal, naming the file refused
+    (IndexUnwritable; ``reading``: the command only reads the index)."""
     location = at(where)
     try:
         yield
@@ -515,7 +528,8 @@ def guard(where: Location | Path) -> Iterator[None]:
         if isinstance(error, (InputError, Refused)):
             raise
         if not isinstance(error, (KeyboardInterrupt, SystemExit)) and (why := refusal(error, location)):
-            raise IndexUnwritable(location, why) from None  # (a Rust panic too: a thread not spawned)
+            raise IndexUnwritable(refused_at(error, location), why, reading) from None  # (a Rust
+            # panic too: a thread not spawned)
         if isinstance(error, Exception) and is_conflict(error):  # two `--full` at once on one store
             raise MetaConflict(f"another writer changed the index in {location.uri} while this run "
                                f"indexed ({conflict_detail(error)}): run `mem index` again") from None

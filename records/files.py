@@ -1,11 +1,13 @@
 """Crash-safe file writes shared by every writer (core.md, meta.json, reports, plots): write a
 temporary file in the same folder, fsync, rename over the target, fsync the folder. A crash leaves
 the old file or the new one, whole; never a mix. The file keeps its permissions (a new one gets the
-umask's), not mkstemp's 0600. A folder (a model export, a download) is written whole the same way:
+umask's), not mkstemp's 0600, and its group where the writer may give it (a file a group
+shares). A folder (a model export, a download) is written whole the same way:
 built in a scratch folder beside it and renamed into place (``replace_folder``)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -75,15 +77,19 @@ def replace_atomic(path: Path, write: Callable[[Path], None],
     os.close(fd)
     tmp = Path(name)
     try:
-        try:  # the file's mode, kept; a link replaced itself (``follow`` false: one to a device, a
-            # folder or nowhere, or a loop) is no file to keep a mode of
+        try:  # the file's mode and group, kept; a link replaced itself (``follow`` false: one to a
+            # device, a folder or nowhere, or a loop) is no file to keep a mode of
             info = path.stat() if follow else path.lstat()
             mode = info.st_mode & 0o777 if stat.S_ISREG(info.st_mode) else new_file_mode()
+            group = info.st_gid if stat.S_ISREG(info.st_mode) else -1
         except FileNotFoundError:
-            mode = new_file_mode()
+            mode, group = new_file_mode(), -1
         write(tmp)
         with tmp.open("rb+") as handle:
             os.fsync(handle.fileno())
+            if group not in (-1, os.fstat(handle.fileno()).st_gid):  # a file a group shares stays
+                with contextlib.suppress(PermissionError):  # theirs where the writer may say so
+                    os.fchown(handle.fileno(), -1, group)
             os.fchmod(handle.fileno(), mode)  # after the writing: a read-only file's mode would stop it
         if before_replace is not None:
             before_replace()

@@ -40,6 +40,10 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
         root = where.resolve()
     except OSError as err:  # a name too long, a loop of links
         raise BadInput(f"workspace {str(chosen)!r}: {err.strerror or err}") from None
+    if os.path.isfile(root / TREE):  # a run's folder (a script's `cd` into it): an index made there
+        # would hold nothing, and `check` pass on no run
+        raise BadInput(f"workspace {str(chosen)!r} is a run (it holds {TREE}), not a workspace: the "
+                       f"workspace is the folder that holds its runs, {root.parent}")
     # the index's paths go to LanceDB, which reads a path as UTF-8: bytes that are not (lone
     # surrogates here) name no path there, nor does a path decoded by another encoding (the C
     # locale without UTF-8 mode: ASCII; or Latin-1, where `é` reads `Ã©`)

@@ -35,6 +35,7 @@ from mem_retrieval.records.types import Event, LibraryEntry, Step
 from mem_retrieval.records.workspace import Workspace
 
 LOCK_TIMEOUT_S = 60.0
+LOCK_POLL_S = 0.05  # how often a writer waiting for a lock tries it again
 # How long an event's append waits for a line another writer has begun to end (a harness appending
 # in pieces; it takes no lock), looking every LINE_POLL_S.
 LINE_WAIT_S = 2.0
@@ -45,20 +46,39 @@ LINE_POLL_S = 0.01
 
 @contextlib.contextmanager
 def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive inter-process lock on ``lock_path`` (created if needed)."""
-    from filelock import FileLock, Timeout
+    """Hold an exclusive ``flock`` on ``lock_path``, as ``flock(1)`` takes it: the file is created
+    if needed (mode 0666 less the umask) and never removed, and one another user made (0644
+    under umask 022) is locked through a descriptor opened for reading, which ``flock`` needs no
+    more than: the lock file of a workspace a group shares stops no member whom its data files
+    let write (filelock opened it for writing, and refused them)."""
+    import fcntl
 
-    lock = FileLock(str(lock_path), timeout=timeout)
+    where = f"write in {lock_path.parent}"
     try:
-        lock.acquire()
-    except Timeout:
-        raise Refused(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
-    except OSError as error:  # a read-only file system or folder: nothing can be written there
-        raise BadInput(f"cannot write in {lock_path.parent}: {error.strerror or error}") from None
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except PermissionError:
+            if not lock_path.is_file():  # it cannot be made: nothing can be written in the folder
+                raise
+            where = f"lock {lock_path}"
+            fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)  # another user's
+    except OSError as error:  # a read-only file system or folder, a folder in the way
+        raise BadInput(f"cannot {where}: {error.strerror or error}") from None
     try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise Refused(f"{lock_path} is held by another process (waited {timeout:g} s)") from None
+                time.sleep(LOCK_POLL_S)
+            except OSError as error:  # (a network file system's flock, on a descriptor for reading)
+                raise BadInput(f"cannot lock {lock_path}: {error.strerror or error}") from None
         yield
     finally:
-        lock.release()
+        os.close(fd)  # (the lock goes with it)
 
 
 class _LineBegun(Exception):

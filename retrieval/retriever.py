@@ -91,7 +91,7 @@ def _reads_index(method):
         local.depth = getattr(local, "depth", 0) + 1
         try:
             try:
-                with store.guard(self.location):
+                with store.guard(self.location, reading=True):
                     if outermost:  # one searcher for the whole search, whatever another thread's
                         local.pinned = self.searcher  # reopen() does meanwhile (row ids are its own)
                     return method(self, *args, **kwargs)
@@ -101,7 +101,7 @@ def _reads_index(method):
                 if getattr(local, "searcher", None) is not None or not self.index_replaced():
                     raise
             local.failed, local.searcher = self.searcher, self._open_searcher()
-            with store.guard(self.location):
+            with store.guard(self.location, reading=True):
                 return method(self, *args, **kwargs)
         finally:
             local.depth -= 1

@@ -185,6 +185,18 @@ def pytest_collection_modifyitems(config, items) -> None:
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
+def without_root_override(argv: list[str]) -> list[str]:
+    """``argv`` run as a user file modes bind: as it is for one who is not root; under root, by
+    capsh without root's override of them (skip where there is no capsh)."""
+    if os.geteuid() != 0:
+        return argv
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("run as root without capsh: root reads and writes whatever a file's mode says")
+    return [capsh, "--drop=cap_dac_override,cap_dac_read_search,cap_fowner", "--", "-c",
+            " ".join(f"'{a}'" for a in argv)]
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     return build_workspace(tmp_path / "ws")

@@ -3,10 +3,12 @@
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import make_step
+from conftest import make_step, without_root_override
 from mem_retrieval.indexers import store
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.text import embed
@@ -950,6 +952,26 @@ def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(
     assert mem("archive-search", "statement")[0] == 0
 
 
+def test_a_search_the_machine_refuses_to_read_names_the_file_and_that_it_only_reads(workspace, mem):
+    """A search on an index a file of which this user may not read (another user's, written under
+    umask 077) said "{.mem}: Permission denied: the index is kept as it was", a write's words,
+    naming the whole folder: it names what was refused, and that the command only reads."""
+    assert mem("index", "--no-progress")[0] == 0
+    versions = workspace.root / ".mem" / "lance" / "events.lance" / "_versions"
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
+            "recall-search", "statement"]
+    os.chmod(versions, 0)
+    try:
+        done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MEM_NO_SERVER": "1"})
+    finally:
+        os.chmod(versions, 0o755)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"mem: {versions}: Permission denied: this command cannot read the index (mend "
+                           "that, then run it again)\n")
+    assert mem("recall-search", "statement") == (1, "no events\n", "")  # (readable again: no hit)
+
+
 def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_index(workspace, mem,
                                                                                     monkeypatch):
     """`mem index` on a meta.json it may not read (permission) said "corrupt: run --full", which
@@ -968,7 +990,7 @@ def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_in
 
     monkeypatch.setattr(os, "open", refused)
     code, out, err = mem("index", "--no-progress")
-    assert (code, out) == (2, "") and err == (f"mem: {meta.parent}: Permission denied: the index is kept as "
+    assert (code, out) == (2, "") and err == (f"mem: {meta}: Permission denied: the index is kept as "
                                               "it was (mend that, then run it again)\n")
     monkeypatch.undo()
     assert meta.read_bytes() == before

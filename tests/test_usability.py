@@ -117,6 +117,26 @@ def test_index_and_check_in_a_folder_without_runs_warn(tmp_path):
                                        "tree.json)")
 
 
+def test_a_run_folder_is_refused_as_a_workspace_naming_its_workspace(tmp_path, monkeypatch):
+    """A script that `cd`s into a run (or gives it as --workspace) was told "no index: run `mem
+    index`", which then made a 131 MB index of nothing in the run, exit 0, and `check` passed on
+    no run. Every command, and the API, refuses it and names the folder that holds the runs."""
+    ws = build_workspace(tmp_path / "ws")
+    run = ws.root / "alpha"
+    said = (f"mem: workspace {str(run)!r} is a run (it holds tree.json), not a workspace: the workspace "
+            f"is the folder that holds its runs, {ws.root}\n")
+    for argv in (["index"], ["check"], ["archive-search", "statement"], ["core-set", "alpha", "next", "x"]):
+        assert cli(run, *argv) == (2, "", said)
+    monkeypatch.chdir(run)
+    out, err = io.StringIO(), io.StringIO()
+    assert (run_cli(["index"], out=out, err=err), out.getvalue(), err.getvalue()) == \
+        (2, "", said.replace(repr(str(run)), "'.'"))
+    with pytest.raises(BadInput, match=r"^workspace '\.' is a run \(it holds tree\.json\)"):
+        Memory.open(".")
+    assert not (run / ".mem").exists() and not (ws.root / ".mem").exists()
+    assert cli(ws.root, "check")[0] == 0
+
+
 def test_every_bad_step_of_a_tree_json_is_reported_at_once(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     tree = ws.tree("alpha")

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import build_workspace, library_line, make_step
+from conftest import build_workspace, library_line, make_step, without_root_override
 from mem_retrieval.records.core import clean_field, render
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.parse import iter_library, parse_core, parse_core_text
@@ -451,17 +451,72 @@ def test_a_read_only_core_md_is_rewritten_and_stays_read_only(workspace):
     os.chmod(core, 0o444)
     argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
             "core-set", "alpha", "next", "the plan"]
-    if os.geteuid() == 0:
-        capsh = shutil.which("capsh")
-        if capsh is None:
-            pytest.skip("run as root without capsh: root writes a read-only file anyway")
-        argv = [capsh, "--drop=cap_dac_override,cap_dac_read_search,cap_fowner", "--", "-c",
-                " ".join(f"'{a}'" for a in argv)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "MEM_NO_SERVER": "1"})
+    done = subprocess.run(without_root_override(argv), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MEM_NO_SERVER": "1"})
     assert (done.returncode, done.stderr) == (0, "")
     assert "## next        the plan\n" in core.read_text() and stat.S_IMODE(core.stat().st_mode) == 0o444
     assert workspace.events("alpha")[-1]["text"] == "core-set next: the plan"
+
+
+def test_lock_files_another_user_made_stop_no_writer_the_data_files_let_write(workspace):
+    """The locks were filelock's, opened for writing: a workspace a group shares, its data files
+    group-writable, refused every member but the first writer ("cannot write in memory/:
+    Permission denied", naming a folder they could write), since the first left its 0644 lock
+    files behind. A lock is flock(1)'s: a lock file it may only read locks as well. A lock file
+    another user made is one this user may not write: read-only stands for it here."""
+    memory = workspace.core_path("alpha").parent
+    for name in (".core.md.lock", ".events.jsonl.lock"):
+        (memory / name).touch()
+        os.chmod(memory / name, 0o444)
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
+            "core-set", "alpha", "next", "the plan"]
+    done = subprocess.run(without_root_override(argv), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert workspace.events("alpha")[-1]["text"] == "core-set next: the plan"
+    os.chmod(memory / ".events.jsonl.lock", 0o000)  # one it may not even read: named
+    done = subprocess.run(without_root_override(argv), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stderr) == (2, f"mem: cannot lock {memory / '.events.jsonl.lock'}: "
+                                                 "Permission denied\n")
+
+
+def test_a_writer_waits_for_the_lock_flock_1_holds_then_refuses_naming_it(tmp_path):
+    """The lock is the exclusive flock the README tells a harness to take (`flock FILE -c …`), so
+    a harness holding it stops mem's writer; one that outwaits its timeout is refused, naming it,
+    and the lock is free again once its holder lets go."""
+    import fcntl
+
+    from mem_retrieval.records.writes import locked
+
+    lock = tmp_path / ".events.jsonl.lock"
+    held = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)  # as flock(1) opens it
+    fcntl.flock(held, fcntl.LOCK_EX)
+    started = time.monotonic()
+    with pytest.raises(Refused, match=rf"^{re.escape(str(lock))} is held by another process "
+                                      r"\(waited 0\.3 s\)$"):
+        with locked(lock, timeout=0.3):
+            pass
+    assert time.monotonic() - started >= 0.3
+    os.close(held)
+    with locked(lock, timeout=0.3):
+        again = os.open(lock, os.O_RDONLY)  # held now: another taker is refused at once
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(again)
+    assert lock.is_file()  # (never removed: a taker holding the old file would lock nothing)
+
+
+def test_core_md_keeps_its_group_when_rewritten(workspace):
+    """core.md is written anew and renamed over the old: it took the writer's own group, so in a
+    workspace a group shares each write moved it from the group's. It keeps the old file's group
+    where the writer may give it (root may; a member of the group may)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file a group this user is not in needs root")
+    core = workspace.core_path("alpha")
+    os.chown(core, -1, 65534)
+    core_set(RecordsWorkspace.open(workspace.root), "alpha", "next", "a plan", PACKAGE)
+    assert core.stat().st_gid == 65534 and "a plan" in core.read_text()
 
 
 # ------------------------------------------------------------------------------------ archive-insert
