@@ -723,6 +723,20 @@ def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tm
     pooling.write_text(pooling.read_text().replace('"pooling_mode_mean_tokens": true',
                                                    '"pooling_mode_mean_tokens": false'))
     assert "holds another model" in Memory.open(moved).index_refusal()
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_mean_tokens": false',
+                                                   '"pooling_mode_mean_tokens": true'))
+    assert Memory.open(moved).index_refusal() is None
+    # each kind of file that decides the vectors counts: the tokenizer, and the weights' size
+    for name, change in (("tokenizer.json", lambda data: data.replace(b'"lowercase":true',
+                                                                      b'"lowercase":false')),
+                         ("model.safetensors", lambda data: data[:-4096])):
+        path = moved / "models" / "mine" / name
+        before = path.read_bytes()
+        assert change(before) != before
+        path.write_bytes(change(before))
+        assert "holds another model" in Memory.open(moved).index_refusal(), name
+        path.write_bytes(before)
+        assert Memory.open(moved).index_refusal() is None
 
 
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,

@@ -933,3 +933,35 @@ def test_a_store_refusing_for_a_while_is_unreachable_and_the_published_index_is_
         assert embedded <= added + updated  # the edit alone: no table was lost to rebuild
     finally:
         proxy.close()
+
+
+def test_a_sessions_search_asks_the_store_for_a_newer_index_at_most_every_two_seconds(
+        s3, tmp_path, onnx_export, monkeypatch):
+    """Each search of a session asks whether a newer index was written (its note: `reopen()`);
+    on a store each asking is a request, which cost a warm search 7x its time on a loopback S3.
+    The store is asked at most every ``STORE_ASKED_EVERY`` seconds (2), on a clock the test moves:
+    a newer index is said within 2 s of being written, and searches between askings ask nothing."""
+    import types
+
+    from mem_retrieval.retrieval import retriever
+
+    config, _, _ = on_s3(s3, tmp_path)
+    ws = corpus(tmp_path / "ws", onnx_export)
+    Memory.open(ws.root, config).index(progress=False)
+    clock = [1000.0]  # (a whole multiple of 2 s: the askings fall at 1002, 1004, …)
+    monkeypatch.setattr(retriever, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    session = Memory.open(ws.root, config)
+    assert session.archive_search("Hecke lemma", strategy="bm25").notes == ()
+    Memory.open(ws.root, config).index(progress=False, full=True)  # another writer's newer index
+    reads = []
+    real = store.read_meta
+    monkeypatch.setattr(store, "read_meta", lambda *a, **k: reads.append(1) or real(*a, **k))
+    for elapsed in (0.0, 1.0, 1.9):
+        clock[0] = 1000.0 + elapsed
+        assert session.archive_search("Hecke lemma", strategy="bm25").notes == ()
+    assert reads == []
+    clock[0] = 1002.1
+    notes = [n.message for n in session.archive_search("Hecke lemma", strategy="bm25").notes]
+    assert notes == [retriever.NEWER_INDEX] and len(reads) == 1
+    assert [n.message for n in session.archive_search("Hecke lemma", strategy="bm25").notes] == notes
+    assert len(reads) == 1

