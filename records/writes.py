@@ -55,13 +55,13 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
 
     where = f"write in {lock_path.parent}"
     try:
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:  # (no open of it waits, whatever is put there: a FIFO)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
         except PermissionError:
             if not lock_path.is_file():  # it cannot be made: nothing can be written in the folder
                 raise
             where = f"lock {lock_path}"
-            fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)  # another user's
+            fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # another user's
     except OSError as error:  # a read-only file system or folder, a folder in the way
         raise BadInput(f"cannot {where}: {error.strerror or error}") from None
     try:
