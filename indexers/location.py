@@ -322,7 +322,9 @@ class Location:
         """meta.json's bytes and a token naming that version of it (None, None when absent)."""
         if not self.remote:
             path = Path(self.uri) / META
-            if not os.path.lexists(path):
+            try:
+                os.lstat(path)  # (an index folder it may not search is refused, not absent)
+            except (FileNotFoundError, NotADirectoryError):
                 return None, None
             with open_regular(path) as handle:  # an OSError for a folder, a pipe, a device or a
                 data = handle.read()  # dead link there: no index reads it

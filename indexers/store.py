@@ -14,6 +14,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -291,7 +292,9 @@ def read_meta(where: Location | Path) -> dict[str, Any] | None:
     location = at(where)
     try:
         data, _ = location.read_meta_bytes()
-    except OSError:
+    except OSError as error:
+        if why := refusal(error):  # (not a damaged index: `--full` cannot mend it)
+            raise IndexUnwritable(refused_at(error, location), why, reading=True) from None
         raise IndexMismatch(f"the index in {location.uri} is corrupt (unreadable meta.json): "
                             "run `mem index --full`", location.meta_name) from None
     return None if data is None else _parse_meta(location, data)
@@ -457,19 +460,57 @@ class IndexUnwritable(InputError):
 
     def __init__(self, where: Location | Path | str, why: str, reading: bool = False):
         super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,
-                         f"{why}: " + ("this command cannot read the index" if reading else
+                         f"{why}: " + ("the index cannot be read" if reading else
                                        "the index is kept as it was") + " (mend that, then run it again)")
 
 
 def refused_at(error: BaseException, location: Location) -> str:
-    """The file or folder of the index ``error`` (a refusal) names: an OSError's, or the longest
-    path under the index's folder that lance's message gives; else the index's place."""
+    """The file or folder of the index ``error`` (a refusal) names: an OSError's (or the folder
+    above it this process may not search); else the longest
+    path under the index's folder that lance's message gives, or what of it is there (lance names
+    paths it only probed); else the first file or folder there this process may not read; else the
+    index's place."""
+    folder = str(location.folder)
     if isinstance(error, OSError) and isinstance(error.filename, str) and error.filename:
-        return error.filename
+        path = error.filename  # (or the folder above it this process may not search)
+        while len(path) > len(folder) and not os.access(os.path.dirname(path), os.X_OK, effective_ids=True):
+            path = os.path.dirname(path)
+        return path
     if location.remote:
         return location.uri
-    paths = re.findall(re.escape(str(location.folder)) + r"[^\s:,;)'\"]*", str(error))
-    return max(paths, key=len).rstrip(".") if paths else location.uri
+    paths = re.findall(re.escape(folder) + r"[^\s:,;)'\"]*", str(error))
+    if paths:
+        path = max(paths, key=len).rstrip(".")
+        while len(path) > len(folder) and not os.path.lexists(path):
+            path = os.path.dirname(path)
+        return path
+    return _first_unreadable(location.folder) or location.uri
+
+
+def _first_unreadable(folder: Path, limit: int = 10_000) -> str | None:
+    """The first folder under ``folder`` (it too) this process may not list, or file it may not
+    open for reading, breadth first, of the first ``limit`` entries; None when there is none."""
+    waiting, seen = [str(folder)], 0
+    while waiting and seen < limit:
+        path = waiting.pop(0)
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        waiting.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        try:
+                            os.close(os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+                        except PermissionError:
+                            return entry.path
+                        except OSError:
+                            pass
+        except PermissionError:
+            return path
+        except OSError:
+            pass
+    return None
 
 
 def refusal(error: BaseException, where: Location | None = None) -> str | None:

@@ -53,16 +53,17 @@ def locked(lock_path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     let write (filelock opened it for writing, and refused them)."""
     import fcntl
 
-    where = f"write in {lock_path.parent}"
+    where = f"lock {lock_path}"  # (a folder, a dead link or a loop of links in the lock's place)
     try:
         try:  # (no open of it waits, whatever is put there: a FIFO)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
         except PermissionError:
-            if not lock_path.is_file():  # it cannot be made: nothing can be written in the folder
+            if not os.path.lexists(lock_path):  # it cannot be made: nothing can be written in the folder
                 raise
-            where = f"lock {lock_path}"
             fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # another user's
-    except OSError as error:  # a read-only file system or folder, a folder in the way
+    except OSError as error:
+        if error.errno == errno.EROFS or not os.path.lexists(lock_path) or not lock_path.parent.is_dir():
+            where = f"write in {lock_path.parent}"  # a read-only file system or folder
         raise BadInput(f"cannot {where}: {error.strerror or error}") from None
     try:
         deadline = time.monotonic() + timeout

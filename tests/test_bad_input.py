@@ -439,7 +439,12 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     events = workspace.events_path("alpha").read_bytes()
     (workspace.root / "alpha" / "memory" / ".core.md.lock").mkdir()
     code, out, err = mem("core-set", "alpha", "next", "audit a2")
-    assert (code, out) == (2, "") and err.startswith(f"mem: cannot write in {workspace.root / 'alpha' / 'memory'}: ")
+    lock = workspace.root / "alpha" / "memory" / ".core.md.lock"
+    assert (code, out, err) == (2, "", f"mem: cannot lock {lock}: Is a directory\n")  # (not its folder)
+    lock.rmdir()
+    lock.symlink_to("nowhere/lock")  # a dead link into no folder
+    assert mem("core-set", "alpha", "next", "audit a2") == (2, "", f"mem: cannot lock {lock}: No such file "
+                                                                   "or directory\n")
     assert workspace.events_path("alpha").read_bytes() == events
 
 

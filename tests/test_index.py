@@ -952,24 +952,34 @@ def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(
     assert mem("archive-search", "statement")[0] == 0
 
 
-def test_a_search_the_machine_refuses_to_read_names_the_file_and_that_it_only_reads(workspace, mem):
+@pytest.mark.parametrize("unreadable, command, named", [
+    ("lance/events.lance/_versions", "recall-search", "lance/events.lance/_versions"),  # lance names it
+    ("lance/steps.lance/data", "archive-search", "lance/steps.lance/data"),  # lance names no path
+    ("lance", "archive-search", "lance"),  # lance names a path it only probed, under lance/
+    ("meta.json", "archive-search", "meta.json"),  # it said "corrupt: run `mem index --full`"
+    ("", "recall-search", ""),  # .mem itself: it said "no index: run `mem index`"
+    ("models", "archive-search", "models"),  # it said "the ONNX model is damaged"
+])
+def test_a_search_the_machine_refuses_to_read_names_what_it_refused_and_no_fix(workspace, mem, unreadable,
+                                                                              command, named):
     """A search on an index a file of which this user may not read (another user's, written under
     umask 077) said "{.mem}: Permission denied: the index is kept as it was", a write's words,
-    naming the whole folder: it names what was refused, and that the command only reads."""
+    naming the whole folder, or called the index corrupt, damaged or absent, advising a rebuild
+    that cannot help: it names what was refused, and that the index cannot be read."""
     assert mem("index", "--no-progress")[0] == 0
-    versions = workspace.root / ".mem" / "lance" / "events.lance" / "_versions"
-    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
-            "recall-search", "statement"]
-    os.chmod(versions, 0)
+    dot_mem = workspace.root / ".mem"
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root), command,
+            "statement"]
+    os.chmod(dot_mem / unreadable, 0)
     try:
         done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=120,
                               env={**os.environ, "MEM_NO_SERVER": "1"})
     finally:
-        os.chmod(versions, 0o755)
+        os.chmod(dot_mem / unreadable, 0o644 if unreadable == "meta.json" else 0o755)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (f"mem: {versions}: Permission denied: this command cannot read the index (mend "
-                           "that, then run it again)\n")
-    assert mem("recall-search", "statement") == (1, "no events\n", "")  # (readable again: no hit)
+    assert done.stderr == (f"mem: {(dot_mem / named) if named else dot_mem}: Permission denied: the index "
+                           "cannot be read (mend that, then run it again)\n")
+    assert mem(command, "statement")[0] in (0, 1)  # (readable again: a search)
 
 
 def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_index(workspace, mem,

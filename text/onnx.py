@@ -370,10 +370,13 @@ def _versions() -> dict[str, str]:
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The export manifest in ``folder`` (None: none, or not a JSON object)."""
+    """The export manifest in ``folder`` (None: none, or not a JSON object); one the machine
+    refuses to let this process read is raised (PermissionError: no damage, nothing to rebuild)."""
     try:
         with open_regular(folder / MANIFEST) as handle:  # a pipe there hung a new index
             return parse_manifest(handle.read())
+    except PermissionError:
+        raise
     except OSError:
         return None
 
