@@ -165,7 +165,10 @@ def address(path: str):
 
 
 def answers(path: str) -> bool:
-    """Whether a live server accepts connections on ``path`` (a stale socket refuses them)."""
+    """Whether a live server accepts connections on ``path`` (a stale socket refuses them). One
+    this user may not reach (another user's, 0600) is taken as live: a server of theirs that
+    could not tell was replaced by this user's (`mem serve`, or a start), and each user's then
+    replaced the other's, on a workspace they share."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(CONNECT_TIMEOUT)
         try:
@@ -173,9 +176,23 @@ def answers(path: str) -> bool:
                 probe.connect(reached)
         except TimeoutError:
             return True  # there, but too busy to accept: alive
+        except PermissionError:
+            return True
         except OSError:
             return False
     return True
+
+
+def foreign(path: str) -> str | None:
+    """A line saying ``path`` is another user's socket, which this user may not reach, or None."""
+    try:
+        owner = os.lstat(path).st_uid
+    except OSError:
+        return None
+    if not hasattr(os, "getuid") or owner == os.getuid():
+        return None
+    return (f"{path} is the socket of another user's server (uid {owner}), which this user may not reach: "
+            "that user's `mem serve --stop` stops it (or remove the file, if their server is gone)")
 
 
 def _peer(conn: socket.socket, path: str) -> tuple[bool, int | None]:

@@ -38,7 +38,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from mem_retrieval.records.errors import Refused
-from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, address, answers,
+from mem_retrieval.cli.forward import (INDEX_DIR, MAX_MESSAGE, SOCKET_NAME, address, answers, foreign,
                                       code_version, read_command)
 from mem_retrieval.cli.warm import WarmMemories, per_thread_output
 
@@ -84,7 +84,8 @@ class Server:
             path.parent.mkdir(exist_ok=True)
             if path.exists() or path.is_symlink():
                 if answers(str(path)):
-                    raise Refused(f"a server already answers on {path} (`mem serve --stop` stops it)")
+                    raise Refused(foreign(str(path))
+                                  or f"a server already answers on {path} (`mem serve --stop` stops it)")
                 path.unlink(missing_ok=True)  # stale: its server died without cleaning up
         except OSError as error:  # .mem a file, the socket's name a folder
             raise Refused(f"cannot listen on {path}: {error.strerror or error}") from None

@@ -334,7 +334,7 @@ def open_index(location: Location, config: Config, full: bool,
     reused = recorded is not None and (recorded.export or config.model.backend != "onnx")
     if kept and tuned and not reused:
         _check_tuned(ref, tuned, location)  # an export is made from its weights
-    spec = recorded if reused else _spec(location, ref, config)
+    spec = recorded if reused else _spec(location, ref, config, full)
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
@@ -400,10 +400,13 @@ def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
     store.fetch_tuned(location, tuned)
 
 
-def _spec(location: Location, ref: str, config: Config):
+def _spec(location: Location, ref: str, config: Config, full: bool = False):
     """How this run embeds: on onnx, the model's export in models/onnx-<key>, keyed by its
     weights (linked from the per-user cache, or made once, in seconds, whenever the index has none
-    yet; a remote index's is fetched)."""
+    yet; a remote index's is fetched). ``full`` (`mem index --full`): the export and the cache's
+    copy are checked against their manifest's hashes, not only its sizes, so a file changed in
+    place (the same size, other bytes: onnxruntime cannot load it, or it computes another model)
+    is made again, as the refusal that names it advises."""
     from mem_retrieval.text.embed import ModelSpec, model_dir
 
     if config.model.backend != "onnx":
@@ -413,7 +416,7 @@ def _spec(location: Location, ref: str, config: Config):
     def problem(folder: Path) -> str | None:
         if config.model.quantize and not (folder / INT8).is_file():
             return "no int8 weights"
-        return manifest_problem(folder)
+        return manifest_problem(folder, hashes=full)
 
     folder = store.fetch_model(location, f"models/onnx-{source_key(model_dir(ref))}", problem,
                                lambda f: problem(f) or downloaded_problem(f))

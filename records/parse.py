@@ -34,6 +34,8 @@ LIBRARY_FIELDS = {
 }
 EVENT_FIELDS = {"time", "actor", "kind", "ids", "text"}
 TREE_FIELDS = {"run", "date", "fix", "sources", "steps"}
+DEAD_END_NEEDS = "a dead_end names the statement that would unblock it"  # (SPEC §3)
+ERROR_NEEDS = "an error step names the input that fails"
 PATH_PREFIXES = ("briefs/", "returns/", "sources/")
 
 
@@ -573,8 +575,8 @@ def parse_step(obj: Any, run: str, file: str, line: int | None, prefix: str) -> 
     if problem:
         f.fail("id", problem)
     kind = f.enum("kind", KINDS)
-    missing = f.str("missing", required=kind == "dead_end")
-    failed_input = f.str("failed_input", required=kind == "error")
+    missing = f.str("missing", required=kind == "dead_end", why=DEAD_END_NEEDS)
+    failed_input = f.str("failed_input", required=kind == "error", why=ERROR_NEEDS)
     parents = tuple(canonical(parent) for parent in f.str_list("parents"))
     for i, parent in enumerate(parents):
         problem = ref_problem(parent)
@@ -1071,8 +1073,8 @@ def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
         run=run, id=step_id, kind=kind, statement=f.str("statement", required=True),
         status=f.enum("status", STATUSES), setting=f.str("setting"), hyp=f.str_list("hyp"),
         grade=grade, repair=f.opt_str("repair"), inserted=inserted,
-        missing=f.str("missing", required=kind == "dead_end"),
-        failed_input=f.str("failed_input", required=kind == "error"), line=line,
+        missing=f.str("missing", required=kind == "dead_end", why=DEAD_END_NEEDS),
+        failed_input=f.str("failed_input", required=kind == "error", why=ERROR_NEEDS), line=line,
     )
 
 

@@ -65,10 +65,12 @@ class Fields:
         return name in self.obj
 
     def str(self, name: str, *, required: bool = False, default: str = "",
-            nonempty: bool = False) -> str:
+            nonempty: bool = False, why: str = "") -> str:
+        """``why``: why the field is required, said when it is missing (``missing: missing`` read
+        as a stutter)."""
         if name not in self.obj:
             if required:
-                self.fail(name, "missing")
+                self.fail(name, f"missing ({why})" if why else "missing")
             return default
         value = self.obj[name]
         if not isinstance(value, str):

@@ -333,12 +333,22 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
 
         try:
             with writing(str(path)):  # the event once the new W is written whole, before it replaces W
+                if now is not None and not _may_replace(path):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
                 write_atomic(path, new_text, write_ahead)
         except BaseException:  # the rename refused (an immutable core.md, a mount point): the log
             if logged and not _holds(path, new_text):  # said a change W never had; taken back when
                 _take_back(log, *logged[0])  # nothing followed it
             raise
     return CoreSet(run=run, field=name, tokens=tokens, event=events[0])
+
+
+def _may_replace(path: Path) -> bool:
+    """Whether this user may replace ``path`` whole (by a rename in its folder): where the file
+    lets them write it, or it is theirs (a core.md its owner made read-only stays read-only, and
+    is rewritten). Another user's they may not write was replaced through the folder's
+    permission, and became theirs."""
+    return os.access(path, os.W_OK) or not hasattr(os, "geteuid") or os.stat(path).st_uid == os.geteuid()
 
 
 def _holds(path: Path, text: str) -> bool:

@@ -420,18 +420,27 @@ class Retriever:
             return []
         read, complete = record
         root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
-        written = [name for name in self.runs() if run in (None, name) and name not in said
+        present = self.runs()
+        written = [name for name in present if run in (None, name) and name not in said
                    and self.location.written_since(os.path.join(root, name, TREE), read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
+        removed = sorted(name for name in set(read).difference(present) if run in (None, name)
+                         and read[name] is not None and not os.path.lexists(os.path.join(root, name, TREE)))
+        notes = []
+        if removed:
+            gone = (f"{removed[0]}/tree.json was removed after the last `mem index` read it: its steps are"
+                    if len(removed) == 1 else
+                    f"the tree.json of {len(removed)} runs was removed after the last `mem index` read it "
+                    f"({', '.join(removed[:5])}{', …' if len(removed) > 5 else ''}): their steps are")
+            notes.append(Note("", f"{gone} still searched; run `mem index`"))
         if not written:
-            return []
+            return notes
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
-        if len(written) == 1:
-            return [Note("", f"{written[0]}/tree.json was written after the last `mem index` read it: "
-                         f"steps added or changed since are not searched; run `{command}`")]
         listed = ", ".join(written[:5]) + (", …" if len(written) > 5 else "")
-        return [Note("", f"the tree.json of {len(written)} runs was written after the last `mem index` read "
-                     f"it ({listed}): steps added or changed since are not searched; run `{command}`")]
+        which = (f"{written[0]}/tree.json was written after the last `mem index` read it" if len(written) == 1
+                 else f"the tree.json of {len(written)} runs was written after the last `mem index` read it "
+                      f"({listed})")
+        return notes + [Note("", f"{which}: steps added or changed since are not searched; run `{command}`")]
 
     def library_written(self) -> list[Note]:
         """A note when solve/library.jsonl was written after the last `mem index` read it
@@ -628,6 +637,10 @@ class Retriever:
         wrong_id = [Note("id", f"{query.id!r}: run {note.message}")
                     for note in self.unknown_run("id", id_run)]
         wrong_run = self.unknown_run("run", query.run)
+        if not (wrong_id or wrong_run) and (logless := self._logless(query.run or id_run)):
+            named = query.run is None and id_run is not None
+            return [Note("id" if named else "run" if query.run else "",
+                         f"{query.id!r}: run {logless}" if named else logless)]
         if query.id is None or wrong_id or wrong_run:
             return wrong_run + wrong_id
         library = self._readable_library()  # advice: a tree.json or library that cannot be read is left out
@@ -639,6 +652,16 @@ class Retriever:
         where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
                      + self._suggest(query.id, library, self._cut(query.until, query.run)))]
+
+    def _logless(self, run: str | None) -> str | None:
+        """Why a recall search reads no log, or None: ``run`` is one the library alone holds, or
+        (no ``run``) the workspace holds no run ("no events" alone read as nothing said)."""
+        folders = self.runs()
+        if run is not None:
+            return None if run in folders else f"{run!r} has no log here (only library entries of it)"
+        return None if folders else ("the workspace holds no run, so no event log to search"
+                                     + (" (only solve/library.jsonl)" if self.workspace.library_path.is_file()
+                                        else ""))
 
     def _names_a_step(self, ref: str, library: dict[str, LibraryEntry], trees: dict | None = None) -> bool:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode

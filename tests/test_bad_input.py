@@ -102,6 +102,12 @@ def library_missing_run(ws):
     ws.write_library(entries)
 
 
+def library_dead_end_without_missing(ws):
+    entries = ws.library()
+    entries[0] |= {"kind": "dead_end", "status": "blocked"}  # ("missing: missing" read as a stutter)
+    ws.write_library(entries)
+
+
 def library_duplicate(ws):
     ws.write_library(ws.library() * 2)
 
@@ -201,6 +207,8 @@ CASES = [
     (non_utf8_event, "alpha/memory/events.jsonl:3", "not UTF-8 (byte 0xff"),
     (event_invalid_json, "alpha/memory/events.jsonl:3", "invalid JSON: Expecting value (column 43)"),  # its end
     (library_missing_run, "solve/library.jsonl:1", "run: missing"),
+    (library_dead_end_without_missing, "solve/library.jsonl:1",
+     "missing: missing (a dead_end names the statement that would unblock it)"),
     (library_duplicate, "solve/library.jsonl:2", "id: duplicate library entry 'alpha/a1'"),
     (core_unknown_field, "alpha/memory/core.md:2", "heading: unknown field 'mood  fine'"),
     (core_misspelt_heading, "alpha/memory/core.md:2", "heading: '##inputs  a1 proved' is no heading"),

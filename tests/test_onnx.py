@@ -522,3 +522,74 @@ def test_a_search_leaves_nothing_of_onnxruntimes_telemetry_in_the_home_folder(ex
     assert done.returncode == 0 and "Satake" in done.stdout, done.stderr
     assert done.stderr == ""
     assert not (home / ".cache" / "Microsoft").exists(), sorted(p.name for p in home.rglob("*"))
+
+
+@pytest.mark.slow
+def test_an_export_others_may_write_is_copied_to_the_cache_and_a_cache_so_linked_is_passed_over(
+        example, tmp_path, monkeypatch):
+    """A workspace's export made under umask 002 (a workspace a group shares) is group-writable:
+    hard-linked into the per-user cache, it let another member change, in place, the model every
+    private workspace of this user then linked and loaded. It is copied into the cache, writable
+    by this user alone; a cache a link of such a file reached (an older `mem`) is passed over, and
+    replaced by copies."""
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import place_export
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MEM_CACHE_DIR", str(cache))
+    model = model_dir(example.config.model.package)
+    shared = tmp_path / "shared" / "models" / "onnx-x"
+    previous = os.umask(0o002)
+    try:
+        assert place_export(model, shared, True, _whole) == "exported"
+    finally:
+        os.umask(previous)
+    entry = _cache_entry(cache, shared)
+    files = sorted(p.name for p in shared.iterdir())
+    assert files == sorted(p.name for p in entry.iterdir()) and files
+    for name in files:
+        assert (shared / name).stat().st_mode & 0o020  # the group's to write in the shared workspace
+        assert (entry / name).stat().st_ino != (shared / name).stat().st_ino  # a copy, not one file
+        assert not (entry / name).stat().st_mode & 0o022
+    shutil.rmtree(entry)  # as an older mem left it: the shared export's own files in the cache
+    shutil.copytree(shared, entry, copy_function=os.link)
+    mine = tmp_path / "mine" / "models" / "onnx-x"
+    assert place_export(model, mine, True, _whole) == "exported"
+    assert all((mine / name).stat().st_ino != (shared / name).stat().st_ino for name in files)
+    assert all((entry / name).stat().st_ino != (shared / name).stat().st_ino for name in files)
+    again = tmp_path / "again" / "models" / "onnx-x"
+    assert place_export(model, again, True, _whole) == "cache"  # (the cache's copies: this user's)
+    assert all((again / name).stat().st_ino == (entry / name).stat().st_ino for name in files)
+
+
+@pytest.mark.slow
+def test_an_export_file_of_its_size_and_other_bytes_is_one_line_and_index_full_mends_it(example, tmp_path):
+    """A model file changed in place (the same size: another user of a shared workspace, a disk
+    error) was a traceback of onnxruntime's (InvalidProtobuf) at every search and `mem index`.
+    It is one line naming the file and `mem index --full`, which checks the export's hashes (not
+    only its sizes) and makes it again."""
+    import subprocess
+    import sys
+
+    from conftest import copy_workspace
+
+    ws = copy_workspace(example.workspace.root, tmp_path / "ws")
+    (export,) = (ws / ".mem" / "models").glob("onnx-*")
+    for model in export.glob("*.onnx"):  # (copies first: the links are the session's export)
+        data = bytearray(model.read_bytes())
+        model.unlink()
+        data[:4096] = bytes(4096)  # (its head: bytes within a weight would compute another model)
+        model.write_bytes(bytes(data))
+
+    def mem(*argv):
+        return subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws), *argv],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MEM_NO_SERVER": "1"})
+
+    done = mem("archive-search", "Satake parameters")
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"mem: {export}/model_int8")
+    assert "the index's ONNX model is damaged (onnxruntime cannot load it: " in done.stderr
+    assert done.stderr.endswith("): run `mem index --full`\n")
+    assert mem("index", "--full", "--no-progress").returncode == 0
+    assert mem("archive-search", "Satake parameters").returncode == 0

@@ -579,6 +579,40 @@ def test_a_query_of_no_word_a_search_reads_says_so(workspace, mem):
     assert mem("archive-search", "{", "--strategy", "vector", "--kind", "error") == (1, "no hits\n", "")
 
 
+def test_a_search_names_the_runs_removed_since_the_last_index_read_them(workspace, mem):
+    """A run folder deleted after `mem index`: its steps were still hits, which `archive-get` then
+    said are no step, and no note said why. The note names the run and `mem index`, which ends it;
+    a search narrowed to another run says nothing."""
+    import shutil
+
+    assert mem("index")[0] == 0
+    shutil.rmtree(workspace.root / "beta")
+    code, out, err = mem("archive-search", "statement of b1")
+    assert (code, err) == (0, "mem: beta/tree.json was removed after the last `mem index` read it: its "
+                              "steps are still searched; run `mem index`\n") and "beta/b1" in out
+    assert mem("archive-search", "statement", "--run", "alpha")[2] == ""
+    assert mem("index")[0] == 0
+    code, out, err = mem("archive-search", "statement of b1")
+    assert err == "" and "beta/b1" not in out
+
+
+def test_recall_search_says_when_there_is_no_log_to_read(workspace, mem):
+    """A workspace holding only a library, or a run the library alone holds: "no events" alone
+    read as nothing said about the subject."""
+    import shutil
+
+    shutil.rmtree(workspace.root / "alpha")
+    shutil.rmtree(workspace.root / "beta")  # the library's alpha/a1 stays
+    assert mem("index")[0] == 0
+    assert mem("recall-search", "statement") == (
+        1, "no events\n", "mem: the workspace holds no run, so no event log to search (only "
+                          "solve/library.jsonl)\n")
+    assert mem("recall-search", "statement", "--run", "alpha") == (
+        1, "no events\n", "mem: --run 'alpha' has no log here (only library entries of it)\n")
+    assert mem("recall-search", "--id", "alpha/a1") == (
+        1, "no events\n", "mem: --id 'alpha/a1': run 'alpha' has no log here (only library entries of it)\n")
+
+
 def test_a_search_names_the_trees_written_since_the_last_index_read_them(workspace, mem):
     """A step written to a run's tree.json after `mem index` is not searched, and archive-search
     said nothing of it (recall-search names the events written since): an agent looking for the

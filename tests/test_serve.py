@@ -592,6 +592,37 @@ def test_a_stale_socket_is_replaced_a_live_server_refused_and_sigterm_cleans_up(
     assert "stopped (SIGTERM)" in servers.log(first)
 
 
+def test_another_users_live_socket_is_neither_replaced_nor_called_absent(spare):
+    """On a workspace users share, connecting to another user's socket (0600) is refused, which
+    `mem serve` (and a start) read as a stale socket: each user's server deleted the other's live
+    one in turn, and `--status` said no server answers. Another user stands in here as a socket
+    of another uid, reached without root's override of modes."""
+    from conftest import without_root_override
+
+    if os.geteuid() != 0:
+        pytest.skip("a socket of another user needs root to make")
+    (spare / ".mem").mkdir(exist_ok=True)
+    path = sock(spare)
+    theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        theirs.bind(path)
+        theirs.listen(1)
+        os.chown(path, 65534, 65534)
+        os.chmod(path, 0o600)
+        before = os.lstat(path).st_ino
+        said = (f"mem: {path} is the socket of another user's server (uid 65534), which this user may "
+                "not reach: that user's `mem serve --stop` stops it (or remove the file, if their server "
+                "is gone)\n")
+        for argv in (["serve", "--lazy"], ["serve", "--status"]):
+            done = subprocess.run(without_root_override([sys.executable, "-m", "mem_retrieval.cli",
+                                                         "--workspace", str(spare), *argv]),
+                                  capture_output=True, text=True, timeout=60, env=client_env())
+            assert (done.returncode, done.stdout, done.stderr) == (1, "", said)
+        assert os.lstat(path).st_ino == before  # theirs, still bound
+    finally:
+        theirs.close()
+
+
 def test_a_server_that_does_not_answer_is_named_by_status_and_stopped_by_stop(spare, servers, tmp_path):
     """A stopped or stuck server holds the socket and answers nothing: `--status` and `--stop` said
     "no server answers", `mem serve` refused to start beside it and each call waited 30 s."""

@@ -458,6 +458,25 @@ def test_a_read_only_core_md_is_rewritten_and_stays_read_only(workspace):
     assert workspace.events("alpha")[-1]["text"] == "core-set next: the plan"
 
 
+def test_a_core_md_of_another_user_this_one_may_not_write_is_refused_as_the_library_is(workspace):
+    """core.md is replaced by a rename, which the folder's permission allows: another user's
+    core.md (0644) that this one may not write was replaced all the same, and became this user's,
+    where the library in the same case is refused. It is refused too, and nothing is logged."""
+    if os.geteuid() != 0:
+        pytest.skip("a file of another user needs root to make")
+    core = workspace.core_path("alpha")
+    os.chown(core, 65534, 65534)
+    os.chmod(core, 0o644)
+    before, events = core.read_bytes(), workspace.events_path("alpha").read_bytes()
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root),
+            "core-set", "alpha", "next", "the plan"]
+    done = subprocess.run(without_root_override(argv), cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert (done.returncode, done.stderr) == (2, f"mem: {core}: cannot write it: Permission denied\n")
+    assert core.read_bytes() == before and core.stat().st_uid == 65534
+    assert workspace.events_path("alpha").read_bytes() == events
+
+
 def test_lock_files_another_user_made_stop_no_writer_the_data_files_let_write(workspace):
     """The locks were filelock's, opened for writing: a workspace a group shares, its data files
     group-writable, refused every member but the first writer ("cannot write in memory/:

@@ -26,12 +26,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mem_retrieval.records.files import private, replace_folder, seal, sha256_file
+from mem_retrieval.records.errors import InputError, one_line
 from mem_retrieval.records.parse import open_regular
 
 if TYPE_CHECKING:
@@ -113,7 +115,8 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
         root = None
     cached = root / "models" / f"{out.name}-{_versions_key()}" if root is not None else None
     try:
-        if cached is not None and cached.is_dir() and private(cached, root) and problem(cached) is None:
+        if cached is not None and cached.is_dir() and private(cached, root) and problem(cached) is None \
+                and all(private(path) for path in cached.rglob("*")):  # (a file of it linked elsewhere)
             _link_tree(cached, out)
             if problem(out) is None:
                 return "cache"
@@ -131,12 +134,20 @@ def place_export(model_dir: Path, out: Path, quantize: bool,
 
 def _link_tree(source: Path, target: Path) -> None:
     """Replace ``target`` with hard links to (or copies of) the files of ``source``, whole: built
-    in a scratch folder and renamed into place."""
+    in a scratch folder and renamed into place. A file is linked only where no one else may change
+    it in place (``private``: this user's, writable by no one else): a hard link is one file, and
+    a workspace's export, group-writable under umask 002, linked into the per-user cache let
+    another user of the workspace change the model every private workspace of this user then
+    linked and loaded. Others are copied, writable by this user alone."""
     def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+        if private(Path(src)):
+            try:
+                os.link(src, dst)
+                return
+            except OSError:
+                pass
+        shutil.copy2(src, dst)
+        os.chmod(dst, stat.S_IMODE(os.stat(dst).st_mode) & ~0o022)
 
     replace_folder(target, lambda scratch: shutil.copytree(
         source, scratch, copy_function=link, ignore=shutil.ignore_patterns(".*")), tag="link")
@@ -433,7 +444,14 @@ class OnnxEmbedder:
             self.model = folder / SIGNED  # the same products, by the faster kernel (VNNI, AMX)
         self.max_seq_length = int(manifest["max_seq_length"])
         self.tokenizer_file = folder / "tokenizer.json"
-        self.sessions = [self._session() for _ in range(max(1, workers))]
+        try:
+            self.sessions = [self._session() for _ in range(max(1, workers))]
+        except Exception as error:  # (onnxruntime's: a file of the right size and other bytes)
+            if not type(error).__module__.startswith("onnxruntime"):
+                raise
+            why = one_line(str(error))[:200]
+            raise InputError(str(self.model), None, None, "the index's ONNX model is damaged (onnxruntime "
+                             f"cannot load it: {why}): run `mem index --full`") from None
         self.tokenizers = [self._tokenizer() for _ in self.sessions]  # one per worker thread
 
     def _tokenizer(self):

@@ -96,7 +96,9 @@ def _control(ctx, path, stop: bool) -> int:
         ctx.emit({"stopped": silent}, f"mem serve: stopped pid {silent}, which did not answer")
         return 0
     if not answer or not isinstance(answer.get("pid"), int):
-        raise Refused(f"no server answers on {path}")
+        from mem_retrieval.cli.forward import foreign
+
+        raise Refused(foreign(str(path)) or f"no server answers on {path}")
     if not stop:
         from mem_retrieval.cli.forward import code_version
 
