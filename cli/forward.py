@@ -166,7 +166,8 @@ def address(path: str):
 
 def answers(path: str) -> bool:
     """Whether a live server accepts connections on ``path`` (a stale socket refuses them). One
-    this user may not reach (another user's, 0600) is taken as live: a server of theirs that
+    this user may not reach (another user's, 0600) is taken as live (one of this user's own, its
+    mode changed, is stale): a server of theirs that
     could not tell was replaced by this user's (`mem serve`, or a start), and each user's then
     replaced the other's, on a workspace they share."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -176,8 +177,8 @@ def answers(path: str) -> bool:
                 probe.connect(reached)
         except TimeoutError:
             return True  # there, but too busy to accept: alive
-        except PermissionError:
-            return True
+        except PermissionError:  # (this user's own refuses it only where its mode was changed:
+            return foreign(path) is not None  # no server of ours makes one so, and it is stale)
         except OSError:
             return False
     return True

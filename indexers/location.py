@@ -237,6 +237,10 @@ class Location:
             library = found.get("library", _UNSAID)
             library = library if library in (None, _UNSAID) else _as_read(library)
             return trees, found["complete"] is True, library
+        except PermissionError as error:  # refused, as meta.json is: its notes would go unsaid, and
+            from mem_retrieval.indexers.store import IndexUnwritable  # `mem index` keeps its mode
+
+            raise IndexUnwritable(self.read_path, error.strerror or str(error), reading=True) from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # a record no index run wrote: nothing to say (the next run replaces it)
 

@@ -403,7 +403,7 @@ class Retriever:
             runs = sorted(set(folders) | {e.run for e in self.workspace.library()})
         except InputError:
             runs = folders
-        if run in runs:
+        if run in runs or self._removed(run):  # (one removed since `mem index`: a note says so)
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace"
@@ -420,19 +420,10 @@ class Retriever:
             return []
         read, complete = record
         root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
-        present = self.runs()
-        written = [name for name in present if run in (None, name) and name not in said
+        written = [name for name in self.runs() if run in (None, name) and name not in said
                    and self.location.written_since(os.path.join(root, name, TREE), read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
-        removed = sorted(name for name in set(read).difference(present) if run in (None, name)
-                         and read[name] is not None and not os.path.lexists(os.path.join(root, name, TREE)))
-        notes = []
-        if removed:
-            gone = (f"{removed[0]}/tree.json was removed after the last `mem index` read it: its steps are"
-                    if len(removed) == 1 else
-                    f"the tree.json of {len(removed)} runs was removed after the last `mem index` read it "
-                    f"({', '.join(removed[:5])}{', …' if len(removed) > 5 else ''}): their steps are")
-            notes.append(Note("", f"{gone} still searched; run `mem index`"))
+        notes = self._removed_note(run, "steps")
         if not written:
             return notes
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
@@ -441,6 +432,26 @@ class Retriever:
                  else f"the tree.json of {len(written)} runs was written after the last `mem index` read it "
                       f"({listed})")
         return notes + [Note("", f"{which}: steps added or changed since are not searched; run `{command}`")]
+
+    def _removed(self, run: str | None) -> list[str]:
+        """The runs (``run``, or every run) the last `mem index` read whose tree.json is gone now
+        (``Location.trees_read``): the index still holds what they held, until the next."""
+        if (record := self.location.trees_read()) is None:
+            return []
+        read, root = record[0], str(self.workspace.root)
+        return sorted(name for name in set(read).difference(self.runs()) if run in (None, name)
+                      and read[name] is not None and not os.path.lexists(os.path.join(root, name, TREE)))
+
+    def _removed_note(self, run: str | None, what: str) -> list[Note]:
+        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds."""
+        removed = self._removed(run)
+        if not removed:
+            return []
+        gone = (f"{removed[0]}/tree.json was removed after the last `mem index` read it: its {what} are"
+                if len(removed) == 1 else
+                f"the tree.json of {len(removed)} runs was removed after the last `mem index` read it "
+                f"({', '.join(removed[:5])}{', …' if len(removed) > 5 else ''}): their {what} are")
+        return [Note("", f"{gone} still searched; run `mem index`")]
 
     def library_written(self) -> list[Note]:
         """A note when solve/library.jsonl was written after the last `mem index` read it
@@ -516,7 +527,8 @@ class Retriever:
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
-        notes = (changed + self._unindexed(query) + self._id_as_words(query)
+        notes = (changed + self._unindexed(query) + self._removed_note(query.run, "events")
+                 + self._id_as_words(query)
                  + (self._without_vectors("rerank", "events", "") if by_text else [])
                  + ([] if hits else self.unsearchable(query.text) + self._recall_notes(query)))
         return replace(found, notes=tuple(notes), list_id=current,
@@ -658,7 +670,8 @@ class Retriever:
         (no ``run``) the workspace holds no run ("no events" alone read as nothing said)."""
         folders = self.runs()
         if run is not None:
-            return None if run in folders else f"{run!r} has no log here (only library entries of it)"
+            return None if run in folders or self._removed(run) else \
+                f"{run!r} has no log here (only library entries of it)"
         return None if folders else ("the workspace holds no run, so no event log to search"
                                      + (" (only solve/library.jsonl)" if self.workspace.library_path.is_file()
                                         else ""))

@@ -959,6 +959,7 @@ def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(
     ("meta.json", "archive-search", "meta.json"),  # it said "corrupt: run `mem index --full`"
     ("", "recall-search", ""),  # .mem itself: it said "no index: run `mem index`"
     ("models", "archive-search", "models"),  # it said "the ONNX model is damaged"
+    ("read.json", "archive-search", "read.json"),  # read as no record: its notes went unsaid
 ])
 def test_a_search_the_machine_refuses_to_read_names_what_it_refused_and_no_fix(workspace, mem, unreadable,
                                                                               command, named):
@@ -975,7 +976,7 @@ def test_a_search_the_machine_refuses_to_read_names_what_it_refused_and_no_fix(w
         done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=120,
                               env={**os.environ, "MEM_NO_SERVER": "1"})
     finally:
-        os.chmod(dot_mem / unreadable, 0o644 if unreadable == "meta.json" else 0o755)
+        os.chmod(dot_mem / unreadable, 0o644 if unreadable.endswith(".json") else 0o755)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"mem: {(dot_mem / named) if named else dot_mem}: Permission denied: the index "
                            "cannot be read (mend that, then run it again)\n")

@@ -593,3 +593,40 @@ def test_an_export_file_of_its_size_and_other_bytes_is_one_line_and_index_full_m
     assert done.stderr.endswith("): run `mem index --full`\n")
     assert mem("index", "--full", "--no-progress").returncode == 0
     assert mem("archive-search", "Satake parameters").returncode == 0
+    tokenizer = export / "tokenizer.json"  # its own library's error was a traceback
+    data = tokenizer.read_bytes()
+    tokenizer.unlink()
+    tokenizer.write_bytes(b"x" * 100 + data[100:])
+    done = mem("recall-search", "Satake parameters")
+    assert (done.returncode, done.stdout) == (2, "") and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"mem: {tokenizer}: the index's ONNX model is damaged (its tokenizer "
+                                  "cannot be read: ") and done.stderr.endswith("): run `mem index --full`\n")
+    assert mem("index", "--full", "--no-progress").returncode == 0
+    assert mem("recall-search", "Satake parameters").returncode == 0
+
+
+@pytest.mark.slow
+def test_a_cache_file_others_may_not_read_is_copied_into_a_workspace_whose_umask_lets_them(
+        example, tmp_path, monkeypatch):
+    """A cache written under umask 077 holds files its owner alone may read: hard-linked into a
+    workspace a group shares (indexed under umask 002), the group could not search it. A file is
+    linked only where it grants the reads a file made here would; else copied, with that mode."""
+    import stat
+
+    from mem_retrieval.text.embed import model_dir
+    from mem_retrieval.text.onnx import place_export
+
+    monkeypatch.setenv("MEM_CACHE_DIR", str(tmp_path / "cache"))
+    model = model_dir(example.config.model.package)
+    previous = os.umask(0o077)
+    try:
+        assert place_export(model, tmp_path / "mine" / "onnx-x", True, _whole) == "exported"
+        again = tmp_path / "again" / "onnx-x"
+        assert place_export(model, again, True, _whole) == "cache"  # (under 077: linked, as before)
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 and p.stat().st_nlink > 1 for p in again.iterdir())
+        os.umask(0o002)
+        shared = tmp_path / "shared" / "onnx-x"
+        assert place_export(model, shared, True, _whole) == "cache"
+    finally:
+        os.umask(previous)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 and p.stat().st_nlink == 1 for p in shared.iterdir())

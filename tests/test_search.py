@@ -591,9 +591,15 @@ def test_a_search_names_the_runs_removed_since_the_last_index_read_them(workspac
     assert (code, err) == (0, "mem: beta/tree.json was removed after the last `mem index` read it: its "
                               "steps are still searched; run `mem index`\n") and "beta/b1" in out
     assert mem("archive-search", "statement", "--run", "alpha")[2] == ""
+    events = "mem: beta/tree.json was removed after the last `mem index` read it: its events are still " \
+             "searched; run `mem index`\n"
+    assert mem("recall-search", "zzzq", "--run", "beta") == (1, "no events\n", events)  # not "no log"
+    assert mem("recall-search", "statement")[2] == events
     assert mem("index")[0] == 0
     code, out, err = mem("archive-search", "statement of b1")
     assert err == "" and "beta/b1" not in out
+    assert mem("recall-search", "zzzq", "--run", "beta")[2] == ("mem: --run 'beta' names no run of this "
+                                                                "workspace (runs: alpha)\n")
 
 
 def test_recall_search_says_when_there_is_no_log_to_read(workspace, mem):

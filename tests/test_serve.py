@@ -623,6 +623,29 @@ def test_another_users_live_socket_is_neither_replaced_nor_called_absent(spare):
         theirs.close()
 
 
+def test_a_socket_of_this_users_own_its_mode_changed_is_stale(spare, servers):
+    """Taking a socket this user may not reach as live (another user's) took this user's own, its
+    mode changed (no server of ours binds one so), as live too: `mem serve` said a server answers,
+    and `--stop` that none does. It is stale, and replaced."""
+    from conftest import without_root_override
+
+    (spare / ".mem").mkdir(exist_ok=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(sock(spare))
+    stale.close()
+    os.chmod(sock(spare), 0)
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(spare), "serve", "--lazy",
+            "--idle-timeout", "30"]
+    proc = subprocess.Popen(without_root_override(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=client_env())
+    try:
+        assert proc.stdout.readline().startswith("mem serve: ready on ")
+        assert served(spare) == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+
+
 def test_a_server_that_does_not_answer_is_named_by_status_and_stopped_by_stop(spare, servers, tmp_path):
     """A stopped or stuck server holds the socket and answers nothing: `--status` and `--stop` said
     "no server answers", `mem serve` refused to start beside it and each call waited 30 s."""

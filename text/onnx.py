@@ -26,13 +26,12 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import time
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mem_retrieval.records.files import private, replace_folder, seal, sha256_file
+from mem_retrieval.records.files import new_file_mode, private, replace_folder, seal, sha256_file
 from mem_retrieval.records.errors import InputError, one_line
 from mem_retrieval.records.parse import open_regular
 
@@ -138,16 +137,20 @@ def _link_tree(source: Path, target: Path) -> None:
     it in place (``private``: this user's, writable by no one else): a hard link is one file, and
     a workspace's export, group-writable under umask 002, linked into the per-user cache let
     another user of the workspace change the model every private workspace of this user then
-    linked and loaded. Others are copied, writable by this user alone."""
+    linked and loaded; nor where it grants fewer reads than a file made here would (a cache
+    written under umask 077, linked into a group's workspace, was its owner's alone to read).
+    Others are copied, with the mode a file made here gets, writable by this user alone."""
+    mode = new_file_mode() & ~0o022
+
     def link(src: str, dst: str) -> None:
-        if private(Path(src)):
-            try:
-                os.link(src, dst)
+        if private(Path(src)) and not mode & 0o444 & ~os.stat(src).st_mode:  # (and readable as a
+            try:  # file made here would be: one made under umask 077 linked into a group's workspace
+                os.link(src, dst)  # was the owner's alone to read)
                 return
             except OSError:
                 pass
         shutil.copy2(src, dst)
-        os.chmod(dst, stat.S_IMODE(os.stat(dst).st_mode) & ~0o022)
+        os.chmod(dst, mode)
 
     replace_folder(target, lambda scratch: shutil.copytree(
         source, scratch, copy_function=link, ignore=shutil.ignore_patterns(".*")), tag="link")
@@ -452,7 +455,12 @@ class OnnxEmbedder:
             why = one_line(str(error))[:200]
             raise InputError(str(self.model), None, None, "the index's ONNX model is damaged (onnxruntime "
                              f"cannot load it: {why}): run `mem index --full`") from None
-        self.tokenizers = [self._tokenizer() for _ in self.sessions]  # one per worker thread
+        try:
+            self.tokenizers = [self._tokenizer() for _ in self.sessions]  # one per worker thread
+        except Exception as error:  # (the tokenizers library raises a bare Exception)
+            why = one_line(str(error))[:200]
+            raise InputError(str(self.tokenizer_file), None, None, "the index's ONNX model is damaged (its "
+                             f"tokenizer cannot be read: {why}): run `mem index --full`") from None
 
     def _tokenizer(self):
         from tokenizers import Tokenizer
