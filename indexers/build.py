@@ -176,6 +176,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             # undo its change; read the files again
             rows, present = build_rows(workspace, config, scope_runs), set(workspace.runs())
         with _written_short(location, lambda: index), store.guard(location):
+            location.trees_read()  # (a record this run could not read after its commit: refused first)
             index = open_index(location, config, full, tuned)
             overwritten = [name for name in index.rebuilt if name not in index.cut]
             if on_message and overwritten and not full:  # (asked to rebuild: it does anyway)

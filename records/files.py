@@ -309,6 +309,11 @@ def new_file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def new_folder_mode() -> int:
+    """The mode a new folder gets here: all permissions, less the umask."""
+    return 0o777 & ~_umask()
+
+
 def _umask() -> int:
     """The process's umask, read where the system shows it (Linux): setting it to read it back
     changes it for the whole process meanwhile, and a host's thread creating a file then made it

@@ -44,6 +44,10 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
         # would hold nothing, and `check` pass on no run
         raise BadInput(f"workspace {str(chosen)!r} is a run (it holds {TREE}), not a workspace: the "
                        f"workspace is the folder that holds its runs, {root.parent}")
+    if root.name in RUN_RECORDS and os.path.isfile(root.parent / TREE):  # (its memory/, briefs/, …)
+        raise BadInput(f"workspace {str(chosen)!r} is a folder of run {root.parent.name} (which holds "
+                       f"{TREE}), not a workspace: the workspace is the folder that holds its runs, "
+                       f"{root.parent.parent}")
     # the index's paths go to LanceDB, which reads a path as UTF-8: bytes that are not (lone
     # surrogates here) name no path there, nor does a path decoded by another encoding (the C
     # locale without UTF-8 mode: ASCII; or Latin-1, where `é` reads `Ã©`)

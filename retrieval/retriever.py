@@ -672,9 +672,10 @@ class Retriever:
         if run is not None:
             return None if run in folders or self._removed(run) else \
                 f"{run!r} has no log here (only library entries of it)"
-        return None if folders else ("the workspace holds no run, so no event log to search"
-                                     + (" (only solve/library.jsonl)" if self.workspace.library_path.is_file()
-                                        else ""))
+        if folders or self._removed(None):
+            return None
+        only = " (only solve/library.jsonl)" if self.workspace.library_path.is_file() else ""
+        return f"the workspace holds no run, so no event log to search{only}"
 
     def _names_a_step(self, ref: str, library: dict[str, LibraryEntry], trees: dict | None = None) -> bool:
         """Whether ``ref`` (a global id, or a bare id of any run), as typed or in the other Unicode
@@ -915,7 +916,13 @@ class Retriever:
         if wrong_run:
             message = wrong_run[0].message
             raise Refused(f"{ref!r}: run {message}") if ref_run else Refused(message, param="run")
+        try:  # a run removed since `mem index`: searches still find its steps (advice: a record
+            removed = bool(owner) and bool(self._removed(owner))  # that cannot be read says nothing)
+        except MemError:
+            removed = False
         raise Refused(f"no step {ref!r}" + (f" in run {run!r}" if ref_run is None and run else "")
+                      + (f" (the folder of run {owner!r} was removed after the last `mem index` read it, "
+                         "so searches still find its steps: run `mem index`)" if removed else "")
                       + self._suggest(ref, library))
 
     def _library(self) -> dict[str, LibraryEntry]:

@@ -983,6 +983,28 @@ def test_a_search_the_machine_refuses_to_read_names_what_it_refused_and_no_fix(w
     assert mem(command, "statement")[0] in (0, 1)  # (readable again: a search)
 
 
+def test_an_index_run_that_cannot_read_its_record_of_the_trees_writes_nothing(workspace, mem):
+    """`.mem/read.json` unreadable: `mem index RUN` (and `record`) committed the tables, then
+    failed reading it to record what it read: exit 2 said nothing was done, and every later search
+    named the trees just indexed as unread. The refusal comes first; nothing is written."""
+    assert mem("index", "--no-progress")[0] == 0
+    workspace.edit_step("alpha", "a2", statement="a changed statement")
+    dot_mem = workspace.root / ".mem"
+    before = {p: p.read_bytes() for p in dot_mem.rglob("*") if p.is_file()}
+    os.chmod(dot_mem / "read.json", 0)
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root), "index", "alpha",
+            "--no-progress"]
+    try:
+        done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MEM_NO_SERVER": "1"})
+    finally:
+        os.chmod(dot_mem / "read.json", 0o644)
+    said = (f"mem: {dot_mem / 'read.json'}: Permission denied: the index cannot be read (mend that, then "
+            "run it again)")
+    assert (done.returncode, done.stderr) == (2, said + "\n")
+    assert {p: p.read_bytes() for p in dot_mem.rglob("*") if p.is_file()} == before
+
+
 def test_a_meta_json_the_machine_refuses_to_read_is_its_refusal_not_a_corrupt_index(workspace, mem,
                                                                                     monkeypatch):
     """`mem index` on a meta.json it may not read (permission) said "corrupt: run --full", which

@@ -606,6 +606,32 @@ def test_an_export_file_of_its_size_and_other_bytes_is_one_line_and_index_full_m
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["tokenizer.json", "model_int8.onnx"])
+def test_a_model_file_out_of_reach_is_the_machines_refusal_not_damage(example, tmp_path, name):
+    """A model or tokenizer file this user may not read was "damaged: run `mem index --full`", which
+    then refused (it may not read it either): the refusal is said as such, naming the file."""
+    import subprocess
+    import sys
+
+    from conftest import copy_workspace, without_root_override
+
+    ws = copy_workspace(example.workspace.root, tmp_path / "ws")
+    (export,) = (ws / ".mem" / "models").glob("onnx-*")
+    for path in export.glob("*.onnx") if name.endswith(".onnx") else [export / name]:
+        path.chmod(0)  # (every int8 file: which one runs depends on the CPU)
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(ws), "archive-search", "Satake"]
+    try:
+        done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MEM_NO_SERVER": "1"})
+    finally:
+        for path in export.iterdir():
+            path.chmod(0o644)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(": Permission denied: the index cannot be read (mend that, then run it "
+                                "again)\n") and done.stderr.startswith(f"mem: {export}/")
+
+
+@pytest.mark.slow
 def test_a_cache_file_others_may_not_read_is_copied_into_a_workspace_whose_umask_lets_them(
         example, tmp_path, monkeypatch):
     """A cache written under umask 077 holds files its owner alone may read: hard-linked into a
@@ -630,3 +656,4 @@ def test_a_cache_file_others_may_not_read_is_copied_into_a_workspace_whose_umask
     finally:
         os.umask(previous)
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 and p.stat().st_nlink == 1 for p in shared.iterdir())
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o775  # the folder too (copytree gave it the cache's 0700)

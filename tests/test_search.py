@@ -595,6 +595,14 @@ def test_a_search_names_the_runs_removed_since_the_last_index_read_them(workspac
              "searched; run `mem index`\n"
     assert mem("recall-search", "zzzq", "--run", "beta") == (1, "no events\n", events)  # not "no log"
     assert mem("recall-search", "statement")[2] == events
+    code, _, err = mem("archive-get", "beta/b1")  # a hit of the searches: "no step" alone said nothing
+    assert (code, err) == (1, "mem: no step 'beta/b1' (the folder of run 'beta' was removed after the last "
+                              "`mem index` read it, so searches still find its steps: run `mem index`)\n")
+    shutil.move(workspace.root / "alpha", workspace.root.parent / "alpha")  # every run: their log is there
+    assert mem("recall-search", "zzzq") == (1, "no events\n", (
+        "mem: the tree.json of 2 runs was removed after the last `mem index` read it (alpha, beta): their "
+        "events are still searched; run `mem index`\n"))
+    shutil.move(workspace.root.parent / "alpha", workspace.root / "alpha")
     assert mem("index")[0] == 0
     code, out, err = mem("archive-search", "statement of b1")
     assert err == "" and "beta/b1" not in out

@@ -134,6 +134,11 @@ def test_a_run_folder_is_refused_as_a_workspace_naming_its_workspace(tmp_path, m
     with pytest.raises(BadInput, match=r"^workspace '\.' is a run \(it holds tree\.json\)"):
         Memory.open(".")
     assert not (run / ".mem").exists() and not (ws.root / ".mem").exists()
+    memory = run / "memory"  # the folder a script goes to for core.md and the log
+    assert cli(memory, "index") == (2, "", f"mem: workspace {str(memory)!r} is a folder of run alpha (which "
+                                           f"holds tree.json), not a workspace: the workspace is the folder "
+                                           f"that holds its runs, {ws.root}\n")
+    assert not (memory / ".mem").exists()
     assert cli(ws.root, "check")[0] == 0
 
 

@@ -22,6 +22,7 @@ fusions measured no faster on top of its own session optimisation, so none are a
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -31,7 +32,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mem_retrieval.records.files import new_file_mode, private, replace_folder, seal, sha256_file
+from mem_retrieval.records.files import (new_file_mode, new_folder_mode, private, replace_folder, seal,
+                                         sha256_file)
 from mem_retrieval.records.errors import InputError, one_line
 from mem_retrieval.records.parse import open_regular
 
@@ -152,8 +154,13 @@ def _link_tree(source: Path, target: Path) -> None:
         shutil.copy2(src, dst)
         os.chmod(dst, mode)
 
-    replace_folder(target, lambda scratch: shutil.copytree(
-        source, scratch, copy_function=link, ignore=shutil.ignore_patterns(".*")), tag="link")
+    def fill(scratch: Path) -> None:
+        shutil.copytree(source, scratch, copy_function=link, ignore=shutil.ignore_patterns(".*"))
+        for folder in (scratch, *(p for p in scratch.rglob("*") if p.is_dir() and not p.is_symlink())):
+            os.chmod(folder, new_folder_mode())  # (copytree gave it the source's: a cache made
+            # under umask 077 gave a group's workspace a model folder its members could not open)
+
+    replace_folder(target, fill, tag="link")
 
 
 def _max_seq_length(model_dir: Path) -> int:
@@ -337,6 +344,13 @@ def write_probe(path: Path) -> None:
 _EXACT: dict[str, bool] = {}
 
 
+def _readable(path: Path) -> None:
+    """Raise the machine's refusal when this process may not read ``path``: a file out of reach
+    is no damage, and `mem index --full`, which the damage's line advises, is refused as well."""
+    if not os.access(path, os.R_OK, effective_ids=True):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
 def signed_products_exact(probe: Path) -> bool:
     """Whether ONNX Runtime on this CPU multiplies uint8 activations by int8 weights exactly: the
     ``write_probe`` graph against integer arithmetic, on one row (its matrix-vector kernel) and
@@ -452,12 +466,14 @@ class OnnxEmbedder:
         except Exception as error:  # (onnxruntime's: a file of the right size and other bytes)
             if not type(error).__module__.startswith("onnxruntime"):
                 raise
+            _readable(self.model)
             why = one_line(str(error))[:200]
             raise InputError(str(self.model), None, None, "the index's ONNX model is damaged (onnxruntime "
                              f"cannot load it: {why}): run `mem index --full`") from None
         try:
             self.tokenizers = [self._tokenizer() for _ in self.sessions]  # one per worker thread
         except Exception as error:  # (the tokenizers library raises a bare Exception)
+            _readable(self.tokenizer_file)
             why = one_line(str(error))[:200]
             raise InputError(str(self.tokenizer_file), None, None, "the index's ONNX model is damaged (its "
                              f"tokenizer cannot be read: {why}): run `mem index --full`") from None
