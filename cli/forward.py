@@ -166,10 +166,9 @@ def address(path: str):
 
 def answers(path: str) -> bool:
     """Whether a live server accepts connections on ``path`` (a stale socket refuses them). One
-    this user may not reach (another user's, 0600) is taken as live (one of this user's own, its
-    mode changed, is stale): a server of theirs that
-    could not tell was replaced by this user's (`mem serve`, or a start), and each user's then
-    replaced the other's, on a workspace they share."""
+    this user may not reach (another user's, 0600) is taken as live, where a server of theirs was
+    taken for stale and replaced by this user's (`mem serve`, or a start), and on a workspace they
+    share each user's replaced the other's; one of this user's own, its mode changed, is stale."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(CONNECT_TIMEOUT)
         try:

@@ -456,7 +456,8 @@ _REFUSALS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota 
 
 class IndexUnwritable(InputError):
     """The machine refused a write or read of the index (a full disk, a read-only or forbidden
-    folder): the index is as it was. ``reading``: the command only reads it (a search)."""
+    folder): the index is as it was. ``reading``: what was refused is a read (a search's, or
+    meta.json or read.json as an index run reads them first)."""
 
     def __init__(self, where: Location | Path | str, why: str, reading: bool = False):
         super().__init__(where.uri if isinstance(where, Location) else str(where), None, None,

@@ -1,9 +1,9 @@
 """Crash-safe file writes shared by every writer (core.md, meta.json, reports, plots): write a
 temporary file in the same folder, fsync, rename over the target, fsync the folder. A crash leaves
 the old file or the new one, whole; never a mix. The file keeps its permissions (a new one gets the
-umask's), not mkstemp's 0600, and its group where the writer may give it (a file a group
-shares). A folder (a model export, a download) is written whole the same way:
-built in a scratch folder beside it and renamed into place (``replace_folder``)."""
+umask's), not mkstemp's 0600, and its group where the writer may give it (a file a group shares).
+A folder (a model export, a download) is written whole the same way: built in a scratch folder
+beside it and renamed into place (``replace_folder``)."""
 
 from __future__ import annotations
 
