@@ -761,8 +761,8 @@ def test_sigterm_stops_a_command_as_ctrl_c_does_in_one_line(tmp_path):
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert (proc.returncode, out, err) == (143, "", "mem: terminated (SIGTERM)\n")
-    assert workspace.core_path("alpha").read_bytes() == before
+    assert (proc.returncode, out, err) == (143, "", "mem: terminated (SIGTERM)\n"), err  # (whole: a
+    assert workspace.core_path("alpha").read_bytes() == before  # traceback seen once on a loaded CI run)
 
 
 def test_a_stop_raised_where_python_ignores_it_is_raised_again_where_it_stops():
