@@ -296,6 +296,7 @@ def open_index(location: Location, config: Config, full: bool,
     """Check meta.json against the config (``--full`` replaces a corrupt one), open each table
     (``--full`` deletes one too damaged to open), choose the model, and decide whether this is a
     full build (it is when the model changes)."""
+    asked = full  # `mem index --full`: the model's export is checked by its hashes (``_spec``)
     if full:
         location.clear_stray_meta()
     try:
@@ -335,7 +336,7 @@ def open_index(location: Location, config: Config, full: bool,
     reused = recorded is not None and (recorded.export or config.model.backend != "onnx")
     if kept and tuned and not reused:
         _check_tuned(ref, tuned, location)  # an export is made from its weights
-    spec = recorded if reused else _spec(location, ref, config, full)
+    spec = recorded if reused else _spec(location, ref, config, asked)
     pinned = meta.get("versions", {}) if meta is not None else {}
     unpublished = frozenset(name for name, table in tables.items()
                             if table is not None and pinned.get(name) != table.version)
@@ -404,10 +405,11 @@ def _check_tuned(model: str, tuned: dict[str, Any], location: Location) -> None:
 def _spec(location: Location, ref: str, config: Config, full: bool = False):
     """How this run embeds: on onnx, the model's export in models/onnx-<key>, keyed by its
     weights (linked from the per-user cache, or made once, in seconds, whenever the index has none
-    yet; a remote index's is fetched). ``full`` (`mem index --full`): the export and the cache's
-    copy are checked against their manifest's hashes, not only its sizes, so a file changed in
-    place (the same size, other bytes: onnxruntime cannot load it, or it computes another model)
-    is made again, as the refusal that names it advises."""
+    yet; a remote index's is fetched). ``full`` (`mem index --full` asked, not a first index's,
+    which would hash ~230 MB for every new workspace): the export and the cache's copy are
+    checked against their manifest's hashes, not only its sizes, so a file changed in place (the
+    same size, other bytes: onnxruntime cannot load it, or it computes another model) is made
+    again, as the refusal that names it advises."""
     from mem_retrieval.text.embed import ModelSpec, model_dir
 
     if config.model.backend != "onnx":

@@ -952,6 +952,7 @@ def test_a_folder_where_meta_json_goes_is_a_corrupt_index_that_index_full_mends(
     assert mem("archive-search", "statement")[0] == 0
 
 
+@pytest.mark.slow  # (a process and a model load each: 15 s in all)
 @pytest.mark.parametrize("unreadable, command, named", [
     ("lance/events.lance/_versions", "recall-search", "lance/events.lance/_versions"),  # lance names it
     ("lance/steps.lance/data", "archive-search", "lance/steps.lance/data"),  # lance names no path
