@@ -40,14 +40,15 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
         root = where.resolve()
     except OSError as err:  # a name too long, a loop of links
         raise BadInput(f"workspace {str(chosen)!r}: {err.strerror or err}") from None
-    if os.path.isfile(root / TREE):  # a run's folder (a script's `cd` into it): an index made there
-        # would hold nothing, and `check` pass on no run
-        raise BadInput(f"workspace {str(chosen)!r} is a run (it holds {TREE}), not a workspace: the "
-                       f"workspace is the folder that holds its runs, {root.parent}")
-    if root.name in RUN_RECORDS and os.path.isfile(root.parent / TREE):  # (its memory/, briefs/, …)
-        raise BadInput(f"workspace {str(chosen)!r} is a folder of run {root.parent.name} (which holds "
-                       f"{TREE}), not a workspace: the workspace is the folder that holds its runs, "
-                       f"{root.parent.parent}")
+    # a run's folder, or one of its own (memory/, briefs/, …), where a script `cd`s: an index made
+    # there would hold nothing, and `check` pass on no run
+    run = root if os.path.isfile(root / TREE) else \
+        root.parent if root.name in RUN_RECORDS and os.path.isfile(root.parent / TREE) else None
+    if run is not None:
+        what = f"a run (it holds {TREE})" if run == root else \
+            f"a folder of run {run.name} (which holds {TREE})"
+        raise BadInput(f"workspace {str(chosen)!r} is {what}, not a workspace: the workspace is the folder "
+                       f"that holds its runs, {run.parent}")
     # the index's paths go to LanceDB, which reads a path as UTF-8: bytes that are not (lone
     # surrogates here) name no path there, nor does a path decoded by another encoding (the C
     # locale without UTF-8 mode: ASCII; or Latin-1, where `é` reads `Ã©`)
