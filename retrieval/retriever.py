@@ -375,7 +375,7 @@ class Retriever:
                 left_out = sorted({c.gid for c in self.searcher.id_hits(unnamed[0], None)})
                 cut = self._cut(query.until, query.run, self.searcher.hidden(query))
                 near = _nearest_said(unnamed[0], [gid for gid in self.searcher.known_gids()
-                                                  if gid not in left_out], cut)
+                                                  if gid not in left_out], cut, query.run)
             except InputError:  # a library that cannot be read: no advice (`check` names it)
                 near = ""
         newer = f"; {NEWER_INDEX}" if self.newer_index() else ""
@@ -663,7 +663,7 @@ class Retriever:
                                 f"{id_run!r}: without the run, every run's events naming it are listed")]
         where = f" of run {query.run!r}" if query.run is not None and "/" not in query.id else ""
         return [Note("id", f"{query.id!r} names no step{where}"  # nearest by step id in every run
-                     + self._suggest(query.id, library, self._cut(query.until, query.run)))]
+                     + self._suggest(query.id, library, self._cut(query.until, query.run), query.run))]
 
     def _logless(self, run: str | None) -> str | None:
         """Why a recall search reads no log, or None: ``run`` is one the library alone holds, or
@@ -923,7 +923,7 @@ class Retriever:
         raise Refused(f"no step {ref!r}" + (f" in run {run!r}" if ref_run is None and run else "")
                       + (f" (the folder of run {owner!r} was removed after the last `mem index` read it, "
                          "so searches still find its steps: run `mem index`)" if removed else "")
-                      + self._suggest(ref, library))
+                      + self._suggest(ref, library, run=owner))
 
     def _library(self) -> dict[str, LibraryEntry]:
         return {entry.gid: entry for entry in self.workspace.library()}
@@ -943,21 +943,33 @@ class Retriever:
             return None
         return self.searcher.keys_in_memory(Filters(hide=hide, until=self.resolve(until, run)))
 
-    def _suggest(self, ref: str, library: dict[str, LibraryEntry], cut: frozenset[int] | None = None) -> str:
+    def _suggest(self, ref: str, library: dict[str, LibraryEntry], cut: frozenset[int] | None = None,
+                 run: str | None = None) -> str:
         """``; nearest: …`` naming up to five known ids close to ``ref`` (those in ``cut`` alone,
-        when given: a search as of an earlier point names no id written after it)."""
+        when given: a search as of an earlier point names no id written after it; those of ``run``
+        alone for a bare ``ref``, ``_nearest_said``)."""
         known: list[str] = []
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
-        return _nearest_said(ref, known + list(library), cut)
+        return _nearest_said(ref, known + list(library), cut, run)
 
 
-def _nearest_said(ref: str, known: Sequence[str], cut: frozenset[int] | None = None) -> str:
+def _nearest_said(ref: str, known: Sequence[str], cut: frozenset[int] | None = None,
+                  run: str | None = None) -> str:
     """``; nearest: …`` naming up to five of the ``known`` ids closest to ``ref`` (those in ``cut``
-    alone, when given), or nothing."""
-    close = nearest_ids(ref, list(dict.fromkeys(known)) if cut is None else
-                        [gid for gid in dict.fromkeys(known) if key(gid) in cut])
-    return f"; nearest: {', '.join(close)}" if close else ""
+    alone, when given), or nothing. A bare ``ref`` asked of one ``run`` (``--run``): the nearest
+    among that run's ids, then the same id in other runs apart (it came first and cut off the run's
+    own ids, which a typo meant; a wrong run means it)."""
+    known = [gid for gid in dict.fromkeys(known) if cut is None or key(gid) in cut]
+    elsewhere: list[str] = []
+    if run is not None and "/" not in ref:
+        same = plain(ref).casefold()
+        elsewhere = [gid for gid in known if split_gid(gid)[0] != run
+                     and plain(split_gid(gid)[1]).casefold() == same]
+        known = [gid for gid in known if split_gid(gid)[0] == run]
+    close = nearest_ids(ref, known)
+    return ((f"; nearest: {', '.join(close)}" if close else "")
+            + (f"; the same id in other runs: {', '.join(elsewhere[:5])}" if elsewhere else ""))
 
 
 _EVENT_GID = re.compile(r"([a-z0-9][a-z0-9-]*)#([0-9]+)")  # an event as recall_search names it (Event.gid)

@@ -217,6 +217,28 @@ def test_archive_get_with_a_run_judges_it_as_archive_insert_does(example):
         example.archive_get("A5-7", run="iwahori-two-levels")
 
 
+def test_a_bare_id_missing_from_the_run_given_is_told_the_runs_nearest_ids_and_the_same_id_elsewhere(example):
+    """With `--run`, "nearest" gave other runs' steps first, the same id in another run at the head
+    (`A3-9 --run iwahori-two-levels`: satake-two-levels/A3-9, satake-two-levels/A5-9, then the run's
+    own A3-3…): an agent taking the first cited another run's step where it meant its own. Now the
+    run's nearest ids, then that id in other runs apart (a wrong run meant it), in archive-get and
+    recall-search alike; without a run, every run's ids as before."""
+    iwahori = "iwahori-two-levels"
+    own = [f"{iwahori}/A3-3", f"{iwahori}/A3-2", f"{iwahori}/A3-1"]
+    with pytest.raises(Refused) as refused:
+        example.archive_get("A3-9", run=iwahori)
+    said = str(refused.value)
+    assert said.startswith(f"no step 'A3-9' in run '{iwahori}'; nearest: {', '.join(own)}, ")
+    assert said.endswith("; the same id in other runs: satake-two-levels/A3-9")
+    assert said.split("nearest: ")[1].split("; ")[0].count("satake-two-levels/") == 0
+    (note,) = example.recall_search(None, id="A3-9", run=iwahori).notes
+    assert note.message == f"'A3-9' names no step of run '{iwahori}'" + said.split(f"'{iwahori}'")[1]
+    with pytest.raises(Refused) as refused:  # no run: the nearest across runs, the same id first
+        example.archive_get("A3-99")
+    assert str(refused.value).startswith("no step 'A3-99'; nearest: satake-two-levels/A3-9, ")
+    assert "other runs" not in str(refused.value)
+
+
 def test_recall_by_id_lists_every_event_naming_the_step_in_log_order(example):
     page = example.recall_search(id="A5-8", run="satake-two-levels")
     events = [json.loads(line) for line in (EXAMPLE / "satake-two-levels" / "memory" / "events.jsonl")
@@ -944,8 +966,10 @@ def test_recall_by_an_id_that_names_no_step_says_so_with_the_nearest(example):
         page = example.recall_search(None, **options)
         (note,) = page.notes
         assert page.total == 0 and note.param == "id" and note.message.startswith(said + "; nearest: ")
-        if "A5-7" in options["id"]:  # the step meant is among the nearest first
-            assert "satake-two-levels/A5-7" in note.message.split("nearest: ")[1].split(", ")[:2]
+        if "A5-7" in options["id"]:  # the step meant is named: among the nearest first, or apart
+            near = note.message.split("nearest: ")[1]
+            assert ("satake-two-levels/A5-7" in near.split(", ")[:2] if "run" not in options
+                    else near.endswith("; the same id in other runs: satake-two-levels/A5-7"))
     from mem_retrieval.cli.calls import call
 
     done = call(example, "recall_search", {"id": "A9-99", "run": satake})  # --json and MCP say it too
