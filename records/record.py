@@ -78,7 +78,7 @@ def _admitted_dict(item: LibraryEntry | Step) -> dict[str, Any]:
 
 
 _WHY = ((INPUT, "a file it needs cannot be read, so it cannot be checked"),
-        ("M1", "a status W or L promotes must never enter the library"),
+        ("M1", "W or the library states a status its tree.json does not: they must agree first"),
         ("M4", "W is over its bound"),
         (INTEGRITY, "its record does not hold together"))
 

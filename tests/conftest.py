@@ -134,6 +134,12 @@ class Workspace:
         return [json.loads(line) for line in self.library_path.read_text().splitlines() if line]
 
 
+def step_line(workspace: Workspace, run: str, step_id: str) -> int:
+    """The line a step's object starts on (the line before its "id", as ``save_tree`` writes JSON)."""
+    lines = (workspace.root / run / "tree.json").read_text().splitlines()
+    return lines.index(f'   "id": "{step_id}",')  # 0-based index of "id" = 1-based line of "{"
+
+
 def build_workspace(root: Path) -> Workspace:
     """The minimal valid workspace described in this module's docstring."""
     ws = Workspace(root)

@@ -15,19 +15,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import library_line, make_step
+from conftest import library_line, make_step, step_line
 from mem_retrieval.records.core import render
 from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.parse import iter_events, iter_library, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 OK_SUMMARY = "OK: 2 runs, 6 steps, 3 events, 1 core.md (2 status claims), 1 library entry; 0 violations"
-
-
-def step_line(workspace, run: str, step_id: str) -> int:
-    """The line a step's object starts on (the line before its "id", as the fixture writes JSON)."""
-    lines = (workspace.root / run / "tree.json").read_text().splitlines()
-    return lines.index(f'   "id": "{step_id}",')  # 0-based index of "id" = 1-based line of "{"
 
 
 def says_proved(workspace, step_id: str, lines) -> list[str]:
@@ -689,7 +683,8 @@ def test_eval_status_fails_naming_a_status_mismatch(workspace, mem):
     assert code == 1
     line = step_line(workspace, "alpha", "a4")
     assert out.splitlines() == [
-        f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open",
+        f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open "
+        "(mem never rewrites a library line: give the step back its status, or remove the line by hand)",
         f"solve/library.jsonl:2: M2: alpha/a4: alpha/tree.json:{line} says not audited (no audit grade) and "
         "not repaired (the library says grade 'pass')",
         "status: FAIL: 2 library entries; 1 status mismatch (M1), 1 not admissible (M2)"]
@@ -887,7 +882,8 @@ def test_a_library_entry_whose_status_differs_is_still_compared_in_kind_and_audi
     code, out, _ = mem("check")
     line = step_line(workspace, "alpha", "a1")
     assert code == 1 and [v for v in found(out) if v.startswith("solve/library.jsonl:1: ")] == [
-        f"solve/library.jsonl:1: M1: alpha/a1: the library says proved, alpha/tree.json:{line} says blocked",
+        f"solve/library.jsonl:1: M1: alpha/a1: the library says proved, alpha/tree.json:{line} says blocked "
+        "(mem never rewrites a library line: give the step back its status, or remove the line by hand)",
         f"solve/library.jsonl:1: M2: alpha/a1: alpha/tree.json:{line} says audit grade 'major' did not pass "
         "(pass or minor) and it was not repaired (the library says grade 'pass')",
         f"solve/library.jsonl:1: integrity: alpha/a1: the library says kind lemma, "

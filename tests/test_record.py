@@ -112,7 +112,7 @@ def test_a_run_breaking_m1_m4_or_integrity_is_refused_listing_them(workspace, me
     assert status == expected and out == ""
     lines = err.splitlines()
     assert lines[0].startswith(f"mem: record alpha refused: 1 violation ({code}: 1); nothing was admitted")
-    assert lines[0].endswith({"input": "so it cannot be checked)", "M1": "enter the library)",
+    assert lines[0].endswith({"input": "so it cannot be checked)", "M1": "they must agree first)",
                               "M4": "W is over its bound)", "integrity": "does not hold together)"}[code])
     assert len(lines) == 2 and where in lines[1]
     assert workspace.library_path.read_bytes() == before

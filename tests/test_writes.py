@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import build_workspace, library_line, make_step, without_root_override
+from conftest import build_workspace, library_line, make_step, step_line, without_root_override
 from mem_retrieval.records.core import clean_field, render
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.parse import iter_library, parse_core, parse_core_text
@@ -703,6 +703,30 @@ def test_archive_insert_refuses_an_id_already_in_the_library(workspace, mem):
     code, _, err = mem("archive-insert", "alpha/a1")
     assert code == 1 and "alpha/a1 is already in the library" in err and "library.jsonl:1" in err
     assert len(workspace.library()) == 1
+
+
+def test_archive_insert_of_a_step_admitted_before_its_status_changed_names_its_line_and_the_remedy(
+        workspace, mem):
+    """A library entry whose step was later demoted: archive-insert said the step "may not enter the
+    library (M2)", as though it were not there, and nothing said what mends `record`'s M1 refusal
+    (no command rewrites a library line). The line, the step's status now, and the remedy."""
+    workspace.edit_step("alpha", "a1", status="stale")
+    before = workspace.library_path.read_bytes()
+    code, out, err = mem("archive-insert", "alpha/a1")
+    line = step_line(workspace, "alpha", "a1")
+    assert (code, out) == (1, "") and err == (
+        f"mem: alpha/a1 is already in the library ({workspace.library_path}:1), admitted before "
+        f"{workspace.root / 'alpha' / 'tree.json'}:{line} said status 'stale' is not final (proved, "
+        "refuted, blocked) (mem never rewrites a library line: give the step back its status, or remove "
+        "the line by hand)\n")
+    code, _, err = mem("record", "alpha", "--dry-run")
+    assert code == 1 and err.splitlines()[0].endswith(
+        "nothing was admitted (W or the library states a status its tree.json does not: they must agree "
+        "first)") and err.splitlines()[2].endswith("says stale (mem never rewrites a library line: give "
+                                                   "the step back its status, or remove the line by hand)")
+    assert workspace.library_path.read_bytes() == before
+    code, _, err = mem("archive-insert", "alpha/a4")  # open, not in the library: M2's refusal as before
+    assert code == 1 and err.startswith("mem: alpha/a4 may not enter the library (M2): ")
 
 
 @pytest.mark.parametrize("step", ["alpha/a1", "alpha/a2"])  # already in the library, or not
