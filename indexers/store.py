@@ -350,6 +350,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     differs, with the fix), or None."""
     want = build_params(config, kept_tuned(meta, config))  # a copy of the configured model is it
     found, folder_only = [], True  # folder_only: nothing differs but what a model folder holds
+    unrecorded = False  # a model folder the index recorded no contents of: no config can match it
     for name, label in (("format", "index format differs"), ("tokenizer", "tokenizer differs"),
                         ("model", "model differs"), ("bm25", "BM25 parameters differ"),
                         ("text", "text limits differ")):
@@ -358,6 +359,11 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             continue
         if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
             keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
+            if name == "model" and "files" in wanted and "files" not in have:  # meta.json written before
+                unrecorded = True  # 2026-12-06, which recorded the folder's path alone (then absolute)
+                found.append((name, f"the index does not record what the model folder {config.model_ref!r} "
+                                    "held when it was built (an older version of mem made it)"))
+                continue
             if name == "model" and keys == ["files"] and "files" in have:  # the config is the same
                 found.append((name, f"the model folder {config.model_ref!r} holds another model than the "
                                     "one the index was built with (its configuration, tokenizer or "
@@ -371,7 +377,7 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             break
     if not found:
         return None
-    fix = ("run `mem index --full`" if set(FIXED) & {n for n, _ in found} else
+    fix = ("run `mem index --full`" if set(FIXED) & {n for n, _ in found} or unrecorded else
            FOLDER_OR_REBUILD if folder_only else MATCH_OR_REBUILD)
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
 

