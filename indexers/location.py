@@ -512,6 +512,9 @@ class Location:
 
     def connect(self):
         """The LanceDB connection (lancedb imported here, on first use)."""
+        global _CONNECTED
+        refuse_after_fork()
+        _CONNECTED = True
         os.environ.setdefault("LANCEDB_LOG", "error")
         from mem_retrieval.indexers.lancedb_import import import_lancedb
 
@@ -524,6 +527,31 @@ class Location:
         except (OSError, ValueError, RuntimeError) as error:
             self.probe()
             raise StoreUnreachable(self.uri, str(error)) from None
+
+
+_CONNECTED = False  # this process opened a LanceDB connection
+_FORKED_FROM: int | None = None  # the process that had, this one (or an ancestor) forked from
+
+
+def _forked() -> None:
+    """In a child forked from a process that had opened LanceDB: its tables, and its runtime's
+    state, are the parent's. A read of a table the parent read waited for ever in lancedb's
+    background loop, and a fresh connection crashed the child (SIGSEGV), so none is tried."""
+    global _FORKED_FROM
+    if _CONNECTED and _FORKED_FROM is None:
+        _FORKED_FROM = os.getppid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def refuse_after_fork() -> None:
+    """BadInput in a process forked after its parent read or wrote an index (``_forked``)."""
+    if _FORKED_FROM is not None:
+        raise BadInput(f"this process was forked from process {_FORKED_FROM} after that one opened an "
+                       "index: LanceDB does not survive a fork (a read hangs or crashes): fork before "
+                       "the first search or index, or use multiprocessing's spawn or forkserver start "
+                       "method")
 
 
 class _Reaching:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.configs import LANCE_B, LANCE_K1, Config
-from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line
+from mem_retrieval.indexers.location import Location, StoreUnreachable, first_line, refuse_after_fork
 from mem_retrieval.records.errors import InputError, Refused, resource_refusal
 from mem_retrieval.records.parse import open_regular, read_at_most
 from mem_retrieval.text.tokenize import VERSION as TOKENIZER_VERSION
@@ -570,6 +570,7 @@ def guard(where: Location | Path, reading: bool = False) -> Iterator[None]:
     advice for a network failure); the machine's refusal, naming the file refused
     (IndexUnwritable; ``reading``: the command only reads the index)."""
     location = at(where)
+    refuse_after_fork()  # a table the parent opened: every read waited for ever
     try:
         yield
     except BaseException as error:  # lance reports a Rust panic as a BaseException

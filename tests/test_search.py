@@ -1332,6 +1332,58 @@ def test_a_forked_child_embeds_its_queries_as_its_parent_does(example):
     assert (done.returncode, found) == (0, {"hung": False, "same": True}), done.stderr[-2000:]
 
 
+FORKED = """
+import json, multiprocessing, sys, warnings
+from mem_retrieval import Memory
+
+warnings.simplefilter("ignore")
+memory = Memory.open(sys.argv[1])
+if sys.argv[2] == "after":
+    memory.archive_search("GL2m/Sp2m generation")
+answers = multiprocessing.get_context("fork").Queue()
+
+def child():
+    said = []
+    for call in (lambda: memory.archive_search("Satake transform").total,
+                 lambda: memory.recall_search("registry").total,
+                 lambda: Memory.open(sys.argv[1]).recall_search("registry").total,
+                 lambda: memory.index(progress=False).embedded):
+        try:
+            said.append(call())
+        except Exception as error:
+            said.append(f"{type(error).__name__}: {error}".replace(str(__import__('os').getppid()), "PID"))
+    answers.put(said)
+
+process = multiprocessing.get_context("fork").Process(target=child, daemon=True)
+process.start()
+process.join(90)
+hung = process.is_alive()
+print(json.dumps({"hung": hung, "said": None if hung else answers.get(timeout=10)}))
+"""
+
+
+@pytest.mark.slow  # two processes, each loading the model (6 s)
+def test_a_child_forked_after_its_parent_opened_the_index_is_refused_not_hung(example):
+    """A child forked after its parent searched (multiprocessing's fork, a pre-forking server)
+    waited for ever at its first read of a table the parent had read (lancedb's background loop),
+    and a Memory the child opened afresh crashed it (SIGSEGV) in recall: the README called it a
+    crash now and then. Every read or write of an index is refused in one line; a child forked
+    before the parent's first search searches as any process does."""
+    def run(when: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", FORKED, str(example.workspace.root), when],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MEM_NO_SERVER": "1"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)
+
+    refused = ("BadInput: this process was forked from process PID after that one opened an index: LanceDB "
+               "does not survive a fork (a read hangs or crashes): fork before the first search or index, "
+               "or use multiprocessing's spawn or forkserver start method")
+    assert run("after") == {"hung": False, "said": [refused] * 4}
+    found = run("before")
+    assert not found["hung"] and found["said"][0] > 0 and found["said"][1] > 0 and found["said"][3] == 0
+
+
 def test_a_forgotten_query_vector_is_embedded_anew(example, monkeypatch):
     """The bench times the default `--until` on the texts it has just timed uncut: their vectors
     came from the cache, and the cut search read 4.9 ms p50 against 7.8 ms uncut at 1,000 steps."""
