@@ -30,7 +30,8 @@ INTEGRITY, INPUT = "integrity", "input"
 DANGLING = "parent {!r} resolves to nothing (no step or source of its run, and no library entry)"
 CIRCULAR = "its parents lead back to it ({}): a circular proof"
 # a library line whose step's status changed after it was admitted: no command rewrites the library
-LIBRARY_M1_FIX = "mem never rewrites a library line: give the step back its status, or remove the line by hand"
+LIBRARY_M1_FIX = ("mem never rewrites a library line: give the step back its status, or remove the line "
+                  "by hand")
 CODES = ("M1", "M2", "M3", "M4", INTEGRITY, INPUT)
 
 

@@ -267,8 +267,9 @@ def test_m1_library_status_differs_from_tree(workspace, mem):
     code, out, _ = mem("check")
     assert code == 1
     assert found(out) == [f"solve/library.jsonl:1: M1: alpha/a1: the library says refuted, "
-                          f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says proved (mem never "
-                          "rewrites a library line: give the step back its status, or remove the line by hand)"]
+                          f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says proved (mem "
+                          "never rewrites a library line: give the step back its status, or remove the line "
+                          "by hand)"]
 
 
 def test_a_library_entry_whose_statement_or_grade_differs_from_its_step_is_a_warning(workspace, mem):
