@@ -296,7 +296,11 @@ class Location:
 
     def store(self):
         """The obstore store at ``uri`` (remote only), made once: config keys over the
-        environment's AWS_* variables (obstore reads them, as LanceDB does)."""
+        environment's AWS_* variables (obstore reads them, as LanceDB does). Its runtime does not
+        survive a fork either (``_forked``: a read of meta.json waited for ever in the child)."""
+        global _CONNECTED
+        refuse_after_fork()
+        _CONNECTED = True
         if "store" not in self._cache:
             from obstore.store import from_url
 
@@ -529,14 +533,14 @@ class Location:
             raise StoreUnreachable(self.uri, str(error)) from None
 
 
-_CONNECTED = False  # this process opened a LanceDB connection
+_CONNECTED = False  # this process opened a LanceDB connection or an object store
 _FORKED_FROM: int | None = None  # the process that had, this one (or an ancestor) forked from
 
 
 def _forked() -> None:
-    """In a child forked from a process that had opened LanceDB: its tables, and its runtime's
-    state, are the parent's. A read of a table the parent read waited for ever in lancedb's
-    background loop, and a fresh connection crashed the child (SIGSEGV), so none is tried."""
+    """In a child forked from a process that had opened LanceDB, or obstore's store: its tables,
+    and their runtimes' state, are the parent's. A read of a table the parent read waited for ever
+    in lancedb's background loop, and a fresh connection crashed the child (SIGSEGV): none is tried."""
     global _FORKED_FROM
     if _CONNECTED and _FORKED_FROM is None:
         _FORKED_FROM = os.getppid()
@@ -546,7 +550,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 def refuse_after_fork() -> None:
-    """BadInput in a process forked after its parent read or wrote an index (``_forked``)."""
+    """BadInput in a process forked after its parent opened an index (``_forked``)."""
     if _FORKED_FROM is not None:
         raise BadInput(f"this process was forked from process {_FORKED_FROM} after that one opened an "
                        "index: LanceDB does not survive a fork (a read hangs or crashes): fork before "

@@ -359,8 +359,8 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             continue
         if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
             keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
-            if name == "model" and "files" in wanted and "files" not in have:  # meta.json written before
-                unrecorded = True  # 2026-12-06, which recorded the folder's path alone (then absolute)
+            if name == "model" and set(keys) <= {"files", "package"} and _folder_unrecorded(have, config):
+                unrecorded = True  # no config can give the index's (no `files`)
                 found.append((name, f"the index does not record what the model folder {config.model_ref!r} "
                                     "held when it was built (an older version of mem made it)"))
                 continue
@@ -369,6 +369,8 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
                                     "one the index was built with (its configuration, tokenizer or "
                                     "weights' size differ)"))
                 continue
+            if {"package", "files"} <= set(keys) and None in (have.get("files"), wanted.get("files")):
+                keys.remove("files")  # a package and a folder: their names say it (no config key `files`)
             have, wanted = ({CONFIG_KEYS.get(k, k): _said(v.get(k)) for k in keys} for v in (have, wanted))
         folder_only = False
         reader = "this version of mem reads" if name in FIXED else "config wants"
@@ -380,6 +382,15 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
     fix = ("run `mem index --full`" if set(FIXED) & {n for n, _ in found} or unrecorded else
            FOLDER_OR_REBUILD if folder_only else MATCH_OR_REBUILD)
     return f"the index was built with other parameters ({'; '.join(w for _, w in found)}): {fix}"
+
+
+def _folder_unrecorded(have: dict[str, Any], config: Config) -> bool:
+    """Whether an index's model is the configured model folder, recorded by its path alone: a
+    meta.json written before 2026-12-07 (the path then absolute), which records no ``files``."""
+    package = have.get("package")
+    return (bool(config.model_written) and "files" not in have and isinstance(package, str)
+            and (package == config.model_ref or os.path.isabs(package)
+                 and os.path.realpath(package) == os.path.realpath(config.model.package)))
 
 
 # meta.json's text limits as the config names them (`[text] max_chars`, set as the message read, was

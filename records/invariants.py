@@ -30,8 +30,8 @@ INTEGRITY, INPUT = "integrity", "input"
 DANGLING = "parent {!r} resolves to nothing (no step or source of its run, and no library entry)"
 CIRCULAR = "its parents lead back to it ({}): a circular proof"
 # a library line whose step's status changed after it was admitted: no command rewrites the library
-LIBRARY_M1_FIX = ("mem never rewrites a library line: give the step back its status, or remove the line "
-                  "by hand")
+LIBRARY_FIX = ("mem never rewrites a library line: restore the step as it was admitted, or remove "
+               "the line by hand")
 CODES = ("M1", "M2", "M3", "M4", INTEGRITY, INPUT)
 
 
@@ -444,7 +444,7 @@ class _Checker:
                 if step.status != entry.status:
                     self.add(entry.run, file, entry.line, "M1",
                              f"{entry.gid}: the library says {entry.status}, "
-                             f"{self.at(tree.path, step.line)} says {step.status} ({LIBRARY_M1_FIX})")
+                             f"{self.at(tree.path, step.line)} says {step.status} ({LIBRARY_FIX})")
                 self.agrees(file, entry, tree, step, problem)  # whatever the statuses: every violation
 
     def _stale(self, entry: LibraryEntry, tree: Tree | None, step: Step | None) -> str:

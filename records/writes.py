@@ -23,7 +23,7 @@ from pathlib import Path
 from mem_retrieval.records.core import clean_field, field_name, id_candidates, mentions, with_field
 from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import fsync_dir, replace_atomic, sweep_temporaries, write_atomic, writing
-from mem_retrieval.records.invariants import (INPUT, LIBRARY_M1_FIX, Catalog, admission_problem,
+from mem_retrieval.records.invariants import (INPUT, LIBRARY_FIX, Catalog, admission_problem,
                                                integrity_problem, m3_excluded, read_catalog)
 from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, ref_problem, spellings,
                                        split_gid, typed_ref, typed_run)
@@ -420,13 +420,11 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
                       + (f"; nearest: {', '.join(split_gid(gid)[1] for gid in near)}" if near else ""))
     problem = admission_problem(step.status, step.grade, step.repaired)
     if problem:
-        try:  # admitted before its status changed: "may not enter" read as though it were not there
-            entry = ws.library_index().get(step.gid)
-        except InputError:  # a malformed library: the M2 refusal alone (`check` names the line)
-            entry = None
-        if entry is not None:
+        # admitted before its status or audit changed: "may not enter" read as though it were not
+        # there (a malformed line is bad input, as below: read whole before any answer)
+        if (entry := ws.library_index().get(step.gid)) is not None:
             raise Refused(f"{step.gid} is already in the library ({ws.library_path}:{entry.line}), admitted "
-                          f"before {ws.tree_path(run)}:{step.line} said {problem} ({LIBRARY_M1_FIX})")
+                          f"before {ws.tree_path(run)}:{step.line} said {problem} ({LIBRARY_FIX})")
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
     _, excluded = m3_excluded(ws, tree, catalog.library, catalog)  # (a malformed line: input)

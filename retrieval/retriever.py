@@ -382,7 +382,7 @@ class Retriever:
         if left_out:  # the index holds it: the filters (run, kind, library, until…) left it out, no typo
             listed_out = ", ".join(left_out[:3]) + (", …" if len(left_out) > 3 else "")
             return [Note("query", f"{listed}: the filters of this search leave out the step with this id "
-                         f"({listed_out}); {found}{newer}")]
+                         f"({listed_out}); {found}{near if query.run is not None else ''}{newer}")]
         return [Note("query", f"{listed}: no step this search may return has "
                      f"{'this id' if len(unnamed) == 1 else 'these ids'} (a typo, a step added since "
                      f"the last `mem index`, or one the filters leave out); {found}{near}{newer}")]

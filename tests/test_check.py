@@ -268,8 +268,8 @@ def test_m1_library_status_differs_from_tree(workspace, mem):
     assert code == 1
     assert found(out) == [f"solve/library.jsonl:1: M1: alpha/a1: the library says refuted, "
                           f"alpha/tree.json:{step_line(workspace, 'alpha', 'a1')} says proved (mem "
-                          "never rewrites a library line: give the step back its status, or remove the line "
-                          "by hand)"]
+                          "never rewrites a library line: restore the step as it was admitted, or remove the "
+                          "line by hand)"]
 
 
 def test_a_library_entry_whose_statement_or_grade_differs_from_its_step_is_a_warning(workspace, mem):
@@ -686,7 +686,8 @@ def test_eval_status_fails_naming_a_status_mismatch(workspace, mem):
     line = step_line(workspace, "alpha", "a4")
     assert out.splitlines() == [
         f"solve/library.jsonl:2: M1: alpha/a4: the library says proved, alpha/tree.json:{line} says open "
-        "(mem never rewrites a library line: give the step back its status, or remove the line by hand)",
+        "(mem never rewrites a library line: restore the step as it was admitted, or remove the line by "
+        "hand)",
         f"solve/library.jsonl:2: M2: alpha/a4: alpha/tree.json:{line} says not audited (no audit grade) and "
         "not repaired (the library says grade 'pass')",
         "status: FAIL: 2 library entries; 1 status mismatch (M1), 1 not admissible (M2)"]
@@ -885,7 +886,8 @@ def test_a_library_entry_whose_status_differs_is_still_compared_in_kind_and_audi
     line = step_line(workspace, "alpha", "a1")
     assert code == 1 and [v for v in found(out) if v.startswith("solve/library.jsonl:1: ")] == [
         f"solve/library.jsonl:1: M1: alpha/a1: the library says proved, alpha/tree.json:{line} says blocked "
-        "(mem never rewrites a library line: give the step back its status, or remove the line by hand)",
+        "(mem never rewrites a library line: restore the step as it was admitted, or remove the line by "
+        "hand)",
         f"solve/library.jsonl:1: M2: alpha/a1: alpha/tree.json:{line} says audit grade 'major' did not pass "
         "(pass or minor) and it was not repaired (the library says grade 'pass')",
         f"solve/library.jsonl:1: integrity: alpha/a1: the library says kind lemma, "

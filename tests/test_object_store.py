@@ -26,6 +26,7 @@ from mem_retrieval.indexers.location import Location
 from mem_retrieval.memory import Memory
 from mem_retrieval.text import embed
 from test_crash import build_corpus, change_corpus
+from test_search import FORK_REFUSED, forked_child
 
 pytestmark = pytest.mark.slow  # a server and real processes: run with --slow (CI does)
 
@@ -965,3 +966,14 @@ def test_a_sessions_search_asks_the_store_for_a_newer_index_at_most_every_two_se
     assert notes == [retriever.NEWER_INDEX] and len(reads) == 1
     assert [n.message for n in session.archive_search("Hecke lemma", strategy="bm25").notes] == notes
     assert len(reads) == 1
+
+
+def test_a_child_forked_after_its_parent_read_the_stores_meta_json_is_refused_not_hung(s3, tmp_path,
+                                                                                      onnx_export):
+    """On a store, a host that had only read meta.json (``index_refusal``: obstore's client, whose
+    runtime a fork leaves as LanceDB's) forked a child whose first search, and whose index(),
+    waited for ever reading meta.json: the child's refusal was checked only where LanceDB opens."""
+    config, _, _ = on_s3(s3, tmp_path)
+    remote = corpus(tmp_path / "remote", onnx_export)
+    Memory.open(remote.root, config).index(progress=False)
+    assert forked_child(remote.root, "meta", str(config)) == {"hung": False, "said": [FORK_REFUSED] * 4}

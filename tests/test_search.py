@@ -233,6 +233,10 @@ def test_a_bare_id_missing_from_the_run_given_is_told_the_runs_nearest_ids_and_t
     assert said.split("nearest: ")[1].split("; ")[0].count("satake-two-levels/") == 0
     (note,) = example.recall_search(None, id="A3-9", run=iwahori).notes
     assert note.message == f"'A3-9' names no step of run '{iwahori}'" + said.split(f"'{iwahori}'")[1]
+    notes = [n.message for n in example.archive_search("A3-9", run=iwahori).notes if n.param == "query"]
+    assert notes == ["'A3-9': the filters of this search leave out the step with this id (satake-two-levels/"
+                     f"A3-9); the hits are a text search; nearest: {', '.join(own)}, {iwahori}/A6-2, "
+                     f"{iwahori}/A5-4"]
     with pytest.raises(Refused) as refused:  # no run: the nearest across runs, the same id first
         example.archive_get("A3-99")
     assert str(refused.value).startswith("no step 'A3-99'; nearest: satake-two-levels/A3-9, ")
@@ -1337,16 +1341,19 @@ import json, multiprocessing, sys, warnings
 from mem_retrieval import Memory
 
 warnings.simplefilter("ignore")
-memory = Memory.open(sys.argv[1])
-if sys.argv[2] == "after":
+config = sys.argv[3] if len(sys.argv) > 3 else None
+memory = Memory.open(sys.argv[1], config)
+if sys.argv[2] == "after":  # a search; on a store, reading meta.json alone opens its client
     memory.archive_search("GL2m/Sp2m generation")
+elif sys.argv[2] == "meta":
+    memory.index_refusal()
 answers = multiprocessing.get_context("fork").Queue()
 
 def child():
     said = []
     for call in (lambda: memory.archive_search("Satake transform").total,
                  lambda: memory.recall_search("registry").total,
-                 lambda: Memory.open(sys.argv[1]).recall_search("registry").total,
+                 lambda: Memory.open(sys.argv[1], config).recall_search("registry").total,
                  lambda: memory.index(progress=False).embedded):
         try:
             said.append(call())
@@ -1362,6 +1369,20 @@ print(json.dumps({"hung": hung, "said": None if hung else answers.get(timeout=10
 """
 
 
+FORK_REFUSED = ("BadInput: this process was forked from process PID after that one opened an index: LanceDB "
+                "does not survive a fork (a read hangs or crashes): fork before the first search or index, "
+                "or use multiprocessing's spawn or forkserver start method")
+
+
+def forked_child(root, when: str, *config: str) -> dict:
+    """What a child forked (``FORKED``) from a host that opened ``root``'s memory ``when`` (before
+    any search, ``after`` one, or after reading its ``meta``) answers: each call's result or error."""
+    done = subprocess.run([sys.executable, "-c", FORKED, str(root), when, *config], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "MEM_NO_SERVER": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
 @pytest.mark.slow  # two processes, each loading the model (6 s)
 def test_a_child_forked_after_its_parent_opened_the_index_is_refused_not_hung(example):
     """A child forked after its parent searched (multiprocessing's fork, a pre-forking server)
@@ -1369,18 +1390,8 @@ def test_a_child_forked_after_its_parent_opened_the_index_is_refused_not_hung(ex
     and a Memory the child opened afresh crashed it (SIGSEGV) in recall: the README called it a
     crash now and then. Every read or write of an index is refused in one line; a child forked
     before the parent's first search searches as any process does."""
-    def run(when: str) -> dict:
-        done = subprocess.run([sys.executable, "-c", FORKED, str(example.workspace.root), when],
-                              capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "MEM_NO_SERVER": "1"})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout)
-
-    refused = ("BadInput: this process was forked from process PID after that one opened an index: LanceDB "
-               "does not survive a fork (a read hangs or crashes): fork before the first search or index, "
-               "or use multiprocessing's spawn or forkserver start method")
-    assert run("after") == {"hung": False, "said": [refused] * 4}
-    found = run("before")
+    assert forked_child(example.workspace.root, "after") == {"hung": False, "said": [FORK_REFUSED] * 4}
+    found = forked_child(example.workspace.root, "before")
     assert not found["hung"] and found["said"][0] > 0 and found["said"][1] > 0 and found["said"][3] == 0
 
 
