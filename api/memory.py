@@ -140,7 +140,7 @@ class Memory:
         step fail after the write, the error (of the index's kind) starts with what was written."""
 
         from mem_retrieval.indexers import store
-        from mem_retrieval.indexers.location import Location
+        from mem_retrieval.indexers.location import Location, refuse_after_fork
         from mem_retrieval.indexers.rows import read_records
         from mem_retrieval.records.record import admit, plan_record
 
@@ -155,6 +155,11 @@ class Memory:
                                            "was admitted; its index step may read this file)"),
                                    *err.problems[1:]]) from err
         location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
+        if not dry_run:  # a process forked after its parent opened an index: before the write too
+            try:
+                refuse_after_fork()
+            except BadInput as err:
+                raise BadInput(f"{err} (record {run} refused: nothing was admitted)") from None
         if why := store.full_needed(location, self.config):  # and an index `mem index` would not extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
                                       location.meta_name)

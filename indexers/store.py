@@ -359,9 +359,9 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
             continue
         if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
             keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
-            if name == "model" and set(keys) <= {"files", "package"} and _folder_unrecorded(have, config):
-                unrecorded = True  # no config can give the index's (no `files`)
-                found.append((name, f"the index does not record what the model folder {config.model_ref!r} "
+            if name == "model" and _folder_unrecorded(have, config):  # no config can give the index's
+                unrecorded = True  # (no `files`), whatever else differs
+                found.append((name, f"the index does not record what the model folder {have['package']!r} "
                                     "held when it was built (an older version of mem made it)"))
                 continue
             if name == "model" and keys == ["files"] and "files" in have:  # the config is the same
@@ -385,18 +385,19 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
 
 
 def _folder_unrecorded(have: dict[str, Any], config: Config) -> bool:
-    """Whether an index's model is the configured model folder, recorded by its path alone: a
-    meta.json written before 2026-12-07 (the path then absolute), which records no ``files``."""
+    """Whether an index's model is a model folder recorded by its path alone: a meta.json an
+    earlier version wrote (the path then absolute; a package is a module's name), with no
+    ``files``, which no config can match."""
     package = have.get("package")
-    return (bool(config.model_written) and "files" not in have and isinstance(package, str)
-            and (package == config.model_ref or os.path.isabs(package)
-                 and os.path.realpath(package) == os.path.realpath(config.model.package)))
+    return "files" not in have and isinstance(package, str) and (
+        os.path.isabs(package) or bool(config.model_written) and package == config.model_ref)
 
 
-# meta.json's text limits as the config names them (`[text] max_chars`, set as the message read, was
+# meta.json's values as the config names them (`[text] max_chars`, set as the message read, was
 # refused as an unknown field)
 CONFIG_KEYS = {"max_chars": "model.max_chars", "event_body_chars": "index.event_body_chars",
-               "source_chars": "index.source_chars"}
+               "source_chars": "index.source_chars", "quantized": "model.quantize",
+               "package": "model.package", "name": "model.name", "dim": "model.dim"}
 
 
 def _said(value: Any) -> Any:

@@ -399,14 +399,15 @@ def test_other_text_limits_are_refused_in_one_line_not_indexed_over(workspace, m
 
 
 def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
-    """It named the first group alone (BM25): a user who matched it met a second refusal."""
+    """It named the first group alone (BM25): a user who matched it met a second refusal. Each by
+    its config key (`quantized`, set as the message read, was refused as an unknown field)."""
     assert mem("index", "--no-progress")[0] == 0
     other = tmp_path / "other.toml"
     other.write_text("[model]\nquantize = false\nmax_chars = 100\n")
     code, _, err = mem("--config", str(other), "archive-search", "statement")
-    assert code == 2 and ("(model differs: index has {'quantized': True}, config wants {'quantized': "
-                          "False}; text limits differ: index has {'model.max_chars': 2000}, config wants "
-                          "{'model.max_chars': 100}): set the config to the index's") in err
+    assert code == 2 and ("(model differs: index has {'model.quantize': True}, config wants "
+                          "{'model.quantize': False}; text limits differ: index has {'model.max_chars': "
+                          "2000}, config wants {'model.max_chars': 100}): set the config to the index's") in err
 
 
 def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_them(workspace, mem,

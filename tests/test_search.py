@@ -1395,6 +1395,21 @@ def test_a_child_forked_after_its_parent_opened_the_index_is_refused_not_hung(ex
     assert not found["hung"] and found["said"][0] > 0 and found["said"][1] > 0 and found["said"][3] == 0
 
 
+@pytest.mark.slow  # a process loading the model (3 s)
+def test_record_in_a_forked_child_is_refused_before_it_writes_the_library(workspace):
+    """`record` in a child forked after its parent searched wrote the library, then met the fork's
+    refusal at its index step: the library written, the index owed. Refused before the write."""
+    host = FORKED.replace("memory.archive_search(\"Satake transform\").total", "memory.record('alpha').run")
+    Memory.open(workspace.root).index(progress=False)
+    before = workspace.library_path.read_bytes()
+    assert Memory.open(workspace.root).record("alpha", dry_run=True).admitted  # a2 would be admitted
+    done = subprocess.run([sys.executable, "-c", host, str(workspace.root), "after"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "MEM_NO_SERVER": "1"})
+    said = json.loads(done.stdout)["said"][0]
+    assert said == FORK_REFUSED + " (record alpha refused: nothing was admitted)", done.stderr[-2000:]
+    assert workspace.library_path.read_bytes() == before
+
+
 def test_a_forgotten_query_vector_is_embedded_anew(example, monkeypatch):
     """The bench times the default `--until` on the texts it has just timed uncut: their vectors
     came from the cache, and the cut search read 4.9 ms p50 against 7.8 ms uncut at 1,000 steps."""
