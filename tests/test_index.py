@@ -407,7 +407,8 @@ def test_a_mismatch_names_every_value_that_differs(workspace, mem, tmp_path):
     code, _, err = mem("--config", str(other), "archive-search", "statement")
     assert code == 2 and ("(model differs: index has {'model.quantize': True}, config wants "
                           "{'model.quantize': False}; text limits differ: index has {'model.max_chars': "
-                          "2000}, config wants {'model.max_chars': 100}): set the config to the index's") in err
+                          "2000}, config wants {'model.max_chars': 100}): set the config to the index's") \
+        in err
 
 
 def test_bm25_parameters_are_read_per_query_and_only_the_rank_bm25_engine_takes_them(workspace, mem,
