@@ -117,7 +117,7 @@ def _draw(evaluation: PagingEvaluation, write: Callable[[Any], None]) -> None:
     for name in names:
         left.plot(pages, evaluation.strategies[name].recall_by_page, marker="o", label=name)
     left.set(xlabel="pages read", ylabel="recall", title="Recall after each page", ylim=(0, 1.02),
-             xticks=pages)
+             xticks=pages[::-(-len(pages) // 20)])  # at most 20 labels (100 pages drew 100, overprinted)
     left.grid(alpha=0.3)
     left.legend()
     width = 0.8 / max(1, len(names))

@@ -726,6 +726,29 @@ def test_a_query_naming_its_step_never_finds_that_step(tmp_path):
     assert "alpha/a7" in ranked and "alpha/a6" not in ranked
 
 
+def test_max_pages_past_the_longest_list_a_search_gives_is_warned_of(tmp_path):
+    """`--max-pages 100` reported 100 pages of recall, every one past page 20 the same (a list is at
+    most search.pool hits long, 100), its loss against page 20 read as against page 100, unsaid."""
+    from conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "ws")
+    (tmp_path / "q.jsonl").write_text(json.dumps({"qid": "q", "query": "statement"}) + "\n")
+    (tmp_path / "r.qrels").write_text("q 0 alpha/a2 1\n")
+    (tmp_path / "c.toml").write_text("[search]\npool = 12\n")  # 3 pages of 5, the last of 2
+    assert mem(["--workspace", str(ws.root), "index"], out=io.StringIO(), err=io.StringIO()) == 0
+    said = {}
+    for pages in (3, 4):
+        err = io.StringIO()
+        assert mem(["--workspace", str(ws.root), "--config", str(tmp_path / "c.toml"), "eval", "paging",
+                    "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "r.qrels"),
+                    "--strategy", "bm25", "--max-pages", str(pages)], out=io.StringIO(), err=err) == 0
+        said[pages] = [line for line in err.getvalue().splitlines() if "--max-pages" in line]
+    assert said == {3: [], 4: [
+        "mem: warning: --max-pages 4 reads past the longest list a search gives (search.pool 12: 3 pages "
+        "of 5): the pages after it find nothing, as an agent's would; set search.pool (--config) to read "
+        "deeper"]}
+
+
 def test_a_step_the_index_does_not_hold_is_named_in_a_warning(tmp_path):
     """A misspelt ``step`` hides nothing but itself, so the step meant stays visible and the
     figures are in-sample: the evaluation names each step it did not find once (two queries name

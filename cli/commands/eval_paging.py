@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mem_retrieval.cli.commands.evaluate import QRELS_HELP, QUERIES_HELP
 from mem_retrieval.cli.outputs import integer, named
+from mem_retrieval.records.errors import plural
 from mem_retrieval.retrieval.strategies import STRATEGIES
 
 ORDER = 10
@@ -71,6 +72,11 @@ def run_paging(args, ctx) -> int:
     ctx.warn_if_unknown_settings(memory, [q.setting for q in chosen if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, chosen, args.qrels)
     ctx.warn_if_tuned_on(memory, [q.step for q in chosen if q.step])
+    pool, size = config.search.pool, config.search.page_size
+    if (args.max_pages - 1) * size >= pool:  # "loss against N" read as N pages of hits (20 were all)
+        ctx.note(f"mem: warning: --max-pages {args.max_pages} reads past the longest list a search gives "
+                 f"(search.pool {pool}: {plural(-(-pool // size), 'page')} of {size}): the pages after it "
+                 "find nothing, as an agent's would; set search.pool (--config) to read deeper")
     ranker = make_ranker(memory.retriever)
     evaluation = evaluate_paging(
         ranker, chosen, qrels, strategies=args.strategy or STRATEGIES, max_pages=args.max_pages,
