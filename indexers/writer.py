@@ -182,12 +182,23 @@ def _prunable(index: Index, table) -> timedelta:
     return index.keep
 
 
+# fragments a table may hold before a run compacts it: each run's commit adds one, and compacting
+# merges them all into one file, so at every run it rewrote the whole table, a copy that pruning keeps
+# for index.keep_versions_days (LanceDB's advice: optimize after about 20 modifications)
+COMPACT_AT = 16
+
+
 def _optimize(table, older: timedelta) -> None:
-    """``table.optimize``, deleting the versions older than ``older``. At 0 (`keep_versions_days
-    = 0`, a valid setting) lancedb warns that every version but the latest goes, on stderr across
-    the progress line: ``_prunable`` keeps the version readers use, so the warning says nothing."""
+    """Once the table holds more than ``COMPACT_AT`` fragments, ``table.optimize``: compact it, fold
+    new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB does
+    for any unindexed rows) and delete the versions older than ``older`` (lancedb prunes only so,
+    without pylance). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
+    version but the latest goes, on stderr across the progress line: ``_prunable`` keeps the
+    version readers use, so the warning says nothing."""
     import warnings
 
+    if table.stats()["fragment_stats"]["num_fragments"] <= COMPACT_AT:
+        return
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
         table.optimize(cleanup_older_than=older)

@@ -694,8 +694,11 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     """optimize prunes versions by age (a week, lancedb's default), so a week-old index lost the
     version meta.json pins to the reindex's first optimize: searches during it, and after a crash
     before its publish, failed as damaged. Here every old version is due (index.keep_versions_days
-    = 0) and the run stops before its publish: the pinned version still answers."""
+    = 0), every run optimizes (``COMPACT_AT`` 0) and the run stops before its publish: the pinned
+    version still answers."""
     from mem_retrieval.indexers import writer
+
+    monkeypatch.setattr(writer, "COMPACT_AT", 0)
 
     before = [h.id for h in memory.archive_search("statement", strategy="bm25").hits]
     (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0\n")
@@ -711,11 +714,14 @@ def test_a_reindex_never_prunes_the_version_readers_use_until_it_publishes(memor
     assert [h.id for h in after.hits] == before
 
 
-def test_keeping_no_old_versions_prints_no_warning_of_lancedbs(workspace):
+def test_keeping_no_old_versions_prints_no_warning_of_lancedbs(workspace, monkeypatch):
     """`keep_versions_days = 0` (valid) with more texts than `vector_batch`: lancedb's UserWarning
     ("optimize(cleanup_older_than=0) removes every version…") ran onto the progress line."""
     import warnings
 
+    from mem_retrieval.indexers import writer
+
+    monkeypatch.setattr(writer, "COMPACT_AT", 0)  # every run optimizes
     (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0\nvector_batch = 2\n")
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
@@ -1048,6 +1054,39 @@ def test_meta_lists_the_shapes_of_the_step_ids_and_an_index_brings_them_up_to_da
     workspace.add_step("beta", make_step("Y-2", statement="a lemma"))
     assert mem("index", "beta", "--no-progress")[0] == 0 and shapes() == ["a-9", "a9"]
     assert "'X-1': no step this search may return has this id" in mem("archive-search", "X-1")[2]
+
+
+def test_a_run_compacts_a_table_only_past_compact_at_fragments_and_answers_as_a_fresh_index(
+        workspace, monkeypatch, tmp_path):
+    """Each run compacted every table it changed: one file rewritten whole, a copy of the table
+    kept for `keep_versions_days` (320 runs of a few events each on the example: 437 MB, against
+    2 MB for a fresh index). A run's commit adds one fragment; past ``COMPACT_AT`` (here 2) the
+    run compacts them (LanceDB merges what it judges small). The answers are a fresh index's
+    throughout."""
+    import shutil
+
+    from mem_retrieval.indexers import writer
+
+    monkeypatch.setattr(writer, "COMPACT_AT", 2)
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    fragments = []
+    for n in range(4):
+        workspace.write_events("beta", workspace.events("beta") + [
+            {"time": f"2026-10-18T02:0{n}:00Z", "actor": "B1", "kind": "checkpoint", "ids": [],
+             "text": f"note {n} on zebras"}])
+        memory.index(progress=False)
+        memory.reopen()
+        events = memory.retriever.searcher.table("events")
+        fragments.append(events.stats()["fragment_stats"]["num_fragments"])
+        fresh = tmp_path / f"fresh{n}"
+        shutil.copytree(workspace.root, fresh, ignore=shutil.ignore_patterns(".mem"))
+        Memory.open(fresh).index(progress=False)
+        for query in ("note on zebras", "statement", "a2"):
+            assert memory.recall_search(query).as_dict() == Memory.open(fresh).recall_search(query).as_dict()
+            assert memory.archive_search(query).as_dict() == Memory.open(fresh).archive_search(query).as_dict()
+    assert fragments[0] == 2 and max(fragments) == 3  # one a run, and never past COMPACT_AT + 1
+    assert any(later < earlier for earlier, later in zip(fragments, fragments[1:]))  # compacted
 
 
 def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, monkeypatch):
