@@ -1082,9 +1082,10 @@ def test_a_run_compacts_a_table_only_past_compact_at_fragments_and_answers_as_a_
         fresh = tmp_path / f"fresh{n}"
         shutil.copytree(workspace.root, fresh, ignore=shutil.ignore_patterns(".mem"))
         Memory.open(fresh).index(progress=False)
+        other = Memory.open(fresh)
         for query in ("note on zebras", "statement", "a2"):
-            assert memory.recall_search(query).as_dict() == Memory.open(fresh).recall_search(query).as_dict()
-            assert memory.archive_search(query).as_dict() == Memory.open(fresh).archive_search(query).as_dict()
+            assert memory.recall_search(query).as_dict() == other.recall_search(query).as_dict()
+            assert memory.archive_search(query).as_dict() == other.archive_search(query).as_dict()
     assert fragments[0] == 2 and max(fragments) == 3  # one a run, and never past COMPACT_AT + 1
     assert any(later < earlier for earlier, later in zip(fragments, fragments[1:]))  # compacted
 
