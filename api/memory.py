@@ -154,22 +154,22 @@ class Memory:
             raise InputError.many([replace(first, message=f"{first.message} (record {run} refused: nothing "
                                            "was admitted; its index step may read this file)"),
                                    *err.problems[1:]]) from err
-        location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
-        if not dry_run:  # a process forked after its parent opened an index: before the write too
+        def before_write(check: Callable[[], None]) -> None:  # its index step's refusal, said first
             try:
-                refuse_after_fork()
+                check()
             except BadInput as err:
                 raise BadInput(f"{err} (record {run} refused: nothing was admitted)") from None
+
+        location = Location.of(self.workspace, self.config)  # a path LanceDB refuses: before the write
+        if not dry_run:  # a process forked after its parent opened an index
+            before_write(refuse_after_fork)
         if why := store.full_needed(location, self.config):  # and an index `mem index` would not extend
             raise store.IndexMismatch(f"{why} (record {run} refused: nothing was admitted)",
                                       location.meta_name)
-        if self.config.index.engine == "ray":  # an engine not installed: before the write too
+        if self.config.index.engine == "ray":  # an engine not installed
             from mem_retrieval.indexers.distributed import require_ray
 
-            try:
-                require_ray()
-            except BadInput as err:
-                raise BadInput(f"{err} (record {run} refused: nothing was admitted)") from None
+            before_write(require_ray)
         if dry_run:  # the plan, where the run itself would write it
             return plan
         done = admit(self.workspace, plan)
