@@ -182,22 +182,28 @@ def _prunable(index: Index, table) -> timedelta:
     return index.keep
 
 
-# fragments a table may hold before a run compacts it: each run's commit adds one, and compacting
-# merges them all into one file, so at every run it rewrote the whole table, a copy that pruning keeps
-# for index.keep_versions_days (LanceDB's advice: optimize after about 20 modifications)
+# When a run optimizes a table (LanceDB's advice: after about 20 modifications). Compacting merges
+# its fragments into one file, so at every run it rewrote the whole table, a copy pruning keeps for
+# index.keep_versions_days: now past COMPACT_AT fragments (a commit adding rows adds one), and at
+# least once every PRUNE_EVERY versions (edits and deletions add none: their versions, and each run's
+# full-text index, were never pruned). A run makes two versions or more (its commit, the index).
 COMPACT_AT = 16
+PRUNE_EVERY = 48
 
 
-def _optimize(table, older: timedelta) -> None:
-    """Once the table holds more than ``COMPACT_AT`` fragments, ``table.optimize``: compact it, fold
-    new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB does
-    for any unindexed rows) and delete the versions older than ``older`` (lancedb prunes only so,
-    without pylance). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
+def _optimize(table, older: timedelta, pinned: int | None) -> None:
+    """Once the table holds more than ``COMPACT_AT`` fragments, or this run's versions pass a multiple
+    of ``PRUNE_EVERY`` (those after ``pinned``, meta.json's when the run began, to the full-text
+    index's, made after this: one more), ``table.optimize``: compact it,
+    fold new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB
+    does for any unindexed rows) and delete the versions older than ``older`` (lancedb prunes only
+    so, without pylance). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
     version but the latest goes, on stderr across the progress line: ``_prunable`` keeps the
     version readers use, so the warning says nothing."""
     import warnings
 
-    if table.stats()["fragment_stats"]["num_fragments"] <= COMPACT_AT:
+    if (table.stats()["fragment_stats"]["num_fragments"] <= COMPACT_AT
+            and (pinned is None or (table.version + 1) // PRUNE_EVERY == pinned // PRUNE_EVERY)):
         return
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
@@ -228,7 +234,7 @@ def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     if not fresh and "tokens_idx" in names:
         if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
             return table
-        table = retrying(index, table, lambda t: _optimize(t, _prunable(index, t)))
+        table = retrying(index, table, lambda t: _optimize(t, _prunable(index, t), index.pinned.get(t.name)))
         return retrying(index, table, full_text)
 
     def build(t) -> None:

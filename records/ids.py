@@ -203,7 +203,7 @@ class NearestIds:
     def _by_name(self, bare: bool) -> tuple[dict[str, list[str]], list[str]]:
         if bare not in self._names:
             by_name: dict[str, list[str]] = {}
-            for gid in self._known:
+            for gid in sorted(self._known):  # ids of one name in order, not as the index's rows lie
                 by_name.setdefault(plain(split_gid(gid)[1] if bare else gid).casefold(), []).append(gid)
             self._names[bare] = (by_name, sorted(by_name))
         return self._names[bare]

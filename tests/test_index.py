@@ -1090,6 +1090,31 @@ def test_a_run_compacts_a_table_only_past_compact_at_fragments_and_answers_as_a_
     assert any(later < earlier for earlier, later in zip(fragments, fragments[1:]))  # compacted
 
 
+def test_a_table_only_edited_is_still_optimized_once_every_prune_every_versions(workspace, monkeypatch):
+    """Edits and deletions add no fragment, so a table only they changed never passed COMPACT_AT:
+    never optimized, its old versions (and each run's full-text index) were never pruned, whatever
+    `keep_versions_days` said (60 runs: 124 versions kept). A run whose versions pass a multiple of
+    PRUNE_EVERY (here 4: a run makes two, its commit and its full-text index) optimizes it."""
+    import lancedb.table
+
+    from mem_retrieval.indexers import writer
+
+    monkeypatch.setattr(writer, "COMPACT_AT", 1000)
+    monkeypatch.setattr(writer, "PRUNE_EVERY", 4)
+    optimized, real = [], lancedb.table.LanceTable.optimize
+    monkeypatch.setattr(lancedb.table.LanceTable, "optimize",
+                        lambda self, **kw: optimized.append((self.name, self.version)) or real(self, **kw))
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    for n in range(6):
+        workspace.edit_step("alpha", "a2", statement=f"statement of a2, edit {n}")
+        memory.index(progress=False)
+    # each run: its commit (the version optimize sees), then its full-text index (one more); a run
+    # optimizes when one of them is a multiple of 4: about every second run (optimize adds versions)
+    steps = [version for name, version in optimized if name == "steps"]
+    assert len(steps) >= 3 and all(version % 4 == 0 or (version + 1) % 4 == 0 for version in steps)
+
+
 def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, monkeypatch):
     """``index.keep_versions_days`` reaches the pruning of a real index run (each run writes about a
     copy of each table it changes, kept that long), and the age it asks optimize to prune at is
