@@ -655,6 +655,7 @@ def test_workers_without_the_ray_engine_are_refused_not_ignored(workspace, mem):
     assert not (workspace.root / ".mem" / "meta.json").exists()  # refused before any work
 
 
+@pytest.mark.slow  # the torch backend: torch and sentence-transformers imported (5 s)
 def test_embedding_in_length_order_returns_each_vector_in_place():
     """Texts go to the model longest first in small batches; the caller still gets row i for text
     i, equal to that text embedded alone (the oracle), and progress counts every text and char."""
@@ -1056,6 +1057,7 @@ def test_meta_lists_the_shapes_of_the_step_ids_and_an_index_brings_them_up_to_da
     assert "'X-1': no step this search may return has this id" in mem("archive-search", "X-1")[2]
 
 
+@pytest.mark.slow  # five indexes built, four of them fresh copies (2 s)
 def test_a_run_compacts_a_table_only_past_compact_at_fragments_and_answers_as_a_fresh_index(
         workspace, monkeypatch, tmp_path):
     """Each run compacted every table it changed: one file rewritten whole, a copy of the table

@@ -51,6 +51,7 @@ def export(example):
     return str(folder)
 
 
+@pytest.mark.slow  # torch and sentence-transformers imported, the texts embedded both ways (7 s)
 def test_onnx_fp32_vectors_equal_torch_to_1e4_cosine(example, export):
     corpus = texts()
     package = example.config.model.package
