@@ -191,20 +191,23 @@ COMPACT_AT = 16
 PRUNE_EVERY = 48
 
 
-def _optimize(table, older: timedelta, pinned: int | None) -> None:
+def _optimize(table, index: Index) -> None:
     """Once the table holds more than ``COMPACT_AT`` fragments, or this run's versions pass a multiple
-    of ``PRUNE_EVERY`` (those after ``pinned``, meta.json's when the run began, to the full-text
+    of ``PRUNE_EVERY`` (those after the one meta.json pinned when the run began, to the full-text
     index's, made after this: one more), ``table.optimize``: compact it,
     fold new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB
-    does for any unindexed rows) and delete the versions older than ``older`` (lancedb prunes only
-    so, without pylance). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
+    does for any unindexed rows) and delete the versions older than ``_prunable`` says (lancedb
+    prunes only so, without pylance; its list of versions is read then alone: a store's is a read
+    of each). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
     version but the latest goes, on stderr across the progress line: ``_prunable`` keeps the
     version readers use, so the warning says nothing."""
     import warnings
 
+    pinned = index.pinned.get(table.name)
     if (table.stats()["fragment_stats"]["num_fragments"] <= COMPACT_AT
             and (pinned is None or (table.version + 1) // PRUNE_EVERY == pinned // PRUNE_EVERY)):
         return
+    older = _prunable(index, table)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
         table.optimize(cleanup_older_than=older)
@@ -234,7 +237,7 @@ def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
     if not fresh and "tokens_idx" in names:
         if not rewritten and table.index_stats("tokens_idx").num_unindexed_rows == 0:
             return table
-        table = retrying(index, table, lambda t: _optimize(t, _prunable(index, t), index.pinned.get(t.name)))
+        table = retrying(index, table, lambda t: _optimize(t, index))
         return retrying(index, table, full_text)
 
     def build(t) -> None:

@@ -1106,6 +1106,9 @@ def test_a_table_only_edited_is_still_optimized_once_every_prune_every_versions(
     optimized, real = [], lancedb.table.LanceTable.optimize
     monkeypatch.setattr(lancedb.table.LanceTable, "optimize",
                         lambda self, **kw: optimized.append((self.name, self.version)) or real(self, **kw))
+    ages, prunable = [], writer._prunable  # versions listed only for an optimize (a store: a read each)
+    monkeypatch.setattr(writer, "_prunable",
+                        lambda index, table: ages.append(table.name) or prunable(index, table))
     memory = Memory.open(workspace.root)
     memory.index(progress=False)
     for n in range(6):
@@ -1115,6 +1118,7 @@ def test_a_table_only_edited_is_still_optimized_once_every_prune_every_versions(
     # optimizes when one of them is a multiple of 4: about every second run (optimize adds versions)
     steps = [version for name, version in optimized if name == "steps"]
     assert len(steps) >= 3 and all(version % 4 == 0 or (version + 1) % 4 == 0 for version in steps)
+    assert ages == [name for name, _ in optimized]
 
 
 def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, monkeypatch):
@@ -1131,6 +1135,7 @@ def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, mon
     real = writer._prunable
     monkeypatch.setattr(writer, "_prunable",
                         lambda index, table: asked.append(index.keep) or real(index, table))
+    monkeypatch.setattr(writer, "COMPACT_AT", 0)  # every run optimizes, and so prunes
     (workspace.root / "solve" / "mem.toml").write_text("[index]\nkeep_versions_days = 0.5\n")
     memory = Memory.open(workspace.root)
     memory.index(progress=False)
