@@ -916,6 +916,7 @@ def test_a_stop_between_the_commands_own_handlers_is_one_line_too(workspace, mon
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+@pytest.mark.slow  # a process, killed in native code (3 s)
 def test_a_command_stuck_in_native_code_still_ends_on_sigterm():
     """The handler raising `Terminated` runs only when the main thread runs Python: a search
     blocked for good in LanceDB's Rust code (under `ulimit -v`) ignored every SIGTERM, where the

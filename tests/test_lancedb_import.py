@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 REST = "lance_namespace_urllib3_client"
 
 
@@ -39,6 +41,7 @@ def test_a_text_search_never_runs_the_rest_client(example):
     assert out == "[]"
 
 
+@pytest.mark.slow  # two fresh interpreters importing the REST client whole (3 s)
 def test_the_deferred_package_answers_as_a_plain_import():
     deferred = _names("from mem_retrieval.indexers.lancedb_import import import_lancedb\n"
                       "import_lancedb()")
@@ -47,6 +50,7 @@ def test_the_deferred_package_answers_as_a_plain_import():
     assert deferred["client"] == "ApiClient" and len(deferred["api"]) >= 5
 
 
+@pytest.mark.slow  # a fresh interpreter (1.4 s)
 def test_an_already_imported_client_is_left_as_it_is():
     out = _python(f"import {REST} as before\n"
                   "from mem_retrieval.indexers.lancedb_import import import_lancedb\n"

@@ -821,6 +821,7 @@ def test_a_client_that_dies_during_a_call_leaves_no_traceback(served):
         assert server.proc.wait(60) == 0 and server.proc.stderr.read() == b""
 
 
+@pytest.mark.slow  # a real server process and a model load (3 s)
 def test_a_call_running_when_the_client_closes_standard_input_is_answered_with_its_result(workspace):
     """A client piping its requests in, then closing standard input: the SDK's session answered the
     call still running `-32000 Connection closed`, not with its result. The end of input now waits

@@ -427,6 +427,7 @@ def test_the_ray_actors_get_both_int8_files_and_the_probe(export):
     assert set(pack_model(ModelSpec("m", str(export)))["export"]) == {FP32, "tokenizer.json", MANIFEST}
 
 
+@pytest.mark.slow  # sessions loaded and stopped (2 s)
 def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fails(onnx_export):
     """Ctrl-C (a SIGINT while the caller waits for the workers) or a worker's error stops every
     worker after the text it is on, and the error reaches the caller: the workers ran on through
@@ -465,6 +466,7 @@ def test_embedding_stops_after_the_current_texts_when_interrupted_or_a_worker_fa
     assert len(done) == stopped < len(corpus) // 2  # no worker embeds on after the call returned
 
 
+@pytest.mark.slow  # a quantization run (2 s)
 def test_quantizing_keeps_a_host_threads_log_and_drops_only_the_quantizers_advice(export, tmp_path):
     """The quantizer logs advice on the root logger; to hide it the export set the root's level to
     ERROR meanwhile, so a host thread's warnings in those seconds were lost. Only its own records

@@ -875,6 +875,7 @@ def _insert_all(root: str, worker: int, barrier, results) -> None:
         results.put(repr(error))
 
 
+@pytest.mark.slow  # eight processes (2 s)
 def test_eight_processes_insert_exactly_the_distinct_steps(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     for worker in range(WORKERS):
