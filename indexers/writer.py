@@ -77,6 +77,8 @@ class Index:
     lineage: dict[str, str | None] = field(default_factory=dict)  # each table's creation this run
                                 # writes on (store.lineage_of): another one there means an overwrite
     keep: timedelta = timedelta(days=7)  # index.keep_versions_days: older versions are pruned
+    checked: dict[str, int] = field(default_factory=dict)  # each table's version up to which this
+                                # run weighed its versions for an optimize (``_optimize``)
 
     def engine_report(self) -> dict[str, Any]:
         if self.engine is None:
@@ -192,9 +194,11 @@ PRUNE_EVERY = 48
 
 
 def _optimize(table, index: Index) -> None:
-    """Once the table holds more than ``COMPACT_AT`` fragments, or this run's versions pass a multiple
-    of ``PRUNE_EVERY`` (those after the one meta.json pinned when the run began, to the full-text
-    index's, made after this: one more), ``table.optimize``: compact it,
+    """Once the table holds more than ``COMPACT_AT`` fragments, or its versions since it was last
+    weighed pass a multiple of ``PRUNE_EVERY`` (first, those after the one meta.json pinned when the
+    run began; up to the full-text index's, made after this: one more; a run's backfill batches
+    each weigh their own, or every batch after the first crossing optimized again), ``table.optimize``:
+    compact it,
     fold new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB
     does for any unindexed rows) and delete the versions older than ``_prunable`` says (lancedb
     prunes only so, without pylance; its list of versions is read then alone: a store's is a read
@@ -203,14 +207,15 @@ def _optimize(table, index: Index) -> None:
     version readers use, so the warning says nothing."""
     import warnings
 
-    pinned = index.pinned.get(table.name)
-    if (table.stats()["fragment_stats"]["num_fragments"] <= COMPACT_AT
-            and (pinned is None or (table.version + 1) // PRUNE_EVERY == pinned // PRUNE_EVERY)):
-        return
-    older = _prunable(index, table)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)", category=UserWarning)
-        table.optimize(cleanup_older_than=older)
+    since = index.checked.get(table.name, index.pinned.get(table.name))
+    if (table.stats()["fragment_stats"]["num_fragments"] > COMPACT_AT
+            or since is not None and (table.version + 1) // PRUNE_EVERY != since // PRUNE_EVERY):
+        older = _prunable(index, table)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)",
+                                    category=UserWarning)
+            table.optimize(cleanup_older_than=older)
+    index.checked[table.name] = table.version + 1
 
 
 def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
@@ -245,7 +250,10 @@ def refresh_indexes(index: Index, table, fresh: bool, rewritten: bool = False):
         for column in KEY_COLUMNS.get(t.name, ()):
             t.create_index(column, config=BTree(), replace=True)  # id lookups without a scan
 
-    return retrying(index, table, build)
+    table = retrying(index, table, build)
+    if fresh and table.name in index.pinned:  # a rebuild over the table (`--full`): its versions
+        table = retrying(index, table, lambda t: _optimize(t, index))  # run on, each a copy: pruned
+    return table
 
 
 def publish(index: Index, config: Config) -> dict[str, int]:

@@ -1121,6 +1121,36 @@ def test_a_table_only_edited_is_still_optimized_once_every_prune_every_versions(
     assert ages == [name for name, _ in optimized]
 
 
+@pytest.mark.slow  # 16 batches, then six full builds (5 s)
+def test_a_run_of_many_batches_optimizes_once_a_crossing_not_at_every_batch_after_it(workspace,
+                                                                                     monkeypatch):
+    """Each backfill batch (more texts than `vector_batch`) weighed its table against the version
+    meta.json pinned when the run began: once past a multiple of PRUNE_EVERY, every later batch
+    optimized again, a copy of the table each (71 optimizes of one run, 4x the disk). A `--full`,
+    which overwrites every table, never optimized: its copies were never pruned."""
+    import lancedb.table
+
+    from mem_retrieval.indexers import writer
+
+    monkeypatch.setattr(writer, "PRUNE_EVERY", 12)
+    optimized, real = [], lancedb.table.LanceTable.optimize
+    monkeypatch.setattr(lancedb.table.LanceTable, "optimize",
+                        lambda self, **kw: optimized.append((self.name, self.version)) or real(self, **kw))
+    Memory.open(workspace.root).index(progress=False)
+    workspace.write_events("beta", workspace.events("beta") + [
+        {"time": f"2026-10-18T02:{n:02d}:00Z", "actor": "B1", "kind": "checkpoint", "ids": [],
+         "text": f"note {n} on zebras"} for n in range(16)])
+    (workspace.root / "solve" / "mem.toml").write_text("[index]\nvector_batch = 1\n")
+    Memory.open(workspace.root).index(progress=False)  # 16 batches, each a commit and an index
+    events = [version for name, version in optimized if name == "events"]
+    assert 1 <= len(events) <= 4, events  # ~3 versions a batch: a crossing of 12 every 4 batches
+    assert all(later - earlier >= 8 for earlier, later in zip(events, events[1:]))
+    optimized.clear()
+    for _ in range(6):  # each --full overwrites every table (3 versions or more a table)
+        Memory.open(workspace.root).index(full=True, progress=False)
+    assert {name for name, _ in optimized} == {"steps", "events", "sources"}
+
+
 def test_older_versions_are_pruned_once_as_old_as_the_config_says(workspace, monkeypatch):
     """``index.keep_versions_days`` reaches the pruning of a real index run (each run writes about a
     copy of each table it changes, kept that long), and the age it asks optimize to prune at is
