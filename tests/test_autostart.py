@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,8 @@ def test_the_first_read_starts_one_server_the_next_uses_it_and_it_stops_when_idl
     assert ping(ws.root)["requests"] >= 1 and ping(ws.root)["pid"] == pid
     status = mem(ws.root, "serve", "--status")
     assert status.returncode == 0 and f"pid {pid}" in status.stdout
+    said = re.search(r"; ([0-9,]+) (requests?) answered, at most", status.stdout)  # "1 requests"
+    assert said and (said[2] == "request") == (said[1] == "1"), status.stdout
     assert wait_for(lambda: ping(ws.root) is None, 30), (ws.root / ".mem" / "serve.log").read_text()
     assert not (ws.root / ".mem" / "serve.sock").exists()
 

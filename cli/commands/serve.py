@@ -85,7 +85,7 @@ def _control(ctx, path, stop: bool) -> int:
     import time
 
     from mem_retrieval.cli.forward import ask
-    from mem_retrieval.records.errors import Refused
+    from mem_retrieval.records.errors import Refused, plural
 
     answer, silent = ask(str(path), {"ping": True}, timeout=5.0) if path.exists() else (None, None)
     if silent is not None:
@@ -104,9 +104,10 @@ def _control(ctx, path, stop: bool) -> int:
 
         other = answer.get("build") != code_version()  # left by an upgrade: never forwarded to
         ctx.emit(answer | {"other_code": other},
-                 f"mem serve: pid {answer['pid']} on {path}; {answer['requests']} requests answered, at "
-                 f"most {answer.get('peak', 0)} at once" + ("; it runs other code than this mem (left by "
-                 "an upgrade?): the next read command stops it, `mem serve --stop` now" if other else ""))
+                 f"mem serve: pid {answer['pid']} on {path}; {plural(answer['requests'], 'request')} "
+                 f"answered, at most {answer.get('peak', 0)} at once" + (
+                     "; it runs other code than this mem (left by an upgrade?): the next read command "
+                     "stops it, `mem serve --stop` now" if other else ""))
         return 0
     os.kill(answer["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 15
