@@ -190,7 +190,7 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
-    stopper = _stop_on_interrupt(tools)
+    stopper = StopOnSignal(tools)
     warming = threading.Thread(target=tools.warm, name="mem-mcp-warm", daemon=True)
     if not lazy:
         warming.start()
@@ -390,29 +390,59 @@ class _Answering:
         await self._write.aclose()
 
 
-def _stop_on_interrupt(tools: Tools) -> threading.Thread:
+class StopOnSignal:
     """SIGINT (Ctrl-C) or SIGTERM stops the server once the calls running have ended and their
     answers are written (exit status 130 or 143); a call arriving meanwhile is refused, and a
-    second signal exits at once. The event loop's own handler only cancelled its task, which then
-    waited for a read of standard input that no cancel ends: the server ran on until the client
-    closed it. The wait runs on a thread of its own: waiting in the handler held the event loop, so
-    the answers it was waiting for were never written. That thread is started here, not by the
-    handler: a handler runs between two steps of whatever the main thread was doing, and one that
-    came while the main thread was starting a thread (the event loop starts a worker to write each
-    answer) waited for the lock the main thread held, for ever. The handler only writes the signal's
-    number to a pipe the thread reads. The exit skips interpreter finalization, so no thread still
-    loading the model can abort it. Returns that thread: once a signal came, the caller joins it
-    rather than end otherwise (a client closing standard input right after the signal made the exit
-    status 0; a signal during the HTTP server's warm-up still printed it ready)."""
-    import os
-    import signal
-    import time
+    second signal exits at once.
 
-    signalled, woken = os.pipe()
+    The signal is read by a thread of its own, from the pipe the interpreter writes each signal's
+    number to (``signal.set_wakeup_fd``), not by the Python handler: that handler runs only when
+    the main thread runs Python, and a signal the kernel gave another thread (a thread starting, or
+    the model's load, may take it: a CI run saw it) never woke the event loop, asleep until the
+    client's next line: the server ran on for ever. The handler only marks the calls refused (what
+    a line read after the signal meets). The event loop's own handler only cancelled its task, which
+    then waited for a read of standard input that no cancel ends. Waiting in a handler held the
+    event loop, so the answers it was waiting for were never written; and a handler that started a
+    thread, come while the main thread was starting one (the event loop starts a worker to write
+    each answer), waited for the lock the main thread held, for ever: so both threads start here.
+    The exit skips interpreter finalization, so no thread still loading the model can abort it.
+    Once a signal came, the caller joins the stopping thread rather than end otherwise (a client
+    closing standard input right after the signal made the exit status 0; a signal during the HTTP
+    server's warm-up still printed it ready)."""
 
-    def finish() -> None:
-        signum = os.read(signalled, 1)[0]
-        tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+    def __init__(self, tools: Tools):
+        import queue
+        import signal
+
+        self.tools = tools
+        self._signalled, woken = os.pipe()
+        os.set_blocking(woken, False)
+        self._previous = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+        self._first: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._stopping = threading.Thread(target=self._finish, name="mem-mcp-stop", daemon=True)
+        self._stopping.start()
+        threading.Thread(target=self._read, name="mem-mcp-signals", daemon=True).start()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, lambda signum, frame: tools.begin_stop())
+
+    def _read(self) -> None:
+        import signal
+
+        first = None
+        while number := os.read(self._signalled, 1):
+            if number[0] not in (signal.SIGINT, signal.SIGTERM):
+                continue  # another signal with a Python handler (none of mem's)
+            if first is not None:
+                os._exit(128 + number[0])
+            first = number[0]
+            self.tools.begin_stop()
+            self._first.put(first)
+
+    def _finish(self) -> None:
+        import time
+
+        signum = self._first.get()
+        self.tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
         time.sleep(ANSWER_GRACE_S)
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -421,16 +451,19 @@ def _stop_on_interrupt(tools: Tools) -> threading.Thread:
                 pass
         os._exit(128 + signum)
 
-    def interrupted(signum, frame) -> None:
-        if tools.begin_stop():
-            os._exit(128 + signum)
-        os.write(woken, bytes([signum]))
+    def join(self) -> None:
+        """Wait for the exit a signal began (the process ends in it)."""
+        self._stopping.join()
 
-    stopper = threading.Thread(target=finish, name="mem-mcp-stop", daemon=True)
-    stopper.start()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, interrupted)
-    return stopper
+    def release(self) -> None:
+        """Give the signals back before another server takes them over (uvicorn, which sets its own
+        handlers and, once it has stopped, raises the signal again): the interpreter's pipe is the
+        one before, and a signal exits at once (no call is running outside that server)."""
+        import signal
+
+        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, lambda signum, frame: os._exit(128 + signum))
 
 
 TOKEN_ENV = "MEM_MCP_TOKEN"  # the bearer token `mem mcp --http` asks of clients (default: a new one)
@@ -504,7 +537,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     # still running too, whose answer was then lost; ``shutdown`` below ends them once it is written
     AppStatus.disable_automatic_graceful_drain()
     server = build_server(tools)
-    stopper = _stop_on_interrupt(tools)  # until uvicorn, serving, takes them over
+    stopper = StopOnSignal(tools)  # until uvicorn, serving, takes them over
     _more_open_files()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -513,6 +546,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         listener.listen(128)  # the second to listen lost, with a traceback, after its warm-up
     except OSError as error:
         listener.close()
+        stopper.release()
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     if not lazy:
         tools.warm()
@@ -551,6 +585,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
             AppStatus.should_exit = True  # now the event streams still open end (a client's GET)
             await super().shutdown(sockets)
 
+    stopper.release()
     Server(config).run(sockets=[listener])
     return 128 + signals[0] if signals else 0
 

@@ -862,13 +862,55 @@ def test_a_signal_that_comes_while_a_thread_is_starting_still_stops_the_server(t
     stopping thread itself, wait for that lock for ever: the server never exited (a CI run saw it
     once). Here the main thread holds that lock when the signal comes."""
     script = ("import signal, sys, threading, time\n"
-              "from mem_retrieval.cli.mcp import Tools, _stop_on_interrupt\n"
-              "_stop_on_interrupt(Tools(sys.argv[1]))\n"
+              "from mem_retrieval.cli.mcp import Tools, StopOnSignal\n"
+              "StopOnSignal(Tools(sys.argv[1]))\n"
               "with threading._active_limbo_lock:\n"
               "    signal.raise_signal(signal.SIGINT)\n"
               "    time.sleep(60)\n")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60)
     assert done.returncode == 130 and done.stderr == b""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_another_thread_takes_still_stops_the_server(tmp_path, signame):
+    """A signal sent to the process is taken by one of its threads, the main one mostly, not
+    always; the handler then waited for the main thread to run Python, and the event loop, asleep
+    until the client's next line, never did: the server ran on for ever. Here the signal goes to
+    another thread while the main thread sleeps in a system call nothing else ends."""
+    import signal
+
+    script = ("import os, select, signal, sys, threading, time\n"
+              "from mem_retrieval.cli.mcp import Tools, StopOnSignal\n"
+              "StopOnSignal(Tools(sys.argv[1]))\n"
+              "def later():\n"
+              "    time.sleep(0.5)  # the main thread asleep by then\n"
+              f"    signal.pthread_kill(threading.get_ident(), signal.{signame})\n"
+              "threading.Thread(target=later, daemon=True).start()\n"
+              "select.select([os.pipe()[0]], [], [])\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60)
+    assert (done.returncode, done.stderr) == (128 + getattr(signal, signame), b"")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads listed in /proc (Linux)")
+@pytest.mark.parametrize("lazy, signame", [([], "SIGTERM"), (["--lazy"], "SIGINT")], ids=["warming", "lazy"])
+def test_a_signal_sent_to_a_thread_of_mem_mcp_other_than_the_main_one_stops_it(served, lazy, signame):
+    """``mem mcp`` itself, its client keeping standard input open, and the signal delivered to
+    whichever of its other threads does not block it (``tgkill``)."""
+    import ctypes
+    import signal
+
+    number = getattr(signal, signame)
+    with RawStdio(served, *lazy) as server:
+        time.sleep(1)  # the main thread asleep in the event loop by then
+        pid = server.proc.pid
+        tasks = Path(f"/proc/{pid}/task")
+        blocked = {int(t.name): int(next(line.split()[1] for line in (t / "status").read_text().splitlines()
+                                         if line.startswith("SigBlk:")), 16) for t in tasks.iterdir()}
+        thread = min(t for t, mask in blocked.items() if t != pid and not mask & 1 << (number - 1))
+        assert ctypes.CDLL(None, use_errno=True).tgkill(pid, thread, number) == 0
+        assert server.proc.wait(30) == 128 + number
+        assert b"Traceback" not in server.proc.stderr.read()
 
 
 @pytest.mark.slow
