@@ -546,12 +546,10 @@ class OnnxEmbedder:
             for args in zip(self.sessions, self.tokenizers, finished):  # may say a thread ended early
                 threading.Thread(target=work, args=args, daemon=True).start()
             try:
-                for done in finished:
-                    done.wait()
+                _wait_for(finished)
             except BaseException:  # Ctrl-C in this thread: the workers end their current text
                 stop.set()
-                for done in finished:
-                    done.wait()
+                _wait_for(finished)
                 raise
         if failed:
             raise failed[0]
@@ -559,3 +557,15 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> "np.ndarray":
         return self._run(text, self.sessions[0], self.tokenizers[0])
+
+
+WAIT_SLICE_S = 0.1  # how long the main thread waits for the workers between two looks at its signals
+
+
+def _wait_for(events) -> None:
+    """Wait until every event is set, in slices: a signal the kernel gave another thread (a worker,
+    LanceDB's) runs its handler only when the main thread runs Python, and a wait with no timeout
+    held a Ctrl-C until every text of the batch was embedded (30 s), a SIGTERM until its grace."""
+    for event in events:
+        while not event.wait(WAIT_SLICE_S):
+            pass
