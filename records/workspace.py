@@ -338,24 +338,29 @@ class Workspace:
 def first_written(events: Iterable[Event], run: str,
                   library: Iterable[LibraryEntry]) -> dict[str, tuple[int, datetime]]:
     """When each step of ``run`` counts as written, as (log position, time): at the first event
-    naming it; a step no event names but ``library`` holds with an insertion time, at that time,
-    and in the log at the first event whose instant reaches it (``event_last``: an event written
-    to the second covers that second, in which `mem` may have inserted the entry to the
-    millisecond; inserted after the last: past the log's end, where no sequence-number cut
-    reaches). What "written by then" means everywhere: the index's as-of cut (``named_seq``,
-    ``named_ts``) and the reuse test's ``--until``. A step neither names nor dates is in memory as
-    of no cut."""
+    naming it, or at its library copy's insertion time in ``library`` if that is earlier (the
+    entry and its step are one record: an event naming the step only later hid an entry from the
+    times it was in the library, and so changed past answers), in the log at the first event whose
+    instant reaches it (``event_last``: an event written to the second covers that second, in which
+    `mem` may have inserted the entry to the millisecond; inserted after the last: past the log's
+    end, where no sequence-number cut reaches). What "written by then" means everywhere: the
+    index's as-of cut (``named_seq``, ``named_ts``) and the reuse test's ``--until``. A step
+    neither names nor dates is in memory as of no cut."""
     events = list(events)
     written = {step: (event.seq, event.timestamp) for step, event in first_naming(events, run).items()}
     reached = None  # the latest instant the log reaches by each event: never decreasing
     end = events[-1].seq + 1 if events else 1
     for entry in library:
-        if entry.run == run and entry.inserted and entry.id not in written:
+        if entry.run != run or not entry.inserted:
+            continue
+        inserted = iso_time(entry.inserted)
+        named = written.get(entry.id)
+        if named is None or inserted < named[1]:
             if reached is None:
                 reached = list(accumulate(map(event_last, events), max))
-            inserted = iso_time(entry.inserted)
             at = bisect.bisect_left(reached, inserted)  # the first event whose instant reaches it
-            written[entry.id] = (events[at].seq if at < len(events) else end, inserted)
+            seq = events[at].seq if at < len(events) else end
+            written[entry.id] = (seq if named is None else min(seq, named[0]), inserted)
     return written
 
 

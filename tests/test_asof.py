@@ -370,6 +370,37 @@ def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertio
     assert {h.id for h in later} == {"alpha/a8"}
 
 
+def test_a_step_its_log_names_after_its_library_copys_insertion_is_in_memory_from_the_insertion(workspace):
+    """The entry and its step are one record: in memory from the earlier of its first naming and
+    its insertion. An event naming it later hid it from the times it was in the library, so
+    appending to the log changed what a past cut answered. alpha's log: #1 at 02:05, #2 at 03:42;
+    a8 inserted at 03:00, a9 at 05:00; then #3 at 04:00 names both, and only a9 moves earlier."""
+    ws = workspace
+    steps = {name: make_step(name) for name in ("a8", "a9")}
+    for step in steps.values():
+        ws.add_step("alpha", step)
+    ws.write_library(ws.library() + [library_line("alpha", steps["a8"], inserted="2026-10-17T03:00:00Z"),
+                                     library_line("alpha", steps["a9"], inserted="2026-10-17T05:00:00Z")])
+    memory = Memory.open(ws.root)
+    memory.index(progress=False)
+
+    def seen(**cut) -> tuple[set[str], set[str]]:
+        return ({h.id for h in memory.archive_hits("alpha/a8 alpha/a9", **cut)},
+                {h.id for h in memory.archive_hits("a8 a9", library=True, **cut)})
+
+    cuts = [{"until": "2026-10-17T02:59:59Z"}, {"until": "2026-10-17T03:00:00Z"},
+            {"until": "2026-10-17T04:00:00Z"}, {"until": "2026-10-17T05:00:00Z"},
+            {"run": "alpha", "until": "1"}, {"run": "alpha", "until": "2"}, {"run": "alpha", "until": "3"}]
+    before = [seen(**cut) for cut in cuts]
+    a8, both = {"alpha/a8"}, {"alpha/a8", "alpha/a9"}
+    assert before == [(set(), set()), (a8, a8), (a8, a8), (both, both), (set(), set()), (a8, a8), (a8, a8)]
+    ws.write_events("alpha", ws.events("alpha") + [{"time": "2026-10-17T04:00:00Z", "actor": "A7",
+                                                    "kind": "audit", "ids": ["a8", "a9"], "text": "re-read"}])
+    memory.index(progress=False)
+    after = [seen(**cut) for cut in cuts]
+    assert after == [(set(), set()), (a8, a8), (both, a8), (both, both), (set(), set()), (a8, a8), (both, a8)]
+
+
 def test_an_entry_inserted_within_the_second_of_an_event_is_memory_as_of_that_event(workspace):
     """`mem` stamps `inserted` to the millisecond and an event to the second: an archive-insert at
     06:58:56.050 then a core-set (its event written 06:58:56) left the step out of memory as of that
