@@ -68,7 +68,7 @@ def start_if_wanted(argv: list[str]) -> int | None:
                     [sys.executable, "-P", "-m", "mem_retrieval.cli", "--workspace", str(root), "serve",
                      "--idle-timeout", f"{config.serve.idle_timeout:g}", "--started"],
                     cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                    env={k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}, close_fds=True)
+                    env=server_environment(), close_fds=True)
             finally:
                 log.close()
         except BaseException:
@@ -98,6 +98,18 @@ def _own(folder: Path) -> bool:
         return not hasattr(os, "getuid") or os.stat(folder).st_uid == os.getuid()
     except OSError:
         return False
+
+
+def server_environment() -> dict[str, str]:
+    """The caller's environment for the server it starts in the workspace's folder, with the
+    caller's module path: PYTHONPATH's relative entries made absolute against the caller's folder
+    (an empty entry is the current folder, as `export PYTHONPATH=$PYTHONPATH:/x` leaves it when it
+    was unset). Against the workspace's folder they put its files on the server's module path,
+    which ``-P`` keeps off it: a ``selectors.py`` an agent wrote there ran in the server."""
+    env = {k: v for k, v in os.environ.items() if k != "MEM_WORKSPACE"}
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(map(os.path.abspath, env["PYTHONPATH"].split(os.pathsep)))
+    return env
 
 
 def _indexed(root: Path, config) -> bool:

@@ -195,14 +195,18 @@ def test_a_call_a_live_server_declines_starts_no_other(ws):
     assert "already answers" not in (ws.root / ".mem" / "serve.log").read_text()
 
 
-def test_the_started_server_imports_nothing_from_the_workspace(ws):
+@pytest.mark.parametrize("entries", [None, "", "."], ids=["no-pythonpath", "empty-entry", "relative-entry"])
+def test_the_started_server_imports_nothing_from_the_workspace(ws, entries):
     """The server ran with the workspace as its working folder and ``python -m``, which puts that
     folder first on the module path: a ``queue.py`` there (anyone who can write the workspace) ran
-    as whoever searched it next. Started with ``-P``, it imports the standard library's."""
+    as whoever searched it next. Started with ``-P``, it imports the standard library's. A
+    PYTHONPATH entry that is empty (``export PYTHONPATH=$PYTHONPATH:/x`` with it unset) or relative
+    named the server's folder, the workspace, until it was made the caller's."""
     marker = ws.root.parent / "imported"
     (ws.root / "queue.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
                                       "from importlib import import_module\n")
-    assert mem(ws.root, "archive-search", "statement").returncode == 0
+    extra = {} if entries is None else {"PYTHONPATH": os.pathsep.join([entries, os.environ.get("PYTHONPATH", "")])}
+    assert mem(ws.root, "archive-search", "statement", **extra).returncode == 0
     assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
     assert not marker.exists()
 
