@@ -132,6 +132,20 @@ class Plan:
 KEEP = "keep"
 
 
+def _check_temporary_folder() -> None:
+    """LanceDB's updates spill to the temporary folder (``TMPDIR``, else /tmp): one missing or not
+    writable failed the run as a damaged index, whose advice (`mem index --full`) rebuilt a whole
+    index for nothing, and the next run failed again."""
+    import os
+
+    folder = os.environ.get("TMPDIR") or "/tmp"
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        why = ("does not exist" if not os.path.exists(folder) else
+               "is not a folder" if not os.path.isdir(folder) else "is not writable")
+        raise BadInput(f"the temporary folder {folder} (TMPDIR) {why}: LanceDB writes its temporary "
+                       "files there; set TMPDIR to a folder you may write, or unset it")
+
+
 def build_index(workspace: Workspace, config: Config, runs: list[str] | None = None,
                 full: bool = False, progress: bool | None = None,
                 on_message: Callable[[str], None] | None = None,
@@ -151,6 +165,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
 
         require_ray()
     scope_runs = workspace.check_runs(None if full else runs)
+    _check_temporary_folder()
     location = Location.of(workspace, config)
     read_against = location.meta_version()  # the index as it stood when the files were read
     rows = build_rows(workspace, config, scope_runs)

@@ -456,6 +456,24 @@ def test_an_index_or_memory_that_cannot_be_written_is_one_line(workspace, mem, t
     assert workspace.events_path("alpha").read_bytes() == events
 
 
+def test_a_temporary_folder_that_is_missing_or_no_folder_is_one_line_and_the_index_kept(
+        workspace, mem, tmp_path, monkeypatch):
+    """LanceDB's updates spill to TMPDIR: one missing failed an incremental run as "the index is
+    damaged: run `mem index --full`" (a needless rebuild, and the next run failed again)."""
+    assert mem("index", "--no-progress")[0] == 0
+    meta = (workspace.root / ".mem" / "meta.json").read_bytes()
+    workspace.add_step("alpha", make_step("a9"))
+    (tmp_path / "afile").write_text("hi")
+    for folder, why in ((tmp_path / "gone", "does not exist"), (tmp_path / "afile", "is not a folder")):
+        monkeypatch.setenv("TMPDIR", str(folder))
+        assert mem("index", "--no-progress") == (2, "", f"mem: the temporary folder {folder} (TMPDIR) {why}: "
+                                                         "LanceDB writes its temporary files there; set TMPDIR "
+                                                         "to a folder you may write, or unset it\n")
+        assert (workspace.root / ".mem" / "meta.json").read_bytes() == meta
+    monkeypatch.setenv("TMPDIR", "")  # empty: the system's
+    assert mem("index", "--no-progress")[0] == 0
+
+
 @pytest.mark.parametrize("uri", ["s3://bucket/h#1", "s3://bucket/q?x=1", "s3://bucket/p%41"])
 def test_an_object_store_prefix_a_url_reads_otherwise_is_refused(workspace, mem, uri):
     """LanceDB reads the index URI as a URL: with `#1` all three tables went into one dataset at
