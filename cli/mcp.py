@@ -205,7 +205,11 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
     except BaseExceptionGroup as group:  # the client went away with standard output: its answer had
         _, other = group.split((BrokenPipeError, ConnectionResetError))  # no reader, and a 64-line
         if other is not None:  # traceback went to stderr (exit 1), as though the server had failed
-            raise
+            _, unexpected = other.split(OSError)
+            if unexpected is not None:
+                raise
+            _drop_standard_output()
+            raise BadInput(_transport_failure(other.exceptions[0])) from None
         _drop_standard_output()
     finally:
         # The client has gone. Let the model load and the calls still running (their threads are
@@ -217,6 +221,20 @@ def serve_stdio(tools: Tools, lazy: bool = False) -> None:
         if warming.is_alive():
             warming.join(timeout=SHUTDOWN_WAIT_S)
         tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
+
+
+def _transport_failure(error: BaseException) -> str:
+    """The line for a read of standard input or a write of standard output that failed otherwise
+    than by the client leaving (a full disk, an I/O error): a 65-line traceback, exit 1, where every
+    other command says it in one line (exit 2). The SDK's writer is told apart by its name."""
+    from mem_retrieval.cli.forward import unwritten
+
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    frames = traceback.extract_tb(error.__traceback__)
+    if any(frame.name == "stdout_writer" for frame in frames):
+        return unwritten(error)
+    return f"cannot read standard input: {error.strerror or error}"
 
 
 def _drop_standard_output() -> None:

@@ -807,6 +807,20 @@ def test_a_signal_then_the_client_leaving_exits_with_the_signals_status(served, 
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="a device that is always full")
+def test_standard_output_on_a_full_device_is_one_line_exit_2(served):
+    """An answer standard output cannot take (a full disk): a 65-line traceback of the SDK's task
+    group and exit 1, where every other command says it in one line, exit 2."""
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", "--lazy"],
+                              input=(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                                  "protocolVersion": "2025-06-18", "capabilities": {},
+                                  "clientInfo": {"name": "test", "version": "1"}}}) + "\n").encode(),
+                              stdout=full, stderr=subprocess.PIPE, cwd=ROOT, env=server_env(), timeout=120)
+    assert (done.returncode, done.stderr) == (2, b"mem: cannot write the output: No space left on device\n")
+
+
+@pytest.mark.slow
 def test_a_client_that_dies_during_a_call_leaves_no_traceback(served):
     """The client gone with both pipes (killed) while a call runs: writing its answer met a broken
     pipe, and the server exited 1 with a 64-line traceback on stderr, which MCP hosts log as a
