@@ -487,6 +487,19 @@ class StopOnSignal:
 TOKEN_ENV = "MEM_MCP_TOKEN"  # the bearer token `mem mcp --http` asks of clients (default: a new one)
 
 
+def _token() -> str:
+    """``$MEM_MCP_TOKEN`` (its ends stripped), else a new random token. One a header cannot carry
+    (a line feed, a character past ASCII) was taken, and then no client could be let in."""
+    import secrets
+
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    unsendable = next((c for c in token if not " " <= c <= "~"), None)
+    if unsendable is not None:
+        raise BadInput(f"{TOKEN_ENV} holds {unsendable!r}, which an HTTP header cannot carry: "
+                       "use printable ASCII characters")
+    return token or secrets.token_urlsafe(24)
+
+
 def guarded(app, token: str):
     """``app`` (ASGI) answering only requests that carry ``Authorization: Bearer TOKEN``; others get
     401. Loopback is every local user's: without it any of them read and wrote this workspace's
@@ -544,8 +557,6 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     stdio: uvicorn's own shutdown returned, and the process exited 0). Each request carries the
     bearer token (``$MEM_MCP_TOKEN``, else a new random one: ``guarded``). ``on_ready(url, token)``
     is called once it listens."""
-    import secrets
-
     import socket
 
     import uvicorn
@@ -554,6 +565,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
     # sse-starlette (the SDK's event streams) ended every stream at the signal, the stream of a call
     # still running too, whose answer was then lost; ``shutdown`` below ends them once it is written
     AppStatus.disable_automatic_graceful_drain()
+    token = _token()
     server = build_server(tools)
     stopper = StopOnSignal(tools)  # until uvicorn, serving, takes them over
     _more_open_files()
@@ -570,7 +582,6 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         tools.warm()
     if tools.stopping:  # a signal during the warm-up: never said ready
         stopper.join()
-    token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
     # json_response: each answer is one JSON body, not an event stream, whose events the SDK's
     # client reads up to 1 MB (a page holding a long return whole failed there, read over stdio)
     app = guarded(server.streamable_http_app(host="127.0.0.1", json_response=True), token)

@@ -35,8 +35,9 @@ jsonschema = pytest.importorskip("jsonschema")
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 from mem_retrieval.cli.mcp import Tools, build_server  # noqa: E402
-from mem_retrieval.records.errors import Refused  # noqa: E402
+from mem_retrieval.records.errors import BadInput, Refused  # noqa: E402
 from mem_retrieval.records.workspace import Workspace  # noqa: E402
+from conftest import build_workspace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -442,6 +443,19 @@ def test_asyncios_refused_accepts_are_logged_once_a_minute_with_their_count():
     assert said.filter(again)
     assert again.getMessage() == ("socket.accept() out of system resource (59 more in the last 61 s)\n"
                                   "socket: <socket>\nOSError: [Errno 24]")
+
+
+@pytest.mark.parametrize("token, said", [("abc\ndef", "'\\n'"), ("caf\u00e9", "'\u00e9'"), ("a\tb", "'\\t'")])
+def test_a_token_no_http_header_can_carry_is_one_line_before_anything_starts(tmp_path, monkeypatch, token, said):
+    """A line feed in ``MEM_MCP_TOKEN`` was taken, printed, and then every request was refused."""
+    from mem_retrieval.cli.mcp import serve_http
+
+    monkeypatch.setenv("MEM_MCP_TOKEN", token)
+    tools = Tools(Workspace.open(build_workspace(tmp_path / "ws").root))
+    with pytest.raises(BadInput) as refused:
+        serve_http(tools, 0, on_ready=lambda url, token: pytest.fail(f"listening at {url}"))
+    assert str(refused.value) == (f"MEM_MCP_TOKEN holds {said}, which an HTTP header cannot carry: "
+                                  "use printable ASCII characters")
 
 
 def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
