@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from mem_retrieval.cli.forward import INDEX_DIR, answers, read_call, socket_path
+from mem_retrieval.cli.forward import INDEX_DIR, answers, read_call, socket_path, switched_on
 
 STARTING = "serve.starting"
 LOG = "serve.log"
@@ -30,7 +30,7 @@ def wanted(argv: list[str]) -> tuple[Path, str | None] | None:
     """``(workspace, --config value)`` whose server ``argv`` (a read command just answered
     in-process) should start, or None: none when a live server answers on the socket (it declined
     this call, e.g. a relative ``--config``; another would only fail to bind)."""
-    if any(os.environ.get(name, "") not in ("", "0") for name in ("MEM_NO_SERVER", "MEM_NO_AUTOSTART")):
+    if switched_on("MEM_NO_SERVER") or switched_on("MEM_NO_AUTOSTART"):
         return None
     found = read_call(argv)
     path = socket_path(found[1]) if found else None

@@ -254,10 +254,19 @@ def ask(path: str, request: dict, timeout: float) -> tuple[dict | None, int | No
     return answer, None
 
 
+OFF_WORDS = ("", "0", "false", "no", "off")  # a switch variable set to one of these is off
+
+
+def switched_on(name: str) -> bool:
+    """Whether the environment variable ``name`` (``MEM_NO_SERVER``, ``MEM_NO_AUTOSTART``) is set on:
+    any value but empty, 0, false, no or off (any case). ``MEM_NO_SERVER=false`` turned the server off."""
+    return os.environ.get(name, "").strip().lower() not in OFF_WORDS
+
+
 def forward(argv: list[str]) -> int | None:
     """Run ``argv`` on the warm server and print its answer exactly; the exit status, or None
     when it must run in-process."""
-    if os.environ.get("MEM_NO_SERVER", "") not in ("", "0"):
+    if switched_on("MEM_NO_SERVER"):
         return None
     found = read_command(argv)
     path = socket_path(found[1]) if found else None

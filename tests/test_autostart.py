@@ -119,6 +119,14 @@ def test_off_by_config_or_environment(ws):
     assert ping(ws.root) is None and not (ws.root / ".mem" / "serve.starting").exists()
 
 
+@pytest.mark.parametrize("name, value", [("MEM_NO_SERVER", "false"), ("MEM_NO_AUTOSTART", " Off ")])
+def test_a_switch_set_to_false_no_or_off_leaves_the_server_on(ws, name, value):
+    """Any value but empty or 0 turned it off: a CI template's ``MEM_NO_SERVER=false`` got no
+    server, silently. Empty, 0, false, no and off (any case) are off; anything else is on."""
+    assert mem(ws.root, "archive-search", "statement", **{name: value}).returncode == 0
+    assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
+
+
 def test_a_config_from_a_pipe_is_not_read_again_to_start_a_server(ws):
     """The call read `--config /dev/stdin` (or `<(…)`); starting the server read it again: empty,
     so its `[serve] auto = false` was lost and a server started (a terminal waited for a second
