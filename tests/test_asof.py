@@ -341,19 +341,25 @@ def test_a_library_entry_without_its_run_appears_when_inserted(workspace):
     assert not memory.archive_hits("alpha/a9", run="alpha", until="2")  # never named: never there
 
 
-def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertion(workspace):
-    """A step no event names counts as written when its library copy was inserted: by time, at
-    that time; by position in its run's log, at the first event whose instant reaches it (alpha's
-    log: #1 at 02:05, #2 at 03:42). Inserted after the last event: past the log's end, where no
-    sequence-number cut reaches. A step neither named nor dated is in memory as of no cut."""
-    ws = workspace
-    steps = {name: make_step(name) for name in ("a7", "a8", "a9")}
+def _a8_and_a9_in_the_library(ws, *more: str) -> Memory:
+    """alpha's steps a8 (inserted into the library at 03:00) and a9 (at 05:00), and ``more`` steps
+    not in it, none named by alpha's log; the workspace indexed."""
+    steps = {name: make_step(name) for name in (*more, "a8", "a9")}
     for step in steps.values():
         ws.add_step("alpha", step)
     ws.write_library(ws.library() + [library_line("alpha", steps["a8"], inserted="2026-10-17T03:00:00Z"),
                                      library_line("alpha", steps["a9"], inserted="2026-10-17T05:00:00Z")])
     memory = Memory.open(ws.root)
     memory.index(progress=False)
+    return memory
+
+
+def test_a_step_its_log_never_names_is_in_memory_from_its_library_copys_insertion(workspace):
+    """A step no event names counts as written when its library copy was inserted: by time, at
+    that time; by position in its run's log, at the first event whose instant reaches it (alpha's
+    log: #1 at 02:05, #2 at 03:42). Inserted after the last event: past the log's end, where no
+    sequence-number cut reaches. A step neither named nor dated is in memory as of no cut."""
+    memory = _a8_and_a9_in_the_library(workspace, "a7")
     query = "alpha/a7 alpha/a8 alpha/a9"
 
     def seen(**cut) -> set[str]:
@@ -376,13 +382,7 @@ def test_a_step_its_log_names_after_its_library_copys_insertion_is_in_memory_fro
     appending to the log changed what a past cut answered. alpha's log: #1 at 02:05, #2 at 03:42;
     a8 inserted at 03:00, a9 at 05:00; then #3 at 04:00 names both, and only a9 moves earlier."""
     ws = workspace
-    steps = {name: make_step(name) for name in ("a8", "a9")}
-    for step in steps.values():
-        ws.add_step("alpha", step)
-    ws.write_library(ws.library() + [library_line("alpha", steps["a8"], inserted="2026-10-17T03:00:00Z"),
-                                     library_line("alpha", steps["a9"], inserted="2026-10-17T05:00:00Z")])
-    memory = Memory.open(ws.root)
-    memory.index(progress=False)
+    memory = _a8_and_a9_in_the_library(ws)
 
     def seen(**cut) -> tuple[set[str], set[str]]:
         return ({h.id for h in memory.archive_hits("alpha/a8 alpha/a9", **cut)},

@@ -213,7 +213,8 @@ def test_the_started_server_imports_nothing_from_the_workspace(ws, entries):
     marker = ws.root.parent / "imported"
     (ws.root / "queue.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
                                       "from importlib import import_module\n")
-    extra = {} if entries is None else {"PYTHONPATH": os.pathsep.join([entries, os.environ.get("PYTHONPATH", "")])}
+    path = os.environ.get("PYTHONPATH", "")
+    extra = {} if entries is None else {"PYTHONPATH": os.pathsep.join([entries, path])}
     assert mem(ws.root, "archive-search", "statement", **extra).returncode == 0
     assert wait_for(lambda: ping(ws.root) is not None), (ws.root / ".mem" / "serve.log").read_text()
     assert not marker.exists()

@@ -466,9 +466,9 @@ def test_a_temporary_folder_that_is_missing_or_no_folder_is_one_line_and_the_ind
     (tmp_path / "afile").write_text("hi")
     for folder, why in ((tmp_path / "gone", "does not exist"), (tmp_path / "afile", "is not a folder")):
         monkeypatch.setenv("TMPDIR", str(folder))
-        assert mem("index", "--no-progress") == (2, "", f"mem: the temporary folder {folder} (TMPDIR) {why}: "
-                                                         "LanceDB writes its temporary files there; set TMPDIR "
-                                                         "to a folder you may write, or unset it\n")
+        said = (f"mem: the temporary folder {folder} (TMPDIR) {why}: LanceDB writes its temporary files "
+                "there; set TMPDIR to a folder you may write, or unset it\n")
+        assert mem("index", "--no-progress") == (2, "", said)
         assert (workspace.root / ".mem" / "meta.json").read_bytes() == meta
     monkeypatch.setenv("TMPDIR", "")  # empty: the system's
     assert mem("index", "--no-progress")[0] == 0

@@ -446,7 +446,8 @@ def test_asyncios_refused_accepts_are_logged_once_a_minute_with_their_count():
 
 
 @pytest.mark.parametrize("token, said", [("abc\ndef", "'\\n'"), ("caf\u00e9", "'\u00e9'"), ("a\tb", "'\\t'")])
-def test_a_token_no_http_header_can_carry_is_one_line_before_anything_starts(tmp_path, monkeypatch, token, said):
+def test_a_token_no_http_header_can_carry_is_one_line_before_anything_starts(tmp_path, monkeypatch, token,
+                                                                             said):
     """A line feed in ``MEM_MCP_TOKEN`` was taken, printed, and then every request was refused."""
     from mem_retrieval.cli.mcp import serve_http
 
@@ -825,12 +826,12 @@ def test_a_signal_then_the_client_leaving_exits_with_the_signals_status(served, 
 def test_standard_output_on_a_full_device_is_one_line_exit_2(served):
     """An answer standard output cannot take (a full disk): a 65-line traceback of the SDK's task
     group and exit 1, where every other command says it in one line, exit 2."""
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
     with open("/dev/full", "wb") as full:
         done = subprocess.run([sys.executable, "-m", "mem_retrieval.cli", "-w", str(served), "mcp", "--lazy"],
-                              input=(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                                  "protocolVersion": "2025-06-18", "capabilities": {},
-                                  "clientInfo": {"name": "test", "version": "1"}}}) + "\n").encode(),
-                              stdout=full, stderr=subprocess.PIPE, cwd=ROOT, env=server_env(), timeout=120)
+                              input=(json.dumps(initialize) + "\n").encode(), stdout=full,
+                              stderr=subprocess.PIPE, cwd=ROOT, env=server_env(), timeout=120)
     assert (done.returncode, done.stderr) == (2, b"mem: cannot write the output: No space left on device\n")
 
 
