@@ -137,6 +137,11 @@ def test_a_relative_cache_variable_names_no_folder_of_the_callers(tmp_path, monk
     assert cache_dir() is None  # a home folder that does not exist is not made for a cache
     (tmp_path / "home").mkdir()
     assert cache_dir() == tmp_path / "home" / ".cache" / "mem_retrieval"
+    monkeypatch.chdir(tmp_path)
+    for no_home in ("", "home"):  # read as `/`, and against the caller's folder
+        monkeypatch.setenv("HOME", no_home)
+        assert cache_dir() is None
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "mem_retrieval"
     monkeypatch.chdir(tmp_path)

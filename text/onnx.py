@@ -71,15 +71,16 @@ CACHE_ENV = "MEM_CACHE_DIR"  # the per-user export cache; set to "" or "off" for
 def cache_dir() -> Path | None:
     """The per-user cache of exports shared by every index on this machine: ``$MEM_CACHE_DIR``,
     else ``$XDG_CACHE_HOME/mem_retrieval`` (an absolute path), else ``~/.cache/mem_retrieval``; None when
-    ``MEM_CACHE_DIR`` is empty or ``off``, or when the home folder it would go in does not exist (a
-    service account's ``/nonexistent``: the cache created the folder meant never to be)."""
+    ``MEM_CACHE_DIR`` is empty or ``off``, or when there is no home folder for it: ``HOME`` empty or
+    relative (read as ``/``, or against the caller's folder), or naming a folder that does not exist
+    (a service account's ``/nonexistent``: the cache created the folder meant never to be)."""
     chosen = os.environ.get(CACHE_ENV)
     if chosen is not None:
         return None if chosen.strip().lower() in ("", "off", "0") else Path(chosen).expanduser()
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # unset, or relative: the XDG specification has it ignored (relative,
         home = os.path.expanduser("~")  # it wrote a cache into the caller's folder)
-        if not os.path.isdir(home):
+        if not os.path.isabs(os.environ.get("HOME", home)) or not os.path.isdir(home):
             return None
         base = os.path.join(home, ".cache")
     return Path(base) / "mem_retrieval"
