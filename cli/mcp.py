@@ -433,21 +433,22 @@ class StopOnSignal:
         import signal
 
         self.tools = tools
-        self._signalled, woken = os.pipe()
-        os.set_blocking(woken, False)
-        self._previous = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
-        self._first: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._signalled, self._woken = os.pipe()
+        os.set_blocking(self._woken, False)
+        self._previous = signal.set_wakeup_fd(self._woken, warn_on_full_buffer=False)
+        self._first: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._stopping = threading.Thread(target=self._finish, name="mem-mcp-stop", daemon=True)
         self._stopping.start()
         threading.Thread(target=self._read, name="mem-mcp-signals", daemon=True).start()
-        for number in (signal.SIGINT, signal.SIGTERM):
+        self._handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        for number in self._handlers:
             signal.signal(number, lambda signum, frame: tools.begin_stop())
 
     def _read(self) -> None:
         import signal
 
         first = None
-        while number := os.read(self._signalled, 1):
+        while number := os.read(self._signalled, 1):  # none once given back
             if number[0] not in (signal.SIGINT, signal.SIGTERM):
                 continue  # another signal with a Python handler (none of mem's)
             if first is not None:
@@ -455,11 +456,14 @@ class StopOnSignal:
             first = number[0]
             self.tools.begin_stop()
             self._first.put(first)
+        os.close(self._signalled)
 
     def _finish(self) -> None:
         import time
 
         signum = self._first.get()
+        if signum is None:  # given back
+            return
         self.tools.wait_idle(timeout=SHUTDOWN_WAIT_S)
         time.sleep(ANSWER_GRACE_S)
         for stream in (sys.stdout, sys.stderr):
@@ -472,6 +476,19 @@ class StopOnSignal:
     def join(self) -> None:
         """Wait for the exit a signal began (the process ends in it)."""
         self._stopping.join()
+
+    def give_back(self) -> None:
+        """Put back the handlers and the interpreter's pipe there were before, and end both threads:
+        the server did not start (a port in use), and a program that called it in-process was then
+        ended at its next Ctrl-C, its own handler gone."""
+        import signal
+
+        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
+        for number, handler in self._handlers.items():
+            if handler is not None:  # (one set outside Python cannot be set again)
+                signal.signal(number, handler)
+        os.close(self._woken)
+        self._first.put(None)
 
     def release(self) -> None:
         """Give the signals back before another server takes them over (uvicorn, which sets its own
@@ -576,7 +593,7 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
         listener.listen(128)  # the second to listen lost, with a traceback, after its warm-up
     except OSError as error:
         listener.close()
-        stopper.release()
+        stopper.give_back()
         raise Refused(f"cannot listen on 127.0.0.1:{port}: {error.strerror or error}") from None
     if not lazy:
         tools.warm()

@@ -16,6 +16,7 @@ import os
 import random
 import re
 import select
+import threading
 import time
 import shutil
 import subprocess
@@ -468,6 +469,7 @@ def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
 
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     tools = Tools(Workspace.open(served))
+    threads = threading.active_count()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -475,8 +477,12 @@ def test_mem_mcp_over_http_says_a_port_in_use_before_loading_the_model(served):
         try:
             with pytest.raises(Refused, match=rf"^cannot listen on 127\.0\.0\.1:{port}: "):
                 serve_http(tools, port, on_ready=lambda url, token: pytest.fail(f"listening at {url}"))
+            # the caller's handlers are back (its next Ctrl-C killed it at once), and no thread is left
+            assert {number: signal.getsignal(number) for number in handlers} == handlers
+            time.sleep(0.2)
+            assert threading.active_count() == threads
         finally:
-            for number, handler in handlers.items():  # serve_http took them over
+            for number, handler in handlers.items():
                 signal.signal(number, handler)
     assert tools.memories.built == 0  # no index opened, no model loaded
 
