@@ -235,16 +235,31 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
                  tuple(note.message for note in memory.library_written()))
 
 
-def left_out(ontology, setting: str | None, step, whose: str) -> str:
-    """Why the search leaves ``step`` out for a query in ``setting`` (M3: its setting or one of its
-    hypotheses is incompatible), or "" when it does not."""
+def left_out(ontology, setting: str | None, step, whose: str, rule: str = "M3") -> str:
+    """Why the search leaves ``step`` out for a query in ``setting`` (its setting or one of its
+    hypotheses is incompatible: ``rule`` names the rule that says so), or "" when it does not."""
     if not setting:
         return ""
     match, unmet = ontology.match(setting, step.setting), ontology.unmet_hypotheses(setting, step.hyp)
     if match != INCOMPATIBLE and not unmet:
         return ""
     what = f"setting {step.setting!r}" if match == INCOMPATIBLE else f"hypothesis {unmet[0]!r}"
-    return f"its {what} is incompatible with {whose} {setting!r} (M3): the search leaves it out"
+    return f"its {what} is incompatible with {whose} {setting!r} ({rule}): the search leaves it out"
+
+
+def per_step_left_out(ws, step, query_step: str, setting: str | None) -> str:
+    """Why a step's own search (in its ``setting``) leaves the library ``step`` it cites out: M3,
+    which `mem check` reports, where its run's Fix setting leaves it out too; else the citing step
+    claims a wider setting than this input gives, which M3 (judged by the Fix setting) allows. It
+    said M3 either way, so `eval reuse` and `check` disagreed on one citation."""
+    why = left_out(ws.ontology, setting, step, "the step's setting")
+    if not why:
+        return ""
+    fix = ws.tree(split_gid(query_step)[0]).fix.setting.strip() or None
+    if left_out(ws.ontology, fix, step, "the Fix setting"):
+        return why
+    return left_out(ws.ontology, setting, step, "the step's setting", f"not M3: its run's Fix setting "
+                    f"{fix!r} allows it; the step claims more than this input gives")
 
 
 def overall(fixes: Sequence[Reuse]) -> tuple[str, str]:
@@ -349,14 +364,13 @@ def reuse_per_step(retriever: Retriever, derived, runs: Sequence[str], strategie
                                  depth=search_depth(config.pool, max(max_pages, pages), config.page_size))
     missed = []
     ranked_runs = evaluation.runs[default]
-    ontology = retriever.workspace.ontology
     for query in derived.queries:
         ranked = list(ranked_runs.get(query.qid, {}))
         for gid in derived.qrels[query.qid]:
             rank = ranked.index(gid) + 1 if gid in ranked else None
             if rank is None or rank > pages * config.page_size:
                 step = None if rank else step_of(retriever, gid)
-                why = left_out(ontology, query.setting, step, "the step's setting") if step else ""
+                why = per_step_left_out(retriever.workspace, step, query.step, query.setting) if step else ""
                 missed.append(Missed(query.step, gid, rank, why))
     return StepReuse(tuple(runs), evaluation, default, pages, threshold, derived.steps,
                      len(derived.queries), judgments, tuple(missed), no_start)

@@ -874,6 +874,29 @@ def test_per_step_names_why_the_search_leaves_a_citation_out(workspace):
     assert "  gamma/g1 -> alpha/a1: not found (its setting 'F_q((t))' is incompatible" in text
 
 
+def test_per_step_tells_a_step_claiming_more_than_its_input_from_an_m3_break(workspace):
+    """g1 claims 'nonarch-local' but cites alpha/a1, stated over F_q((t)), in a run whose Fix
+    setting is F_q((t)): M3 (judged by the Fix setting) holds and `mem check` passes it, yet its
+    miss said "(M3)", as though check reported it."""
+    _citing(workspace)
+    workspace.edit_step("alpha", "a1", setting="F_q((t))")
+    workspace.write_library([library_line("alpha", make_step("a1", setting="F_q((t))"))])
+    tree = workspace.tree("gamma")
+    tree["fix"]["setting"] = "F_q((t))"
+    workspace.save_tree("gamma", tree)
+    workspace.edit_step("gamma", "g1", setting="nonarch-local", parents=["alpha/a1"])
+    memory = Memory.open(workspace.root)
+    memory.index(progress=False)
+    gamma = [v for v in memory.check().violations if v.file.startswith("gamma")]
+    assert not [v for v in gamma if "alpha/a1" in v.message]
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "gamma", "--per-step")
+    (miss,) = json.loads(text[:text.rindex("}") + 1])["per_step"]["missed"]
+    assert (miss["id"], miss["rank"]) == ("alpha/a1", None)
+    assert miss["why"] == ("its setting 'F_q((t))' is incompatible with the step's setting 'nonarch-local' "
+                           "(not M3: its run's Fix setting 'F_q((t))' allows it; the step claims more than "
+                           "this input gives): the search leaves it out")
+
+
 def test_runs_before_says_when_a_run_has_no_start(workspace):
     """A run without events has no start: `--runs-before` requires all it cites, and says so
     rather than printing what it prints without the flag; a Fix setting of white space is none."""
