@@ -15,6 +15,7 @@ The texts to embed go to the model in this process, or (``engine="ray"``) to a p
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import time
@@ -136,8 +137,6 @@ def _check_temporary_folder() -> None:
     """LanceDB's updates spill to the temporary folder (``TMPDIR``, else /tmp): one missing or not
     writable failed the run as a damaged index, whose advice (`mem index --full`) rebuilt a whole
     index for nothing, and the next run failed again."""
-    import os
-
     folder = os.environ.get("TMPDIR") or "/tmp"
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
         why = ("does not exist" if not os.path.exists(folder) else

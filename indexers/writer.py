@@ -197,14 +197,13 @@ def _optimize(table, index: Index) -> None:
     """Once the table holds more than ``COMPACT_AT`` fragments, or its versions since it was last
     weighed pass a multiple of ``PRUNE_EVERY`` (first, those after the one meta.json pinned when the
     run began; up to the full-text index's, made after this: one more; a run's backfill batches
-    each weigh their own, or every batch after the first crossing optimized again), ``table.optimize``:
-    compact it,
-    fold new rows into its scalar indexes (until then a lookup scans the rows they lack, as LanceDB
-    does for any unindexed rows) and delete the versions older than ``_prunable`` says (lancedb
-    prunes only so, without pylance; its list of versions is read then alone: a store's is a read
-    of each). At 0 (`keep_versions_days = 0`, a valid setting) lancedb warns that every
-    version but the latest goes, on stderr across the progress line: ``_prunable`` keeps the
-    version readers use, so the warning says nothing."""
+    each weigh their own, or every batch after the first crossing optimized again),
+    ``table.optimize``: compact it, fold new rows into its scalar indexes (until then a lookup scans
+    the rows they lack, as LanceDB does for any unindexed rows) and delete the versions older than
+    ``_prunable`` says (lancedb prunes only so, without pylance; its list of versions is read then
+    alone: a store's is a read of each). At 0 (`keep_versions_days = 0`, a valid setting) lancedb
+    warns that every version but the latest goes, on stderr across the progress line:
+    ``_prunable`` keeps the version readers use, so the warning says nothing."""
     import warnings
 
     since = index.checked.get(table.name, index.pinned.get(table.name))
