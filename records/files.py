@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput
@@ -39,6 +40,19 @@ def content_hash(path: Path) -> str | None:
         return sha256_file(path)
     except OSError:
         return None
+
+
+def sha256_unchanged(path: Path) -> str:
+    """``sha256_file``, read once a process while the file's ``stamp`` stays the same: the model's
+    weights (~90 MB, ~70 ms) were hashed again at every index run of a process that indexes again
+    and again (the Python API, a test suite). A file changed since is read again."""
+    was = stamp(path)
+    return sha256_file(path) if was is None else _sha256_stamped(os.path.realpath(path), was)
+
+
+@lru_cache(maxsize=64)
+def _sha256_stamped(path: str, was: tuple[int, int, int, int]) -> str:
+    return sha256_file(Path(path))
 
 
 def stamp(path: Path) -> tuple[int, int, int, int] | None:

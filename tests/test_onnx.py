@@ -63,6 +63,7 @@ def test_onnx_fp32_vectors_equal_torch_to_1e4_cosine(example, export):
     assert float(1 - torch_vectors[0] @ embed_query(corpus[0], ModelSpec(package, export))) < 1e-4
 
 
+@pytest.mark.slow  # torch and sentence-transformers imported (5 s): the torch path is not the default
 def test_torch_on_the_threads_asked_gives_the_same_vectors_and_restores_its_threads(example):
     """``workers`` on torch (a Ray actor owning one CPU asks for 1) sets torch's threads for the
     call only; the vectors are the model's whatever the thread count."""
@@ -122,6 +123,31 @@ def test_a_new_index_links_the_export_from_the_users_cache(example, onnx_export,
     for off in ("", "off"):
         monkeypatch.setenv("MEM_CACHE_DIR", off)
         assert cache_dir() is None
+
+
+def test_the_weights_key_reads_the_weights_once_while_they_stay_and_again_once_changed(tmp_path, monkeypatch):
+    """The export's key hashes the model's weights (~90 MB): a process indexing again and again read
+    them at every run. Read once while the file stays; changed in place, the same size, read again."""
+    import hashlib
+
+    from mem_retrieval.records import files
+    from mem_retrieval.text.onnx import EXPORT_VERSION, source_key
+
+    reads: list[str] = []
+    hashed = files.sha256_file
+    monkeypatch.setattr(files, "sha256_file", lambda path: reads.append(Path(path).name) or hashed(path))
+    weights = tmp_path / "model.safetensors"
+
+    def key(content: bytes) -> str:  # the key as its definition reads, by hand
+        return hashlib.sha256(EXPORT_VERSION.encode() + hashlib.sha256(content).hexdigest().encode()
+                              ).hexdigest()[:16]
+
+    weights.write_bytes(b"weights one")
+    assert source_key(tmp_path) == source_key(tmp_path) == key(b"weights one")
+    assert reads == ["model.safetensors"]
+    weights.write_bytes(b"weights two")  # the same size; a time of its own (a clock tick holds both writes)
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
+    assert source_key(tmp_path) == key(b"weights two") and len(reads) == 2
 
 
 def test_a_relative_cache_variable_names_no_folder_of_the_callers(tmp_path, monkeypatch):

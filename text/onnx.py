@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mem_retrieval.records.files import (new_file_mode, new_folder_mode, private, replace_folder, seal,
-                                         sha256_file)
+                                         sha256_file, sha256_unchanged)
 from mem_retrieval.records.errors import InputError, one_line
 from mem_retrieval.records.parse import open_regular
 
@@ -61,7 +61,7 @@ def source_key(model_dir: Path) -> str:
     weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
     digest = hashlib.sha256(EXPORT_VERSION.encode())
     for path in weights:
-        digest.update(sha256_file(path).encode())
+        digest.update(sha256_unchanged(path).encode())
     return digest.hexdigest()[:16]
 
 
