@@ -675,6 +675,7 @@ def test_embedding_in_length_order_returns_each_vector_in_place():
     assert [c for _, c in seen] == sorted((c for _, c in seen), reverse=True)  # longest first
 
 
+@pytest.mark.slow  # torch and sentence-transformers imported (5 s): the torch path is not the default
 def test_a_query_vector_equals_the_same_text_embedded_in_a_batch():
     """Searches embed their query on a direct, one-thread path: the vector must be the one the
     index would store for that text, and the thread count is left as it was."""

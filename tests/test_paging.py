@@ -947,8 +947,9 @@ def test_the_hint_and_score_drop_pagers_read_the_pages_an_agent_reads(example):
     example_dir = Path(__file__).resolve().parent.parent / "examples" / "workspace" / "eval"
     tied = "satake-two-levels/A5-5 satake-two-levels/A5-7 satake-two-levels/A5-6 satake-two-levels/A2-6 " \
            "satake-two-levels/A5-8 satake-two-levels/A2-4 satake-two-levels/A4-3"
-    queries = read_queries(example_dir / "queries.jsonl") + [Query("tied", tied)]
-    qrels = {**read_qrels(example_dir / "qrels"), "tied": {"satake-two-levels/A4-3": 1}}
+    queries = read_queries(example_dir / "queries.jsonl")[::3] + [Query("tied", tied)]  # 14 + 1: 4.7 s -> 2 s
+    judged = {**read_qrels(example_dir / "qrels"), "tied": {"satake-two-levels/A4-3": 1}}
+    qrels = {q.qid: judged[q.qid] for q in queries if q.qid in judged}
     retriever, max_pages = example.retriever, 10
     rules = {"hint": lambda shown, first: shown.remaining >= 1,
              "score-drop": lambda shown, first: first is not None and first > 0
