@@ -300,6 +300,10 @@ def read_meta(where: Location | Path) -> dict[str, Any] | None:
     return None if data is None else _parse_meta(location, data)
 
 
+VERSION_LIMIT = 1 << 63  # a table version is a 64-bit number: a larger one (a damaged meta.json) made
+# LanceDB's checkout raise a TypeError, on every command and on `mem index --full` too
+
+
 def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
     try:
         meta = json.loads(data.decode("utf-8"))
@@ -310,8 +314,10 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
         raise NotAnIndex(location)
     versions = meta.get("versions", {}) if isinstance(meta, dict) else None
     settings = meta.get("settings", []) if isinstance(meta, dict) else None
+    pending = (meta.get("pending") or 0) if isinstance(meta, dict) else None
     if (not isinstance(versions, dict) or not isinstance(settings, list)
-            or not all(type(v) is int and v > 0 for v in versions.values())
+            or not all(type(v) is int and 0 < v < VERSION_LIMIT for v in versions.values())
+            or type(pending) is not int or pending < 0
             or not all(_setting_pair(s) for s in settings if meta.get("format") == FORMAT)):
         raise IndexMismatch(f"the index in {location.uri} is corrupt: run `mem index --full`",
                             location.meta_name)

@@ -138,6 +138,8 @@ DAMAGES = {
     "meta.json a list": meta("[1, 2]"),
     "meta.json versions not numbers": meta(lambda m: m.update(versions={"steps": "x"})),
     "meta.json versions that do not exist": meta(lambda m: m["versions"].update(steps=999, events=999)),
+    "meta.json versions past 64 bits": meta(lambda m: m["versions"].update(steps=2 ** 64)),
+    "meta.json pending not a number": meta(lambda m: m.update(pending="x")),
     "meta.json of another format": meta(lambda m: m.update(format=99)),
     "meta.json of another tokenizer": meta(lambda m: m.update(tokenizer="math-v0")),
 }
