@@ -117,12 +117,10 @@ class CitationGraph:
         """What ``hide`` = ``gid`` resolves to (``query.Hidden``): the position in its run's log
         that cuts its run-mates written after it, and the step with every step citing it or one of
         those run-mates, directly or through others (all written after it: a citation points back
-        in time). A step it cites, directly or through others, was written before it whatever its
-        run's log says (a blueprint states in its first chapter a theorem its last proves), so such
-        a run-mate is kept (``kept``) and hides nothing; a path through a step citing it (a loop)
-        dates nothing. Its links only date steps: what they keep is memory like any other step
-        (it votes and counts, as it did when the step was written). The keys name only what the cut
-        does not already hide."""
+        in time). The step's own links date nothing (SPEC §10: nothing derived from the workspace
+        reads them): a run-mate it cites that its log names later is cut like the others (until
+        2026-12-07 it was kept, and with it the gold citing it in other runs, while the other
+        run-mates were cut). The keys name only what the cut does not already hide."""
         import numpy as np
 
         from mem_retrieval.retrieval.query import Hidden
@@ -135,14 +133,11 @@ class CitationGraph:
         if seq >= 0:
             cut = (self.run_keys == self.run_keys[row]) & ~((self.named_seq >= 0) & (self.named_seq <= seq))
         sources, starts = self._citing
-        citing = self._reach(np.asarray([row]), sources, starts)  # written after it, by its links
-        citing[row] = True
-        # what it cites, directly or through others, not through a step citing it (a loop dates
-        # nothing)
-        later = cut & ~self._reach(np.asarray([row]), self.targets, self.offsets, citing)
-        later |= citing | self._reach(np.flatnonzero(later), sources, starts)
+        later = self._reach(np.flatnonzero(cut), sources, starts) | cut
+        later |= self._reach(np.asarray([row]), sources, starts)
+        later[row] = True
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
-                      seq if seq >= 0 else None, tuple(sorted(self.keys[cut & ~later].tolist())))
+                      seq if seq >= 0 else None)
 
     def before_run(self, run: str) -> "Hidden":
         """What ``hide_run`` = ``run`` resolves to: memory as it stood before the run began (its

@@ -194,17 +194,16 @@ class Hidden:
     resolves to (``CitationGraph.before``): of its own run only the steps written by its own log
     position (``records.workspace.first_written``) are in memory, as ``until`` that position
     would leave them (``run_key``, ``seq``: its run and that position; ``seq`` None when it is
-    neither named nor dated: nothing says which run-mates came before it, and they stay), but for
-    the run-mates the step cites, directly or through others (``kept``: a citation dates them before
-    it, whatever the log's order); and the step itself (with its library copy, the same key) and
-    every step citing it or one of the run-mates cut, directly or through others (each written
-    after it), are invisible (``keys``). Other runs are not cut by time: their clocks need not agree
-    with this run's, while a citation always points back in time."""
+    neither named nor dated: nothing says which run-mates came before it, and they stay); and the
+    step itself (with its library copy, the same key) and every step citing it or one of the
+    run-mates cut, directly or through others (each written after it), are invisible (``keys``).
+    The step's own links date nothing: a run-mate it cites that its log names later is cut like any
+    other (keeping it made what memory held depend on the answer). Other runs are not cut by time:
+    their clocks need not agree with this run's, while a citation always points back in time."""
 
     keys: tuple[int, ...]
     run_key: int | None = None
     seq: int | None = None
-    kept: tuple[int, ...] = ()
 
     @classmethod
     def only(cls, gid: str) -> "Hidden":
@@ -382,8 +381,7 @@ class Filters:
             parts.append(~np.isin(columns["key"], np.asarray(hide.keys, dtype=np.int64)))
             if hide.run_key is not None and hide.seq is not None:
                 parts.append((columns["run_key"] != hide.run_key)
-                             | ((columns["named_seq"] >= 0) & (columns["named_seq"] <= hide.seq))
-                             | np.isin(columns["key"], np.asarray(hide.kept, dtype=np.int64)))
+                             | ((columns["named_seq"] >= 0) & (columns["named_seq"] <= hide.seq)))
         if self.kind is not None:
             parts.append(columns["kind"] == self.kind)
         if self.status is not None:
@@ -417,8 +415,7 @@ class Filters:
         parts = [f"NOT ({in_list('key', hide.keys)})"]
         if hide.run_key is not None and hide.seq is not None:
             parts.append(f"run_key != {int(hide.run_key)} "
-                         f"OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})"
-                         + (f" OR {in_list('key', hide.kept)}" if hide.kept else ""))
+                         f"OR (named_seq >= 0 AND named_seq <= {int(hide.seq)})")
         return parts
 
     def _as_of(self, table: str) -> str:
