@@ -15,7 +15,7 @@ from mem_retrieval.records.errors import BadInput, InputError
 from mem_retrieval.records.ids import canonical, plain, ref_problem, typed_ref, typed_run
 from mem_retrieval.records.parse import named_lines, parse_json, same_pipe
 from mem_retrieval.records.validate import Fields
-from mem_retrieval.retrieval.query import check_text
+from mem_retrieval.retrieval.query import check_setting, check_text
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -61,6 +61,10 @@ def read_queries(path: Path) -> list[Query]:
                 check_text(text)  # what a search would refuse, refused here at its line
         except BadInput as err:
             f.fail("query", err.message)
+        try:
+            check_setting(setting or "")
+        except BadInput as err:
+            f.fail("setting", err.message)
         if step and (ref_problem(step) or "/" not in step):
             f.fail("step", f"{step!r} is not a global id (run/step)")
         if any(c.isspace() for c in qid):  # a qrels line and a TREC run are split at white space

@@ -125,6 +125,13 @@ MAX_QUERY_CHARS = MAX_ARGUMENT_CHARS
 MAX_SETTING_CHARS = MAX_QUERY_CHARS
 
 
+def check_setting(setting: str) -> None:
+    """A setting is at most ``MAX_SETTING_CHARS`` characters: a page repeats it."""
+    if len(setting) > MAX_SETTING_CHARS:
+        raise BadInput(f"is {len(setting):,} characters long; a setting is at most {MAX_SETTING_CHARS:,}",
+                       param="setting")
+
+
 def check_text(text: str, param: str = "query") -> None:
     """A query must be non-empty Unicode text (an unpaired surrogate means bytes that were not
     UTF-8) of at most ``MAX_QUERY_CHARS`` characters: a long statement is about 1,400, and the
@@ -276,9 +283,8 @@ class ArchiveQuery:
             raise BadInput("is a time with a zone, and only with library", param="library_before")
         if self.setting is not None and not self.setting.strip():
             object.__setattr__(self, "setting", None)
-        if self.setting is not None and len(self.setting) > MAX_SETTING_CHARS:  # a page repeats it
-            raise BadInput(f"is {len(self.setting):,} characters long; a setting is at most "
-                           f"{MAX_SETTING_CHARS:,}", param="setting")
+        if self.setting is not None:
+            check_setting(self.setting)
 
     def filters(self, until: Until | None, hidden: Hidden | None) -> "Filters":
         """The prefilter of this query, with its ``until`` and ``hide`` resolved (``hidden``:

@@ -888,15 +888,25 @@ def test_a_run_or_step_typed_with_look_alikes_is_read_as_a_search_reads_it(tmp_p
     assert _warnings(tmp_path / "w", "run", ["beta", "\uff42eta", "b\uff45ta"])[1] == []  # none unknown
 
 
-def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(tmp_path):
-    """Refused as the file is read, not by the search half-way through an evaluation."""
+@pytest.mark.parametrize("field", ["query", "setting"])
+def test_a_query_a_search_would_refuse_is_bad_input_at_its_line(example, tmp_path, field):
+    """Refused as the file is read, not by the search half-way through an evaluation. A setting too
+    long was refused by the search, as if `--setting` had been given, after a warning of 18 KB."""
     from mem_retrieval.eval.judgments import read_queries
 
     path = tmp_path / "q.jsonl"
-    path.write_text("".join(json.dumps({"qid": f"q{i}", "query": text}) + "\n"
+    path.write_text("".join(json.dumps({"qid": f"q{i}", "query": "x", field: text}) + "\n"
                             for i, text in enumerate(["x", "y " * 10_000])))
-    with pytest.raises(InputError, match=r"q.jsonl:2: query: is 20,000 characters long; at most 16,384"):
+    want = {"query": f"q.jsonl:2: {field}: is 20,000 characters long; at most 16,384 are searched",
+            "setting": f"q.jsonl:2: {field}: is 20,000 characters long; a setting is at most 16,384"}[field]
+    with pytest.raises(InputError, match=want):
         read_queries(path)
+    qrels = tmp_path / "r.qrels"
+    qrels.write_text("q0 0 satake-two-levels/A5-7 1\n")
+    err = io.StringIO()
+    assert mem(["--workspace", str(example.workspace.root), "eval", "paging", "--queries", str(path),
+                "--qrels", str(qrels)], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().count("\n") == 1 and want in err.getvalue()
 
 
 @pytest.mark.parametrize("argv", [["eval", "paging", "--queries", "Q", "--qrels", "R"],
