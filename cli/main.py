@@ -351,6 +351,13 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         help="a TOML file overriding configs/default.toml")
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """``build_parser``'s parser, built once a process: `mem serve` and the Python callers of ``run``
+    built it at every call (~10 ms). Parsing changes nothing in it, so calls share it, threads too."""
+    return build_parser()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mem", description="Memory retrieval for research agents (ids, BM25, "
                      "embedding rerank over LanceDB).")
@@ -390,7 +397,7 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
         for arg in sys.argv[1:] if argv is None else argv:
             if as_text(arg) is None:
                 raise BadInput(f"argument {_shown(arg)} is not valid UTF-8")
-        args = build_parser().parse_args(argv)
+        args = _parser().parse_args(argv)
         if caller is not None and args.config and not Path(args.config).is_absolute():
             # its messages name the file as given, relative to the caller's folder: run it there
             raise InProcessOnly("a relative --config runs in-process")

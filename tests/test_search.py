@@ -1446,3 +1446,32 @@ def test_recall_text_shows_a_brief_up_to_its_excerpt_whole_and_says_where_a_long
         said = (f"({len(hit['body']):,} characters: {hit['run']}/{hit['path']}; whole as body in the "
                 "--json output)")
         assert (said in shown) != whole
+
+
+def test_calls_in_one_process_share_a_parser_and_never_each_others_arguments(example):
+    """`mem serve` and the API's callers of ``cli.main.run`` parse every call with one parser, built
+    once: a call's options (`--page 2`, `--strategy` given twice) never carry into the next, and calls
+    from several threads at once answer as they do one by one."""
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mem_retrieval.cli.main import run
+
+    root = str(example.workspace.root)
+    calls = [["--json", "archive-search", "Frobenius fixed field", "--page", "2"],
+             ["--json", "archive-search", "Frobenius fixed field"],
+             ["archive-search", "Satake transform", "--setting", "F_q((t))"],
+             ["--json", "archive-get", "satake-two-levels/A5-7"],
+             ["--json", "recall-search", "Hecke"],
+             ["archive-search", "Satake transform"]]
+
+    def call(argv: list[str]) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        return run(["--workspace", root, *argv], out=out, err=err), out.getvalue(), err.getvalue()
+
+    alone = [call(argv) for argv in calls]
+    assert [json.loads(alone[i][1])["page"] for i in (0, 1)] == [2, 1]
+    assert alone[2][1] != alone[5][1]  # the setting of the one before is not the next one's
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(call, calls * 4))
+    assert together == alone * 4
