@@ -63,9 +63,13 @@ def test_training_parameters_are_checked():
         Training(precision="fp16")
 
 
-def test_a_named_precision_is_kept_and_auto_is_decided():
+def test_a_named_precision_is_kept():
     assert Training(precision="fp32").resolved() == Training(precision="fp32")
     assert Training(precision="bf16").resolved() == Training(precision="bf16")
+
+
+@pytest.mark.slow  # torch imported (2 to 5 s) to ask the CPU
+def test_auto_precision_is_decided():
     decided = Training(epochs=2).resolved()
     assert decided.precision in ("bf16", "fp32")
     assert decided == Training(epochs=2, precision=decided.precision)
