@@ -315,7 +315,9 @@ def _parse_meta(location: Location, data: bytes) -> dict[str, Any]:
     versions = meta.get("versions", {}) if isinstance(meta, dict) else None
     settings = meta.get("settings", []) if isinstance(meta, dict) else None
     pending = (meta.get("pending") or 0) if isinstance(meta, dict) else None
+    export = (meta.get("export") or {}) if isinstance(meta, dict) else None
     if (not isinstance(versions, dict) or not isinstance(settings, list)
+            or not isinstance(export, dict) or not isinstance(export.get("path", ""), str)
             or not all(type(v) is int and 0 < v < VERSION_LIMIT for v in versions.values())
             or type(pending) is not int or pending < 0
             or not all(_setting_pair(s) for s in settings if meta.get("format") == FORMAT)):
@@ -363,7 +365,8 @@ def mismatch(meta: dict[str, Any], config: Config) -> str | None:
         have, wanted = meta.get(name), want[name]
         if have == wanted:
             continue
-        if isinstance(have, dict):  # the values that differ, each by its name (a text limit: its config key)
+        if isinstance(have, dict) and isinstance(wanted, dict):  # the values that differ, each by its
+            # name (a text limit: its config key); a dict where a number is read is a value like any other
             keys = [k for k in sorted(have.keys() | wanted.keys()) if have.get(k) != wanted.get(k)]
             if name == "model" and _folder_unrecorded(have, config):  # no config can give the index's
                 unrecorded = True  # (no `files`), whatever else differs

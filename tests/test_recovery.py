@@ -140,6 +140,10 @@ DAMAGES = {
     "meta.json versions that do not exist": meta(lambda m: m["versions"].update(steps=999, events=999)),
     "meta.json versions past 64 bits": meta(lambda m: m["versions"].update(steps=2 ** 64)),
     "meta.json pending not a number": meta(lambda m: m.update(pending="x")),
+    "meta.json export not an object": meta(lambda m: m.update(export=[1])),
+    "meta.json export path not text": meta(lambda m: m["export"].update(path=5)),
+    "meta.json format an object": meta(lambda m: m.update(format={})),
+    "meta.json tokenizer an object": meta(lambda m: m.update(tokenizer={"name": "x"})),
     "meta.json of another format": meta(lambda m: m.update(format=99)),
     "meta.json of another tokenizer": meta(lambda m: m.update(tokenizer="math-v0")),
 }
@@ -171,6 +175,40 @@ def test_a_damaged_index_answers_right_or_names_the_fix_and_full_repairs_it(name
     assert (code, err) == (0, ""), err
     assert answers(root) == intact["answers"]
     assert index_state(root)["tables"] == intact["tables"]
+
+
+META_PATHS = [("format",), ("tokenizer",), ("model",), ("model", "dim"), ("model", "package"),
+              ("model", "quantized"), ("bm25",), ("bm25", "k1"), ("text",), ("export",), ("export", "path"),
+              ("versions",), ("versions", "steps"), ("pending",), ("settings",), ("id_shapes",), ("lineage",)]
+META_VALUES = [None, 2 ** 70, "x", [1], {"a": 1}]
+
+
+@pytest.mark.slow  # 85 cases, a second each
+@pytest.mark.parametrize("path", META_PATHS, ids=".".join)
+def test_any_json_value_in_meta_json_is_the_intact_answer_or_one_line_and_full_repairs_it(intact, tmp_path,
+                                                                                          path):
+    """Brute force over what a hand or another program may leave in meta.json: each field set to a
+    number past 64 bits, text, a list, an object or null. An `export` that was no object, or a
+    `format` that was one, gave a traceback on every command, `--full` included."""
+    for n, value in enumerate(META_VALUES):
+        root = copy(intact, tmp_path / str(n))
+        path_file = root / ".mem" / "meta.json"
+        data = json.loads(path_file.read_text())
+        *above, last = path
+        holder = data
+        for name in above:
+            holder = holder[name]
+        holder[last] = value
+        path_file.write_text(json.dumps(data))
+        for (code, out, err), expected in zip(answers(root), intact["answers"]):
+            message = json.loads(out)["error"] if code == 2 and out else ""
+            assert (code, out, err) == expected or (  # the fix may be one of two (another config)
+                code == 2 and err == "" and "\n" not in message and FIX in message), (value, out, err)
+        code, out, err = mem(root, "index", "--no-progress")
+        assert code == 0 or ((code, out) == (2, "") and err.count("\n") == 1), (value, err)
+        code, out, err = mem(root, "index", "--full", "--no-progress")
+        assert (code, err) == (0, ""), (value, err)
+        assert answers(root) == intact["answers"], value
 
 
 @pytest.mark.slow
