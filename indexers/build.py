@@ -317,12 +317,13 @@ def open_index(location: Location, config: Config, full: bool,
         token = location.read_meta_bytes()[1]  # first: a meta.json published after it is merged with
     except (IsADirectoryError, FileNotFoundError, NotAFile):  # a folder, a pipe, a dead link: read_meta
         token = None  # says it in one line (a corrupt meta.json); a refusal (permission) is the machine's
+    corrupt = False
     try:
         meta = store.read_meta(location)
     except store.IndexMismatch:
         if not full:
             raise
-        meta = None  # --full rebuilds from the files alone: a corrupt meta.json is replaced
+        meta, corrupt = None, True  # --full rebuilds from the files alone: a corrupt meta.json is replaced
     if meta is not None and not full:
         why = store.mismatch(meta, config)
         if why:
@@ -332,6 +333,10 @@ def open_index(location: Location, config: Config, full: bool,
         lance.unlink()
     db = location.connect()
     tables = {name: writer.open_or_drop(db, location, name, full) for name in SCHEMAS}
+    if meta is None and not corrupt:  # a first run's tables are stamped (one that never published)
+        foreign = [name for name, table in tables.items() if table is not None and store.stamp_of(table) is None]
+        if foreign:  # another program's, at this prefix: neither read nor overwritten, --full neither
+            raise store.NotAnIndex(location, foreign)
     rebuilt, cut = _at_pinned_if_rebuilt(tables, meta, full) if meta is not None else ((), ())
     if not full:  # write on a new creation holding the pinned rows (and their vectors)
         for name in rebuilt:

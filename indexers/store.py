@@ -52,7 +52,14 @@ class NotAnIndex(InputError):
     """Where the index should be, a meta.json no `mem index` wrote (every one it writes names its
     ``format``): someone else's data at that prefix, which neither a search nor `--full` touches."""
 
-    def __init__(self, location: "Location"):
+    def __init__(self, location: "Location", tables: list[str] | None = None):
+        if tables:  # no meta.json, and tables no build of mem stamped (every table it makes is)
+            super().__init__(location.lance_uri, None, None,
+                             f"{location.uri} holds LanceDB tables that no `mem index` wrote "
+                             f"({', '.join(tables)}: no build stamp) and no meta.json: point index.uri "
+                             "at a prefix of its own, or move them away (they were neither read nor "
+                             "replaced)")
+            return
         super().__init__(location.meta_name, None, None,
                          f"{location.uri} holds a meta.json that no `mem index` wrote (it names no index "
                          "format): point index.uri at a prefix of its own, or move that file away "

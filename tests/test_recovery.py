@@ -80,6 +80,26 @@ def test_a_meta_json_no_mem_index_wrote_is_refused_and_never_replaced(intact, tm
     assert theirs.read_text() == '{"hello": "world"}'
 
 
+def test_lancedb_tables_no_mem_index_wrote_are_refused_and_never_replaced(tmp_path):
+    """An index.uri pointed at a prefix holding another program's LanceDB tables and no meta.json:
+    a search said "run `mem index`", which then ended in a traceback (its table has no gid), and so
+    did `--full`. Both refuse it in one line (exit 2) and leave the tables as they were."""
+    import lancedb
+
+    root = tmp_path / "ws"
+    build_workspace(root)
+    theirs = lancedb.connect(str(root / ".mem" / "lance")).create_table("steps", data=[{"a": 1, "b": "precious"}])
+    version = theirs.version
+    code, out, err = mem(root, "archive-search", "statement")
+    assert (code, out) == (2, "") and "run `mem index`" in err
+    for argv in (["index", "--no-progress"], ["index", "--full", "--no-progress"]):
+        code, out, err = mem(root, *argv)
+        assert (code, out) == (2, "") and err.count("\n") == 1, (argv, err)
+        assert "holds LanceDB tables that no `mem index` wrote (steps: no build stamp)" in err
+    again = lancedb.connect(str(root / ".mem" / "lance")).open_table("steps")
+    assert again.version == version and again.to_arrow().to_pylist() == [{"a": 1, "b": "precious"}]
+
+
 def lance_files(root: Path, pattern: str) -> list[str]:
     found = glob.glob(str(root / ".mem" / "lance" / pattern))
     assert found, pattern
