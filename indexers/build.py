@@ -334,7 +334,8 @@ def open_index(location: Location, config: Config, full: bool,
     db = location.connect()
     tables = {name: writer.open_or_drop(db, location, name, full) for name in SCHEMAS}
     if meta is None and not corrupt:  # a first run's tables are stamped (one that never published)
-        foreign = [name for name, table in tables.items() if table is not None and store.stamp_of(table) is None]
+        foreign = [name for name, table in tables.items()
+                   if table is not None and store.stamp_of(table) is None]
         if foreign:  # another program's, at this prefix: neither read nor overwritten, --full neither
             raise store.NotAnIndex(location, foreign)
     rebuilt, cut = _at_pinned_if_rebuilt(tables, meta, full) if meta is not None else ((), ())

@@ -88,7 +88,8 @@ def test_lancedb_tables_no_mem_index_wrote_are_refused_and_never_replaced(tmp_pa
 
     root = tmp_path / "ws"
     build_workspace(root)
-    theirs = lancedb.connect(str(root / ".mem" / "lance")).create_table("steps", data=[{"a": 1, "b": "precious"}])
+    theirs = lancedb.connect(str(root / ".mem" / "lance")).create_table("steps",
+                                                                      data=[{"a": 1, "b": "precious"}])
     version = theirs.version
     code, out, err = mem(root, "archive-search", "statement")
     assert (code, out) == (2, "") and "run `mem index`" in err
