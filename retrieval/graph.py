@@ -118,9 +118,8 @@ class CitationGraph:
         that cuts its run-mates written after it, and the step with every step citing it or one of
         those run-mates, directly or through others (all written after it: a citation points back
         in time). The step's own links date nothing (SPEC §10: nothing derived from the workspace
-        reads them): a run-mate it cites that its log names later is cut like the others (until
-        2026-12-07 it was kept, and with it the gold citing it in other runs, while the other
-        run-mates were cut). The keys name only what the cut does not already hide."""
+        reads them): a run-mate it cites that its log names later is cut like the others. The keys
+        name only what the cut does not already hide."""
         import numpy as np
 
         from mem_retrieval.retrieval.query import Hidden
@@ -133,9 +132,9 @@ class CitationGraph:
         if seq >= 0:
             cut = (self.run_keys == self.run_keys[row]) & ~((self.named_seq >= 0) & (self.named_seq <= seq))
         sources, starts = self._citing
-        later = self._reach(np.flatnonzero(cut), sources, starts) | cut
-        later |= self._reach(np.asarray([row]), sources, starts)
-        later[row] = True
+        later = cut.copy()
+        later[row] = True  # it, the run-mates cut, and every step citing one of them
+        later |= self._reach(np.flatnonzero(later), sources, starts)
         return Hidden(tuple(sorted(self.keys[later & ~cut].tolist())), int(self.run_keys[row]),
                       seq if seq >= 0 else None)
 
