@@ -156,12 +156,12 @@ def _tune(memory: Memory, max_pairs: int | None, training: Training, holdout_ste
                              on_message=on_message, tuned=provenance)
     except BaseException:  # stopped or failed re-embedding: the index keeps its model, and only it
         from mem_retrieval.indexers.writer import drop_exports
-        from mem_retrieval.indexers.store import read_meta, tuned_of
+        from mem_retrieval.indexers.store import export_of, read_meta, tuned_of
 
         meta = read_meta(memory.retriever.location) or {}
         installed = tuned_of(meta)
         _drop_unused(folder, installed["path"] if installed else None)
-        drop_exports(folder, (meta.get("export") or {}).get("path"))
+        drop_exports(folder, export_of(meta))
         raise
     _drop_unused(folder, provenance["path"])
     return TuneReport(len(mined.pairs), len(mined.anchors), seconds, loss, provenance, report, mined.held)

@@ -468,7 +468,7 @@ def _by_cpu(location: Location, meta: dict[str, Any]) -> bool:
     again rather than keep them."""
     from mem_retrieval.text.onnx import MANIFEST, parse_manifest
 
-    path = (meta.get("export") or {}).get("path")
+    path = store.export_of(meta)
     if not path:
         return False
     return bool(_export_before_portable(parse_manifest(location.read_bytes(f"{path}/{MANIFEST}"))))

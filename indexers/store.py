@@ -139,6 +139,11 @@ def tuned_of(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return model.get("tuned") if isinstance(model, dict) else None
 
 
+def export_of(meta: dict[str, Any] | None) -> str | None:
+    """The folder of the ONNX export an index records, relative to its model folder (None: none)."""
+    return ((meta or {}).get("export") or {}).get("path")
+
+
 def kept_tuned(meta: dict[str, Any] | None, config: Config) -> dict[str, Any] | None:
     """The index's tuned copy when it was made from the configured model (a copy of another model
     stands for nothing the config names: `mem index --full` embeds with the configured one)."""
@@ -155,17 +160,17 @@ def model_spec(where: Location | Path, meta: dict[str, Any] | None, config: Conf
 
     location = at(where)
     model = model_ref(location, meta, config)
-    export = (meta or {}).get("export") or {}
+    export = export_of(meta)
     quantized = bool(((meta or {}).get("model") or {}).get("quantized"))
-    if config.model.backend == "onnx" and export.get("path"):
+    if config.model.backend == "onnx" and export:
         from mem_retrieval.text.onnx import downloaded_problem, manifest_problem
 
-        folder = fetch_model(location, export["path"], manifest_problem, downloaded_problem)
+        folder = fetch_model(location, export, manifest_problem, downloaded_problem)
         problem = manifest_problem(folder)
         if problem is None:
             return ModelSpec(model, str(folder), quantized)
-        if quantized and (changed := location.rejected(export["path"])):
-            raise IndexMismatch(f"the store's copy of the index's ONNX model {export['path']} is not the "
+        if quantized and (changed := location.rejected(export)):
+            raise IndexMismatch(f"the store's copy of the index's ONNX model {export} is not the "
                                 f"one its manifest hashed ({changed}): run `mem index --full`, which "
                                 "uploads this machine's own export over it", location.meta_name)
         if quantized:

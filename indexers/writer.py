@@ -272,7 +272,7 @@ def publish(index: Index, config: Config) -> dict[str, int]:
     mine_meta = params(index, config)
     stamp = store.stamp(mine_meta)
     mine = _own_versions(index, stamp)
-    export = (mine_meta["export"] or {}).get("path")
+    export = store.export_of(mine_meta)
     if index.tuned:  # a full build uploads whole copies whole (a store copy changed is mended)
         tuned = index.tuned
         index.location.push(tuned["path"],
