@@ -59,7 +59,7 @@ class QueryFeatures:
     gids: tuple[str, ...]
     features: dict[str, list[float]]
     in_run: bool            # asked from a run (its ``run``): ranked by ``[fusion.<strategy>_in_run]``
-    setting: str = ""       # the query's setting ("" without one): the group of ``--folds-by setting``
+    setting: str = ""       # the group of ``--folds-by setting`` (``setting_group``; "" without one)
 
     @property
     def named(self) -> list[str]:
@@ -70,15 +70,23 @@ class QueryFeatures:
 def collect(retriever: Retriever, strategy: str, queries: Sequence[Query]) -> list[QueryFeatures]:
     """The candidates of each query with their raw features (leave-one-out: ``run`` excluded,
     ``step`` hidden)."""
-    out = []
+    out, ontology = [], retriever.ontology()
     for query in queries:
         search = archive_query(retriever, query, strategy)
         ids, found = retriever.candidates(search) if search is not None else ([], [])
         out.append(QueryFeatures(query.qid, _run_of(query), tuple(c.gid for c in ids),
                                  tuple(c.gid for c in found),
                                  {name: [getattr(c, name) or 0.0 for c in found]
-                                  for name in FEATURES[strategy]}, query.in_run, query.setting or ""))
+                                  for name in FEATURES[strategy]}, query.in_run,
+                                 setting_group(ontology, query.setting)))
     return out
+
+
+def setting_group(ontology, setting: str | None) -> str:
+    """The group of ``--folds-by setting`` a query's setting falls in: its clauses as M3 reads them
+    (``Ontology.reading``: an entry by its name or any alias, ``Fq((t))`` as ``F_q((t))``),
+    sorted, so that one setting spelled two ways is never split across folds; "" without one."""
+    return "; ".join(sorted(ontology.reading(setting))) if setting else ""
 
 
 def _run_of(query: Query) -> str:

@@ -321,6 +321,26 @@ def test_mem_eval_fusion_end_to_end(tmp_path):
     assert code == 2 and err.getvalue() == "mem: --folds-by 'project' is not one of run, setting\n"
 
 
+@pytest.mark.parametrize("spellings, folds", [
+    (("F_q((t))", "Fq((t))", "\\mathbb{F}_q((t))", "local function field"), 1),  # one entry
+    (("F_q((t))", "Fq((t))", "Q_p", "ℚ_p"), 2),
+    (("F_q((t)); char 0", "char 0;Fq((t))", "GL_n", "gl_n"), 3)])  # unknown clauses keep their case
+def test_folds_by_setting_hold_one_setting_whole_however_its_queries_spell_it(tmp_path, spellings, folds):
+    """A setting is matched by its name or an alias (SPEC §8): queries spelling one setting
+    differently are one group, never split between a fold and the weights that score it."""
+    ws = indexed_workspace(tmp_path)
+    queries = tmp_path / "settings.jsonl"
+    queries.write_text("".join(json.dumps({"qid": f"q{i}", "query": "zircon corollary", "run": "gamma",
+                                           "step": "gamma/g2", "setting": setting}) + "\n"
+                               for i, setting in enumerate(spellings)))
+    (tmp_path / "s.qrels").write_text("".join(f"q{i} 0 alpha/a1 1\n" for i in range(len(spellings))))
+    out = io.StringIO()
+    assert run_cli(["--workspace", str(ws.root), "--json", "eval", "fusion", "--queries", str(queries),
+                    "--qrels", str(tmp_path / "s.qrels"), "--step", "0.5", "--folds-by", "setting"],
+                   out=out, err=io.StringIO()) == 0
+    assert json.loads(out.getvalue())["folds"] == folds
+
+
 def test_each_kind_of_query_has_its_table():
     asked = [QueryFeatures(f.qid, f.run, f.ids, f.gids, f.features, in_run=True)
              for f in (features(f"q{i}", f"run{i % 2}", "vote") for i in range(4))]
