@@ -263,14 +263,22 @@ class Retriever:
         before paging; light id candidates are not read in full. The steps keyed ``also_hidden``
         are hidden as ``query.hide`` hides (``Searcher.hidden``)."""
         until = self.resolve(query.until, query.run)  # first: a bad value opens no index
-        return self.searcher.rank_steps(query, until, also_hidden)
+        return self.searcher.rank_steps(self._as_ranked(query), until, also_hidden)
+
+    def _as_ranked(self, query: ArchiveQuery) -> ArchiveQuery:
+        """``query`` as it is ranked: a ``context_run`` naming no run of the workspace or the
+        library (a typo) cites nothing the index knows, so the query is asked from no run, with
+        that table's weights (``[fusion.<strategy>]``); its note says so (``notes``)."""
+        if query.context_run is not None and self.unknown_run("context_run", query.context_run):
+            return replace(query, context_run=None)
+        return query
 
     @_reads_index
     def candidates(self, query: ArchiveQuery) -> tuple[list, list]:
         """The steps ``query`` names by id, and its strategy's candidates with their features
         before the strategy scores and cuts them (``Searcher.steps_found``)."""
         until = self.resolve(query.until, query.run)
-        return self.searcher.steps_found(query, until, scored=False)
+        return self.searcher.steps_found(self._as_ranked(query), until, scored=False)
 
     @_reads_index
     def archive_search(self, query: ArchiveQuery, page: int = 1, given: str | None = None) -> Page[Hit]:
@@ -315,7 +323,8 @@ class Retriever:
                 notes.append(Note("setting", f"{query.setting!r}: {unknown[0]!r} is not in the settings "
                                   "ontology, so a step matches it only by the same text"
                                   + (f"; nearest entries: {', '.join(near)}" if near else "")))
-        context = (self.unknown_run("context_run", query.context_run)  # it shapes the ranking
+        context = (self.unknown_run("context_run", query.context_run,  # (_as_ranked)
+                                    ", so the search is ranked as asked from no run")
                    or self._run_unindexed(query.context_run, "context_run"))
         notes += context
         if query.until is not None:  # the index dates a step by the first event naming it that it read
@@ -393,9 +402,9 @@ class Retriever:
         ontology = self.ontology()
         return [c for c in clauses(setting, fold=False) if ontology.entry(c) is None]
 
-    def unknown_run(self, param: str, run: str | None) -> list[Note]:
+    def unknown_run(self, param: str, run: str | None, effect: str = "") -> list[Note]:
         """A note when ``run`` (given for ``param``) names no run of the workspace or library,
-        with the nearest names (a typo is the usual cause)."""
+        with what follows (``effect``) and the nearest names (a typo is the usual cause)."""
         folders = self.runs() if run is not None else []
         if run is None or run in folders:  # the usual answer, from the folder names alone
             return []
@@ -406,7 +415,7 @@ class Retriever:
         if run in runs or self._removed(run):  # (one removed since `mem index`: a note says so)
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
-        return [Note(param, f"{run!r} names no run of this workspace"
+        return [Note(param, f"{run!r} names no run of this workspace{effect}"
                      + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
 
     def _trees_written(self, run: str | None, said: set[str | None]) -> list[Note]:

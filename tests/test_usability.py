@@ -66,7 +66,8 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     # the run a query is asked from shapes the ranking: a typo there is said even with hits
     code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
     assert code == 0 and out.startswith("page 1 of 2")
-    assert err == "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
+    assert err == ("mem: --context-run 'bta' names no run of this workspace, so the search is ranked as "
+                   "asked from no run; nearest: beta\n")
     assert cli(indexed.root, "archive-search", "statement", "--context-run", "beta")[2] == ""
     # the note is advice: a library that became malformed since the index does not fail the search
     before = indexed.library_path.read_bytes()
@@ -74,11 +75,26 @@ def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
         indexed.library_path.write_bytes(before + b"{not json\n")
         code, out, err = cli(indexed.root, "archive-search", "statement", "--context-run", "bta")
         assert code == 0 and err == (
-            "mem: --context-run 'bta' names no run of this workspace; nearest: beta\n"
+            "mem: --context-run 'bta' names no run of this workspace, so the search is ranked as asked "
+            "from no run; nearest: beta\n"
             "mem: solve/library.jsonl was written after the last `mem index` read it: entries added or "
             "changed since are not searched as library entries; run `mem index`\n")
     finally:
         indexed.library_path.write_bytes(before)
+
+
+@pytest.mark.parametrize("strategy", ["graph", "rerank-graph"])
+def test_a_context_run_naming_no_run_is_ranked_as_a_query_asked_from_no_run(indexed, strategy):
+    """A typo in the run a query is asked from cites nothing the index knows: the list is the one
+    asked from no run, ids and scores, never the in-run table's weights over empty features."""
+    memory = Memory.open(indexed.root)
+
+    def hits(**context):
+        return [(h.id, h.score) for h in memory.archive_hits("statement lemma", strategy=strategy, **context)]
+
+    alone = hits()
+    assert hits(context_run="bta") == alone and hits(context_run="no-such-run") == alone
+    assert hits(context_run="beta") != alone  # a run of the workspace: its own table ranks it
 
 
 def test_a_setting_the_ontology_lacks_is_one_warning_naming_the_nearest_entries(indexed):
