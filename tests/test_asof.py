@@ -92,6 +92,12 @@ def test_recall_returns_no_event_after_the_cut(example):
     assert resolve(f"{SATAKE}#{r1}", None) == resolve("R-1", SATAKE) == resolve(f"{SATAKE}#{r1}", SATAKE)
     with pytest.raises(BadInput, match=f"is an event of run '{SATAKE}', not of '{IWAHORI}'"):
         example.retriever.resolve_until(f"{SATAKE}#{r1}", IWAHORI)
+    for tail in ("-1", "x", "1.5", "", "٣"):  # what follows '#' is no sequence number: said so
+        with pytest.raises(BadInput, match=f"^until '{SATAKE}#{tail}': '{tail}' after run '{SATAKE}' is no "
+                           r"sequence number \(RUN#SEQ: the event's number in its run's log"):
+            resolve(f"{SATAKE}#{tail}", None)
+    with pytest.raises(BadInput, match="needs the run"):  # no run before '#': an event id wants its run
+        resolve("nope#x", None)
 
 
 def test_an_event_of_a_run_that_is_none_here_names_the_run_not_the_event(example):
