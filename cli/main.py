@@ -414,6 +414,12 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None,
         return _fail(ctx, *_stopped(stopped))
     except BrokenPipeError:
         return EXIT_OK
+    except FileNotFoundError:  # a relative path made absolute (os.path.abspath) with no folder to do it from
+        from mem_retrieval.records.workspace import CURRENT_FOLDER_GONE, current_folder_exists
+
+        if caller is not None or current_folder_exists():
+            raise
+        return _fail(ctx, CURRENT_FOLDER_GONE, 2)
     except BaseException as error:  # lance reports a Rust panic as a BaseException
         if isinstance(error, (SystemExit, GeneratorExit)) or not (why := resource_refusal(error)):
             raise
@@ -628,11 +634,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None, words: list[str]) -> int:
     """``main`` once the process is set up: forwarded to a warm server, else run here."""
-    try:
-        os.getcwd()
-    except FileNotFoundError:  # every relative path, the workspace's included, would fail later
-        return _fail(Context(None, "--json" in words, None), "the current folder no longer exists: "
-                     "change to one that does", 2)
     code = forward(words)
     if code is not None:
         return code

@@ -26,6 +26,19 @@ TREE = "tree.json"  # a run's record G
 RUN_RECORDS = (TREE, "memory", "briefs", "returns", "sources")  # what a run folder holds (SPEC §1)
 
 
+CURRENT_FOLDER_GONE = ("the current folder no longer exists: change to one that does, or name the "
+                       "workspace and every file by an absolute path")
+
+
+def current_folder_exists() -> bool:
+    """Whether this process's current folder still exists (a relative path is read from it)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = None,
                       environ: Mapping[str, str] | None = None) -> Path:
     """``--workspace``, else ``$MEM_WORKSPACE``, else the current directory. ``base`` and
@@ -34,6 +47,8 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
     env = os.environ if environ is None else environ
     chosen = Path(path or env.get("MEM_WORKSPACE") or ".")
     where = chosen if base is None else Path(base) / chosen
+    if not where.is_absolute() and not current_folder_exists():
+        raise BadInput(CURRENT_FOLDER_GONE)
     try:
         if not where.is_dir():
             raise BadInput(f"workspace {str(chosen)!r} is not a folder")

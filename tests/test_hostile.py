@@ -520,18 +520,34 @@ def test_an_id_printed_in_ascii_names_its_step_when_pasted_back(tmp_path):
     assert code in (0, 1) and "Traceback" not in err
 
 
-def test_a_current_folder_that_no_longer_exists_is_one_line(tmp_path):
-    gone = tmp_path / "gone"
-    gone.mkdir()
-    done = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m mem_retrieval.cli '
-                           '-w ../ws archive-get a1', sys.executable],
-                          env=os.environ | {"MEM_NO_SERVER": "1"}, capture_output=True, text=True, timeout=120)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "mem: the current folder no longer exists: change to one that does\n"
+def test_a_current_folder_that_no_longer_exists_is_one_line_where_a_path_needs_it(tmp_path):
+    """A relative path needs the current folder: one line then. A command naming its workspace and
+    files by absolute paths needs none, and answers (an agent's scratch folder cleaned away)."""
+    ws = build_workspace(tmp_path / "ws")
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.qrels"
+    queries.write_text(json.dumps({"qid": "q", "query": "statement"}) + "\n")
+    qrels.write_text("q 0 alpha/a1 1\n")
+
+    def from_gone(command: str, **env: str) -> subprocess.CompletedProcess:
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        return subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m mem_retrieval.cli '
+                               + command, sys.executable], env=os.environ | {"MEM_NO_SERVER": "1"} | env,
+                              capture_output=True, text=True, timeout=120)
+
+    said = ("mem: the current folder no longer exists: change to one that does, or name the workspace and "
+            "every file by an absolute path\n")
+    for command, env in [("-w ../ws check", {}), ("check", {}), ("check", {"MEM_WORKSPACE": "../ws"}),
+                         (f"-w {ws.root} eval paging --queries {queries} --qrels {qrels} --trec-out run.trec", {})]:
+        done = from_gone(command, **env)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", said), command
+    for command, env in [(f"-w {ws.root} check", {}), ("check", {"MEM_WORKSPACE": str(ws.root)})]:
+        done = from_gone(command, **env)
+        assert done.returncode == 0 and done.stdout.startswith("OK: 2 runs") and done.stderr == "", command
     # with standard output closed (`>&-`), or error: the same exit, no traceback (the message went
     # to the stream closed when the module was imported: AttributeError, exit 1)
     for closed in (">&-", "2>&-"):
-        done = subprocess.run(["sh", "-c", f'cd "{tmp_path}" && mkdir gone && cd gone && rmdir ../gone && '
+        done = subprocess.run(["sh", "-c", f'cd "{tmp_path}" && mkdir gone2 && cd gone2 && rmdir ../gone2 && '
                                f'exec "$0" -m mem_retrieval.cli archive-get a1 {closed}', sys.executable],
                               env=os.environ | {"MEM_NO_SERVER": "1"}, capture_output=True, text=True,
                               timeout=120)
