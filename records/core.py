@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mem_retrieval.records.errors import BadInput
 from mem_retrieval.records.ids import plain
 from mem_retrieval.records.parse import core_heading, misspelt_core_heading, split_core_heading, text_lines
-from mem_retrieval.records.types import CORE_FIELDS, STATUSES, CoreMemory
+from mem_retrieval.records.types import CORE_FIELDS, STATUSES
 
 EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’…·←→*"  # `*`: markdown's emphasis, **A-1** or *A-1*
 _LINKS = frozenset({"is", "now", "also", "been", "status", "still", "remains", "stays", "—", "–", "-", "=",
@@ -127,21 +127,44 @@ def clean_field(text: str) -> str:
     return "\n".join(lines)
 
 
+def _field_lines(name: str, text: str) -> list[str]:
+    """A field as core.md writes it: its heading, holding the text's first line, then the rest."""
+    lines = text.split("\n")
+    return [f"## {name:<{_NAME_WIDTH}}{lines[0]}".rstrip() if lines[0] else f"## {name}", *lines[1:]]
+
+
 def render(fields: dict[str, str]) -> str:
     """core.md holding the five fields in their order (missing ones empty)."""
-    out: list[str] = []
-    for name in CORE_FIELDS:
-        lines = fields.get(name, "").split("\n")
-        out.append(f"## {name:<{_NAME_WIDTH}}{lines[0]}".rstrip() if lines[0] else f"## {name}")
-        out.extend(lines[1:])
-    return "\n".join(out) + "\n"
+    return "\n".join(line for name in CORE_FIELDS for line in _field_lines(name, fields.get(name, ""))) + "\n"
 
 
-def with_field(core: CoreMemory | None, field: str, text: str) -> str:
-    """The text of core.md after setting ``field`` to ``text`` (both already checked)."""
-    fields = dict(core.fields) if core else {}
-    fields[field] = text
-    return render(fields)
+def with_field(written: str | None, field: str, text: str) -> str:
+    """The text of core.md after setting ``field`` to ``text`` (both already checked; ``written``
+    is core.md as it stands, a valid one, or None): that field's heading and lines are replaced
+    (a missing field is put in its place in the order), the blank lines after it kept, and every
+    other byte stays as written: another field's blank lines, spacing and line ends. A file with
+    no field yet gets all five."""
+    if written is None or not any(core_heading(line) for line in text_lines(written)):
+        return render({field: text})
+    lines = written.split("\n")  # as text_lines splits: at line feeds, each keeping a CR before it
+    names = [(split_core_heading(heading) or ("",))[0] if (heading := core_heading(line.removesuffix("\r")))
+             is not None else None for line in lines]
+    headings = [i for i, name in enumerate(names) if name is not None]
+    end = "\r" if lines[headings[0]].endswith("\r") else ""  # the file's own line end (CRLF or LF)
+    block = [line + end for line in _field_lines(field, text)]
+    if field in names:
+        start = names.index(field)
+        stop = next((i for i in headings if i > start), len(lines))
+        while stop - 1 > start and not lines[stop - 1].strip():  # the blank lines closing the field
+            stop -= 1
+        return "\n".join(lines[:start] + block + lines[stop:]) + ("\n" if stop == len(lines) else "")
+    order = CORE_FIELDS.index(field)
+    at = next((i for i in headings if CORE_FIELDS.index(names[i]) > order), None)
+    if at is None:  # after every field there is: at the end, on a line of its own
+        if lines[-1] == "":
+            lines.pop()
+        return "\n".join(lines + block) + "\n"
+    return "\n".join(lines[:at] + block + lines[at:])
 
 
 def content_lines(text: str) -> Iterator[tuple[int, str]]:

@@ -303,8 +303,9 @@ def core_set(ws: Workspace, run: str, field: str, text: str,
     path = ws.core_path(run)
 
     def judged(written: str | None) -> tuple[str, int]:  # W with this field, and its tokens (M4)
-        core = parse_core_text(written, run, str(path)) if written is not None else None
-        new_text = with_field(core, name, text)
+        if written is not None:
+            parse_core_text(written, run, str(path))  # bad input: refused, named by file and line
+        new_text = with_field(written, name, text)
         tokens = count_tokens(new_text, package)
         _check_bound(path, name, tokens)
         return new_text, tokens

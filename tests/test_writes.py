@@ -55,6 +55,32 @@ def test_core_set_rewrites_one_field_and_keeps_the_others(workspace, mem):
     assert [f for f in after.fields if f[0] != "next"] == [f for f in before.fields if f[0] != "next"]
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+@pytest.mark.parametrize("field", ["phase", "portfolio", "open gaps", "next", "inputs"])
+def test_core_set_changes_its_field_alone_and_every_other_byte_stays(workspace, mem, field, end):
+    """SPEC §9: core-set rewrites one field. The others keep their blank lines, their spacing and
+    the file's line ends (every field was rewritten clean: a paragraph break in `next` went at a
+    `phase` set); a missing field is put in its place in the order."""
+    blocks = {"phase": ["## phase   round 2", ""],
+              "open gaps": ["## open gaps   E6/F4 at function level", "", "  second paragraph, indented", ""],
+              "next": ["## next", "A7 (continued)", "", "", "then audit A5-7"],
+              "inputs": ["##  inputs      A2-4 audited · A5-7 not yet", "", ""]}  # no portfolio
+    path = workspace.core_path("alpha")
+    path.write_bytes(end.join(line for lines in blocks.values() for line in lines).encode() + end.encode())
+    assert mem("check", "alpha")[0] == 0
+    assert mem("core-set", "alpha", field, "set now\n\nits second line")[0] == 0
+    mine = [f"## {field:<12}set now", "its second line"]  # its own blank lines dropped, as always
+    kept = {name: lines[:1] + lines[max(i for i, line in enumerate(lines) if line.strip()) + 1:]
+            if name == field else lines for name, lines in blocks.items()}  # the field's closing blank lines
+    if field in blocks:
+        kept[field][:1] = mine
+    else:  # portfolio: between phase and open gaps
+        kept = {"phase": kept["phase"], field: mine} | {n: v for n, v in kept.items() if n != "phase"}
+    assert path.read_bytes().decode() == end.join(line for lines in kept.values() for line in lines) + end
+    assert parse_core(path, "alpha").get(field) == "set now\nits second line"
+    assert mem("check", "alpha")[0] == 0
+
+
 def test_core_set_appends_its_checkpoint_event(workspace, mem):
     assert mem("core-set", "alpha", "open-gaps", "a4 ← a2; see alpha/a1, (beta/b1), d1 and zz9")[0] == 0
     event = workspace.events("alpha")[-1]
