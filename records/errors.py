@@ -130,6 +130,14 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
+def listed(names, limit: int = 10) -> str:
+    """``names`` for a message: the first ``limit`` joined by commas, then how many there are in
+    all when some are left out (``a, b, … (26 in all)``); "none" for none."""
+    names = list(names)
+    shown = ", ".join(names[:limit]) or "none"
+    return f"{shown}, … ({len(names):,} in all)" if len(names) > limit else shown
+
+
 def installed(module: str) -> bool:
     """Whether ``module`` can be imported, found without importing it (Ray's import takes
     seconds): a command needing an optional extra says so before any work."""

@@ -12,7 +12,7 @@ from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
 
-from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused
+from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
 from mem_retrieval.records.files import stamp
 from mem_retrieval.records.ids import first_naming, is_run_slug, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
@@ -219,7 +219,7 @@ class Workspace:
         """That ``run`` is no run here, what would make it one (a folder is a run once it holds its
         tree.json: an agent starting a run wrote core.md first, and was told only "no run"), and
         the runs there are (``known``, or read)."""
-        runs = ", ".join(self.runs() if known is None else known) or "none"
+        runs = listed(self.runs() if known is None else known)
         try:
             os.lstat(self.tree_path(run))  # a folder, a link to nothing: as `check` names it
             return f"no run {run!r} in {self.root}: {run}/tree.json is not a file (a run is a folder " \

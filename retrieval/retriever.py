@@ -20,7 +20,7 @@ from typing import Any
 from mem_retrieval.configs import Config
 from mem_retrieval.indexers.store import key
 from mem_retrieval.records.core import EDGE, id_candidates, mentions
-from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, plural, quoted
+from mem_retrieval.records.errors import BadInput, InputError, MemError, Refused, listed, plural, quoted
 from mem_retrieval.records.files import stamp as file_stamp
 from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_run, plain, ref_problem,
                                        spellings, split_gid, typed_ref, typed_run)
@@ -416,7 +416,7 @@ class Retriever:
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace{effect}"
-                     + (f"; nearest: {', '.join(near)}" if near else f" (runs: {', '.join(runs[:10]) or 'none'})"))]
+                     + (f"; nearest: {', '.join(near)}" if near else f" (runs: {listed(runs)})"))]
 
     def _trees_written(self, run: str | None, said: set[str | None]) -> list[Note]:
         """A note naming the runs (``run``, or every run) whose tree.json was written since the

@@ -50,6 +50,26 @@ def test_a_run_that_names_no_run_names_the_nearest_runs(indexed):
     assert [n.render() for n in page.notes] == ["run 'alpah' names no run of this workspace; nearest: alpha"]
 
 
+def test_a_list_of_runs_cut_for_a_message_says_how_many_there_are(tmp_path):
+    """Past ten runs a message lists ten and says how many there are in all: a list cut silently
+    told a user that a run it left out did not exist."""
+    ws = build_workspace(tmp_path / "ws")
+    for n in range(10):
+        ws.add_run(f"run{n:02d}", [make_step("s1")])
+    assert cli(ws.root, "index")[0] == 0
+    names = ["alpha", "beta"] + [f"run{n:02d}" for n in range(8)]
+    code, out, err = cli(ws.root, "archive-search", "statement", "--run", "zzzz")
+    assert (code, out) == (1, "no hits\n")
+    assert err == f"mem: --run 'zzzz' names no run of this workspace (runs: {', '.join(names)}, … (12 in all))\n"
+    code, _, err = cli(ws.root, "archive-search", "statement", "--until", "zzzz#3")
+    assert code == 1 and err.endswith(f"(a run is a folder holding its tree.json; runs: {', '.join(names)}, … "
+                                      "(12 in all))\n"), err
+    ws2 = build_workspace(tmp_path / "two")  # ten or fewer: all of them, nothing more
+    assert cli(ws2.root, "index")[0] == 0
+    assert cli(ws2.root, "archive-search", "statement", "--run", "zzzz")[2] == \
+        "mem: --run 'zzzz' names no run of this workspace (runs: alpha, beta)\n"
+
+
 def test_recall_search_and_the_context_run_name_a_run_that_is_none_too(indexed):
     code, out, err = cli(indexed.root, "recall-search", "steps", "--run", "alpah")
     assert (code, out, err) == (1, "no events\n",
