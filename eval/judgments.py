@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.ids import canonical, plain, ref_problem, typed_ref, typed_run
+from mem_retrieval.records.ids import canonical, plain, ref_problem, slug_run, typed_ref
 from mem_retrieval.records.parse import named_lines, parse_json, same_pipe
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.retrieval.query import check_setting, check_text
@@ -54,7 +54,10 @@ def read_queries(path: Path) -> list[Query]:
         # a query naming its step may be empty: a statement made only of its links, which leave-one-out
         # hides (`eval reuse --write-queries` writes it so), asks nothing and finds nothing
         text = f.str("query", required=True, nonempty=not step)
-        run = typed_run(run) if run and run.strip() else None  # blank, as empty: asked from no run
+        try:  # blank, as empty: asked from no run; no slug, refused here as a search would refuse it
+            run = slug_run(run, "run") if run and run.strip() else None
+        except BadInput as err:
+            f.fail("run", err.message)
         step = step and typed_ref(step)  # a look-alike dash: as a search reads it
         try:
             if plain(text).strip() or not step:  # (characters that draw nothing are empty too)

@@ -73,12 +73,23 @@ def typed_run(value: str | None) -> str | None:
 def given_run(value: str | None) -> str | None:
     """An optional ``run`` argument as read (``typed_run``); blank, bad input: an unset variable in
     a script, which read as no run widens the search to every run, and as a run named '' found
-    nothing (as an empty ``until`` is refused, not read as now)."""
+    nothing (as an empty ``until`` is refused, not read as now); no slug, bad input (``slug_run``)."""
+    from mem_retrieval.records.errors import BadInput
+
     if isinstance(value, str) and not value.strip():
+        raise BadInput("is empty (leave it out for every run)", param="run")
+    return slug_run(value, "run")
+
+
+def slug_run(value: str | None, param: str) -> str | None:
+    """A run argument ``param`` as read (``typed_run``); BadInput when it cannot name a run (no
+    slug, as `check` and `core-set` refuse it: `../etc`, `Satake`), rather than "no such run"."""
+    run = typed_run(value)
+    if isinstance(run, str) and not is_run_slug(run):
         from mem_retrieval.records.errors import BadInput
 
-        raise BadInput("is empty (leave it out for every run)", param="run")
-    return typed_run(value)
+        raise BadInput(f"{value!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param=param)
+    return run
 
 
 def typed_ref(value: str) -> str:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from mem_retrieval.indexers.store import NEVER, in_list, key
 from mem_retrieval.records.errors import BadInput, type_name
-from mem_retrieval.records.ids import (given_run, looks_like_id, plain, ref_problem, spellings, typed_ref,
-                                       typed_run)
+from mem_retrieval.records.ids import (given_run, looks_like_id, plain, ref_problem, slug_run, spellings,
+                                       typed_ref)
 from mem_retrieval.records.parse import date_alone, iso_time, micros, time_fault
 from mem_retrieval.records.types import KINDS, STATUSES, Event
 from mem_retrieval.records.validate import MAX_ARGUMENT_CHARS, surrogate_problem
@@ -269,7 +269,7 @@ class ArchiveQuery:
             object.__setattr__(self, "context_run", None)
         object.__setattr__(self, "run", given_run(self.run))
         for name in ("context_run", "exclude_run", "hide_run"):  # typed with a look-alike dash
-            object.__setattr__(self, name, typed_run(getattr(self, name)))
+            object.__setattr__(self, name, slug_run(getattr(self, name), name))
         if self.kind is not None and self.kind not in KINDS:
             raise BadInput(f"{self.kind!r} is not one of {', '.join(KINDS)}", param="kind")
         if self.status is not None and self.status not in STATUSES:

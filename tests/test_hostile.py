@@ -16,6 +16,7 @@ import pytest
 
 from conftest import build_workspace, make_step
 from mem_retrieval.cli.main import run as run_cli
+from mem_retrieval.records.ids import is_run_slug, typed_run
 from mem_retrieval.retrieval.query import ArchiveQuery, Filters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,9 +100,16 @@ def test_an_id_alone_is_found_by_name(ws):
 
 @pytest.mark.parametrize("value", SQL)
 def test_a_hostile_run_matches_no_run(ws, value):
-    assert hits(ws, "archive-search", "statement", "--run", value) == []
-    assert hits(ws, "recall-search", "five steps", "--run", value) == []
-    assert hits(ws, "recall-search", "--id", "a1", "--run", value) == []
+    """A run that is no slug can name no run: one line, exit 2, as `check` and `core-set` refuse
+    it; one that is a slug matches nothing."""
+    for argv in (["archive-search", "statement", "--run", value], ["recall-search", "five steps", "--run", value],
+                 ["recall-search", "--id", "a1", "--run", value], ["archive-get", "a1", "--run", value],
+                 ["archive-search", "statement", "--context-run", value]):
+        if is_run_slug(typed_run(value)):
+            assert argv[-2] == "--context-run" or hits(ws, *argv) == []
+            continue
+        code, out, err = mem(ws, *argv)
+        assert (code, out) == (2, "") and err == f"mem: {argv[-2]} {value!r} is not a run slug ([a-z0-9][a-z0-9-]*)\n"
     assert len(hits(ws, "archive-search", "statement", "--run", "alpha")) == 5  # the oracle
 
 

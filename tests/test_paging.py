@@ -881,10 +881,13 @@ def test_a_run_or_step_typed_with_look_alikes_is_read_as_a_search_reads_it(tmp_p
     path.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in [
         {"qid": "q1", "query": "x", "run": "satake\u2011two\u2011levels",
          "step": "satake\u2011two\u2011levels/A5-7"},
-        {"qid": "q2", "query": "x", "run": "\uff53atake-two-levels"},
-        {"qid": "q3", "query": "x", "run": "sa take"}]))
+        {"qid": "q2", "query": "x", "run": "\uff53atake-two-levels"}]))
     assert [(q.run, q.step) for q in read_queries(path)] == [
-        ("satake-two-levels", "satake-two-levels/A5-7"), ("satake-two-levels", None), ("sa take", None)]
+        ("satake-two-levels", "satake-two-levels/A5-7"), ("satake-two-levels", None)]
+    with path.open("a") as out:  # no slug, no run: refused at its line, as a search would refuse it
+        out.write(json.dumps({"qid": "q3", "query": "x", "run": "sa take"}) + "\n")
+    with pytest.raises(InputError, match=r"q\.jsonl:3: run: 'sa take' is not a run slug \(\[a-z0-9\]"):
+        read_queries(path)
     assert _warnings(tmp_path / "w", "run", ["beta", "\uff42eta", "b\uff45ta"])[1] == []  # none unknown
 
 

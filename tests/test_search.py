@@ -11,7 +11,7 @@ import pytest
 
 from conftest import library_line, make_step
 from mem_retrieval.eval.judgments import read_queries
-from mem_retrieval.records.errors import Refused
+from mem_retrieval.records.errors import BadInput, Refused
 from mem_retrieval.memory import Memory
 from mem_retrieval.retrieval.query import ArchiveQuery, ids_in_query
 
@@ -168,8 +168,10 @@ def test_filters_run_inside_the_query(example):
     assert {h.run for h in all_hits(example, "GL2m/Sp2m", run="iwahori-two-levels")} == {"iwahori-two-levels"}
     assert {h.kind for h in all_hits(example, "E6/F4", kind="dead_end")} == {"dead_end"}
     assert {h.status for h in all_hits(example, "SL2/SO2", status="proved")} == {"proved"}
-    # a hostile run name selects no run at all
-    assert example.archive_search("GL2m", run="x' OR '1'='1").total == 0
+    # a hostile run name selects no run at all: it is no slug, bad input
+    with pytest.raises(BadInput, match="is not a run slug"):
+        example.archive_search("GL2m", run="x' OR '1'='1")
+    assert example.archive_search("GL2m", run="x-or-1-1").total == 0
 
 
 def test_archive_get_gives_the_whole_step(example):
