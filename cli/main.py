@@ -333,12 +333,27 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an argument no parser knows sends to the help of the command it
         followed (`mem archive-search x --bogus` sent to `mem --help`, which lists no option of it)."""
-        parsed, extras = self.parse_known_args(args, namespace)
+        try:
+            parsed, extras = self.parse_known_args(args, namespace)
+        except BadInput as error:  # an id or a query starting with '-' (`-x1`, `-adic`) read as a flag
+            raise BadInput(error.message + _dash_hint(sys.argv[1:] if args is None else args,
+                                                      error.message)) from None
         if extras:
             words = [getattr(parsed, name, None) for name in ("command", "eval_command", "skill_command")]
             where = " ".join([self.prog, *filter(None, words)])
-            raise BadInput(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            raise BadInput(f"{message} (see `{where} --help`){_dash_hint(extras, message)}")
         return parsed
+
+
+def _dash_hint(words: list[str] | None, message: str) -> str:
+    """What to add to a usage error argparse made of a value starting with '-' (a step id `-x1`,
+    a query word `-adic`: argparse takes any such word for an option): that it goes after `--`."""
+    if not any(said in message for said in ("required", "unrecognized arguments", "expected one argument")):
+        return ""
+    value = next((w for w in words or () if w.startswith("-") and w != "--" and not w.startswith("--")
+                  and w[1:2] not in ("w", "h", "")), None)
+    return "" if value is None else f"; a value starting with '-' goes after `--`: `… -- {value}`"
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:

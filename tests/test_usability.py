@@ -133,6 +133,23 @@ def test_usage_errors_are_one_line_without_mem_twice_and_point_to_help(indexed):
     assert cli(indexed.root, "no-such-command")[2].count("mem:") == 1
 
 
+def test_a_value_starting_with_a_dash_is_told_to_go_after_two_dashes(indexed):
+    """A step id may start with '-' (SPEC §2: no white space or '/'), a query word too (`-adic`);
+    argparse takes such a word for an option and said the ID was missing."""
+    hint = "; a value starting with '-' goes after `--`: `… -- {}`\n"
+    for argv, said in [(("archive-get", "-x1"), "the following arguments are required: ID (see `mem archive-get "
+                         "--help`)"),
+                       (("recall-search", "-adic"), "unrecognized arguments: -adic (see `mem recall-search --help`)"),
+                       (("archive-search", "-x", "--page", "2"), "the following arguments are required: QUERY "
+                        "(see `mem archive-search --help`)")]:
+        assert cli(indexed.root, *argv) == (2, "", f"mem: {said}" + hint.format(argv[1])), argv
+    code, _, err = cli(indexed.root, "archive-get", "--", "-x1")  # after `--`: the id, looked up
+    assert code == 1 and err.startswith("mem: no step '-x1'")
+    # an option's own error, or an unknown option spelt with two dashes, gets no such hint
+    assert "after `--`" not in cli(indexed.root, "archive-search", "x", "--bogus")[2]
+    assert "after `--`" not in cli(indexed.root, "archive-search", "x", "-w")[2]
+
+
 def test_api_errors_name_parameters_and_the_cli_names_flags(indexed):
     memory = Memory.open(indexed.root)
     with pytest.raises(BadInput, match=r"^kind 'lemmas' is not one of lemma, dead_end, error$"):
