@@ -501,7 +501,7 @@ class _Checker:
             if source.path and source_file(self.ws.run_dir(run), source) is None:
                 self.add(run, tree.path, source.line, INTEGRITY,
                          f"source {source.id}: its snapshot {source.path!r} is not a file in the run "
-                         "folder (nothing of it is searched)", WARNING)
+                         "folder (the source's text as it was fetched is missing)", WARNING)
         unjudged: set[str] = set()
         for step in tree.steps:
             self.report.counts["steps"] += 1

@@ -960,7 +960,7 @@ def test_a_source_id_used_twice_is_input_and_a_missing_snapshot_a_warning(worksp
     assert lines[line - 1].strip() == "{"
     assert out.splitlines()[0] == (
         f"alpha/tree.json:{line}: integrity: warning: source d1: its snapshot 'sources/gone.md' is not "
-        "a file in the run folder (nothing of it is searched)")
+        "a file in the run folder (the source's text as it was fetched is missing)")
 
 
 def test_check_lists_every_malformed_event_line_not_only_the_first(workspace, mem):
