@@ -823,8 +823,8 @@ class Retriever:
         run = run or ref_run
         if run is None:
             if sep and (head := typed_run(head)) in self.workspace.runs():  # RUN#SEQ, no number after '#'
-                raise BadInput(f"{asked!r}: {tail!r} after run {head!r} is no sequence number (RUN#SEQ: "
-                               "the event's number in its run's log, as recall-search names it)", param="until")
+                raise BadInput(f"{asked!r}: {tail!r} after run {head!r} is no sequence number (RUN#SEQ: the "
+                               "event's number in its run's log, as recall-search names it)", param="until")
             raise BadInput(f"{value!r}: a sequence number or event id needs the run", param="until")
         if run not in (runs := self.workspace.runs()):  # no log to look in: not "no such event"
             if any(entry.run == run for entry in self._readable_library().values()):

@@ -102,14 +102,16 @@ def test_an_id_alone_is_found_by_name(ws):
 def test_a_hostile_run_matches_no_run(ws, value):
     """A run that is no slug can name no run: one line, exit 2, as `check` and `core-set` refuse
     it; one that is a slug matches nothing."""
-    for argv in (["archive-search", "statement", "--run", value], ["recall-search", "five steps", "--run", value],
+    for argv in (["archive-search", "statement", "--run", value],
+                 ["recall-search", "five steps", "--run", value],
                  ["recall-search", "--id", "a1", "--run", value], ["archive-get", "a1", "--run", value],
                  ["archive-search", "statement", "--context-run", value]):
         if is_run_slug(typed_run(value)):
             assert argv[-2] == "--context-run" or hits(ws, *argv) == []
             continue
         code, out, err = mem(ws, *argv)
-        assert (code, out) == (2, "") and err == f"mem: {argv[-2]} {value!r} is not a run slug ([a-z0-9][a-z0-9-]*)\n"
+        said = f"mem: {argv[-2]} {value!r} is not a run slug ([a-z0-9][a-z0-9-]*)\n"
+        assert (code, out, err) == (2, "", said)
     assert len(hits(ws, "archive-search", "statement", "--run", "alpha")) == 5  # the oracle
 
 
@@ -546,7 +548,8 @@ def test_a_current_folder_that_no_longer_exists_is_one_line_where_a_path_needs_i
     said = ("mem: the current folder no longer exists: change to one that does, or name the workspace and "
             "every file by an absolute path\n")
     for command, env in [("-w ../ws check", {}), ("check", {}), ("check", {"MEM_WORKSPACE": "../ws"}),
-                         (f"-w {ws.root} eval paging --queries {queries} --qrels {qrels} --trec-out run.trec", {})]:
+                         (f"-w {ws.root} eval paging --queries {queries} --qrels {qrels} --trec-out run.trec",
+                          {})]:
         done = from_gone(command, **env)
         assert (done.returncode, done.stdout, done.stderr) == (2, "", said), command
     for command, env in [(f"-w {ws.root} check", {}), ("check", {"MEM_WORKSPACE": str(ws.root)})]:

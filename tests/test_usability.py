@@ -60,10 +60,10 @@ def test_a_list_of_runs_cut_for_a_message_says_how_many_there_are(tmp_path):
     names = ["alpha", "beta"] + [f"run{n:02d}" for n in range(8)]
     code, out, err = cli(ws.root, "archive-search", "statement", "--run", "zzzz")
     assert (code, out) == (1, "no hits\n")
-    assert err == f"mem: --run 'zzzz' names no run of this workspace (runs: {', '.join(names)}, … (12 in all))\n"
+    listed = f"{', '.join(names)}, … (12 in all)"
+    assert err == f"mem: --run 'zzzz' names no run of this workspace (runs: {listed})\n"
     code, _, err = cli(ws.root, "archive-search", "statement", "--until", "zzzz#3")
-    assert code == 1 and err.endswith(f"(a run is a folder holding its tree.json; runs: {', '.join(names)}, … "
-                                      "(12 in all))\n"), err
+    assert code == 1 and err.endswith(f"(a run is a folder holding its tree.json; runs: {listed})\n"), err
     ws2 = build_workspace(tmp_path / "two")  # ten or fewer: all of them, nothing more
     assert cli(ws2.root, "index")[0] == 0
     assert cli(ws2.root, "archive-search", "statement", "--run", "zzzz")[2] == \
@@ -137,11 +137,11 @@ def test_a_value_starting_with_a_dash_is_told_to_go_after_two_dashes(indexed):
     """A step id may start with '-' (SPEC §2: no white space or '/'), a query word too (`-adic`);
     argparse takes such a word for an option and said the ID was missing."""
     hint = "; a value starting with '-' goes after `--`: `… -- {}`\n"
-    for argv, said in [(("archive-get", "-x1"), "the following arguments are required: ID (see `mem archive-get "
-                         "--help`)"),
-                       (("recall-search", "-adic"), "unrecognized arguments: -adic (see `mem recall-search --help`)"),
-                       (("archive-search", "-x", "--page", "2"), "the following arguments are required: QUERY "
-                        "(see `mem archive-search --help`)")]:
+    required = "the following arguments are required: {} (see `mem {} --help`)"
+    for argv, said in [(("archive-get", "-x1"), required.format("ID", "archive-get")),
+                       (("recall-search", "-adic"), "unrecognized arguments: -adic (see `mem recall-search "
+                        "--help`)"),
+                       (("archive-search", "-x", "--page", "2"), required.format("QUERY", "archive-search"))]:
         assert cli(indexed.root, *argv) == (2, "", f"mem: {said}" + hint.format(argv[1])), argv
     code, _, err = cli(indexed.root, "archive-get", "--", "-x1")  # after `--`: the id, looked up
     assert code == 1 and err.startswith("mem: no step '-x1'")
