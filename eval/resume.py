@@ -290,7 +290,7 @@ def resume(memory: Retriever, run: str, until: str | None = None, pages: int = P
     """The resume test on ``run`` as of ``until`` (an event id, a sequence number or an ISO time;
     None: now)."""
     check_pages(pages)
-    memory.workspace.check_runs([run])  # BadInput: not a slug; Refused: no such run
+    run = memory.workspace.check_runs([run])[0]  # BadInput: not a slug; Refused: no such run
     cut = memory.event_cut(run, memory.resolve(until, run))  # a time: the run's last event by then
     log = list(memory.workspace.events(run))
     events = [e for e in log if cut is None or cut.admits(e)]

@@ -815,6 +815,10 @@ def test_core_set_check_and_record_read_a_run_typed_with_a_look_alike_as_archive
     assert (code, err) == (0, "") and out.startswith("OK: 1 run,")
     code, out, err = mem("record", typed, "--dry-run")
     assert (code, err) == (0, "") and "two-runs/t1" in out
+    assert mem("index")[0] == 0
+    code, out, err = mem("index", typed)  # `index RUN` too (Workspace.check_runs reads it so)
+    assert (code, err) == (0, "") and out.startswith("indexed:")
+    assert mem("archive-get", "t1", "--run", typed)[0] == 0
 
 
 @pytest.mark.parametrize("argv", [
