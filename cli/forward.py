@@ -142,7 +142,10 @@ def socket_path(workspace: str | None) -> str | None:
     chosen = workspace or os.environ.get("MEM_WORKSPACE") or "."
     if not os.path.isdir(chosen):
         return None
-    return os.path.join(os.path.realpath(chosen), INDEX_DIR, SOCKET_NAME)
+    try:
+        return os.path.join(os.path.realpath(chosen), INDEX_DIR, SOCKET_NAME)
+    except OSError:  # relative, and the current folder is gone: in-process, which says so in a line
+        return None
 
 
 SUN_PATH = 108  # bytes a Unix socket's name may take (Linux's sockaddr_un), its final NUL included

@@ -538,20 +538,24 @@ def test_a_current_folder_that_no_longer_exists_is_one_line_where_a_path_needs_i
     queries.write_text(json.dumps({"qid": "q", "query": "statement"}) + "\n")
     qrels.write_text("q 0 alpha/a1 1\n")
 
-    def from_gone(command: str, **env: str) -> subprocess.CompletedProcess:
+    def from_gone(command: str, server: bool = False, **env: str) -> subprocess.CompletedProcess:
         gone = tmp_path / "gone"
         gone.mkdir()
+        environ = {k: v for k, v in os.environ.items() if k != "MEM_NO_SERVER"} | env  # a read looks
         return subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m mem_retrieval.cli '
-                               + command, sys.executable], env=os.environ | {"MEM_NO_SERVER": "1"} | env,
+                               + command, sys.executable],  # for a warm server unless it is off
+                              env=environ | ({} if server else {"MEM_NO_SERVER": "1"}),
                               capture_output=True, text=True, timeout=120)
 
     said = ("mem: the current folder no longer exists: change to one that does, or name the workspace and "
             "every file by an absolute path\n")
     for command, env in [("-w ../ws check", {}), ("check", {}), ("check", {"MEM_WORKSPACE": "../ws"}),
+                         ("archive-get a1", {}), ("archive-search statement", {}),
                          (f"-w {ws.root} eval paging --queries {queries} --qrels {qrels} --trec-out run.trec",
                           {})]:
-        done = from_gone(command, **env)
-        assert (done.returncode, done.stdout, done.stderr) == (2, "", said), command
+        for server in (False, True):  # the read's socket was looked for from the folder: a traceback
+            done = from_gone(command, server, **env)
+            assert (done.returncode, done.stdout, done.stderr) == (2, "", said), (command, server)
     for command, env in [(f"-w {ws.root} check", {}), ("check", {"MEM_WORKSPACE": str(ws.root)})]:
         done = from_gone(command, **env)
         assert done.returncode == 0 and done.stdout.startswith("OK: 2 runs") and done.stderr == "", command
