@@ -285,7 +285,8 @@ class Context:
         unknown = [run for run in dict.fromkeys(runs) if memory.retriever.unknown_run("run", run)]
         if unknown:
             self.note(f"mem: warning: {source} names {plural(len(unknown), 'run')} the workspace does "
-                      f"not hold ({_first_three(unknown)}): those queries leave out no run's own steps")
+                      f"not hold ({_first_three(unknown)}): those queries leave out no run's own steps, "
+                      "and are ranked as asked from no run")
 
     def emit(self, data: dict, text: str | None) -> None:
         """Data to stdout: JSON with --json, else the text form; one that cannot be written (a full

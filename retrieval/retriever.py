@@ -266,12 +266,17 @@ class Retriever:
         return self.searcher.rank_steps(self._as_ranked(query), until, also_hidden)
 
     def _as_ranked(self, query: ArchiveQuery) -> ArchiveQuery:
-        """``query`` as it is ranked: a ``context_run`` naming no run of the workspace or the
-        library (a typo) cites nothing the index knows, so the query is asked from no run, with
-        that table's weights (``[fusion.<strategy>]``); its note says so (``notes``)."""
-        if query.context_run is not None and self.unknown_run("context_run", query.context_run):
+        """``query`` as it is ranked (``asks_from``); its note says so (``notes``)."""
+        if query.context_run is not None and self.asks_from(query.context_run) is None:
             return replace(query, context_run=None)
         return query
+
+    def asks_from(self, run: str | None) -> str | None:
+        """The run a query with context ``run`` is ranked as asked from: ``run``, or None when it
+        names no run of the workspace or the library (a typo), which cites nothing the index
+        knows: such a query is asked from no run, with that table's weights
+        (``[fusion.<strategy>]``), and `eval fusion` counts it so."""
+        return None if run is None or self.unknown_run("context_run", run) else run
 
     @_reads_index
     def candidates(self, query: ArchiveQuery) -> tuple[list, list]:

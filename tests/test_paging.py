@@ -802,7 +802,26 @@ def test_a_run_the_workspace_does_not_hold_is_named_in_a_warning(tmp_path):
     """A query leaves out its own run's steps; a misspelt ``run`` leaves them in: named once."""
     queries, warnings = _warnings(tmp_path, "run", ["beta", "bta", "bta"])
     assert warnings == [f"mem: warning: {queries} names 1 run the workspace does not hold (bta): those "
-                        "queries leave out no run's own steps"]
+                        "queries leave out no run's own steps, and are ranked as asked from no run"]
+
+
+def test_eval_fusion_counts_a_query_whose_run_is_none_here_as_asked_from_no_run(tmp_path):
+    """The search ranks a query whose ``run`` names no run as asked from no run
+    (``Retriever.asks_from``); `eval fusion` tuned the in-run table on such queries."""
+    queries, warnings = _warnings(tmp_path, "run", ["bta", "bta", "bta"], "fusion")
+    assert warnings[0].startswith(f"mem: warning: {queries} names 1 run the workspace does not hold")
+    ws, qrels = tmp_path / "ws", tmp_path / "r.qrels"
+    out = io.StringIO()
+    assert mem(["--workspace", str(ws), "--json", "eval", "fusion", "--queries", str(queries), "--qrels",
+                str(qrels), "--strategy", "graph"], out=out, err=io.StringIO()) == 0
+    assert json.loads(out.getvalue())["in_run"] is False
+    mixed = tmp_path / "mixed.jsonl"  # with one query of a run that is: two kinds, each its own table
+    mixed.write_text(queries.read_text().replace('"bta"', '"beta"', 1))
+    err = io.StringIO()
+    assert mem(["--workspace", str(ws), "eval", "fusion", "--queries", str(mixed), "--qrels", str(qrels),
+                "--strategy", "graph"], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().splitlines()[-1].startswith(f"mem: --asked run|none is needed: {mixed} has 1 "
+                                                      "judged queries asked from a run and 2 from none")
 
 
 @pytest.mark.parametrize("command", ["paging", "fusion"])

@@ -47,7 +47,7 @@ def register(subparsers, common) -> None:
 
 
 def run_fusion(args, ctx) -> int:
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from mem_retrieval.eval.folds import FOLDS_BY
     from mem_retrieval.eval.fusion import MAX_GRID, TEXT_BASE, choose_weights, collect, grid_size
@@ -67,11 +67,13 @@ def run_fusion(args, ctx) -> int:
                        f"{MAX_GRID:,} (0.05: {grid_size(args.strategy, 0.05):,})", param="step")
     queries, judgments, _ = read_judged(args.queries, args.qrels)
     qrels = judgments.qrels
+    memory = ctx.memory()
+    ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], args.queries)
+    # a run that is none here is asked from no run (Retriever.asks_from), as the search ranks it
+    queries = [q if memory.retriever.asks_from(q.run) == q.run else replace(q, run=None) for q in queries]
     in_run = _asked(args, queries)
     queries = [q for q in queries if q.in_run == in_run]
-    memory = ctx.memory()
     ctx.warn_if_unknown_steps(memory, [q.step for q in queries if q.step], args.queries)
-    ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], args.queries)
     ctx.warn_if_unknown_settings(memory, [q.setting for q in queries if q.setting], args.queries)
     ctx.warn_if_unknown_judged(memory, qrels, queries, args.qrels)
     ctx.warn_if_tuned_on(memory, [q.step for q in queries if q.step])
