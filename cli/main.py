@@ -334,25 +334,35 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an argument no parser knows sends to the help of the command it
         followed (`mem archive-search x --bogus` sent to `mem --help`, which lists no option of it)."""
+        words = sys.argv[1:] if args is None else list(args)
         try:
             parsed, extras = self.parse_known_args(args, namespace)
         except BadInput as error:  # an id or a query starting with '-' (`-x1`, `-adic`) read as a flag
-            raise BadInput(error.message + _dash_hint(sys.argv[1:] if args is None else args,
-                                                      error.message)) from None
+            raise BadInput(error.message + _dash_hint(words, error.message)) from None
         if extras:
             words = [getattr(parsed, name, None) for name in ("command", "eval_command", "skill_command")]
             where = " ".join([self.prog, *filter(None, words)])
-            message = f"unrecognized arguments: {' '.join(extras)}"
-            raise BadInput(f"{message} (see `{where} --help`){_dash_hint(extras, message)}")
+            message = f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)"
+            missing = any(getattr(parsed, name, "") is None for name in POSITIONAL)  # its argument not given
+            raise BadInput(message + (_dash_hint(extras, "required: ID") if missing else ""))
         return parsed
 
 
-def _dash_hint(words: list[str] | None, message: str) -> str:
+_NEEDS_A_VALUE = re.compile(r"argument (--[\w-]+)(?:/(-\w))?: expected one argument")
+
+
+def _dash_hint(words: list[str], message: str) -> str:
     """What to add to a usage error argparse made of a value starting with '-' (a step id `-x1`,
-    a query word `-adic`: argparse takes any such word for an option): that it goes after `--`."""
-    if not any(said in message for said in ("required", "unrecognized arguments", "expected one argument")):
-        return ""
-    value = next((w for w in words or () if w.startswith("-") and w != "--" and not w.startswith("--")
+    a query word `-adic`: argparse takes any such word for an option): an option's value is given
+    as `--option=-x1`; a command's own argument goes after `--`. Nothing for any other error."""
+    if (needs := _NEEDS_A_VALUE.match(message)) is not None:
+        flag = needs[1]
+        given = [words[i + 1] for i, word in enumerate(words[:-1]) if word in (flag, needs[2])]
+        value = next((w for w in given if w.startswith("-") and w != "--"), None)
+        return "" if value is None else f"; a value starting with '-' is given as `{flag}={value}`"
+    if "required" not in message or not any(name in message for name in POSITIONAL.values()):
+        return ""  # (a missing command is no value)
+    value = next((w for w in words if w.startswith("-") and w != "--" and not w.startswith("--")
                   and w[1:2] not in ("w", "h", "")), None)
     return "" if value is None else f"; a value starting with '-' goes after `--`: `… -- {value}`"
 

@@ -145,9 +145,17 @@ def test_a_value_starting_with_a_dash_is_told_to_go_after_two_dashes(indexed):
         assert cli(indexed.root, *argv) == (2, "", f"mem: {said}" + hint.format(argv[1])), argv
     code, _, err = cli(indexed.root, "archive-get", "--", "-x1")  # after `--`: the id, looked up
     assert code == 1 and err.startswith("mem: no step '-x1'")
-    # an option's own error, or an unknown option spelt with two dashes, gets no such hint
-    assert "after `--`" not in cli(indexed.root, "archive-search", "x", "--bogus")[2]
-    assert "after `--`" not in cli(indexed.root, "archive-search", "x", "-w")[2]
+    # an option's value is given as --option=VALUE (after `--` it would be the command's argument)
+    for argv in (("recall-search", "--id", "-x1"), ("archive-search", "--setting", "-adic", "x")):
+        said = f"; a value starting with '-' is given as `{argv[1]}={argv[2]}`\n"
+        assert cli(indexed.root, *argv)[2].endswith(said), argv
+    assert cli(indexed.root, "recall-search", "--id=-x1")[2].startswith("mem: --id '-x1' names no step")
+    # an ordinary usage error gets no such hint: a guessed short option, an option lacking its value
+    for argv in (("archive-search", "x", "--bogus"), ("archive-search", "x", "-w"),
+                 ("archive-search", "x", "-k", "lemma"), ("archive-get", "-x1", "--run"),
+                 ("recall-search", "--id", "--", "-x1"), ("-j",)):
+        code, _, err = cli(indexed.root, *argv)
+        assert code == 2 and "a value starting with '-'" not in err, (argv, err)
 
 
 def test_api_errors_name_parameters_and_the_cli_names_flags(indexed):
