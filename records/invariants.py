@@ -80,26 +80,59 @@ class ReuseProblem:
 
 
 def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
-                catalog: "Catalog | None" = None) -> tuple[list[ReuseProblem], dict[str, str]]:
+                catalog: "Catalog | None" = None,
+                _runs: dict[str, dict[str, str]] | None = None) -> tuple[list[ReuseProblem], dict[str, str]]:
     """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
-    library for them (step id -> why): each citing a reuse its run's setting does not allow, and
-    each resting on such a step through its own run's steps. `record` leaves them out, and
-    `archive-insert` refuses them, by this one rule. ``catalog``: the workspace as read already;
-    else the cited runs are read here, as check reads them. A citation M3 cannot judge
-    (``Catalog.unjudged``) is not judged: it is bad input, named where it is read."""
-    if catalog is None:
-        cited = {split_gid(parent)[0] for step in tree.steps for parent in step.parents} - {None, tree.run}
-        read = {run: ws.read_tree(run)[0] for run in sorted(cited & set(ws.runs()))}
-        catalog = Catalog({run: other for run, other in read.items() if other is not None}, [],
-                          {run for run, other in read.items() if other is None})
+    library for them (step id -> why): each citing a reuse its run's setting does not allow; each
+    citing a step of another run, not in the library, that its own run leaves out so (its proof
+    rests on such a reuse, whatever run cites it); and each resting on one of those through its own
+    run's steps. `record` leaves them out, and `archive-insert` refuses them, by this one rule.
+    ``catalog``: the workspace as read already; else the runs cited, and those they cite, are read
+    here, as check reads them. A citation M3 cannot judge (``Catalog.unjudged``) is not judged: it
+    is bad input, named where it is read. ``_runs``: each other run's answer, worked out once (a
+    run being worked out reads as leaving nothing out: runs citing each other in a circle)."""
+    catalog = catalog if catalog is not None else _cited_catalog(ws, tree)
+    runs = {} if _runs is None else _runs
+    runs.setdefault(tree.run, {})
+    steps = catalog.steps
+    elsewhere: dict[str, str] = {}  # a cited step of another run -> why its run leaves it out
+    for step in tree.steps:
+        for parent in step.parents:
+            cited = steps.get(parent)
+            if cited is None or cited.run == tree.run or library.get(parent) is not None:
+                continue
+            if cited.run not in runs and cited.run in catalog.trees:
+                m3_excluded(ws, catalog.trees[cited.run], library, catalog, runs)
+            if (why := runs.get(cited.run, {}).get(cited.id)) is not None:
+                elsewhere[parent] = why
     unjudged = {parent for step in tree.steps for parent, _, _ in catalog.unjudged(step)}
-    problems = list(reuse_problems(tree, library, ws.ontology, catalog.steps, unjudged))
+    problems = list(reuse_problems(tree, library, ws.ontology, steps, unjudged, elsewhere))
     excluded: dict[str, str] = {}
     for problem in problems:
         if problem.severity == ERROR:
             excluded.setdefault(problem.step.id, problem.message)
+    for step in tree.steps:
+        for parent in step.parents:
+            if parent in elsewhere:
+                excluded.setdefault(step.id, f"step {step.id} cites {parent}, which run "
+                                    f"{steps[parent].run} leaves out under M3")
     _rests_on_excluded(tree.steps, tree.run, excluded)
+    runs[tree.run] = excluded
     return problems, excluded
+
+
+def _cited_catalog(ws: Workspace, tree: Tree) -> "Catalog":
+    """The runs ``tree``'s steps cite, and those their steps cite in turn, read as check reads them
+    (a run whose tree.json cannot be read: ``Catalog.unreadable``)."""
+    present, read, todo = set(ws.runs()), {}, [tree]
+    while todo:
+        cited = {split_gid(parent)[0] for step in todo.pop().steps for parent in step.parents}
+        for run in sorted(cited & present - set(read) - {tree.run}):
+            read[run] = ws.read_tree(run)[0]
+            if read[run] is not None:
+                todo.append(read[run])
+    return Catalog({run: other for run, other in read.items() if other is not None}, [],
+                   {run for run, other in read.items() if other is None})
 
 
 def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
@@ -121,8 +154,8 @@ def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, st
 
 
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
-                   steps: Mapping[str, Step] | None = None,
-                   unjudged: Collection[str] = ()) -> Iterator[ReuseProblem]:
+                   steps: Mapping[str, Step] | None = None, unjudged: Collection[str] = (),
+                   left_out: Mapping[str, str] | None = None) -> Iterator[ReuseProblem]:
     """Every M3 problem of ``tree``'s steps, in step order (``library``: entries by global id;
     ``steps``: the steps of other runs by global id). A step of another run is reused, in the
     library or not (a run may cite another run's step): this run's setting must imply its setting,
@@ -132,7 +165,9 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
     as its tree has it (what the search's setting rule judges, from the index), by its entry only
     when its run is not in the workspace (a step whose entry says otherwise is `check`'s warning).
     A citation in ``unjudged`` (``Catalog.unjudged``: into a run whose tree.json cannot be read,
-    or of an id it uses twice) is not judged: that is bad input, named where it is read."""
+    or of an id it uses twice) is not judged: that is bad input, named where it is read.
+    ``left_out``: the cited steps of other runs that their runs leave out under M3 (``m3_excluded``),
+    and why: the warning says so rather than "not recorded yet"."""
     run, setting = tree.run, tree.fix.setting
     for step in tree.steps:
         for parent in step.parents:
@@ -162,7 +197,8 @@ def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: On
                                    f"{quoted(setting)} implies its hypothesis {quoted(hypothesis)} is "
                                    "unknown to the ontology (an auditor must look)")
             if entry is None:
-                why = admission_problem(cited.status, cited.grade, cited.repaired)
+                why = admission_problem(cited.status, cited.grade, cited.repaired) or (
+                    f"M3 in run {cited.run}: {left_out[parent]}" if parent in (left_out or {}) else None)
                 yield ReuseProblem(step, cited, WARNING,
                                    f"step {step.id} cites {what}, which is not in the library ("
                                    + (f"it may not be: {why})" if why else "not recorded yet)"), absent=True)
@@ -341,6 +377,7 @@ class _Checker:
         self.consequences: list[Violation] = []  # of a file that cannot be read: listed after it
         self.entries: list[LibraryEntry] = []
         self.catalog = self._load()
+        self.left_out: dict[str, dict[str, str]] = {}  # m3_excluded of each run worked out
 
     # ---- recording
     def _rel(self, file: str) -> str:
@@ -502,19 +539,17 @@ class _Checker:
                 self.add(run, tree.path, source.line, INTEGRITY,
                          f"source {source.id}: its snapshot {source.path!r} is not a file in the run "
                          "folder (the source's text as it was fetched is missing)", WARNING)
-        unjudged: set[str] = set()
         for step in tree.steps:
             self.report.counts["steps"] += 1
             for parent in self.catalog.dangling(step):
                 self.add(run, tree.path, step.line, INTEGRITY, f"step {step.id}: {DANGLING.format(parent)}")
             for parent, code, why in self.catalog.unjudged(step):  # not by its entry: it may differ
-                unjudged.add(parent)
                 if code == INPUT:  # (an id used twice is named where it is written)
                     said = self.add(run, tree.path, step.line, code, f"step {step.id} cites {parent}, "
                                     f"{why}: M3 cannot judge it")
                     self.consequences += [said] if said else []
-        for problem in reuse_problems(tree, self.catalog.library, self.ws.ontology, self.catalog.steps,
-                                      unjudged):
+        problems, _ = m3_excluded(self.ws, tree, self.catalog.library, self.catalog, self.left_out)
+        for problem in problems:  # (m3_excluded leaves out the citations ``unjudged`` as here)
             unsure = problem.absent and self.catalog.maybe_unread(problem.cited.gid)  # on a line not read?
             said = self.add(run, tree.path, problem.step.line, "M3", problem.message + (
                 f"; {self._rel(str(self.ws.library_path))} has lines that cannot be read: it may be one of "

@@ -44,8 +44,9 @@ class LeftOut:
 class Record:
     """What the Record step of ``run`` did (or, with ``dry_run``, would do): the steps ``admitted``
     (library entries; with ``dry_run``, the steps planned), those left out and why, those already in
-    the library, M3 warnings (admitted: the ontology cannot judge them, an auditor must), and the
-    index run that followed (an ``IndexReport``, None for a dry run)."""
+    the library, warnings (M2: an entry of the run already in the library whose step fails M2 now;
+    M3: admitted, the ontology cannot judge them, an auditor must), and the index run that followed
+    (an ``IndexReport``, None for a dry run)."""
 
     run: str
     dry_run: bool
@@ -131,7 +132,10 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
     tree_file = str(ws.tree_path(run).relative_to(ws.root))
     warnings = tuple(Violation(tree_file, p.step.line, "M3", p.message, p.severity)
                      for p in problems if p.severity != ERROR and p.step.id in chosen)
-    return Record(run, True, tuple(admit), tuple(left_out), tuple(already), warnings)
+    # an entry admitted before whose step fails M2 now (its audit redone, and failed): said, as
+    # nothing removes a library line but a hand
+    failed = tuple(v for v in report.violations if v.code == "M2")
+    return Record(run, True, tuple(admit), tuple(left_out), tuple(already), failed + warnings)
 
 
 def admit(ws: Workspace, plan: Record) -> Record:

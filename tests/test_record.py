@@ -73,6 +73,23 @@ def test_record_admits_them_in_one_write_indexes_and_a_second_run_admits_nothing
     assert mem("check")[0] == 0
 
 
+def test_record_says_an_admitted_step_whose_audit_failed_since_as_a_warning(workspace, mem):
+    """alpha/a1 is in the library; its audit redone, it fails (major, not repaired): check says M2,
+    and record said nothing at all (exit 0, "1 already in the library"): the agent never learnt."""
+    tree = workspace.tree("alpha")
+    tree["steps"][0]["audit"]["grade"] = "major"
+    workspace.save_tree("alpha", tree)
+    code, out, _ = mem("check", "alpha")
+    said = [line for line in out.splitlines() if ": M2: " in line]
+    assert code == 1 and len(said) == 1 and "alpha/a1" in said[0]
+    code, out, err = mem("--json", "record", "alpha", "--dry-run")
+    data = json.loads(out)
+    assert code == 0 and data["warnings"][0] == said[0] and "alpha/a1" in data["already"]
+    code, out, err = mem("record", "alpha")
+    assert code == 0 and f"warning   {said[0]}" in out.splitlines()
+    assert "alpha/a1" in [f"{e['run']}/{e['id']}" for e in workspace.library()]  # never removed by mem
+
+
 def _return_not_utf8(ws) -> None:
     (ws.root / "alpha" / "returns").mkdir()
     (ws.root / "alpha" / "returns" / "A1.md").write_bytes(b"five steps\n\xff\xfe\n")
@@ -282,6 +299,40 @@ def test_a_step_resting_on_one_left_out_under_m3_is_left_out_too(workspace, mem)
         assert (code, out, err) == (1, "", f"mem: {gid} may not enter the library (M3): {reason}\n")
     assert workspace.library_path.read_bytes() == before
     assert mem("archive-insert", "beta/b5")[0] == 0
+
+
+def test_a_step_another_run_leaves_out_under_m3_leaves_out_the_steps_citing_it_in_any_run(workspace, mem):
+    """gamma/g2 cites zeta/z1, over Fq((t)), which gamma's Qp does not imply: gamma leaves g2 out
+    (M3). delta/x1 cites gamma/g2, in no library: check said "not recorded yet", and record and
+    archive-insert admitted x1, whose proof rests on the reuse M3 refused; so do delta/x2 (citing
+    x1) and epsilon/e1 (citing delta/x1, a run further), whatever run cites them."""
+    workspace.add_run("zeta", [make_step("z1", setting="Fq((t))")], setting="Fq((t))")
+    workspace.add_run("gamma", [make_step("g1"), make_step("g2", parents=("zeta/z1", "g1"))])
+    workspace.add_run("delta", [make_step("x1", parents=("gamma/g2",)), make_step("x2", parents=("x1",)),
+                                make_step("x3", parents=("gamma/g1",))])
+    workspace.add_run("epsilon", [make_step("e1", parents=("delta/x1",)), make_step("e2", parents=("delta/x3",))])
+    m3 = "step g2 cites step zeta/z1 (setting 'Fq((t))'), which this run's setting 'Qp' does not imply"
+
+    def left_out(run: str) -> list[tuple[str, str]]:
+        code, out, err = mem("--json", "record", run, "--dry-run")
+        assert code == 0, err
+        return [(item["id"], item["reason"]) for item in json.loads(out)["left_out"]]
+
+    assert left_out("gamma") == [("gamma/g2", m3)]
+    assert left_out("delta") == [("delta/x1", "step x1 cites gamma/g2, which run gamma leaves out under M3"),
+                                 ("delta/x2", "step x2 cites x1, left out under M3")]
+    assert left_out("epsilon") == [("epsilon/e1", "step e1 cites delta/x1, which run delta leaves out under M3")]
+    code, out, _ = mem("check", "delta")  # a warning still (no library step is cited), saying why
+    assert code == 0 and (f"M3: warning: step x1 cites step gamma/g2, which is not in the library (it may not "
+                          f"be: M3 in run gamma: {m3})") in out
+    before = workspace.library_path.read_bytes()
+    code, out, err = mem("archive-insert", "delta/x1")
+    assert (code, err) == (1, "mem: delta/x1 may not enter the library (M3): step x1 cites gamma/g2, which run "
+                              "gamma leaves out under M3\n")
+    assert workspace.library_path.read_bytes() == before
+    for run in ("gamma", "delta", "epsilon"):  # what M3 allows is admitted
+        assert mem("record", run)[0] == 0
+    assert {e["id"] for e in workspace.library() if e["run"] in ("gamma", "delta", "epsilon")} == {"g1", "x3", "e2"}
 
 
 def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_check_judges_it(
