@@ -56,7 +56,11 @@ class Reuse:
 
     @property
     def recall(self) -> float | None:
-        return sum(t.found for t in self.cited) / len(self.cited) if self.cited else None
+        """The share of the cited steps found; None with nothing to test: none cited, or a Fix
+        asking nothing (no problem or criterion: no query was asked, so none could find them)."""
+        if not self.cited or not self.probes:
+            return None
+        return sum(t.found for t in self.cited) / len(self.cited)
 
     @property
     def passed(self) -> bool:
@@ -68,7 +72,7 @@ class Reuse:
 
     @property
     def missed(self) -> list[str]:
-        return [t.id for t in self.cited if not t.found]
+        return [t.id for t in self.cited if not t.found] if self.probes else []  # (none was looked for)
 
     def as_dict(self) -> dict[str, Any]:
         return {"test": "reuse", "pass": self.passed, "verdict": self.verdict, "run": self.run,
@@ -87,8 +91,9 @@ class Reuse:
                  *([NO_START.format(run=self.run)] if self.no_start else []),
                  *[f"note: {note}" for note in self.notes],
                  *[f"query: {probe}" for probe in self.probes],
-                 f"library steps it cites: {len(self.cited)}"]
-        for target in self.cited:
+                 f"library steps it cites: {len(self.cited)}"
+                 + ("" if self.probes or not self.cited else f" ({', '.join(t.id for t in self.cited)})")]
+        for target in self.cited if self.probes else ():
             lines += target.lines()
         if self.not_cited:
             lines.append(f"named in a brief as not an input (not required): {', '.join(self.not_cited)}")
@@ -104,8 +109,10 @@ class Reuse:
                          + ", ".join(self.after))
         by = (" inserted by then" if self.later or self.undated
               else " written before it began" if self.after else "")
-        recall = (f"n/a (it cites no library step{by})"
-                  if self.recall is None else f"{self.recall:.2f}")
+        if self.cited and not self.probes:
+            lines.append("reuse: nothing to test: its Fix asks nothing (no problem or criterion to search with)")
+            return "\n".join(lines)
+        recall = f"n/a (it cites no library step{by})" if self.recall is None else f"{self.recall:.2f}"
         found = len(self.cited) - len(self.missed)
         lines.append(f"reuse: {self.verdict}: recall {found}/{len(self.cited)} = {recall} within "
                      f"{self.pages} pages (threshold {self.threshold:.2f})"
@@ -165,6 +172,7 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
         if not (stripped.startswith(("-", "*", "•")) or previous.endswith((",", ";", ":"))):
             label = ("not" if _NOT_CITED.search(line) else "dead end" if _DEAD_END.search(line)
                      else "input" if _INPUT.search(line) else "")
+        here = "not" if _NOT_CITED.search(line) else label  # an item under a heading saying so itself
         previous = stripped
         for word in mentions(line):
             forms = [form for form in id_candidates(word) if split_gid(form)[0] in known]
@@ -172,10 +180,10 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
             if ref is None:
                 if forms:
                     out.unresolved.setdefault(forms[-1])
-            elif label == "not":
+            elif here == "not":
                 out.not_cited.setdefault(ref)
             else:
-                out.add(ref, f"{path.name}:{number} {label or 'named'}")
+                out.add(ref, f"{path.name}:{number} {here or 'named'}")
 
 
 def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.0, *,

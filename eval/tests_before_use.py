@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mem_retrieval.records.errors import InputError, Refused
+from mem_retrieval.records.errors import Refused
 from mem_retrieval.records.types import LibraryEntry, Step
 from mem_retrieval.retrieval.retriever import Retriever
 
@@ -110,11 +110,12 @@ def best(findings: list[Finding | None]) -> Finding | None:
 
 
 def step_of(memory: Retriever, gid: str) -> Step | LibraryEntry | None:
-    """The step (or library entry) a global id names; None when none, or its run is unreadable
-    (`mem check` says why)."""
+    """The step (or library entry) a global id names; None when none. A run whose tree.json cannot
+    be read is bad input (InputError, as `--all` and `mem check` say it): a test counting its ids as
+    naming no step dropped what the run needs, and passed on what it could not read."""
     try:
         return memory.workspace.step(gid)
-    except (InputError, Refused):
+    except Refused:
         return None
 
 

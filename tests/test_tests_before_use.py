@@ -512,6 +512,44 @@ def test_a_step_named_as_not_an_input_is_not_required(workspace):
     assert reuse(memory.retriever, "beta").passed
 
 
+def test_an_item_saying_not_an_input_under_an_inputs_heading_is_not_required(workspace):
+    """A list item said "not an input" itself, under a heading "Inputs (library):": it took the
+    heading's label and was required, and the test failed on it."""
+    memory = _beta_reusing(workspace, "Inputs (library):\n- alpha/a1 (the lifting);\n"
+                                      "- alpha/a2: not an input here (M3: another setting).\n")
+    memory.index(progress=False)
+    found = citations(memory.retriever, "beta")
+    assert set(found.cited) == {"alpha/a1"} and list(found.not_cited) == ["alpha/a2"]
+    assert reuse(memory.retriever, "beta").passed
+
+
+def test_reuse_and_resume_refuse_a_cited_run_they_cannot_read_as_bad_input(workspace):
+    """A cited run's tree.json unreadable: its ids read as naming no step, dropped from what the
+    run needs, and the test passed on what it could not read (`--all` and `check` said exit 2)."""
+    _beta_reusing(workspace, "Input: alpha/a1.\n").index(progress=False)
+    (workspace.root / "alpha" / "tree.json").write_text('{"run": "alpha", "steps": [')
+    for argv in (("eval", "reuse", "beta"), ("eval", "resume", "beta"), ("eval", "reuse", "--all")):
+        code, text = cli(workspace.root, *argv)
+        assert code == 2 and text.startswith("mem: ") and "alpha/tree.json" in text \
+            and len(text.splitlines()) == 1, (argv, text)
+
+
+def test_a_fix_asking_nothing_is_nothing_to_test_not_a_failure(workspace):
+    """No Fix problem or criterion: no query was asked, and every cited step was called missed."""
+    _beta_reusing(workspace, "Input: alpha/a1.\n").index(progress=False)
+    tree = workspace.tree("beta")
+    del tree["fix"]
+    workspace.save_tree("beta", tree)
+    code, text = cli(workspace.root, "eval", "reuse", "beta")
+    assert code == 1 and text.splitlines()[-1] == ("reuse: nothing to test: its Fix asks nothing (no problem "
+                                                   "or criterion to search with)")
+    assert "MISSED" not in text and "library steps it cites: 1 (alpha/a1)" in text
+    code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
+    data = json.loads(text)
+    assert (code, data["verdict"], data["recall"], data["missed"], data["queries"]) == (
+        1, "nothing to test", None, [], [])
+
+
 def test_a_parent_naming_another_runs_source_is_no_library_citation(workspace):
     # beta's b1 cites alpha's source d1 besides alpha/a1: a paper is never in the library, and the
     # Fix test failed on it for good (while --per-step, reading only library steps, dropped it)
