@@ -80,45 +80,77 @@ class ReuseProblem:
 
 
 def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
-                catalog: "Catalog | None" = None,
-                _runs: dict[str, dict[str, str]] | None = None) -> tuple[list[ReuseProblem], dict[str, str]]:
-    """The M3 problems of ``tree``'s steps, and the steps of its run that may not enter the
-    library for them (step id -> why): each citing a reuse its run's setting does not allow; each
-    citing a step of another run, not in the library, that its own run leaves out so (its proof
-    rests on such a reuse, whatever run cites it); and each resting on one of those through its own
-    run's steps. `record` leaves them out, and `archive-insert` refuses them, by this one rule.
-    ``catalog``: the workspace as read already; else the runs cited, and those they cite, are read
-    here, as check reads them. A citation M3 cannot judge (``Catalog.unjudged``) is not judged: it
-    is bad input, named where it is read. ``_runs``: each other run's answer, worked out once (a
-    run being worked out reads as leaving nothing out: runs citing each other in a circle)."""
+                catalog: "Catalog | None" = None, graph: "M3Graph | None" = None
+                ) -> tuple[list[ReuseProblem], dict[str, str], dict[str, str]]:
+    """The M3 problems of ``tree``'s steps, the steps of its run that may not enter the library for
+    them (step id -> why: ``m3_graph``), and those whose admission M3 cannot judge (step id -> why:
+    they rest, through steps of other runs, on a citation M3 cannot judge; a step citing one itself
+    is named where it is read). `record` leaves the first out and is refused on the second, and
+    `archive-insert` refuses both, by this one rule. ``catalog``: the workspace as read already;
+    else the runs cited, and those they cite, are read here, as check reads them. ``graph``: the
+    verdicts of every step of ``catalog``, worked out before (`check` works them out once)."""
     catalog = catalog if catalog is not None else _cited_catalog(ws, tree)
-    runs = {} if _runs is None else _runs
-    runs.setdefault(tree.run, {})
-    steps = catalog.steps
-    elsewhere: dict[str, str] = {}  # a cited step of another run -> why its run leaves it out
-    for step in tree.steps:
-        for parent in step.parents:
-            cited = steps.get(parent)
-            if cited is None or cited.run == tree.run or library.get(parent) is not None:
-                continue
-            if cited.run not in runs and cited.run in catalog.trees:
-                m3_excluded(ws, catalog.trees[cited.run], library, catalog, runs)
-            if (why := runs.get(cited.run, {}).get(cited.id)) is not None:
-                elsewhere[parent] = why
+    trees = {**catalog.trees, tree.run: tree}
+    excluded, undecided = graph if graph is not None else m3_graph(ws, trees, library, catalog)
+    steps = {step.gid: step for other in trees.values() for step in other.steps}
+    elsewhere = {parent: excluded[cited.gid] for step in tree.steps for parent in step.parents
+                 if (cited := steps.get(parent)) is not None and cited.run != tree.run
+                 and library.get(parent) is None and cited.gid in excluded}
     unjudged = {parent for step in tree.steps for parent, _, _ in catalog.unjudged(step)}
     problems = list(reuse_problems(tree, library, ws.ontology, steps, unjudged, elsewhere))
+    return (problems, {step.id: excluded[step.gid] for step in tree.steps if step.gid in excluded},
+            {step.id: undecided[step.gid] for step in tree.steps if step.gid in undecided})
+
+
+M3Graph = tuple[dict[str, str], dict[str, str]]  # (left out, not judged): global id -> why
+
+
+def m3_graph(ws: Workspace, trees: Mapping[str, Tree], library: Mapping[str, LibraryEntry],
+             catalog: "Catalog") -> M3Graph:
+    """Which steps of ``trees`` may not enter the library under M3, and why (global id -> why): each
+    citing a reuse its run's setting does not allow (``reuse_problems``), and each citing one of
+    those, directly or through others: a step of its own run, or a step of another run that is not
+    in the library (its proof rests on the refused reuse, however many runs away; a library step is
+    judged by itself). Then, of the rest, those resting so on a citation M3 cannot judge
+    (``Catalog.unjudged``: into a run whose tree.json cannot be read). One pass over the citations
+    backwards from the refused steps, so runs citing each other in circles, and chains of any
+    length, are judged whole."""
+    steps = {step.gid: step for tree in trees.values() for step in tree.steps}
+    cited_by: dict[str, list[tuple[Step, str]]] = {}  # a step -> the steps resting on it, as each cites it
     excluded: dict[str, str] = {}
-    for problem in problems:
-        if problem.severity == ERROR:
-            excluded.setdefault(problem.step.id, problem.message)
-    for step in tree.steps:
-        for parent in step.parents:
-            if parent in elsewhere:
-                excluded.setdefault(step.id, f"step {step.id} cites {parent}, which run "
-                                    f"{steps[parent].run} leaves out under M3")
-    _rests_on_excluded(tree.steps, tree.run, excluded)
-    runs[tree.run] = excluded
-    return problems, excluded
+    judged_not: dict[str, str] = {}
+    for tree in trees.values():
+        unjudged: set[str] = set()
+        for step in tree.steps:
+            for parent, _, why in catalog.unjudged(step):
+                unjudged.add(parent)
+                judged_not.setdefault(step.gid, f"it cites {parent}, {why}")
+            for parent in step.parents:
+                local = parent.removeprefix(f"{tree.run}/")
+                target = (f"{tree.run}/{local}" if "/" not in local
+                          else None if library.get(parent) is not None else parent)
+                if target in steps and target != step.gid:
+                    cited_by.setdefault(steps[target].gid, []).append((step, parent))
+        for problem in reuse_problems(tree, library, ws.ontology, steps, unjudged):
+            if problem.severity == ERROR:
+                excluded.setdefault(problem.step.gid, problem.message)
+
+    def spread(found: dict[str, str], why) -> None:
+        todo = list(found)
+        while todo:
+            left = steps[todo.pop()]
+            for step, parent in cited_by.get(left.gid, ()):
+                if step.gid not in found and step.gid not in excluded:
+                    found[step.gid] = why(step, parent, left)
+                    todo.append(step.gid)
+
+    spread(excluded, lambda step, parent, left: (
+        f"step {step.id} cites {left.id}, left out under M3" if left.run == step.run
+        else f"step {step.id} cites {parent}, which run {left.run} leaves out under M3"))
+    undecided = {gid: why for gid, why in judged_not.items() if gid not in excluded}
+    spread(undecided, lambda step, parent, left: (
+        f"step {step.id} cites {parent}, which rests on a citation M3 cannot judge ({undecided[left.gid]})"))
+    return excluded, undecided
 
 
 def _cited_catalog(ws: Workspace, tree: Tree) -> "Catalog":
@@ -133,24 +165,6 @@ def _cited_catalog(ws: Workspace, tree: Tree) -> "Catalog":
                 todo.append(read[run])
     return Catalog({run: other for run, other in read.items() if other is not None}, [],
                    {run for run, other in read.items() if other is None})
-
-
-def _rests_on_excluded(steps: tuple[Step, ...], run: str, excluded: dict[str, str]) -> None:
-    """Add to ``excluded`` (step id -> reason) every step citing, through its own run's steps, one
-    left out under M3: its proof rests on a reuse the run's setting does not allow."""
-    cited_by: dict[str, list[Step]] = {}
-    for step in steps:
-        for parent in step.parents:
-            local = parent.removeprefix(f"{run}/")
-            if "/" not in local:
-                cited_by.setdefault(local, []).append(step)
-    todo = list(excluded)
-    while todo:
-        left = todo.pop()
-        for step in cited_by.get(left, ()):
-            if step.id not in excluded:
-                excluded[step.id] = f"step {step.id} cites {left}, left out under M3"
-                todo.append(step.id)
 
 
 def reuse_problems(tree: Tree, library: Mapping[str, LibraryEntry], ontology: Ontology,
@@ -377,7 +391,7 @@ class _Checker:
         self.consequences: list[Violation] = []  # of a file that cannot be read: listed after it
         self.entries: list[LibraryEntry] = []
         self.catalog = self._load()
-        self.left_out: dict[str, dict[str, str]] = {}  # m3_excluded of each run worked out
+        self.m3: M3Graph | None = None  # every step's M3 verdict, worked out once (``m3_graph``)
 
     # ---- recording
     def _rel(self, file: str) -> str:
@@ -548,7 +562,13 @@ class _Checker:
                     said = self.add(run, tree.path, step.line, code, f"step {step.id} cites {parent}, "
                                     f"{why}: M3 cannot judge it")
                     self.consequences += [said] if said else []
-        problems, _ = m3_excluded(self.ws, tree, self.catalog.library, self.catalog, self.left_out)
+        if self.m3 is None:
+            self.m3 = m3_graph(self.ws, self.catalog.trees, self.catalog.library, self.catalog)
+        problems, _, undecided = m3_excluded(self.ws, tree, self.catalog.library, self.catalog, self.m3)
+        for step in tree.steps:  # resting on a citation M3 cannot judge, through another run's steps
+            if step.id in undecided and not self.catalog.unjudged(step):  # (its own: named above)
+                said = self.add(run, tree.path, step.line, INPUT, undecided[step.id])
+                self.consequences += [said] if said else []
         for problem in problems:  # (m3_excluded leaves out the citations ``unjudged`` as here)
             unsure = problem.absent and self.catalog.maybe_unread(problem.cited.gid)  # on a line not read?
             said = self.add(run, tree.path, problem.step.line, "M3", problem.message + (

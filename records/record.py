@@ -115,7 +115,7 @@ def plan_record(ws: Workspace, run: str, package: str) -> Record:
         raise RecordRefused(run, blocking)
     tree = ws.tree(run)
     library = {entry.gid: entry for entry in ws.library()}
-    problems, excluded = m3_excluded(ws, tree, library)
+    problems, excluded, _ = m3_excluded(ws, tree, library)  # (what M3 cannot judge: check refused it)
     admit, left_out, already = [], [], []
     for step in tree.steps:
         if step.gid in library:

@@ -428,13 +428,15 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
                           f"before {ws.tree_path(run)}:{step.line} said {problem} ({LIBRARY_FIX})")
         raise Refused(f"{step.gid} may not enter the library (M2): {problem}")
     catalog = read_catalog(ws)  # every run's steps, as check reads them: for M3 and integrity
-    _, excluded = m3_excluded(ws, tree, catalog.library, catalog)  # (a malformed line: input)
+    _, excluded, undecided = m3_excluded(ws, tree, catalog.library, catalog)  # (a malformed line: input)
     if step.id in excluded:  # as `record` leaves it out: nothing removes an entry once written
         raise Refused(f"{step.gid} may not enter the library (M3): {excluded[step.id]}")
     if found := integrity_problem(catalog, step):  # as `record` refuses its run
         code, problem = found
         raise (BadInput if code == INPUT else Refused)(f"{step.gid} may not enter the library ({code}): "
                                                        f"{problem}")
+    if step.id in undecided:  # resting on it through other runs' steps: as `record` is refused
+        raise BadInput(f"{step.gid} may not enter the library (input): {undecided[step.id]}")
     path = ws.library_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / ".library.lock"):

@@ -335,6 +335,55 @@ def test_a_step_another_run_leaves_out_under_m3_leaves_out_the_steps_citing_it_i
     assert {e["id"] for e in workspace.library() if e["run"] in ("gamma", "delta", "epsilon")} == {"g1", "x3", "e2"}
 
 
+def test_runs_citing_each_other_in_a_circle_leave_out_what_rests_on_a_refused_reuse(workspace, mem):
+    """gamma/g3 cites delta/e1, which cites gamma/g2, which cites zeta/z1 over Fq((t)) (refused in a
+    Qp run): worked out run by run, delta was judged while gamma was half done, and g3 admitted."""
+    workspace.add_run("zeta", [make_step("z1", setting="Fq((t))")], setting="Fq((t))")
+    workspace.add_run("gamma", [make_step("g1"), make_step("g2", parents=("zeta/z1",)),
+                                make_step("g3", parents=("delta/e1",))])
+    workspace.add_run("delta", [make_step("e1", parents=("gamma/g2",))])
+    for first in ("delta", "gamma"):  # whichever run is judged first
+        code, out, _ = mem("--json", "record", first, "--dry-run")
+        assert code == 0 and [i["id"] for i in json.loads(out)["left_out"]] == (
+            ["delta/e1"] if first == "delta" else ["gamma/g2", "gamma/g3"])
+    code, out, _ = mem("--json", "record", "gamma", "--dry-run")
+    assert [(i["id"], i["reason"]) for i in json.loads(out)["left_out"]] == [
+        ("gamma/g2", "step g2 cites step zeta/z1 (setting 'Fq((t))'), which this run's setting 'Qp' does not "
+                     "imply"),
+        ("gamma/g3", "step g3 cites delta/e1, which run delta leaves out under M3")]
+    assert mem("archive-insert", "gamma/g3")[0] == 1 and mem("archive-insert", "gamma/g1")[0] == 0
+
+
+def test_a_step_resting_on_a_citation_m3_cannot_judge_through_another_run_is_bad_input(workspace, mem):
+    """delta/x1 cites gamma/g2 (in no library), which cites zeta/z1 in a run whose tree.json cannot be
+    read: whether x1 may enter cannot be judged; archive-insert admitted it and check passed."""
+    workspace.add_run("zeta", [make_step("z1", setting="Fq((t))")], setting="Fq((t))")
+    workspace.add_run("gamma", [make_step("g2", parents=("zeta/z1",))])
+    workspace.add_run("delta", [make_step("x1", parents=("gamma/g2",)), make_step("x2")])
+    (workspace.root / "zeta" / "tree.json").write_text('{"run": "zeta", "steps": [')
+    said = ("step x1 cites gamma/g2, which rests on a citation M3 cannot judge (it cites zeta/z1, whose "
+            "run's zeta/tree.json cannot be read)")
+    code, out, _ = mem("check", "delta")
+    line = step_line(workspace, "delta", "x1")
+    assert code == 2 and f"delta/tree.json:{line}: input: {said}" in out.splitlines()
+    before = workspace.library_path.read_bytes()
+    assert mem("archive-insert", "delta/x1") == (2, "", f"mem: delta/x1 may not enter the library (input): "
+                                                        f"{said}\n")
+    assert mem("record", "delta")[0] == 2 and workspace.library_path.read_bytes() == before
+
+
+def test_a_chain_of_runs_longer_than_pythons_recursion_is_judged(workspace, mem):
+    """Each run citing the next, 1,200 runs: worked out by recursion, check and record ended in a
+    RecursionError; the last cites a step M3 refuses, so every one rests on it."""
+    workspace.add_run("zeta", [make_step("z1", setting="Fq((t))")], setting="Fq((t))")
+    for n in range(1200):
+        cited = f"r{n + 1:04d}/s1" if n < 1199 else "zeta/z1"
+        workspace.add_run(f"r{n:04d}", [make_step("s1", parents=(cited,))])
+    code, out, _ = mem("--json", "record", "r0000", "--dry-run")
+    assert code == 0 and json.loads(out)["left_out"][0]["reason"] == (
+        "step s1 cites r0001/s1, which run r0001 leaves out under M3")
+
+
 def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_check_judges_it(
         workspace, mem):
     """delta's tree.json repeats an id: check reads it (naming the repeat) and judges beta/b7's
