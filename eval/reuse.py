@@ -33,6 +33,7 @@ from mem_retrieval.retrieval.retriever import Retriever
 _NOT_CITED = re.compile(r"\bnot (an? )?inputs?\b|\bleft out\b", re.I)
 _DEAD_END = re.compile(r"\bdead ends?\b|\bdo not retry\b", re.I)
 _INPUT = re.compile(r"\binputs?\b", re.I)
+_BRACKETED = re.compile(r"\([^()]*\)")
 NO_START = ("--runs-before: {run} has no events, so nothing says when it started: every library entry "
             "it cites is required, whenever inserted")
 
@@ -165,14 +166,23 @@ def _names_source(ws, runs: set[str], gid: str) -> bool:
         return False
 
 
+def _outside_brackets(line: str) -> str:
+    """``line`` without what it says in parentheses, nested ones too: a remark there ("the case
+    m = 1 is left out") qualifies a statement, and says nothing of whether an id is an input."""
+    while (shorter := _BRACKETED.sub(" ", line)) != line:
+        line = shorter
+    return line
+
+
 def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) -> None:
     label, previous = "", ""
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         stripped = line.strip()
+        said = _outside_brackets(line)  # "(the case m = 1 is left out)" says nothing of the ids
         if not (stripped.startswith(("-", "*", "•")) or previous.endswith((",", ";", ":"))):
-            label = ("not" if _NOT_CITED.search(line) else "dead end" if _DEAD_END.search(line)
+            label = ("not" if _NOT_CITED.search(said) else "dead end" if _DEAD_END.search(line)
                      else "input" if _INPUT.search(line) else "")
-        here = "not" if _NOT_CITED.search(line) else label  # an item under a heading saying so itself
+        here = "not" if _NOT_CITED.search(said) else label  # an item under a heading saying so itself
         previous = stripped
         for word in mentions(line):
             forms = [form for form in id_candidates(word) if split_gid(form)[0] in known]

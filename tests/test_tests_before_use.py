@@ -521,6 +521,11 @@ def test_an_item_saying_not_an_input_under_an_inputs_heading_is_not_required(wor
     found = citations(memory.retriever, "beta")
     assert set(found.cited) == {"alpha/a1"} and list(found.not_cited) == ["alpha/a2"]
     assert reuse(memory.retriever, "beta").passed
+    # a remark in parentheses says nothing of the item: "(the case m = 1 is left out)" is required
+    (workspace.root / "beta" / "briefs" / "B1.md").write_text(
+        "Inputs (library):\n- alpha/a2 (the case p = 2 is left out (not an input there));\n", encoding="utf-8")
+    found = citations(memory.retriever, "beta")
+    assert set(found.cited) == {"alpha/a1", "alpha/a2"} and not found.not_cited  # (a1: a parent)
 
 
 def test_reuse_and_resume_refuse_a_cited_run_they_cannot_read_as_bad_input(workspace):
