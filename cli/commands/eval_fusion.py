@@ -47,7 +47,7 @@ def register(subparsers, common) -> None:
 
 
 def run_fusion(args, ctx) -> int:
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     from mem_retrieval.eval.folds import FOLDS_BY
     from mem_retrieval.eval.fusion import MAX_GRID, TEXT_BASE, choose_weights, collect, grid_size
@@ -68,9 +68,7 @@ def run_fusion(args, ctx) -> int:
     queries, judgments, _ = read_judged(args.queries, args.qrels)
     qrels = judgments.qrels
     memory = ctx.memory()
-    ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], args.queries)
-    # a run that is none here is asked from no run (Retriever.asks_from), as the search ranks it
-    queries = [q if memory.retriever.asks_from(q.run) == q.run else replace(q, run=None) for q in queries]
+    queries = _as_asked(ctx, memory, queries, args.queries)
     in_run = _asked(args, queries)
     queries = [q for q in queries if q.in_run == in_run]
     ctx.warn_if_unknown_steps(memory, [q.step for q in queries if q.step], args.queries)
@@ -124,6 +122,15 @@ def _asked(args, queries) -> bool:
     return in_run > 0
 
 
+def _as_asked(ctx, memory, queries, source):
+    """``queries`` as the search ranks them: one whose run is none here is asked from no run
+    (``Retriever.asks_from``), said in a warning naming those runs."""
+    from dataclasses import replace
+
+    ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], source)
+    return [q if memory.retriever.asks_from(q.run) == q.run else replace(q, run=None) for q in queries]
+
+
 def _guard(args, ctx, config, in_run: bool):
     """The guard set's features under the strategy being tuned, and its floors, over its queries of
     the kind tuned (``in_run``: the others are ranked by the other table): that strategy's nDCG@10
@@ -140,7 +147,7 @@ def _guard(args, ctx, config, in_run: bool):
     root, queries_file, qrels_file = args.guard
     guard_memory = Memory.open(root, ctx.config_path)
     queries, judgments, _ = read_judged(queries_file, qrels_file)
-    queries = [q for q in queries if q.in_run == in_run]
+    queries = [q for q in _as_asked(ctx, guard_memory, queries, queries_file) if q.in_run == in_run]
     if not queries:
         return None
     qrels = {q.qid: judgments.qrels[q.qid] for q in queries if q.qid in judgments.qrels}
