@@ -819,8 +819,8 @@ def test_eval_fusion_counts_a_query_whose_run_is_none_here_as_asked_from_no_run(
     assert mem(["--workspace", str(ws), "eval", "fusion", "--queries", str(queries), "--qrels", str(qrels),
                 "--strategy", "graph", "--guard", str(ws), str(queries), str(qrels)], out=io.StringIO(),
                err=err) == 0
-    assert "guard: nDCG@10 at least 1.000 (graph's with the configured weights) on the 3 queries asked from no " \
-        "run" in err.getvalue()
+    assert "guard: nDCG@10 at least 1.000 (graph's with the configured weights) on the 3 queries " \
+        "asked from no run" in err.getvalue()
     mixed = tmp_path / "mixed.jsonl"  # with one query of a run that is: two kinds, each its own table
     mixed.write_text(queries.read_text().replace('"bta"', '"beta"', 1))
     err = io.StringIO()

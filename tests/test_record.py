@@ -310,7 +310,8 @@ def test_a_step_another_run_leaves_out_under_m3_leaves_out_the_steps_citing_it_i
     workspace.add_run("gamma", [make_step("g1"), make_step("g2", parents=("zeta/z1", "g1"))])
     workspace.add_run("delta", [make_step("x1", parents=("gamma/g2",)), make_step("x2", parents=("x1",)),
                                 make_step("x3", parents=("gamma/g1",))])
-    workspace.add_run("epsilon", [make_step("e1", parents=("delta/x1",)), make_step("e2", parents=("delta/x3",))])
+    workspace.add_run("epsilon", [make_step("e1", parents=("delta/x1",)),
+                                  make_step("e2", parents=("delta/x3",))])
     m3 = "step g2 cites step zeta/z1 (setting 'Fq((t))'), which this run's setting 'Qp' does not imply"
 
     def left_out(run: str) -> list[tuple[str, str]]:
@@ -321,18 +322,20 @@ def test_a_step_another_run_leaves_out_under_m3_leaves_out_the_steps_citing_it_i
     assert left_out("gamma") == [("gamma/g2", m3)]
     assert left_out("delta") == [("delta/x1", "step x1 cites gamma/g2, which run gamma leaves out under M3"),
                                  ("delta/x2", "step x2 cites x1, left out under M3")]
-    assert left_out("epsilon") == [("epsilon/e1", "step e1 cites delta/x1, which run delta leaves out under M3")]
+    assert left_out("epsilon") == [("epsilon/e1", "step e1 cites delta/x1, which run delta leaves out under "
+                                                  "M3")]
     code, out, _ = mem("check", "delta")  # a warning still (no library step is cited), saying why
-    assert code == 0 and (f"M3: warning: step x1 cites step gamma/g2, which is not in the library (it may not "
-                          f"be: M3 in run gamma: {m3})") in out
+    assert code == 0 and (f"M3: warning: step x1 cites step gamma/g2, which is not in the library (it may "
+                          f"not be: M3 in run gamma: {m3})") in out
     before = workspace.library_path.read_bytes()
     code, out, err = mem("archive-insert", "delta/x1")
-    assert (code, err) == (1, "mem: delta/x1 may not enter the library (M3): step x1 cites gamma/g2, which run "
-                              "gamma leaves out under M3\n")
+    assert (code, err) == (1, "mem: delta/x1 may not enter the library (M3): step x1 cites gamma/g2, which "
+                              "run gamma leaves out under M3\n")
     assert workspace.library_path.read_bytes() == before
     for run in ("gamma", "delta", "epsilon"):  # what M3 allows is admitted
         assert mem("record", run)[0] == 0
-    assert {e["id"] for e in workspace.library() if e["run"] in ("gamma", "delta", "epsilon")} == {"g1", "x3", "e2"}
+    admitted = {e["id"] for e in workspace.library() if e["run"] in ("gamma", "delta", "epsilon")}
+    assert admitted == {"g1", "x3", "e2"}
 
 
 def test_runs_citing_each_other_in_a_circle_leave_out_what_rests_on_a_refused_reuse(workspace, mem):

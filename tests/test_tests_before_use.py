@@ -523,7 +523,8 @@ def test_an_item_saying_not_an_input_under_an_inputs_heading_is_not_required(wor
     assert reuse(memory.retriever, "beta").passed
     # a remark in parentheses says nothing of the item: "(the case m = 1 is left out)" is required
     (workspace.root / "beta" / "briefs" / "B1.md").write_text(
-        "Inputs (library):\n- alpha/a2 (the case p = 2 is left out (not an input there));\n", encoding="utf-8")
+        "Inputs (library):\n- alpha/a2 (the case p = 2 is left out (not an input there));\n",
+        encoding="utf-8")
     found = citations(memory.retriever, "beta")
     assert set(found.cited) == {"alpha/a1", "alpha/a2"} and not found.not_cited  # (a1: a parent)
 
