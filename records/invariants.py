@@ -135,21 +135,24 @@ def m3_graph(ws: Workspace, trees: Mapping[str, Tree], library: Mapping[str, Lib
             if problem.severity == ERROR:
                 excluded.setdefault(problem.step.gid, problem.message)
 
-    def spread(found: dict[str, str], why) -> None:
-        todo = list(found)
+    def spread(found: dict[str, str], why) -> dict[str, str]:
+        """``found`` with every step resting on one of them (``why``); each one's first (its root)."""
+        roots, todo = {gid: gid for gid in found}, list(found)
         while todo:
             left = steps[todo.pop()]
             for step, parent in cited_by.get(left.gid, ()):
                 if step.gid not in found and step.gid not in excluded:
-                    found[step.gid] = why(step, parent, left)
+                    roots[step.gid] = roots[left.gid]
+                    found[step.gid] = why(step, parent, left, roots[left.gid])
                     todo.append(step.gid)
+        return found
 
-    spread(excluded, lambda step, parent, left: (
+    spread(excluded, lambda step, parent, left, root: (
         f"step {step.id} cites {left.id}, left out under M3" if left.run == step.run
         else f"step {step.id} cites {parent}, which run {left.run} leaves out under M3"))
-    undecided = {gid: why for gid, why in judged_not.items() if gid not in excluded}
-    spread(undecided, lambda step, parent, left: (
-        f"step {step.id} cites {parent}, which rests on a citation M3 cannot judge ({undecided[left.gid]})"))
+    undecided = spread({gid: why for gid, why in judged_not.items() if gid not in excluded},
+                       lambda step, parent, left, root: f"step {step.id} cites {parent}, which rests on a "
+                                                        f"citation M3 cannot judge ({judged_not[root]})")
     return excluded, undecided
 
 
