@@ -375,7 +375,8 @@ def test_a_step_resting_on_a_citation_m3_cannot_judge_through_another_run_is_bad
     assert mem("record", "delta")[0] == 2 and workspace.library_path.read_bytes() == before
     workspace.add_run("eps", [make_step("e1", parents=("delta/x1",))])  # a run further: the first cause
     code, out, _ = mem("check", "eps")  # (said once, not each link's reason inside the next)
-    assert code == 2 and (f"eps/tree.json:{step_line(workspace, 'eps', 'e1')}: input: step e1 cites delta/x1, "
+    line = step_line(workspace, "eps", "e1")
+    assert code == 2 and (f"eps/tree.json:{line}: input: step e1 cites delta/x1, "
                           "which rests on a citation M3 cannot judge (it cites zeta/z1, whose run's "
                           "zeta/tree.json cannot be read)") in out.splitlines()
 
