@@ -111,8 +111,8 @@ class Reuse:
         by = (" inserted by then" if self.later or self.undated
               else " written before it began" if self.after else "")
         if self.cited and not self.probes:
-            lines.append("reuse: nothing to test: its Fix asks nothing (no problem or criterion to search "
-                         "with)")
+            lines.append("reuse: nothing to test: its Fix asks nothing (no problem or criterion holding a "
+                         "word a search reads)")
             return "\n".join(lines)
         recall = f"n/a (it cites no library step{by})" if self.recall is None else f"{self.recall:.2f}"
         found = len(self.cited) - len(self.missed)

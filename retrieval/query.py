@@ -162,10 +162,14 @@ def searched_part(text: str) -> str:
 
 
 def asks_something(text: str) -> bool:
-    """Whether ``text`` (a ``searched_part``) is a query a search takes: one drawing nothing (white
+    """Whether ``text`` (a ``searched_part``) asks a search something: one drawing nothing (white
     space and characters that draw nothing) or holding bytes that were not UTF-8 is refused, and
-    an evaluation asking with a record's text leaves such a part out rather than stop on it."""
-    return bool(text) and bool(plain(text).strip()) and not surrogate_problem(text)
+    one holding no word a search reads (punctuation, function words: ``Retriever.unsearchable``)
+    finds nothing; an evaluation asking with a record's text leaves such a part out rather than
+    stop on it, or count what it cannot find as missed."""
+    from mem_retrieval.text.tokenize import tokenize
+
+    return bool(text) and bool(plain(text).strip()) and not surrogate_problem(text) and bool(tokenize(text))
 
 
 @dataclass(frozen=True)

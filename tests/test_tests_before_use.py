@@ -548,12 +548,17 @@ def test_a_fix_asking_nothing_is_nothing_to_test_not_a_failure(workspace):
     workspace.save_tree("beta", tree)
     code, text = cli(workspace.root, "eval", "reuse", "beta")
     assert code == 1 and text.splitlines()[-1] == ("reuse: nothing to test: its Fix asks nothing (no problem "
-                                                   "or criterion to search with)")
+                                                   "or criterion holding a word a search reads)")
     assert "MISSED" not in text and "library steps it cites: 1 (alpha/a1)" in text
     code, text = cli(workspace.root, "--json", "eval", "reuse", "beta")
     data = json.loads(text)
     assert (code, data["verdict"], data["recall"], data["missed"], data["queries"]) == (
         1, "nothing to test", None, [], [])
+    tree = workspace.tree("beta")  # a Fix of punctuation and function words asks no word either
+    tree["fix"] = {"problem": "—", "setting": "Qp", "criterion": "? and the", "checklist": []}
+    workspace.save_tree("beta", tree)
+    code, text = cli(workspace.root, "eval", "reuse", "beta")
+    assert code == 1 and text.splitlines()[-1].startswith("reuse: nothing to test: its Fix asks nothing")
 
 
 def test_a_parent_naming_another_runs_source_is_no_library_citation(workspace):
