@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from mem_retrieval.records.types import Event
 
 RUN_SLUG = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+NOT_A_SLUG = "is not a run slug ([a-z0-9][a-z0-9-]*)"  # what a message says of a name RUN_SLUG refuses
 _BAD_ID_CHAR = re.compile(r"[\s/\x00-\x1f\x7f]")
 MAX_ID_LEN = 200
 
@@ -56,7 +57,7 @@ def ref_problem(value: object) -> str | None:
         return f"must be a string, not {type_name(value)}"
     run, step = split_gid(value)
     if run is not None and not is_run_slug(run):
-        return f"{value!r}: run {run!r} is not a run slug ([a-z0-9][a-z0-9-]*)"
+        return f"{value!r}: run {run!r} {NOT_A_SLUG}"
     problem = step_id_problem(step)
     return f"{value!r}: step id {problem}" if problem and run is not None else problem
 
@@ -81,14 +82,15 @@ def given_run(value: str | None) -> str | None:
     return slug_run(value, "run")
 
 
-def slug_run(value: str | None, param: str) -> str | None:
+def slug_run(value: str | None, param: str | None) -> str | None:
     """A run argument ``param`` as read (``typed_run``); BadInput when it cannot name a run (no
-    slug, as `check` and `core-set` refuse it: `../etc`, `Satake`), rather than "no such run"."""
+    slug: `../etc`, `Satake`), rather than "no such run", on every path that takes a run (None for
+    ``param``: the message names it a run)."""
     run = typed_run(value)
     if isinstance(run, str) and not is_run_slug(run):
         from mem_retrieval.records.errors import BadInput
 
-        raise BadInput(f"{value!r} is not a run slug ([a-z0-9][a-z0-9-]*)", param=param)
+        raise BadInput(f"{'' if param else 'run '}{value!r} {NOT_A_SLUG}", param=param)
     return run
 
 

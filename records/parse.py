@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mem_retrieval.records.errors import InputError, Problem, plural, type_name
-from mem_retrieval.records.ids import canonical, is_run_slug, ref_problem, step_id_problem
+from mem_retrieval.records.ids import NOT_A_SLUG, canonical, is_run_slug, ref_problem, step_id_problem
 from mem_retrieval.records.validate import Fields
 from mem_retrieval.records.types import (
     CORE_FIELDS, EVENT_KINDS, GRADES, KINDS, STATUSES, Audit, CoreMemory, Event, Fix, LibraryEntry,
@@ -697,7 +697,7 @@ def _parse_tree(obj: Any, text: str, file: str, run: str | None,
     f = Fields(obj, file, None, "", TREE_FIELDS)
     name = f.str("run", required=True)
     if not is_run_slug(name):
-        f.fail("run", f"{name!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+        f.fail("run", f"{name!r} {NOT_A_SLUG}")
     if run is not None and name != run:
         f.fail("run", f"{name!r} does not match its folder {run!r}")
     fix = Fix()
@@ -1057,7 +1057,7 @@ def parse_library_entry(obj: Any, file: str, line: int) -> LibraryEntry:
     f = Fields(obj, file, line, "", LIBRARY_FIELDS)
     run = f.str("run", required=True)
     if not is_run_slug(run):
-        f.fail("run", f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)")
+        f.fail("run", f"{run!r} {NOT_A_SLUG}")
     step_id = canonical(f.str("id", required=True))
     problem = step_id_problem(step_id)
     if problem:

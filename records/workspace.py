@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
 from mem_retrieval.records.files import stamp
-from mem_retrieval.records.ids import first_naming, is_run_slug, split_gid, typed_run
+from mem_retrieval.records.ids import first_naming, is_run_slug, slug_run, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
                                          lines_after, parse_core, parse_tree, present)
 from mem_retrieval.records.settings import Ontology, load_ontology
@@ -204,11 +204,7 @@ class Workspace:
         (``typed_run``: a look-alike dash, as ``--run`` reads it); BadInput for a name that cannot
         be a run (not a slug; ``param``: the argument that gave it), Refused naming the first that
         is no run here."""
-        runs = runs and [typed_run(run) for run in runs]
-        for run in runs or ():
-            if not is_run_slug(run):
-                raise BadInput(f"{'' if param else 'run '}{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)",
-                               param=param)
+        runs = runs and [slug_run(run, param) for run in runs]
         known = self.runs()
         if not runs:
             return known

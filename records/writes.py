@@ -25,7 +25,7 @@ from mem_retrieval.records.errors import InputError, Refused, BadInput
 from mem_retrieval.records.files import fsync_dir, replace_atomic, sweep_temporaries, write_atomic, writing
 from mem_retrieval.records.invariants import (INPUT, LIBRARY_FIX, Catalog, admission_problem,
                                                integrity_problem, m3_excluded, read_catalog)
-from mem_retrieval.records.ids import (given_run, is_run_slug, nearest_ids, owner_run, ref_problem, spellings,
+from mem_retrieval.records.ids import (given_run, nearest_ids, owner_run, ref_problem, slug_run, spellings,
                                        split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (BEGUN, decode_utf8, iter_library, parse_core_text, parse_json,
                                          parse_library_entry, parse_time, present, read_regular, read_text,
@@ -410,9 +410,7 @@ def archive_insert(ws: Workspace, ref: str, run: str | None = None) -> LibraryEn
         named = (holders[0] if len(holders) == 1 else f"one of {', '.join(holders)}" if holders
                  else f"RUN/{ref}")
         raise BadInput(f"{ref!r} is a bare step id: name its run too ({named})", param="id")
-    if not is_run_slug(run):
-        raise BadInput(f"{run!r} is not a run slug ([a-z0-9][a-z0-9-]*)",
-                       param="id" if given is None or split_gid(ref)[0] else "run")
+    run = slug_run(run, "id" if given is None or split_gid(ref)[0] else "run")
     tree = ws.tree(run)
     step = tree.step_named(step_id)
     if step is None:
