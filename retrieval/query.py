@@ -169,7 +169,7 @@ def asks_something(text: str) -> bool:
     stop on it, or count what it cannot find as missed."""
     from mem_retrieval.text.tokenize import tokenize
 
-    return bool(text) and bool(plain(text).strip()) and not surrogate_problem(text) and bool(tokenize(text))
+    return bool(text) and not surrogate_problem(text) and bool(tokenize(text))  # (no word: none drawn)
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,8 @@ def _as_asked(ctx, memory, queries, source):
     from dataclasses import replace
 
     ctx.warn_if_unknown_runs(memory, [q.run for q in queries if q.run], source)
-    return [q if memory.retriever.asks_from(q.run) == q.run else replace(q, run=None) for q in queries]
+    none = {run for run in {q.run for q in queries} if memory.retriever.asks_from(run) != run}  # once a run
+    return [replace(q, run=None) if q.run in none else q for q in queries]
 
 
 def _guard(args, ctx, config, in_run: bool):
