@@ -391,6 +391,8 @@ def test_a_chain_of_runs_longer_than_pythons_recursion_is_judged(workspace, mem)
     code, out, _ = mem("--json", "record", "r0000", "--dry-run")
     assert code == 0 and json.loads(out)["left_out"][0]["reason"] == (
         "step s1 cites r0001/s1, which run r0001 leaves out under M3")
+    code, out, err = mem("check")  # every run at once: r1199's citation is the one M3 error
+    assert (code, err) == (1, "") and out.splitlines()[-1].startswith("1 violation (M3: 1)")
 
 
 def test_a_citation_into_a_run_whose_tree_repeats_an_id_is_judged_under_m3_as_check_judges_it(
