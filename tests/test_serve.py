@@ -405,6 +405,19 @@ def test_a_caller_of_another_environment_runs_in_process(server, spare, servers)
     assert proc.poll() == 0 and "idle for 3 s" in servers.log(proc)
 
 
+def test_a_server_stopping_says_how_many_requests_it_answered_in_words_that_agree(spare, servers):
+    """The line `mem serve` leaves when it stops read "after 1 requests" (`--status` said it
+    right): one request is "1 request", two are "2 requests"."""
+    argv = ("-w", str(spare), "archive-get", "satake-two-levels/A5-7")
+    for count in (1, 2):
+        proc = servers.start(spare, "--lazy", "--idle-timeout", "3")
+        for _ in range(count):
+            assert forwarded(spare, *argv)[0] == 0
+        assert proc.wait(30) == 0
+        assert servers.log(proc).splitlines()[-1] == \
+            f"mem serve: stopped (idle for 3 s) after {count} request{'s' if count > 1 else ''}"
+
+
 def test_a_server_of_other_code_is_stopped_and_the_call_runs_in_process(spare, servers):
     """A server left running by an upgrade (a new index format its code refuses, fixes it lacks)
     answered the new clients as its code did, until it idled out: a client of other code now gets

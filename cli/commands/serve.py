@@ -72,7 +72,9 @@ def serve(args, ctx) -> int:
         ctx.out.flush()
 
     reason = server.serve(model=not args.lazy, on_ready=ready)
-    ctx.note(f"mem serve: stopped ({reason}) after {server.requests} requests")
+    from mem_retrieval.records.errors import plural
+
+    ctx.note(f"mem serve: stopped ({reason}) after {plural(server.requests, 'request')}")
     return 0
 
 
