@@ -307,11 +307,11 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
          f"{config}:2: model.package: 'no_such_model' is no installed package (pip install no-such-model), "
          "nor a folder (a path with a / or from ~)"),
         ('[ray]\naddress = "nonsense"\n', ["archive-search", "statement"],  # Ray said so, exit 1, after 13 s
-         f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" (a local instance for the run), "
-         "\"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+         f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" or \"local\" (a local instance for the "
+         "run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
         ('[ray]\naddress = "host:99999"\n', ["archive-search", "statement"],  # no such port
-         f"{config}:2: ray.address: 'host:99999' is no Ray address: \"\" (a local instance for the run), "
-         "\"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+         f"{config}:2: ray.address: 'host:99999' is no Ray address: \"\" or \"local\" (a local instance for the "
+         "run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
         ('[model]\npackage = "a b"\n', ["archive-search", "statement"],
          f"{config}:2: model.package: 'a b' is no installed package (a package's name is a Python module's), "
          "nor a folder (a path with a / or from ~)"),
@@ -320,6 +320,9 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
         assert cli(ws.root, "--config", str(config), *argv) == (2, "", f"mem: {line}\n"), text
     assert sorted(p.name for p in (ws.root / ".mem" / "lance").iterdir()) == before
     assert cli(ws.root, "archive-search", "statement")[0] == 0  # the old index, untouched
+    for address in ("", "local", "auto", "head:6379", "ray://head:10001"):  # what the README names
+        config.write_text(f'[ray]\naddress = "{address}"\n')  # (a search starts no Ray)
+        assert cli(ws.root, "--config", str(config), "archive-search", "statement")[0] == 0, address
 
 
 def test_the_strategies_a_config_may_name_are_those_there_are():
