@@ -204,7 +204,9 @@ class Retriever:
         """``index_replaced`` as every note on what a search's index lacks asks it (each search
         asks): a folder index's meta.json is read again only once its stat changed, a store's at
         most every ``STORE_ASKED_EVERY`` seconds (a request each: a search of steps held in memory
-        made none); a meta.json gone (the index deleted) is no newer index."""
+        made none). A meta.json gone (the index deleted) is no newer index: IndexMismatch naming the
+        fix, as the one-shot call and a search reading the deleted files say (a search of the steps
+        held in memory read none, and answered as if nothing had happened)."""
         from mem_retrieval.indexers import store
 
         if self._searcher is None:
@@ -218,8 +220,10 @@ class Retriever:
         try:
             meta = store.read_meta(self.location)
         except MemError:
-            meta = None
-        replaced = meta is not None and meta != searcher.meta
+            meta = searcher.meta  # unreadable now: nothing newer is known
+        if meta is None:
+            store.check_meta(self.location, self.config)  # (raises: no index)
+        replaced = meta != searcher.meta
         self._newer = (searcher, token, replaced)
         return replaced
 

@@ -234,7 +234,8 @@ def test_a_sessions_search_reads_meta_json_again_only_when_it_changed(memory, wo
     """Every search asks whether a newer index was written: reading meta.json each time cost a
     request per search on an object store (7x a warm search's time on a loopback S3). A folder
     index's is read again only when its stat changed; one deleted is no newer index (its note
-    said `reopen()` would read one)."""
+    said `reopen()` would read one) but no index, as a new call says (the session's steps held in
+    memory answered as if nothing had happened)."""
     from mem_retrieval.indexers import store
     from mem_retrieval.retrieval.retriever import NEWER_INDEX
 
@@ -254,7 +255,8 @@ def test_a_sessions_search_reads_meta_json_again_only_when_it_changed(memory, wo
     memory.reopen()
     assert memory.archive_search("statement", strategy="bm25").notes == ()
     (workspace.root / ".mem" / "meta.json").rename(workspace.root / ".mem" / "meta.bak")
-    assert memory.archive_search("statement", strategy="bm25").notes == ()
+    with pytest.raises(store.IndexMismatch, match="no index in .*: run `mem index`"):
+        memory.archive_search("statement", strategy="bm25")
 
 
 def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):

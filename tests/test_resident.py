@@ -342,3 +342,34 @@ def test_a_tie_across_the_pool_cut_is_broken_by_gid_on_every_path(tmp_path, monk
     # incrementally lays rows out otherwise than a full one: the cut must not depend on it)
     hits = cold.retriever.ranked(ArchiveQuery("zircon lemma", strategy="vector"))
     assert [c.gid for c in hits] == tied[:5] and len({c.cosine for c in hits}) == 1
+
+
+def test_a_session_holding_the_table_in_memory_says_no_index_once_the_index_is_deleted(tmp_path):
+    """A long-lived ``Memory`` whose steps table was in memory went on answering archive_search
+    from it after `.mem/` was deleted, with no note, while its recall_search (and the same session
+    before the table was in memory, and a new call) said there is no index: now all say so, and
+    the session answers again once `mem index` rebuilt it."""
+    import shutil
+
+    from mem_retrieval.indexers.store import IndexMismatch
+
+    ws = gamma_workspace(tmp_path / "ws")
+    Memory.open(ws.root).index(progress=False)
+    held = Memory.open(ws.root)
+    for _ in range(RESIDENT_AFTER + 1):  # as a session's searches put it there
+        before = held.archive_search("frobenius")
+    held.retriever.searcher.warm()
+    assert held.retriever.searcher.resident() is not None
+    assert held.archive_search("frobenius") == before
+    assert before.total
+    shutil.rmtree(ws.root / ".mem")
+    said = []
+    for ask in (lambda m: m.archive_search("frobenius"), lambda m: m.recall_search("audit")):
+        for memory in (held, Memory.open(ws.root)):
+            with pytest.raises(IndexMismatch) as caught:
+                ask(memory)
+            said.append(str(caught.value))
+    assert len(set(said)) == 1 and "no index in" in said[0] and "run `mem index`" in said[0], said
+    Memory.open(ws.root).index(progress=False)
+    again = held.archive_search("frobenius")
+    assert [h.id for h in again.hits] == [h.id for h in before.hits]
