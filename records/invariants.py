@@ -90,9 +90,10 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
     else the runs cited, and those they cite, are read here, as check reads them. ``graph``: the
     verdicts of every step of ``catalog``, worked out before (`check` works them out once)."""
     catalog = catalog if catalog is not None else _cited_catalog(ws, tree)
-    trees = {**catalog.trees, tree.run: tree}
+    read = catalog.trees.get(tree.run) is tree  # (check: every run's, read once)
+    trees = catalog.trees if read else {**catalog.trees, tree.run: tree}
     excluded, undecided = graph if graph is not None else m3_graph(ws, trees, library, catalog)
-    steps = {step.gid: step for other in trees.values() for step in other.steps}
+    steps = catalog.steps if read else {step.gid: step for other in trees.values() for step in other.steps}
     elsewhere = {parent: excluded[cited.gid] for step in tree.steps for parent in step.parents
                  if (cited := steps.get(parent)) is not None and cited.run != tree.run
                  and library.get(parent) is None and cited.gid in excluded}
