@@ -19,7 +19,7 @@ from datetime import datetime
 
 from mem_retrieval.eval.judgments import Qrels, Query
 from mem_retrieval.records.parse import instant_end, parse_time
-from mem_retrieval.records.workspace import Workspace
+from mem_retrieval.records.workspace import Workspace, by_run
 from mem_retrieval.retrieval.query import searched_part
 
 
@@ -48,7 +48,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
            until: datetime | None = None) -> Derived:
     """One query per step of ``runs`` citing at least one (counting) library step."""
     entries = workspace.library()
-    library = {entry.gid: entry for entry in entries}
+    library, of_run = {entry.gid: entry for entry in entries}, by_run(entries)
     queries: list[Query] = []
     qrels: Qrels = {}
     steps = 0
@@ -58,7 +58,7 @@ def derive(workspace: Workspace, runs: Sequence[str], *, runs_before: bool = Fal
         start = run_start(workspace, run) if runs_before else None
         if runs_before:
             starts[run] = start
-        written = _written_by(workspace, run, entries, until) if until is not None else None
+        written = _written_by(workspace, run, of_run.get(run, []), until) if until is not None else None
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             if written is not None and step.id not in written:

@@ -16,7 +16,7 @@ from mem_retrieval.records.errors import InputError
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import iso_time, micros, read_text, source_file
 from mem_retrieval.records.types import Event, LibraryEntry, Step, Tree
-from mem_retrieval.records.workspace import Workspace, first_written, library_as_step
+from mem_retrieval.records.workspace import Workspace, by_run, first_written, library_as_step
 from mem_retrieval.text.embed import prepare
 from mem_retrieval.text.tokenize import token_string
 
@@ -153,11 +153,11 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     rows = Rows()
     rows.library, read = read_records(workspace, config, runs)
     library = {entry.gid: entry for entry in rows.library}
-    in_workspace = set(workspace.runs())
+    in_workspace, entries = set(workspace.runs()), by_run(rows.library)
     for run, records in read.items():
         tree, events, run_dir = records.tree, records.events, workspace.run_dir(run)
         named = {step: (seq, micros(stamp)) for step, (seq, stamp) in
-                 first_written(events, run, rows.library).items()}
+                 first_written(events, run, entries.get(run, ())).items()}
         sources = frozenset(source.id for source in tree.sources)
         for step in tree.steps:
             row = step_row(step, library.get(step.gid), named.get(step.id), sources)

@@ -348,6 +348,16 @@ class Workspace:
         return None
 
 
+def by_run(library: Iterable[LibraryEntry]) -> dict[str, list[LibraryEntry]]:
+    """The library's entries by their run, in file order: what ``first_written`` reads of it for
+    one run (a caller asking for every run passes each its own: the whole library for each was
+    runs × entries)."""
+    runs: dict[str, list[LibraryEntry]] = {}
+    for entry in library:
+        runs.setdefault(entry.run, []).append(entry)
+    return runs
+
+
 def first_written(events: Iterable[Event], run: str,
                   library: Iterable[LibraryEntry]) -> dict[str, tuple[int, datetime]]:
     """When each step of ``run`` counts as written, as (log position, time): at the first event
