@@ -1,10 +1,11 @@
 """Math-aware tokenisation for BM25, shared by indexing and querying.
 
 Steps: Unicode NFKC (GL₄ -> GL4, 𝔽 -> F); a symbol as the LaTeX command that draws it, and a
-command's other spellings as its name (≤, \\leq -> \\le -> le; ⊗ -> otimes; → and ∈ dropped, as
+command's other spellings as its name (≤, \\leq, <= -> \\le -> le; ⊗ -> otimes; → and ∈ dropped, as
 \\to and \\in are); Greek letters to their names (φ, \\varphi -> phi);
 accents folded, in Unicode and in LaTeX (Plünnecke, Pl\\"{u}nnecke and Plunnecke are one word, as
-are Čech, \\v{C}ech and Cech: a name is the same name however it is typed); LaTeX commands
+are Čech, \\v{C}ech and Cech, and Bia\\l{}ynicki and Białynicki: a name is the same name however it
+is typed); LaTeX commands
 unwrapped (\\mathrm{GL}_{2m} -> GL2m; font and spacing commands dropped, other commands kept as
 words: \\log -> log); sub/superscript markers and braces removed inside a word (F_q -> Fq, while
 mul_le_mul keeps its parts); case folded. A compound word such as GL2m/Sp2m or
@@ -34,7 +35,7 @@ import unicodedata
 from mem_retrieval.records.ids import normal_form, plain
 from mem_retrieval.records.notation import FONT_COMMANDS
 
-VERSION = "math-v10"
+VERSION = "math-v11"
 
 GREEK = {
     "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ϵ": "epsilon",
@@ -96,6 +97,10 @@ _SYMBOL_COMMANDS = {
     "≇": "ncong", "≁": "nsim", "≢": "nequiv",
 }
 _SYMBOLS = str.maketrans({symbol: f" \\{name} " for symbol, name in _SYMBOL_COMMANDS.items()})
+# A relation typed in ASCII, as plain-text and code write it, is the one it spells (<= is ≤ is \\le).
+# Not =>: Lean writes it for fun x => …, no implication.
+_ASCII_RELATIONS = {"<=>": "iff", "<=": "le", ">=": "ge", "!=": "ne"}
+_ASCII_RELATION = re.compile("|".join(map(re.escape, _ASCII_RELATIONS)))
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have if in into is it its of on or such that the then "
     "there these this those to was we were which with".split()
@@ -116,11 +121,18 @@ _ACCENT = re.compile(r"""\\(?:["'`^~=.]\s*|[Hvuckr](?=\{))"""
 # Latin letters that are no letter plus an accent, so NFKD leaves them whole.
 _PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ": "t",
           "æ": "ae", "œ": "oe", "þ": "th"}
+# LaTeX's commands for those letters (Bia\\l{}ynicki is Białynicki, Gau\\ss Gauß), inside a word; alone,
+# a command such as \\O or \\L is a preamble's macro as often, and reads as any command.
+_LATEX_LETTER = re.compile(r"\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)(?![A-Za-z])(?:\{\}|\s+(?=[A-Za-z]))?")
+_LETTER_OF = {"l": "ł", "L": "Ł", "o": "ø", "O": "Ø", "ss": "ß", "ae": "æ", "AE": "Æ", "oe": "œ",
+              "OE": "Œ", "aa": "å", "AA": "Å"}
 _FOLD = str.maketrans(_PLAIN | {k.upper(): v.upper() for k, v in _PLAIN.items()} | {"ı": "i"})
 _WORD = re.compile(r"[0-9a-z_()\[\]{}/.'’^\-]+")
 _PART = re.compile(r"[0-9a-z]+")
 # A LaTeX sub/superscript (F_q, GL_{2m}, x^2) joins its word; any other '_' separates (mul_le_mul).
-_SCRIPT = re.compile(r"[_^](?:\{([0-9a-z]*)\}|([0-9a-z])(?![0-9a-z]))")
+# A script's own scripts join it too (Gr_{E_6} and Gr_{E_{6}} are Gr_{E₆}), one level deep.
+_SCRIPT = re.compile(r"[_^](?:\{((?:[0-9a-z_^]|\{[0-9a-z_^]*\})*)\}|([0-9a-z])(?![0-9a-z]))")
+_SCRIPT_MARKS = re.compile(r"[_^{}]")
 _BRACES = re.compile(r"[{}]")
 # An operator applied: a font command's name, a command, or a word or Greek letter not following a
 # letter or backslash; then up to SCRIPTS digits and scripts, which are not part of its name (H^1(G,
@@ -166,6 +178,16 @@ def _accented(match: re.Match[str]) -> str:
     return (match.group(1) or match.group(2)).lstrip("\\")
 
 
+def _latex_letter(match: re.Match[str]) -> str:
+    text, start, end = match.string, match.start(), match.end()
+    within = (start and text[start - 1].isalpha()) or text[end:end + 1].isalpha()
+    return _LETTER_OF[match.group(1)] if within else match.group(0)
+
+
+def _ascii_relation(match: re.Match[str]) -> str:
+    return f" \\{_ASCII_RELATIONS[match.group(0)]} "
+
+
 def fold_accents(text: str) -> str:
     """``text`` without accents: each letter's combining marks (category M) dropped (ü -> u,
     ő -> o, Č -> C), and the few Latin letters NFKD keeps whole spelt plainly (ø -> o, Ł -> L,
@@ -180,8 +202,9 @@ def fold_accents(text: str) -> str:
 def normalize(text: str) -> str:
     """NFKC, symbols as the commands that draw them, LaTeX accents and commands unwrapped, Greek
     letters named, case and accents folded."""
-    text = plain(text).translate(_SYMBOLS)  # NFKC; what is drawn as nothing dropped, a dash as -
-    text = _COMMAND.sub(_command, _ACCENT.sub(_accented, text))
+    text = _ASCII_RELATION.sub(_ascii_relation, plain(text).translate(_SYMBOLS))  # NFKC; what is drawn as
+    # nothing dropped, a dash as -
+    text = _COMMAND.sub(_command, _ACCENT.sub(_accented, _LATEX_LETTER.sub(_latex_letter, text)))
     text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
     return _GREEK_SCRIPTED.sub(r"\1 ", normal_form("NFKC", text))
 
@@ -223,7 +246,8 @@ def tokenize(text: str) -> list[str]:
     formula shapes (``signatures``)."""
     tokens: list[str] = []
     for word in _WORD.findall(normalize(text)):
-        word = _BRACES.sub("", _SCRIPT.sub(lambda m: m.group(1) or m.group(2) or "", word))
+        word = _BRACES.sub("", _SCRIPT.sub(lambda m: _SCRIPT_MARKS.sub("", m.group(1) or m.group(2) or ""),
+                                            word))
         parts = _PART.findall(word)
         if not parts:
             continue
