@@ -12,7 +12,7 @@ saying "not an input" or "left out" cites nothing)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -141,12 +141,15 @@ def citations(memory: Retriever, run: str) -> Citations:
     ``:``, keeps the label before it."""
     ws = memory.workspace
     out = Citations()
-    runs = set(ws.runs())
     for step in ws.tree(run).steps:
         for parent in step.parents:
-            if "/" in parent and split_gid(parent)[0] != run and not _names_source(ws, runs, parent):
+            if "/" in parent and split_gid(parent)[0] != run and not _names_source(ws, parent):
                 out.add(parent, f"parent of {step.id}")
-    known = (runs | {entry.run for entry in ws.library()}) - {run}
+    library = ws.library_runs()
+
+    def known(other: str | None) -> bool:  # (asked of each id a brief names: not every run listed each time)
+        return bool(other) and other != run and (other in library or ws.holds(other))
+
     folder = ws.run_dir(run) / "briefs"
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         if path.is_file():
@@ -155,11 +158,11 @@ def citations(memory: Retriever, run: str) -> Citations:
     return out
 
 
-def _names_source(ws, runs: set[str], gid: str) -> bool:
+def _names_source(ws, gid: str) -> bool:
     """Whether ``gid`` names a source of its run (a paper or a page: never a library step, so
     never a miss of the reuse test), as `mem check` reads a parent."""
     other, local = split_gid(gid)
-    if other not in runs:
+    if not ws.holds(other):
         return False
     try:
         return any(source.id == local for source in ws.tree(other).sources)
@@ -175,7 +178,7 @@ def _outside_brackets(line: str) -> str:
     return line
 
 
-def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) -> None:
+def _read_brief(memory: Retriever, path: Path, known: Callable[[str], bool], out: Citations) -> None:
     label, previous = "", ""
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         stripped = line.strip()
@@ -186,7 +189,7 @@ def _read_brief(memory: Retriever, path: Path, known: set[str], out: Citations) 
         here = "not" if _NOT_CITED.search(said) else label  # an item under a heading saying so itself
         previous = stripped
         for word in mentions(line):
-            forms = [form for form in id_candidates(word) if split_gid(form)[0] in known]
+            forms = [form for form in id_candidates(word) if known(split_gid(form)[0])]
             ref = next((form for form in forms if step_of(memory, form) is not None), None)
             if ref is None:
                 if forms:
@@ -217,11 +220,11 @@ def reuse(memory: Retriever, run: str, pages: int = PAGES, threshold: float = 1.
                                                                         ("criterion", fix.criterion))]
     probes = [Probe(ARCHIVE, text, f"Fix {origin}") for origin, text in asked if asks_something(text)]
     size = memory.config.search.page_size
+    found = citations(memory, run)
     results = [(probe, memory.archive_hits(ArchiveQuery(probe.text, setting, library=True, exclude_run=run,
                                                          hide_run=run, until=cut, library_before=start)))
-               for probe in probes]
-    library = {entry.gid: entry for entry in ws.library()}
-    found = citations(memory, run)
+               for probe in probes] if found.cited else []  # (a run citing nothing: nothing to look for)
+    library = ws.library_index()
     written_after = memory.written_after(run)  # what the Fix cannot see: not required of it
     targets, later, after, undated = [], [], [], []
     for gid, how in found.cited.items():

@@ -157,11 +157,18 @@ class Workspace:
                                 "its record")
         return lost
 
+    def holds(self, run: str) -> bool:
+        """Whether ``run`` is one of ``runs()``, without listing them all (a question asked once a
+        step or a run listed every run folder: runs × runs)."""
+        return is_run_slug(run) and os.path.isfile(os.path.join(self.root, run, TREE))
+
     def readable_trees(self, runs: Iterable[str]) -> dict[str, Tree]:
         """The trees of those of ``runs`` the workspace holds, in name order; one whose tree.json
         cannot be read is left out (``check`` names it)."""
         trees: dict[str, Tree] = {}
-        for run in sorted(set(runs) & set(self.runs())):
+        if not self.root.is_dir():
+            raise BadInput(self.gone())
+        for run in sorted(run for run in set(runs) if self.holds(run)):
             try:
                 trees[run] = self.tree(run)
             except InputError:
@@ -315,6 +322,16 @@ class Workspace:
         index = {entry.gid: entry for entry in entries}
         self.__dict__["_library_index"] = (found, index)
         return index
+
+    def library_runs(self) -> frozenset[str]:
+        """The runs ``library()``'s entries belong to, cached with it."""
+        found, entries = self._library_read()
+        held = self.__dict__.get("_library_runs")
+        if held is not None and held[0] == found and found is not None:
+            return held[1]
+        runs = frozenset(entry.run for entry in entries)
+        self.__dict__["_library_runs"] = (found, runs)
+        return runs
 
     def _library_read(self) -> tuple[object, tuple[LibraryEntry, ...]]:
         """(the library file's stamp, its entries), read again only when the stamp changed."""
