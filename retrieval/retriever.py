@@ -540,6 +540,7 @@ class Retriever:
         if query.id is not None:  # the notes count what the hits name
             query = replace(query, id=self._as_named(query.id, query.run))
         hits = self._recall_hits(query, whole=False)
+        self.newer_index()  # (an index deleted since: "no index", as an archive search says)
         cut, current, changed = self._slice(hits, [h.id for h in hits], page, given, "event")
         shown = self._with_bodies(cut)
         found = self._page(shown, len(hits), [h.score for h in hits], page,

@@ -257,6 +257,8 @@ def test_a_sessions_search_reads_meta_json_again_only_when_it_changed(memory, wo
     (workspace.root / ".mem" / "meta.json").rename(workspace.root / ".mem" / "meta.bak")
     with pytest.raises(store.IndexMismatch, match="no index in .*: run `mem index`"):
         memory.archive_search("statement", strategy="bm25")
+    with pytest.raises(store.IndexMismatch, match="no index in .*: run `mem index`"):
+        memory.recall_search("statement")  # (it answered, while the archive search said no index)
 
 
 def test_a_search_while_its_memory_indexes_does_not_keep_the_old_version(memory, workspace, monkeypatch):
