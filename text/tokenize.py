@@ -100,7 +100,8 @@ _SYMBOLS = str.maketrans({symbol: f" \\{name} " for symbol, name in _SYMBOL_COMM
 # A relation typed in ASCII, as plain-text and code write it, is the one it spells (<= is ≤ is \\le).
 # Not =>: Lean writes it for fun x => …, no implication.
 _ASCII_RELATIONS = {"<=>": "iff", "<=": "le", ">=": "ge", "!=": "ne"}
-_ASCII_RELATION = re.compile("|".join(map(re.escape, _ASCII_RELATIONS)))
+_ASCII_RELATION = re.compile(r"(?<![<>=!])(?:%s)(?![<>=])" % "|".join(map(re.escape, _ASCII_RELATIONS)))
+# (not within a longer arrow or operator: <==> <== >>= >=> !==)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have if in into is it its of on or such that the then "
     "there these this those to was we were which with".split()
@@ -123,7 +124,7 @@ _PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ"
           "æ": "ae", "œ": "oe", "þ": "th"}
 # LaTeX's commands for those letters (Bia\\l{}ynicki is Białynicki, Gau\\ss Gauß), inside a word; alone,
 # a command such as \\O or \\L is a preamble's macro as often, and reads as any command.
-_LATEX_LETTER = re.compile(r"\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)(?![A-Za-z])(?:\{\}|\s+(?=[A-Za-z]))?")
+_LATEX_LETTER = re.compile(r"\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)(?![A-Za-z])(\{\}|\s+(?=[A-Za-z]))?")
 _LETTER_OF = {"l": "ł", "L": "Ł", "o": "ø", "O": "Ø", "ss": "ß", "ae": "æ", "AE": "Æ", "oe": "œ",
               "OE": "Œ", "aa": "å", "AA": "Å"}
 _FOLD = str.maketrans(_PLAIN | {k.upper(): v.upper() for k, v in _PLAIN.items()} | {"ı": "i"})
@@ -179,8 +180,10 @@ def _accented(match: re.Match[str]) -> str:
 
 
 def _latex_letter(match: re.Match[str]) -> str:
+    """A letter after a letter (Bia\\l ynicki, Gau\\ss), or before one with braces between
+    (\\L{}ojasiewicz); else the command as typed (Let \\O be: a macro, the space a separator)."""
     text, start, end = match.string, match.start(), match.end()
-    within = (start and text[start - 1].isalpha()) or text[end:end + 1].isalpha()
+    within = (start and text[start - 1].isalpha()) or (match.group(2) == "{}" and text[end:end + 1].isalpha())
     return _LETTER_OF[match.group(1)] if within else match.group(0)
 
 
