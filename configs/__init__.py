@@ -376,9 +376,10 @@ def _load_config(workspace: Path | None, override: Path | None) -> Config:
         raise config.fault("model.package", f"{named!r} is no installed package ({how}), nor a folder (a "
                            "path with a / or from ~)")
     if config.ray.address not in ("", "auto", "local") and not _ray_address(config.ray.address):
-        raise config.fault("ray.address", f"{config.ray.address!r} is no Ray address: \"\" or \"local\" (a local "
-                           "instance for the run), \"auto\" (the running cluster), HOST:PORT (its GCS) or "
-                           "ray://HOST:PORT (its client server)")  # Ray said so after the run's setup, exit 1
+        # (Ray said so after the run's setup, exit 1)
+        raise config.fault("ray.address", f"{config.ray.address!r} is no Ray address: \"\" or "
+                           "\"local\" (a local instance for the run), \"auto\" (the running cluster), "
+                           "HOST:PORT (its GCS) or ray://HOST:PORT (its client server)")
     if config.bm25.engine == "lance" and (config.bm25.k1, config.bm25.b) != (LANCE_K1, LANCE_B):
         name = "bm25.k1" if config.bm25.k1 != LANCE_K1 else "bm25.b"
         raise config.fault(name, f"{getattr(config.bm25, name[5:])}: the engine \"lance\" scores "

@@ -1035,7 +1035,8 @@ def test_reuse_of_many_runs_lists_the_runs_once_and_searches_only_for_runs_citin
     assert derived.queries and len(listed) <= 1, len(listed)
     searched = []
     real_hits = Retriever.archive_hits
-    monkeypatch.setattr(Retriever, "archive_hits", lambda r, *a, **k: searched.append(1) or real_hits(r, *a, **k))
+    monkeypatch.setattr(Retriever, "archive_hits",
+                        lambda r, *a, **k: searched.append(1) or real_hits(r, *a, **k))
     nothing = reuse(example.retriever, SATAKE)  # cites no library step
     assert (nothing.cited, nothing.recall, searched) == ((), None, [])
     assert len(reuse(example.retriever, IWAHORI).probes) == len(searched) == 2

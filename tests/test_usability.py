@@ -307,11 +307,13 @@ def test_a_model_config_that_cannot_work_is_one_line_blaming_the_file_that_set_i
          f"{config}:2: model.package: 'no_such_model' is no installed package (pip install no-such-model), "
          "nor a folder (a path with a / or from ~)"),
         ('[ray]\naddress = "nonsense"\n', ["archive-search", "statement"],  # Ray said so, exit 1, after 13 s
-         f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" or \"local\" (a local instance for the "
-         "run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+         f"{config}:2: ray.address: 'nonsense' is no Ray address: \"\" or \"local\" (a local instance "
+         "for the run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client "
+         "server)"),
         ('[ray]\naddress = "host:99999"\n', ["archive-search", "statement"],  # no such port
-         f"{config}:2: ray.address: 'host:99999' is no Ray address: \"\" or \"local\" (a local instance for the "
-         "run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client server)"),
+         f"{config}:2: ray.address: 'host:99999' is no Ray address: \"\" or \"local\" (a local instance "
+         "for the run), \"auto\" (the running cluster), HOST:PORT (its GCS) or ray://HOST:PORT (its client "
+         "server)"),
         ('[model]\npackage = "a b"\n', ["archive-search", "statement"],
          f"{config}:2: model.package: 'a b' is no installed package (a package's name is a Python module's), "
          "nor a folder (a path with a / or from ~)"),
