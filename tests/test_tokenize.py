@@ -164,7 +164,8 @@ def test_a_name_is_one_word_however_its_accents_are_typed():
     assert tokenize(r"\O_K and \L(s)") == ["o", "k", "l", "s"]  # alone: a preamble's macro, as before
     assert tokenize(r"Let \O be the ring, \L the function, x \ss y") == [  # (not glued to the next word)
         "let", "o", "ring", "l", "function", "x", "ss", "y"]
-    assert tokenize(r"\L{}ojasiewicz") == tokenize("Łojasiewicz") == ["lojasiewicz"]
+    assert tokenize(r"\L{}ojasiewicz") == tokenize(r"{\L}ojasiewicz") == tokenize("Łojasiewicz") == ["lojasiewicz"]
+    assert tokenize(r"Bia{\l}ynicki Gau{\ss} M{\o}ller") == ["bialynicki", "gauss", "moller"]  # (BibTeX's braces)
 
 
 @pytest.mark.parametrize("spellings, word", [
@@ -195,6 +196,12 @@ def test_a_symbol_is_one_word_however_it_is_typed(spellings, word):
     # an operator's shape reads its aliases and the divides bar as LaTeX does
     assert signatures("P(A ∣ B, C)") == signatures(r"P(A \mid B, C)") == ["p_sig_gc"]
     assert signatures(r"\leq(a, b)") == signatures(r"\le(a, b)") == ["le_sig_c"]
+
+
+def test_a_relation_typed_in_ascii_is_read_only_where_it_is_one():
+    assert tokenize("x<=y<=z") == ["x", "le", "y", "le", "z"] and tokenize("x<=-1") == ["x", "le", "1"]
+    assert tokenize("n!=n(n-1)!") == tokenize("n! = n(n-1)!") and "ne" not in tokenize("5!=120")  # factorials
+    assert tokenize("a != b") == tokenize("a ≠ b") == ["ne", "b"]
 
 
 ACCENTS = [chr(c) for c in range(0x300, 0x370)]  # the combining diacritical marks

@@ -100,8 +100,9 @@ _SYMBOLS = str.maketrans({symbol: f" \\{name} " for symbol, name in _SYMBOL_COMM
 # A relation typed in ASCII, as plain-text and code write it, is the one it spells (<= is ≤ is \\le).
 # Not =>: Lean writes it for fun x => …, no implication.
 _ASCII_RELATIONS = {"<=>": "iff", "<=": "le", ">=": "ge", "!=": "ne"}
-_ASCII_RELATION = re.compile(r"(?<![<>=!])(?:%s)(?![<>=])" % "|".join(map(re.escape, _ASCII_RELATIONS)))
-# (not within a longer arrow or operator: <==> <== >>= >=> !==)
+_ASCII_RELATION = re.compile(r"(?<![<>=!])(?:<=>|<=|>=|(?<!\S)!=)(?![<>=])")
+# (not within a longer arrow or operator: <==> <== >>= >=> !==; != after a space: n!=n(n-1)! is a
+# factorial)
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have if in into is it its of on or such that the then "
     "there these this those to was we were which with".split()
@@ -179,6 +180,16 @@ def _accented(match: re.Match[str]) -> str:
     return (match.group(1) or match.group(2)).lstrip("\\")
 
 
+_BRACED_LETTER = re.compile(r"\{\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)\s*\}")  # Bia{\\l}ynicki, {\\L}ojasiewicz
+
+
+def _braced_letter(match: re.Match[str]) -> str:
+    """A braced letter command beside a letter (the BibTeX spelling) is the letter; else as typed."""
+    text, start, end = match.string, match.start(), match.end()
+    within = (start and text[start - 1].isalpha()) or text[end:end + 1].isalpha()
+    return _LETTER_OF[match.group(1)] if within else match.group(0)
+
+
 def _latex_letter(match: re.Match[str]) -> str:
     """A letter after a letter (Bia\\l ynicki, Gau\\ss), or before one with braces between
     (\\L{}ojasiewicz); else the command as typed (Let \\O be: a macro, the space a separator)."""
@@ -207,7 +218,8 @@ def normalize(text: str) -> str:
     letters named, case and accents folded."""
     text = _ASCII_RELATION.sub(_ascii_relation, plain(text).translate(_SYMBOLS))  # NFKC; what is drawn as
     # nothing dropped, a dash as -
-    text = _COMMAND.sub(_command, _ACCENT.sub(_accented, _LATEX_LETTER.sub(_latex_letter, text)))
+    text = _COMMAND.sub(_command, _ACCENT.sub(_accented, _LATEX_LETTER.sub(
+        _latex_letter, _BRACED_LETTER.sub(_braced_letter, text))))
     text = "".join(f" {GREEK[c]} " if c in GREEK else c for c in fold_accents(text).casefold())
     return _GREEK_SCRIPTED.sub(r"\1 ", normal_form("NFKC", text))
 
