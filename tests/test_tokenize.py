@@ -164,8 +164,9 @@ def test_a_name_is_one_word_however_its_accents_are_typed():
     assert tokenize(r"\O_K and \L(s)") == ["o", "k", "l", "s"]  # alone: a preamble's macro, as before
     assert tokenize(r"Let \O be the ring, \L the function, x \ss y") == [  # (not glued to the next word)
         "let", "o", "ring", "l", "function", "x", "ss", "y"]
-    assert tokenize(r"\L{}ojasiewicz") == tokenize(r"{\L}ojasiewicz") == tokenize("Łojasiewicz") == ["lojasiewicz"]
-    assert tokenize(r"Bia{\l}ynicki Gau{\ss} M{\o}ller") == ["bialynicki", "gauss", "moller"]  # (BibTeX's braces)
+    assert (tokenize(r"\L{}ojasiewicz") == tokenize(r"{\L}ojasiewicz") == tokenize("Łojasiewicz")
+            == ["lojasiewicz"])
+    assert tokenize(r"Bia{\l}ynicki Gau{\ss} M{\o}ller") == ["bialynicki", "gauss", "moller"]  # (BibTeX's)
 
 
 @pytest.mark.parametrize("spellings, word", [
