@@ -92,8 +92,8 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
     catalog = catalog if catalog is not None else _cited_catalog(ws, tree)
     read = catalog.trees.get(tree.run) is tree  # (check: every run's, read once)
     trees = catalog.trees if read else {**catalog.trees, tree.run: tree}
-    excluded, undecided = graph if graph is not None else m3_graph(ws, trees, library, catalog)
     steps = catalog.steps if read else {step.gid: step for other in trees.values() for step in other.steps}
+    excluded, undecided = graph if graph is not None else m3_graph(ws, trees, steps, library, catalog)
     elsewhere = {parent: excluded[cited.gid] for step in tree.steps for parent in step.parents
                  if (cited := steps.get(parent)) is not None and cited.run != tree.run
                  and library.get(parent) is None and cited.gid in excluded}
@@ -106,8 +106,8 @@ def m3_excluded(ws: Workspace, tree: Tree, library: Mapping[str, LibraryEntry],
 M3Graph = tuple[dict[str, str], dict[str, str]]  # (left out, not judged): global id -> why
 
 
-def m3_graph(ws: Workspace, trees: Mapping[str, Tree], library: Mapping[str, LibraryEntry],
-             catalog: "Catalog") -> M3Graph:
+def m3_graph(ws: Workspace, trees: Mapping[str, Tree], steps: Mapping[str, Step],
+             library: Mapping[str, LibraryEntry], catalog: "Catalog") -> M3Graph:
     """Which steps of ``trees`` may not enter the library under M3, and why (global id -> why): each
     citing a reuse its run's setting does not allow (``reuse_problems``), and each citing one of
     those, directly or through others: a step of its own run, or a step of another run that is not
@@ -115,8 +115,7 @@ def m3_graph(ws: Workspace, trees: Mapping[str, Tree], library: Mapping[str, Lib
     judged by itself). Then, of the rest, those resting so on a citation M3 cannot judge
     (``Catalog.unjudged``: into a run whose tree.json cannot be read). One pass over the citations
     backwards from the refused steps, so runs citing each other in circles, and chains of any
-    length, are judged whole."""
-    steps = {step.gid: step for tree in trees.values() for step in tree.steps}
+    length, are judged whole. ``steps``: every step of ``trees`` by global id."""
     cited_by: dict[str, list[tuple[Step, str]]] = {}  # a step -> the steps resting on it, as each cites it
     excluded: dict[str, str] = {}
     judged_not: dict[str, str] = {}
@@ -567,7 +566,8 @@ class _Checker:
                                     f"{why}: M3 cannot judge it")
                     self.consequences += [said] if said else []
         if self.m3 is None:
-            self.m3 = m3_graph(self.ws, self.catalog.trees, self.catalog.library, self.catalog)
+            self.m3 = m3_graph(self.ws, self.catalog.trees, self.catalog.steps, self.catalog.library,
+                               self.catalog)
         problems, _, undecided = m3_excluded(self.ws, tree, self.catalog.library, self.catalog, self.m3)
         for step in tree.steps:  # resting on a citation M3 cannot judge, through another run's steps
             if step.id in undecided and not self.catalog.unjudged(step):  # (its own: named above)
