@@ -315,23 +315,21 @@ class Workspace:
     def library_index(self) -> dict[str, LibraryEntry]:
         """``library()`` by global id, cached with it: not to be changed (a lookup per step of an
         evaluation built it anew each time, ~37,000 entries at 80,000 steps)."""
-        found, entries = self._library_read()
-        held = self.__dict__.get("_library_index")
-        if held is not None and held[0] == found and found is not None:
-            return held[1]
-        index = {entry.gid: entry for entry in entries}
-        self.__dict__["_library_index"] = (found, index)
-        return index
+        return self._of_library("_library_index", lambda entries: {entry.gid: entry for entry in entries})
 
     def library_runs(self) -> frozenset[str]:
         """The runs ``library()``'s entries belong to, cached with it."""
+        return self._of_library("_library_runs", lambda entries: frozenset(entry.run for entry in entries))
+
+    def _of_library(self, name: str, make):
+        """``make(entries)`` of the library, kept under ``name`` while its file is unchanged."""
         found, entries = self._library_read()
-        held = self.__dict__.get("_library_runs")
+        held = self.__dict__.get(name)
         if held is not None and held[0] == found and found is not None:
             return held[1]
-        runs = frozenset(entry.run for entry in entries)
-        self.__dict__["_library_runs"] = (found, runs)
-        return runs
+        made = make(entries)
+        self.__dict__[name] = (found, made)
+        return made
 
     def _library_read(self) -> tuple[object, tuple[LibraryEntry, ...]]:
         """(the library file's stamp, its entries), read again only when the stamp changed."""
