@@ -377,6 +377,18 @@ def http_server(root: Path, log_path: Path, **env: str):
         log.close()
 
 
+async def walk_away(session) -> None:
+    """Await ``session``, a client that gives up mid-call. The SDK's HTTP client (mcp 2.3) may fail on
+    its own way out: an answer still in flight is sent into the stream it has just closed
+    (``anyio.BrokenResourceError`` or ``ClosedResourceError`` in its transport, after the server
+    answered well: 34 of 400 such clients, the server unharmed). That is the client's race, not the
+    server's, whose survival the callers assert; any other error still fails the test."""
+    try:
+        await session
+    except* (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_answer_past_a_megabyte_reaches_an_http_client_as_a_stdio_one(served, tmp_path):
@@ -413,7 +425,7 @@ async def test_an_answer_past_a_megabyte_reaches_an_http_client_as_a_stdio_one(s
         assert not result.is_error and result.structured_content == by_stdio
         async with anyio.create_task_group() as group:
             for _ in range(10):
-                group.start_soon(session_of, [("check", {}), ("recall_search", arguments)], 0.05)
+                group.start_soon(walk_away, session_of([("check", {}), ("recall_search", arguments)], 0.05))
         assert proc.poll() is None
         assert (await session_of([("recall_search", arguments)]))[0].structured_content == by_stdio
     assert "Traceback" not in (tmp_path / "server.err").read_text()
@@ -615,7 +627,7 @@ async def test_mem_mcp_over_http_serves_8_clients_at_once_and_outlives_one_that_
 
         async def leaver() -> None:  # opens a session, starts a search, and goes away mid-call
             with anyio.move_on_after(0.3):
-                await one_session([("archive_search", {"query": "Hecke operators spanning"})] * 5)
+                await walk_away(one_session([("archive_search", {"query": "Hecke operators spanning"})] * 5))
 
         async with anyio.create_task_group() as group:
             for n in range(8):
