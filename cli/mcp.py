@@ -457,6 +457,7 @@ class StopOnSignal:
             self.tools.begin_stop()
             self._first.put(first)
         os.close(self._signalled)
+        self._first.put(None)  # given back: after any signal read before, which the stop acts on
 
     def _finish(self) -> None:
         import time
@@ -480,25 +481,31 @@ class StopOnSignal:
     def give_back(self) -> None:
         """Put back the handlers and the interpreter's pipe there were before, and end both threads:
         the server did not start (a port in use), and a program that called it in-process was then
-        ended at its next Ctrl-C, its own handler gone."""
+        ended at its next Ctrl-C, its own handler gone. The handlers first, the pipe last: see
+        ``release``."""
         import signal
 
-        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
         for number, handler in self._handlers.items():
             if handler is not None:  # (one set outside Python cannot be set again)
                 signal.signal(number, handler)
-        os.close(self._woken)
-        self._first.put(None)
+        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
+        os.close(self._woken)  # the reading thread reads what was written, then ends the stopping one
 
     def release(self) -> None:
         """Give the signals back before another server takes them over (uvicorn, which sets its own
         handlers and, once it has stopped, raises the signal again): the interpreter's pipe is the
-        one before, and a signal exits at once (no call is running outside that server)."""
+        one before, and a signal exits at once (no call is running outside that server).
+
+        The handlers first, the pipe last: a signal that came once the pipe was given back, while
+        this handler was still set, only marked the calls refused, and the thread that exits, which
+        that pipe wakes, never heard of it: the server then ran on for ever, refusing every call (a
+        CI run saw it, the signal sent as the server said it was ready). In this order, a signal
+        before the pipe is given back wakes that thread, and one after meets a handler that exits."""
         import signal
 
-        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
         for number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(number, lambda signum, frame: os._exit(128 + signum))
+        signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
 
 
 TOKEN_ENV = "MEM_MCP_TOKEN"  # the bearer token `mem mcp --http` asks of clients (default: a new one)

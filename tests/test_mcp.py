@@ -918,6 +918,53 @@ def test_a_signal_that_comes_while_a_thread_is_starting_still_stops_the_server(t
     assert done.returncode == 130 and done.stderr == b""
 
 
+SIGNALLED_AT = ("import signal, sys, time\n"
+                "from mem_retrieval.cli.mcp import Tools, StopOnSignal\n"
+                "stopper = StopOnSignal(Tools(sys.argv[1]))\n"
+                "number, at = getattr(signal, sys.argv[2]), int(sys.argv[3])\n"
+                "calls = []\n"
+                "def after_each(real):\n"
+                "    def call(*args, **kwargs):\n"
+                "        result = real(*args, **kwargs)\n"
+                "        calls.append(real.__name__)\n"
+                "        if len(calls) == at:\n"
+                "            signal.raise_signal(number)  # its handler runs here, as it returns\n"
+                "        return result\n"
+                "    return call\n"
+                "signal.signal = after_each(signal.signal)\n"
+                "signal.set_wakeup_fd = after_each(signal.set_wakeup_fd)\n"
+                "getattr(stopper, sys.argv[4])()\n"
+                "print(calls, flush=True)\n"
+                "time.sleep(30)  # serving (uvicorn), or refused: the signal was lost if this runs on\n")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_signal_while_the_http_server_hands_its_signals_to_uvicorn_still_stops_it(tmp_path, signame, at):
+    """`mem mcp --http` sent SIGTERM as it said it was ready (CI) ran on for ever, refusing every
+    call: the signal came as the stopper gave the interpreter's pipe back, before its handler: that
+    handler marked the calls refused, and its pipe, which wakes the thread that exits, was no longer
+    the one written. Here the signal comes after each of the three calls handing them over."""
+    import signal
+
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_AT, str(tmp_path), signame, str(at), "release"],
+                          capture_output=True, timeout=60)
+    assert (done.returncode, done.stderr) == (128 + getattr(signal, signame), b""), done
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_signal_while_a_server_that_could_not_listen_gives_its_signals_back_is_not_lost(tmp_path, at):
+    """The same race where `mem mcp --http` could not listen (a port in use) and gave back the
+    handlers there were before (here the default: SIGTERM ends the process, 143 where the stopping
+    thread had heard of it first); and, where the signal came before the pipe was given back, the
+    stopping thread was told to end before it heard of it."""
+    import signal
+
+    argv = [sys.executable, "-c", SIGNALLED_AT, str(tmp_path), "SIGTERM", str(at), "give_back"]
+    done = subprocess.run(argv, capture_output=True, timeout=60)
+    assert done.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM) and done.stderr == b"", done
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_another_thread_takes_still_stops_the_server(tmp_path, signame):
     """A signal sent to the process is taken by one of its threads, the main one mostly, not
