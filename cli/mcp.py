@@ -617,8 +617,10 @@ def serve_http(tools: Tools, port: int, on_ready, lazy: bool = False) -> int:
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # uvicorn's handler while it serves
+            if signals:  # a second signal exits at once, as over stdio (uvicorn's force_exit, for a
+                os._exit(128 + sig)  # second SIGINT only, waited on: a second SIGTERM, up to 60 s)
             signals.append(sig)
-            super().handle_exit(sig, frame)  # a second signal: force_exit, no more waiting
+            super().handle_exit(sig, frame)
 
         async def shutdown(self, sockets=None) -> None:
             """The calls still running end and their answers are written (at most

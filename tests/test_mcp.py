@@ -569,6 +569,42 @@ def test_mem_mcp_over_http_exits_on_a_signal_with_its_status(served, tmp_path, s
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_second_signal_stops_the_http_server_at_once_while_a_call_runs_on(tmp_path, signame):
+    """The first signal waits for the calls running (at most 60 s); the second exits at once, as
+    over stdio. A second SIGTERM (an agent's timeout sends two) waited the 60 s: uvicorn forces its
+    exit on a second SIGINT only. Here a call never ends (``wait_idle`` never sees the server idle)."""
+    import signal
+    import urllib.error
+    import urllib.request
+
+    script = ("import sys, time\n"
+              "from mem_retrieval.cli.mcp import Tools, serve_http\n"
+              "tools = Tools(sys.argv[1])\n"
+              "tools.wait_idle = lambda timeout: time.sleep(timeout) or False  # a call runs on\n"
+              "serve_http(tools, 0, lambda url, token: print(url, flush=True), lazy=True)\n")
+    number = getattr(signal, signame)
+    with open(tmp_path / "server.err", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        with pytest.raises(urllib.error.HTTPError) as refused:  # uvicorn serves (no token: 401)
+            urllib.request.urlopen(url, timeout=60)
+        assert refused.value.code == 401
+        proc.send_signal(number)
+        time.sleep(1)
+        assert proc.poll() is None  # waiting for the call
+        proc.send_signal(number)
+        assert proc.wait(20) == 128 + number
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 async def test_a_call_running_at_a_signal_over_http_is_answered_before_the_exit(served, tmp_path, signame):
