@@ -129,8 +129,10 @@ class Server:
         or the socket being removed or replaced; returns why it stopped. The socket is removed on
         the way out, whatever the way; requests still running are abandoned (their clients, left
         without an answer, run the command in-process)."""
-        handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:  # a signal as the handlers are set is a stop too (it was a traceback, the socket left)
+            for sig in handlers:
+                signal.signal(sig, _stop)
             self.warm(model)
             with per_thread_output() as self._streams:
                 self._last = time.monotonic()  # the idle clock starts when the server is ready
@@ -144,7 +146,8 @@ class Server:
             for _ in range(WORKERS):
                 self._jobs.put(None)
             for sig, handler in handlers.items():
-                signal.signal(sig, handler)
+                if handler is not None:  # (one set outside Python cannot be set again)
+                    signal.signal(sig, handler)
             self.close()
 
     def _start_workers(self) -> None:

@@ -717,3 +717,41 @@ def test_serve_refuses_a_config_of_its_own_and_a_bad_workspace_config_at_start(s
     assert in_process("-w", str(spare), "serve", "--lazy") == (
         2, "", f"mem: {spare / 'solve' / 'mem.toml'}:2: search.page_size: must be at least 1, not 0\n")
     assert not (spare / ".mem" / "serve.sock").exists()
+
+
+SIGNALLED_AT = ("import os, signal, sys\n"
+                "from mem_retrieval.cli.main import main\n"
+                "root, at = sys.argv[1], sys.argv[2]\n"
+                "def signalled_after(real, caller):\n"
+                "    def call(*args, **kwargs):\n"
+                "        result = real(*args, **kwargs)\n"
+                "        if sys._getframe(1).f_code.co_filename.endswith(caller) and not call.done:\n"
+                "            call.done = True\n"
+                "            signal.raise_signal(signal.SIGTERM)  # its handler runs here, as it returns\n"
+                "        return result\n"
+                "    call.done = False\n"
+                "    return call\n"
+                "if at == 'handlers':  # the server's first handler just set\n"
+                "    signal.signal = signalled_after(signal.signal, os.path.join('cli', 'server.py'))\n"
+                "else:  # bound, not yet serving\n"
+                "    os.chdir = signalled_after(os.chdir, os.path.join('commands', 'serve.py'))\n"
+                "sys.argv = ['mem', '-w', root, 'serve', '--lazy', '--started']\n"
+                "raise SystemExit(main())\n")
+
+
+@pytest.mark.parametrize("at, status, said", [
+    ("handlers", 0, "mem serve: stopped (SIGTERM) after 0 requests\n"),
+    ("bound", 143, "mem: terminated (SIGTERM)\n")])
+def test_a_sigterm_as_the_server_starts_removes_its_socket_and_its_claim_in_one_line(tmp_path, at, status,
+                                                                                      said):
+    """A SIGTERM as `mem serve` set its handlers ended in a traceback, exit 1; one after the socket
+    was bound and before serving was one line, but both left the socket, and the claim on the next
+    start (`.mem/serve.starting`, which autostart waits on for 60 s)."""
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    (root / ".mem").mkdir()
+    (root / ".mem" / "serve.starting").write_text("")
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_AT, str(root), at], cwd=REPO, env=client_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (status, "", said)
+    assert sorted(path.name for path in (root / ".mem").iterdir()) == []

@@ -62,16 +62,26 @@ def serve(args, ctx) -> int:
         if args.started:
             started(workspace.root)  # another server answers, or none can: let the next call try
         raise
-    os.chdir(workspace.root)
+    claimed = args.started  # .mem/serve.starting, ours to remove once up or given up
 
     def ready() -> None:
-        if args.started:
+        nonlocal claimed
+        if claimed:
             started(workspace.root)
+            claimed = False
         ctx.emit({"socket": str(server.path), "pid": os.getpid()},
                  f"mem serve: ready on {server.path} (pid {os.getpid()})")
         ctx.out.flush()
 
-    reason = server.serve(model=not args.lazy, on_ready=ready)
+    try:  # a SIGTERM before it was ready left the socket, and the claim (autostart waits 60 s on it)
+        os.chdir(workspace.root)
+        reason = server.serve(model=not args.lazy, on_ready=ready)
+    except BaseException:  # (Terminated, before serving: the server removes its socket itself)
+        server.close()
+        raise
+    finally:
+        if claimed:  # not once ready: by now the claim may be another start's
+            started(workspace.root)
     from mem_retrieval.records.errors import plural
 
     ctx.note(f"mem serve: stopped ({reason}) after {plural(server.requests, 'request')}")
