@@ -56,12 +56,6 @@ def serve(args, ctx) -> int:
                        "--config, and the workspace's solve/mem.toml): give --config to the calls")
     ctx.config(workspace)  # a bad solve/mem.toml: refused now, in one line, rather than per call
     _retire_other_code(socket_path(workspace.root))
-    try:
-        server = Server.bind(workspace.root, args.idle_timeout)
-    except BaseException:
-        if args.started:
-            started(workspace.root)  # another server answers, or none can: let the next call try
-        raise
     claimed = args.started  # .mem/serve.starting, ours to remove once up or given up
 
     def ready() -> None:
@@ -73,15 +67,18 @@ def serve(args, ctx) -> int:
                  f"mem serve: ready on {server.path} (pid {os.getpid()})")
         ctx.out.flush()
 
-    try:  # a SIGTERM before it was ready left the socket, and the claim (autostart waits 60 s on it)
+    server = None
+    try:
+        server = Server.bind(workspace.root, args.idle_timeout)
         os.chdir(workspace.root)
         reason = server.serve(model=not args.lazy, on_ready=ready)
-    except BaseException:  # (Terminated, before serving: the server removes its socket itself)
-        server.close()
+    except BaseException:  # another server answers, or none can; or a SIGTERM before serving
+        if server is not None:  # (Terminated: it left the socket; serving, the server removes it)
+            server.close()
         raise
     finally:
-        if claimed:  # not once ready: by now the claim may be another start's
-            started(workspace.root)
+        if claimed:  # let the next call try; not once ready: by now the claim may be another start's
+            started(workspace.root)  # (left, a start waited 60 s on it)
     from mem_retrieval.records.errors import plural
 
     ctx.note(f"mem serve: stopped ({reason}) after {plural(server.requests, 'request')}")
