@@ -128,7 +128,8 @@ class Server:
         """Warm up, call ``on_ready``, then answer requests until SIGTERM/SIGINT, the idle timeout,
         or the socket being removed or replaced; returns why it stopped. The socket is removed on
         the way out, whatever the way; requests still running are abandoned (their clients, left
-        without an answer, run the command in-process)."""
+        without an answer, run the command in-process). A second signal as it stops raises ``Stop``
+        (the command says it as any command's stop)."""
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:  # a signal as the handlers are set is a stop too (it was a traceback, the socket left)
             for sig in handlers:
@@ -143,12 +144,14 @@ class Server:
         except Stop as stop:
             return str(stop)
         finally:
-            for _ in range(WORKERS):
-                self._jobs.put(None)
-            for sig, handler in handlers.items():
-                if handler is not None:  # (one set outside Python cannot be set again)
-                    signal.signal(sig, handler)
-            self.close()
+            try:  # the handlers first: a second signal meets the ones before, not ``_stop``
+                for sig, handler in handlers.items():
+                    if handler is not None:  # (one set outside Python cannot be set again)
+                        signal.signal(sig, handler)
+                for _ in range(WORKERS):
+                    self._jobs.put(None)
+            finally:
+                self.close()
 
     def _start_workers(self) -> None:
         for n in range(WORKERS):

@@ -720,38 +720,48 @@ def test_serve_refuses_a_config_of_its_own_and_a_bad_workspace_config_at_start(s
 
 
 SIGNALLED_AT = ("import os, signal, sys\n"
+                "import mem_retrieval.cli.server as server\n"
                 "from mem_retrieval.cli.main import main\n"
-                "root, at = sys.argv[1], sys.argv[2]\n"
-                "def signalled_after(real, caller):\n"
-                "    def call(*args, **kwargs):\n"
-                "        result = real(*args, **kwargs)\n"
-                "        if sys._getframe(1).f_code.co_filename.endswith(caller) and not call.done:\n"
-                "            call.done = True\n"
-                "            signal.raise_signal(signal.SIGTERM)  # its handler runs here, as it returns\n"
-                "        return result\n"
-                "    call.done = False\n"
-                "    return call\n"
-                "if at == 'handlers':  # the server's first handler just set\n"
-                "    signal.signal = signalled_after(signal.signal, os.path.join('cli', 'server.py'))\n"
-                "else:  # bound, not yet serving\n"
-                "    os.chdir = signalled_after(os.chdir, os.path.join('commands', 'serve.py'))\n"
-                "sys.argv = ['mem', '-w', root, 'serve', '--lazy', '--started']\n"
+                "root, name, caller, nth, when, number, *flags = sys.argv[1:]\n"
+                "owner = {'signal': signal, 'chdir': os, 'socket_path': server}[name]\n"
+                "real, calls = getattr(owner, name), []\n"
+                "def call(*args, **kwargs):\n"
+                "    if sys._getframe(1).f_code.co_filename.endswith(caller):\n"
+                "        calls.append(1)\n"
+                "    now = len(calls) == int(nth) and sys._getframe(1).f_code.co_filename.endswith(caller)\n"
+                "    if now and when == 'before':\n"
+                "        signal.raise_signal(getattr(signal, number))  # its handler runs here\n"
+                "    result = real(*args, **kwargs)\n"
+                "    if now and when == 'after':\n"
+                "        signal.raise_signal(getattr(signal, number))\n"
+                "    return result\n"
+                "setattr(owner, name, call)\n"
+                "sys.argv = ['mem', '-w', root, 'serve', '--lazy', '--started', *flags]\n"
                 "raise SystemExit(main())\n")
+SERVER, COMMAND = os.path.join("cli", "server.py"), os.path.join("commands", "serve.py")
 
 
-@pytest.mark.parametrize("at, status, said", [
-    ("handlers", 0, "mem serve: stopped (SIGTERM) after 0 requests\n"),
-    ("bound", 143, "mem: terminated (SIGTERM)\n")])
-def test_a_sigterm_as_the_server_starts_removes_its_socket_and_its_claim_in_one_line(tmp_path, at, status,
-                                                                                      said):
-    """A SIGTERM as `mem serve` set its handlers ended in a traceback, exit 1; one after the socket
-    was bound and before serving was one line, but both left the socket, and the claim on the next
-    start (`.mem/serve.starting`, which autostart waits on for 60 s)."""
+@pytest.mark.parametrize("where, status, said", [  # said on stderr; stopping, it was ready (stdout)
+    (("socket_path", COMMAND, 1, "after", "SIGTERM"), 143, "mem: terminated (SIGTERM)\n"),
+    (("chdir", COMMAND, 1, "after", "SIGTERM"), 143, "mem: terminated (SIGTERM)\n"),
+    (("signal", SERVER, 1, "after", "SIGTERM"), 0, "mem serve: stopped (SIGTERM) after 0 requests\n"),
+    (("signal", SERVER, 3, "before", "SIGTERM", "--idle-timeout", "1"), 143, "mem: terminated (SIGTERM)\n"),
+    (("signal", SERVER, 3, "before", "SIGINT", "--idle-timeout", "1"), 130, "mem: interrupted\n"),
+    (("signal", SERVER, 4, "before", "SIGTERM", "--idle-timeout", "1"), 143, "mem: terminated (SIGTERM)\n"),
+], ids=["retiring", "bound", "setting-handlers", "stopping-sigterm", "stopping-sigint", "stopping-late"])
+def test_a_signal_as_the_server_starts_or_stops_removes_its_socket_and_its_claim_in_one_line(tmp_path, where,
+                                                                                             status, said):
+    """A SIGTERM as `mem serve` set its handlers ended in a traceback, exit 1; one before it served
+    (as it retired a server of other code, which may take seconds, or once bound) was one line, but
+    all left the socket, or the claim on the next start (`.mem/serve.starting`, which autostart
+    waits on for 60 s); a signal as it stopped (an agent's timeout sends two) was a traceback."""
     root = tmp_path / "ws"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
     (root / ".mem").mkdir()
     (root / ".mem" / "serve.starting").write_text("")
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_AT, str(root), at], cwd=REPO, env=client_env(),
-                          capture_output=True, text=True, timeout=120)
-    assert (done.returncode, done.stdout, done.stderr) == (status, "", said)
+    argv = [sys.executable, "-c", SIGNALLED_AT, str(root), *map(str, where)]
+    done = subprocess.run(argv, cwd=REPO, env=client_env(), capture_output=True, text=True, timeout=120)
+    ready = f"mem serve: ready on {root / '.mem' / 'serve.sock'} (pid " if "--idle-timeout" in where else ""
+    assert (done.returncode, done.stdout[:len(ready)], done.stderr) == (status, ready, said)
+    assert done.stdout.count("\n") == bool(ready)
     assert sorted(path.name for path in (root / ".mem").iterdir()) == []

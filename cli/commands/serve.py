@@ -44,7 +44,7 @@ def serve(args, ctx) -> int:
     import os
 
     from mem_retrieval.cli.autostart import started
-    from mem_retrieval.cli.server import Server, socket_path
+    from mem_retrieval.cli.server import Server, Stop, socket_path
 
     from mem_retrieval.records.errors import BadInput
 
@@ -55,7 +55,6 @@ def serve(args, ctx) -> int:
         raise BadInput("mem serve answers each call with the configuration that call names (its "
                        "--config, and the workspace's solve/mem.toml): give --config to the calls")
     ctx.config(workspace)  # a bad solve/mem.toml: refused now, in one line, rather than per call
-    _retire_other_code(socket_path(workspace.root))
     claimed = args.started  # .mem/serve.starting, ours to remove once up or given up
 
     def ready() -> None:
@@ -69,12 +68,17 @@ def serve(args, ctx) -> int:
 
     server = None
     try:
+        _retire_other_code(socket_path(workspace.root))  # (may wait 5 s on a server that is stuck)
         server = Server.bind(workspace.root, args.idle_timeout)
         os.chdir(workspace.root)
         reason = server.serve(model=not args.lazy, on_ready=ready)
-    except BaseException:  # another server answers, or none can; or a SIGTERM before serving
+    except BaseException as error:  # another server answers, or none can; or a SIGTERM before serving
         if server is not None:  # (Terminated: it left the socket; serving, the server removes it)
             server.close()
+        if isinstance(error, Stop):  # a second signal as the first's stop ran: as any command's
+            from mem_retrieval.cli.main import Terminated
+
+            raise (Terminated() if str(error) == "SIGTERM" else KeyboardInterrupt()) from None
         raise
     finally:
         if claimed:  # let the next call try; not once ready: by now the claim may be another start's
