@@ -131,7 +131,13 @@ class Server:
         without an answer, run the command in-process). A second signal as it stops raises ``Stop``
         (the command says it as any command's stop)."""
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        woken = None
         try:  # a signal as the handlers are set is a stop too (it was a traceback, the socket left)
+            # no wakeup pipe while its own handlers are set (the loop polls): `mem`'s SIGTERM watcher
+            # (cli/main.py) read a signal ``_stop`` had taken as the command's, once the handler was
+            # put back, and at a second one exited at once (an agent's two SIGTERMs, 1 ms apart),
+            # before the socket was removed
+            woken = signal.set_wakeup_fd(-1)
             for sig in handlers:
                 signal.signal(sig, _stop)
             self.warm(model)
@@ -148,6 +154,8 @@ class Server:
                 for sig, handler in handlers.items():
                     if handler is not None:  # (one set outside Python cannot be set again)
                         signal.signal(sig, handler)
+                if woken is not None:  # then the pipe: a signal from now on is theirs
+                    signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
                 for _ in range(WORKERS):
                     self._jobs.put(None)
             finally:

@@ -765,3 +765,51 @@ def test_a_signal_as_the_server_starts_or_stops_removes_its_socket_and_its_claim
     assert (done.returncode, done.stdout[:len(ready)], done.stderr) == (status, ready, said)
     assert done.stdout.count("\n") == bool(ready)
     assert sorted(path.name for path in (root / ".mem").iterdir()) == []
+
+
+TWO_SIGTERMS = ("import os, signal, sys, threading, time\n"
+                "import mem_retrieval.cli.server as server\n"
+                "from mem_retrieval.cli.main import main\n"
+                "real_signal, real_close, real_read = signal.signal, server.Server.close, os.read\n"
+                "calls = []\n"
+                "def read(fd, size):  # the watcher, woken, runs a moment later\n"
+                "    data = real_read(fd, size)\n"
+                "    if threading.current_thread().name == 'mem-sigterm':\n"
+                "        time.sleep(0.1)\n"
+                "    return data\n"
+                "os.read = read\n"
+                "def set_handler(*args):\n"
+                "    result = real_signal(*args)\n"
+                "    if sys._getframe(1).f_code.co_filename.endswith(os.path.join('cli', 'server.py')):\n"
+                "        calls.append(args[0])\n"
+                "        if len(calls) == 2:  # the server's handlers set: a SIGTERM they take\n"
+                "            signal.raise_signal(signal.SIGTERM)\n"
+                "    return result\n"
+                "def close(self):\n"
+                "    if not calls[2:]:\n"
+                "        return real_close(self)\n"
+                "    calls.clear()  # on its way out: a second SIGTERM, taken by another thread\n"
+                "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # while the main one\n"
+                "    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()  # runs no Python\n"
+                "    time.sleep(1)\n"
+                "    return real_close(self)\n"
+                "signal.signal, server.Server.close = set_handler, close\n"
+                "sys.argv = ['mem', '-w', sys.argv[1], 'serve', '--lazy', '--started']\n"
+                "raise SystemExit(main())\n")
+
+
+def test_two_sigterms_as_the_server_stops_are_one_stop_that_removes_its_socket(tmp_path):
+    """`mem`'s SIGTERM watcher (a thread woken by each signal, for commands stuck in native code)
+    read the first signal, which the server's own handler had taken, once the handler before was
+    put back, and counted it: at the second (an agent's timeout sends two, 1 ms apart) it exited at
+    once, before the socket was removed (2 of 15 such double kills). Here the watcher reads a moment
+    after it is woken, and the second comes as the server's way out is about to remove its socket,
+    while the main thread runs no Python."""
+    root = tmp_path / "ws"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".mem"))
+    (root / ".mem").mkdir()
+    (root / ".mem" / "serve.starting").write_text("")
+    done = subprocess.run([sys.executable, "-c", TWO_SIGTERMS, str(root)], cwd=REPO, env=client_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (143, "", "mem: terminated (SIGTERM)\n")
+    assert sorted(path.name for path in (root / ".mem").iterdir()) == []
