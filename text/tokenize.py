@@ -125,9 +125,10 @@ _PLAIN = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ħ": "h", "ŀ": "l", "ŧ"
           "æ": "ae", "œ": "oe", "þ": "th"}
 # LaTeX's commands for those letters (Bia\\l{}ynicki is Białynicki, Gau\\ss Gauß), inside a word; alone,
 # a command such as \\O or \\L is a preamble's macro as often, and reads as any command.
-_LATEX_LETTER = re.compile(r"\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)(?![A-Za-z])(\{\}|\s+(?=[A-Za-z]))?")
 _LETTER_OF = {"l": "ł", "L": "Ł", "o": "ø", "O": "Ø", "ss": "ß", "ae": "æ", "AE": "Æ", "oe": "œ",
               "OE": "Œ", "aa": "å", "AA": "Å"}
+_LETTER_COMMAND = "|".join(sorted(_LETTER_OF, key=len, reverse=True))
+_LATEX_LETTER = re.compile(rf"\\({_LETTER_COMMAND})(?![A-Za-z])(\{{\}}|\s+(?=[A-Za-z]))?")
 _FOLD = str.maketrans(_PLAIN | {k.upper(): v.upper() for k, v in _PLAIN.items()} | {"ı": "i"})
 _WORD = re.compile(r"[0-9a-z_()\[\]{}/.'’^\-]+")
 _PART = re.compile(r"[0-9a-z]+")
@@ -180,21 +181,25 @@ def _accented(match: re.Match[str]) -> str:
     return (match.group(1) or match.group(2)).lstrip("\\")
 
 
-_BRACED_LETTER = re.compile(r"\{\\(ss|ae|AE|oe|OE|aa|AA|l|L|o|O)\s*\}")  # Bia{\\l}ynicki, {\\L}ojasiewicz
+_BRACED_LETTER = re.compile(rf"\{{\\({_LETTER_COMMAND})\s*\}}")  # Bia{\\l}ynicki, {\\L}ojasiewicz
 
 
 def _braced_letter(match: re.Match[str]) -> str:
     """A braced letter command beside a letter (the BibTeX spelling) is the letter; else as typed."""
-    text, start, end = match.string, match.start(), match.end()
-    within = (start and text[start - 1].isalpha()) or text[end:end + 1].isalpha()
-    return _LETTER_OF[match.group(1)] if within else match.group(0)
+    return _letter_if(match, before_one=True)
 
 
 def _latex_letter(match: re.Match[str]) -> str:
     """A letter after a letter (Bia\\l ynicki, Gau\\ss), or before one with braces between
     (\\L{}ojasiewicz); else the command as typed (Let \\O be: a macro, the space a separator)."""
+    return _letter_if(match, before_one=match.group(2) == "{}")
+
+
+def _letter_if(match: re.Match[str], before_one: bool) -> str:
+    """The letter ``match``'s command draws where it follows a letter, or, with ``before_one``,
+    where a letter follows it; else the match as typed."""
     text, start, end = match.string, match.start(), match.end()
-    within = (start and text[start - 1].isalpha()) or (match.group(2) == "{}" and text[end:end + 1].isalpha())
+    within = (start and text[start - 1].isalpha()) or (before_one and text[end:end + 1].isalpha())
     return _LETTER_OF[match.group(1)] if within else match.group(0)
 
 
