@@ -131,8 +131,8 @@ class Workspace:
     # ---- what is there
     def runs(self) -> list[str]:
         """Every run folder (a slug holding a tree.json), sorted."""
-        return sorted(name for name, folder in self._slug_folders()  # (plain strings: every search
-                      if os.path.isfile(os.path.join(folder, TREE)))  # lists the runs, some twice)
+        return sorted(name for name, _ in self._slug_folders() if self.holds(name))  # (plain strings:
+        # every search lists the runs, some twice)
 
     def runs_without_tree(self) -> list[str]:
         """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
@@ -158,8 +158,8 @@ class Workspace:
         return lost
 
     def holds(self, run: str) -> bool:
-        """Whether ``run`` is one of ``runs()``, without listing them all (a question asked once a
-        step or a run listed every run folder: runs × runs)."""
+        """Whether ``run`` is a run (a slug holding a tree.json), without listing them all (a
+        question asked once a step or a run listed every run folder: runs × runs)."""
         return is_run_slug(run) and os.path.isfile(os.path.join(self.root, run, TREE))
 
     def readable_trees(self, runs: Iterable[str]) -> dict[str, Tree]:
