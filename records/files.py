@@ -63,6 +63,11 @@ def stamp(path: Path) -> tuple[int, int, int, int] | None:
         info = os.stat(path)
     except OSError:
         return None
+    return stamp_of(info)
+
+
+def stamp_of(info: os.stat_result) -> tuple[int, int, int, int]:
+    """``stamp`` of a file from its ``os.stat``, for a caller that stats it for another reason too."""
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
-from mem_retrieval.records.files import stamp
+from mem_retrieval.records.files import stamp, stamp_of
 from mem_retrieval.records.ids import first_naming, is_run_slug, slug_run, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
                                          lines_after, parse_core, parse_tree, present)
@@ -131,8 +132,21 @@ class Workspace:
     # ---- what is there
     def runs(self) -> list[str]:
         """Every run folder (a slug holding a tree.json), sorted."""
-        return sorted(name for name, _ in self._slug_folders() if self.holds(name))  # (plain strings:
-        # every search lists the runs, some twice)
+        return list(self.run_trees())
+
+    def run_trees(self) -> dict[str, tuple[int, int, int, int]]:
+        """Every run (as ``runs``, in name order) with its tree.json's ``stamp``: one stat a run
+        tells both (plain strings: every search lists the runs, and a search's notes ask whether
+        each tree.json was written since the last `mem index`; 2,000 runs took ~10 ms a list)."""
+        trees = {}
+        for name, folder in sorted(self._slug_folders()):
+            try:
+                info = os.stat(os.path.join(folder, TREE))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):  # as ``holds`` (``os.path.isfile``) judges it
+                trees[name] = stamp_of(info)
+        return trees
 
     def runs_without_tree(self) -> list[str]:
         """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
@@ -287,11 +301,11 @@ class Workspace:
         """How many events the run's events.jsonl holds after the one numbered ``seq`` (0 for
         none), the lines not parsed; cached while the file is unchanged (``files.stamp``)."""
         cache = self.__dict__.setdefault("_logged", {})
-        path = self.events_path(run)
+        path, *was = cache.get(run) or (self.events_path(run), None, None, 0)  # (a path: ~10 µs a run)
         found = stamp(path)
-        if cache.get(run, (None, None))[:2] != (found, seq):
-            cache[run] = (found, seq, lines_after(path, seq) if found else 0)
-        return cache[run][2]
+        if was[:2] != [found, seq]:
+            cache[run] = (path, found, seq, lines_after(path, seq) if found else 0)
+        return cache[run][3]
 
     def events_after(self, run: str, seq: int, after: int | None = None) -> Iterator[Event]:
         """The run's events after the one numbered ``seq``, those ``logged_after`` counts; a line

@@ -177,11 +177,15 @@ class Retriever:
         """The workspace's runs (``Workspace.runs``), listed once a search: its notes ask for them
         up to three times (the events and the trees written since the last `mem index`, a run
         named), each listing a folder scan and a look at every run's tree.json."""
+        return list(self.run_trees())
+
+    def run_trees(self) -> dict[str, tuple[int, int, int, int]]:
+        """``Workspace.run_trees``, read once a search (``runs``)."""
         local = self._local
         if not getattr(local, "depth", 0):
-            return self.workspace.runs()
+            return self.workspace.run_trees()
         if getattr(local, "runs", None) is None:
-            local.runs = self.workspace.runs()
+            local.runs = self.workspace.run_trees()
         return local.runs
 
     def reopen(self) -> None:
@@ -438,8 +442,8 @@ class Retriever:
             return []
         read, complete = record
         root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
-        written = [name for name in self.runs() if run in (None, name) and name not in said
-                   and self.location.written_since(os.path.join(root, name, TREE), read.get(name))
+        written = [name for name, now in self.run_trees().items() if run in (None, name) and name not in said
+                   and self.location.written_since(os.path.join(root, name, TREE), read.get(name), now=now)
                    and (name in read or (complete and self._holds_steps(name)))]
         notes = self._removed_note(run, "steps")
         if not written:
@@ -616,8 +620,8 @@ class Retriever:
         of those ``until`` keeps and ``keep(run, event)`` (when given); runs with none left out."""
         logged = self.searcher.logged_events()
         runs = [run] if run is not None else self.runs()
-        ahead = {run: count for run in runs if os.path.isdir(self.workspace.run_dir(run))
-                 and (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
+        ahead = {run: count for run in runs  # (a run with no folder has no log: none)
+                 if (count := self.workspace.logged_after(run, logged.get(run, 0))) > 0}
         if ahead and (until is not None or keep is not None):  # rare: those lines are read
             def kept(run: str) -> int:  # dated as the index dates them (a clock set back)
                 events = list(self.workspace.events_after(run, logged.get(run, 0),
