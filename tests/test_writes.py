@@ -1216,7 +1216,7 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
     core-sets: before, 3 to 6 lines in 20 were broken (each core-set saying it succeeded) and many
     core-sets refused the half line as bad input. Oracle: each core-set succeeds, or says the line
     it was written into (a line begun in the instant between its look and its write), or, read
-    while that line's rest is the log's last, names the rest as bad input; the lines
+    while that line or its rest is the log's last, names it as bad input; the lines
     that do not parse are those named and the harness's rest after each; every other harness
     event and every succeeding core-set's checkpoint is in the log once, in order."""
     import random
@@ -1249,10 +1249,12 @@ def test_core_set_beside_a_harness_appending_in_pieces_breaks_no_line_unsaid(wor
                             err), err) for code, _, err in calls if code != 0]
     assert all(code == 2 and match for code, match, _ in said), said
     named = [int(match[1]) for _, match, _ in said if match[2]]
-    # a call that reads the log's last line while it is the rest of a line named broken (before the
-    # harness's next line) refuses that rest as bad input, naming it
+    # a call that reads the log's last line while it is a line named broken (before the harness
+    # wrote its rest: a loaded machine can run a call in those 1-3 ms) or the rest of one (before
+    # the harness's next line) refuses that line as bad input, naming it
     rests = [(int(match[1]), err) for _, match, err in said if not match[2]]
-    assert all(number - 1 in named and "one whole JSON object" in err for number, err in rests), rests
+    assert all((number in named and ": invalid JSON: " in err)
+               or (number - 1 in named and "one whole JSON object" in err) for number, err in rests), rests
     assert len(named) <= 4  # the instant is microseconds wide: 0 in 450 in-process appends, 1 in 30 calls
     lines = path.read_text().split("\n")
     broken = {number for number, line in enumerate(lines, 1) if line.strip() and not whole_json(line)}
