@@ -301,11 +301,12 @@ class Workspace:
         """How many events the run's events.jsonl holds after the one numbered ``seq`` (0 for
         none), the lines not parsed; cached while the file is unchanged (``files.stamp``)."""
         cache = self.__dict__.setdefault("_logged", {})
-        path, *was = cache.get(run) or (self.events_path(run), None, None, 0)  # (a path: ~10 µs a run)
+        kept = cache.get(run)  # (its path kept: building one took ~10 µs, and a search asks of every run)
+        path = self.events_path(run) if kept is None else kept[0]
         found = stamp(path)
-        if was[:2] != [found, seq]:
-            cache[run] = (path, found, seq, lines_after(path, seq) if found else 0)
-        return cache[run][3]
+        if kept is None or kept[1:3] != (found, seq):  # (this call's own count, whatever other threads do)
+            kept = cache[run] = (path, found, seq, lines_after(path, seq) if found else 0)
+        return kept[3]
 
     def events_after(self, run: str, seq: int, after: int | None = None) -> Iterator[Event]:
         """The run's events after the one numbered ``seq``, those ``logged_after`` counts; a line

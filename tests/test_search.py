@@ -1482,7 +1482,7 @@ def test_calls_in_one_process_share_a_parser_and_never_each_others_arguments(exa
 def test_a_search_looks_at_each_runs_tree_and_log_once(workspace, mem, monkeypatch):
     """Every search lists the runs and asks, of each, whether its tree.json (archive-search) or
     its log (recall-search) was written since the last `mem index`: at 2,000 runs these looks were
-    most of a warm search (recall-search 53 ms, against 30 ms once each file is looked at once).
+    most of a warm search (recall-search 55 ms, against 34 ms once each file is looked at once).
     Counted, not timed: one stat of each run's tree.json and log a search (and of any other such
     path it looks at: the folder named as the workspace, `solve/`), whatever it says."""
     import os
