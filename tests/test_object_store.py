@@ -693,8 +693,8 @@ def test_two_machines_indexing_at_once_lose_no_update(s3, tmp_path, onnx_export)
             procs.append((argv, subprocess.Popen([sys.executable, "-m", "mem_retrieval.cli", *argv],
                                                  cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                                  stderr=subprocess.PIPE, text=True)))
-        for argv, proc in procs:
-            out, err = proc.communicate(timeout=600)
+        ended = [(argv, proc, proc.communicate(timeout=600)[1]) for argv, proc in procs]
+        for argv, proc, err in ended:  # (once both ended: a retry while the other still commits may fail)
             if proc.returncode:  # the second commit may fail, in one line; run again, it lands
                 lines = err.strip().splitlines()
                 assert proc.returncode == 1 and len(lines) == 1 and "run `mem index` again" in lines[0], err
