@@ -152,13 +152,14 @@ def test_the_actors_batch_texts_for_the_model_as_model_batch_size_says(ray_local
 
 
 def _ray_processes(temp: Path) -> list[str]:
-    """Processes holding a file under ``temp`` (every process of a Ray session does)."""
+    """Processes holding a file under ``temp`` (every process of a Ray session does; not under a
+    folder whose name only begins as its does: ``/tmp/mem-rs-8123`` is not under ``/tmp/mem-rs-812``)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if any(str(link.readlink()).startswith(str(temp)) for link in (proc / "fd").iterdir()):
+            if any(Path(link.readlink()).is_relative_to(temp) for link in (proc / "fd").iterdir()):
                 found.append(f"{proc.name} {(proc / 'cmdline').read_bytes()[:80]!r}")
         except OSError:
             continue
