@@ -8,14 +8,14 @@ Workspaces of 1,000, 10,000 and 100,000 steps (``eval/synthetic.py``) are measur
 
 Per size: full index (`mem index --full` as a process: in-process seconds, records/s, texts/s, peak
 memory); incremental reindex after rewriting 1% of the statements; warm in-process p50/p95 of id
-lookups, BM25-only and the default hybrid search, and of both as of a time halfway through the
-workspace (``--until``: BM25 counts its statistics over that memory); the naive baseline on the same
-queries; cold whole-process `mem archive-search` (also with ``--until``) / `mem archive-get`, and
-`mem archive-search` with `mem serve` running when this checkout has it. Writes ``bench.json`` and
-``bench.md`` to --out and prints the table. ``--quick`` is 1,000 and 10,000 steps with fewer queries
-(CI-safe time). ``--scale`` runs the scale benchmark instead (``eval/bench_scale.py``: local engine
-against Ray with 1 and 2 workers, local disk against an object store, and the projection to N
-workers and 1,000,000 steps)."""
+lookups, BM25-only and the default hybrid search, `recall-search`, and of both archive searches as
+of a time halfway through the workspace (``--until``: BM25 counts its statistics over that memory);
+the naive baseline on the same queries; cold whole-process `mem archive-search` (also with
+``--until``) / `mem archive-get`, and `mem archive-search` with `mem serve` running when this
+checkout has it. Writes ``bench.json`` and ``bench.md`` to --out and prints the table. ``--quick``
+is 1,000 and 10,000 steps with fewer queries (CI-safe time). ``--scale`` runs the scale benchmark
+instead (``eval/bench_scale.py``: local engine against Ray with 1 and 2 workers, local disk against
+an object store, and the projection to N workers and 1,000,000 steps)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from mem_retrieval.eval import synthetic
 from mem_retrieval.eval.bench_process import Server, mem_argv, run_child, serve_available
 from mem_retrieval.eval.bench_report import FIGURES, markdown, target_results
 from mem_retrieval.records.workspace import Workspace
-from mem_retrieval.retrieval.query import ArchiveQuery
+from mem_retrieval.retrieval.query import ArchiveQuery, RecallQuery
 from mem_retrieval.retrieval.search import forget_query_vectors
 
 INDEX_RECORD = ".bench-index.json"   # the full-index figures of a kept workspace's index
@@ -170,6 +170,7 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
     for text in warm_texts:  # imports, the model, table handles, caches
         search(text)
         search(text, strategy="bm25")
+        retriever.recall_search(RecallQuery(text))
     for ref in load.ids[:w] + load.gids[:w]:
         search(ref)
     started = time.perf_counter()
@@ -183,6 +184,8 @@ def _warm(made: synthetic.Synthetic, load: synthetic.Workload, options: Options)
         "bm25": _timed_ms(lambda q: search(q, strategy="bm25"), texts),
         "hybrid": _timed_ms(search, texts),
         "hybrid_setting": _timed_ms(lambda qs: search(qs[0], setting=qs[1]), setting_texts),
+        "recall": _timed_ms(lambda q: retriever.recall_search(RecallQuery(q)), texts),  # (the events'
+        # own table, and the look at every run's log a search makes: it grows with the runs)
     }
     # memory as it stood halfway: BM25 counts its statistics over it (retrieval/bm25.py)
     as_of = texts if load.until else []
@@ -371,7 +374,8 @@ def bench_workspace(root: Path, options: Options, scratch: Path) -> dict[str, An
     return {"workspace": str(root), "steps": steps, "figures": figures}
 
 
-WORKSPACE_FIGURES = ("id", "gid", "bm25", "hybrid", "hybrid_setting", "bm25_asof", "hybrid_asof", "naive")
+WORKSPACE_FIGURES = ("id", "gid", "bm25", "hybrid", "hybrid_setting", "recall", "bm25_asof", "hybrid_asof",
+                     "naive")
 
 
 def workspace_markdown(result: dict[str, Any]) -> str:

@@ -37,6 +37,8 @@ FIGURES: dict[str, tuple[str, str]] = {
     "hybrid_p95_ms": ("warm hybrid (default) p95", "ms"),
     "hybrid_setting_p50_ms": ("warm hybrid with --setting p50", "ms"),
     "hybrid_setting_p95_ms": ("warm hybrid with --setting p95", "ms"),
+    "recall_p50_ms": ("warm `recall-search` p50", "ms"),
+    "recall_p95_ms": ("warm `recall-search` p95", "ms"),
     "bm25_asof_p50_ms": ("warm BM25-only with --until (half the workspace) p50", "ms"),
     "bm25_asof_p95_ms": ("warm BM25-only with --until (half the workspace) p95", "ms"),
     "hybrid_asof_p50_ms": ("warm hybrid with --until (half the workspace) p50", "ms"),

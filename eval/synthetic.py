@@ -422,8 +422,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-steps", type=int, default=RUN_STEPS,
+                        help=f"steps a run (default {RUN_STEPS}; 5 makes a workspace of many small runs)")
     args = parser.parse_args(argv)
-    made = generate(args.root, args.steps, args.seed)
+    if args.run_steps < 1:
+        parser.error("--run-steps: give a whole number of 1 or more")
+    made = generate(args.root, args.steps, args.seed, run_steps=args.run_steps)
     print(json.dumps(made.as_dict()))
 
 

@@ -42,6 +42,23 @@ def test_synthetic_workspace_is_valid_and_deterministic(tmp_path: Path) -> None:
     assert _tree_files(made.root) == _tree_files(again.root)
 
 
+def test_the_synthetic_command_writes_runs_of_the_size_asked_and_refuses_none(tmp_path: Path, capsys) -> None:
+    """``--run-steps 5``: a workspace of many small runs (a search looks at every run), each of
+    about 5 steps, the steps exactly as asked, valid; 0 is refused in one line, exit 2."""
+    synthetic.main([str(tmp_path / "small"), "--steps", "60", "--run-steps", "5"])
+    made = json.loads(capsys.readouterr().out)
+    sizes = [len(json.loads(p.read_text())["steps"]) for p in (tmp_path / "small").glob("*/tree.json")]
+    assert (sum(sizes), made["runs"], len(sizes)) == (60, len(sizes), made["runs"]) and made["runs"] >= 10
+    assert max(sizes) <= 10
+    out, err = io.StringIO(), io.StringIO()
+    assert run_cli(["--workspace", str(tmp_path / "small"), "check"], out=out, err=err) == 0
+    with pytest.raises(SystemExit) as refused:
+        synthetic.main([str(tmp_path / "none"), "--run-steps", "0"])
+    said = capsys.readouterr().err
+    assert refused.value.code == 2 and "--run-steps: give a whole number of 1 or more" in said
+    assert not (tmp_path / "none").exists()
+
+
 def test_the_as_of_figures_search_as_of_the_middle_event_of_the_run_starting_midway(tmp_path: Path) -> None:
     """The toy's logs start alpha 2026-10-17 02:05, beta 2026-10-18 01:00; zeta has none and is
     passed over. Two runs with a log: the second, beta, starts midway; its one event is the middle."""
@@ -97,8 +114,8 @@ def test_bench_of_a_workspace_writes_its_figures_to_out_and_leaves_the_workspace
     figures = result["figures"]
     assert figures["records"] > 0 and figures["full_index_s"] > 0
     table = (out / "workspace.md").read_text()
-    assert table.startswith(f"{ws.root}: 6 steps,") and table.count("  warm ") == 8
-    assert all(f"warm {name} " in table for name in ("id", "gid", "bm25", "hybrid", "naive"))
+    assert table.startswith(f"{ws.root}: 6 steps,") and table.count("  warm ") == 9
+    assert all(f"warm {name} " in table for name in ("id", "gid", "bm25", "hybrid", "recall", "naive"))
     assert _tree_files(ws.root) == before  # measured on a copy
 
 
