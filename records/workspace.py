@@ -80,6 +80,16 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
     return root
 
 
+def _tree_stamp(path: str) -> tuple[int, int, int, int] | None:
+    """The ``stamp`` of the tree.json at ``path`` when it is a file (a link to one is followed), else
+    None: what makes its folder a run (``Workspace.holds``, ``run_trees``), told by one stat."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):  # (as ``os.path.isfile``: a name with a NUL byte is no file)
+        return None
+    return stamp_of(info) if stat.S_ISREG(info.st_mode) else None
+
+
 @dataclass
 class Workspace:
     root: Path
@@ -140,12 +150,8 @@ class Workspace:
         each tree.json was written since the last `mem index`; 2,000 runs took ~10 ms a list)."""
         trees = {}
         for name, folder in sorted(self._slug_folders()):
-            try:
-                info = os.stat(os.path.join(folder, TREE))
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):  # as ``holds`` (``os.path.isfile``) judges it
-                trees[name] = stamp_of(info)
+            if (found := _tree_stamp(os.path.join(folder, TREE))) is not None:
+                trees[name] = found
         return trees
 
     def runs_without_tree(self) -> list[str]:
@@ -174,7 +180,7 @@ class Workspace:
     def holds(self, run: str) -> bool:
         """Whether ``run`` is a run (a slug holding a tree.json), without listing them all (a
         question asked once a step or a run listed every run folder: runs × runs)."""
-        return is_run_slug(run) and os.path.isfile(os.path.join(self.root, run, TREE))
+        return is_run_slug(run) and _tree_stamp(os.path.join(self.root, run, TREE)) is not None
 
     def readable_trees(self, runs: Iterable[str]) -> dict[str, Tree]:
         """The trees of those of ``runs`` the workspace holds, in name order; one whose tree.json
