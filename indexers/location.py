@@ -269,13 +269,14 @@ class Location:
             except OSError:
                 pass
 
-    def written_since(self, path: str, was: dict[str, Any] | None, *, now: Any = ...) -> bool:
-        """Whether the file at ``path`` (a tree.json, the library) differs from ``was``
+    def written_since(self, path: str, now: tuple[int, int, int, int] | None,
+                      was: dict[str, Any] | None) -> bool:
+        """Whether the file at ``path`` (a tree.json, the library), of ``files.stamp`` ``now`` (its
+        caller has it: a search lists the runs with their trees' stamps), differs from ``was``
         (``trees_read``'s or ``library_read``'s; None: there was none, or it was not read): by its
-        stamp (``now``, when the caller has it), else (a copied folder: new inodes) by its bytes;
-        one removed since it was read differs too. A ``was`` of no stamp and no hash (written
-        while the index run read it) differs from any file."""
-        now = stamp(path) if now is ... else now
+        stamp, else (a copied folder: new inodes) by its bytes; one removed since it was read
+        differs too. A ``was`` of no stamp and no hash (written while the index run read it)
+        differs from any file."""
         if now is None or was is None:
             return (now is None) != (was is None)
         return now != was["stamp"] and content_hash(path) != was["sha256"]

@@ -443,7 +443,7 @@ class Retriever:
         read, complete = record
         root = str(self.workspace.root)  # (plain strings: every search asks, of every run)
         written = [name for name, now in self.run_trees().items() if run in (None, name) and name not in said
-                   and self.location.written_since(os.path.join(root, name, TREE), read.get(name), now=now)
+                   and self.location.written_since(os.path.join(root, name, TREE), now, read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
         notes = self._removed_note(run, "steps")
         if not written:
@@ -482,7 +482,7 @@ class Retriever:
         record, as ``_trees_written``."""
         known, was = self.location.library_read()
         path = self.workspace.library_path
-        if not known or not self.location.written_since(str(path), was):
+        if not known or not self.location.written_since(str(path), file_stamp(path), was):
             return []
         if was is not None and not os.path.lexists(path):
             return [Note("", "solve/library.jsonl was removed after the last `mem index` read it: its "

@@ -698,6 +698,7 @@ def test_a_library_written_while_an_index_run_read_it_is_named_as_written_since(
     from mem_retrieval.configs import load_config
     from mem_retrieval.indexers.build import _library_as_read
     from mem_retrieval.indexers.location import Location
+    from mem_retrieval.records.files import stamp
     from mem_retrieval.records.workspace import Workspace as Records
 
     assert mem("index")[0] == 0
@@ -709,12 +710,13 @@ def test_a_library_written_while_an_index_run_read_it_is_named_as_written_since(
         library.write("\n")
     assert _library_as_read(records) == {"stamp": None, "sha256": None}
     location = Location.of(records, load_config(None))
-    assert location.written_since(str(workspace.library_path), {"stamp": None, "sha256": None})
-    assert not location.written_since(str(workspace.root / "solve" / "none.jsonl"), None)
+    library = str(workspace.library_path)
+    assert location.written_since(library, stamp(library), {"stamp": None, "sha256": None})
+    assert not location.written_since(str(workspace.root / "solve" / "none.jsonl"), None, None)
     # removed after the index read it (or while it read it): its entries are still library rows
     workspace.library_path.unlink()
-    assert location.written_since(str(workspace.library_path), unchanged)
-    assert location.written_since(str(workspace.library_path), {"stamp": None, "sha256": None})
+    assert location.written_since(library, stamp(library), unchanged)
+    assert location.written_since(library, stamp(library), {"stamp": None, "sha256": None})
     code, _, err = mem("archive-search", "statement", "--library")
     assert code == 0 and err == ("mem: solve/library.jsonl was removed after the last `mem index` read it: "
                                  "its entries are still searched as library entries; run `mem index`\n")
