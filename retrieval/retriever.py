@@ -425,7 +425,7 @@ class Retriever:
             runs = sorted(set(folders) | {e.run for e in self.workspace.library()})
         except InputError:
             runs = folders
-        if run in runs or self._removed(run):  # (one removed since `mem index`: a note says so)
+        if run in runs or self._removed(run, unfiled=None):  # (one removed since `mem index`: a note says so)
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace{effect}"
@@ -445,7 +445,7 @@ class Retriever:
         written = [name for name, now in self.run_trees().items() if run in (None, name) and name not in said
                    and self.location.written_since(os.path.join(root, name, TREE), now, read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
-        notes = self._removed_note(run, "steps")
+        notes = self._removed_note(run, "steps", unfiled=True)
         if not written:
             return notes
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
@@ -455,25 +455,36 @@ class Retriever:
                       f"({listed})")
         return notes + [Note("", f"{which}: steps added or changed since are not searched; run `{command}`")]
 
-    def _removed(self, run: str | None) -> list[str]:
+    def _removed(self, run: str | None, *, unfiled: bool | None = False) -> list[str]:
         """The runs (``run``, or every run) the last `mem index` read whose tree.json is gone now
-        (``Location.trees_read``): the index still holds what they held, until the next."""
+        (``Location.trees_read``): the index still holds what they held, until the next. With
+        ``unfiled``, those whose tree.json is there but no file now (a folder, a link to nothing):
+        no run either (``Workspace.holds``), which `mem index` refuses until it is mended; None:
+        both."""
         if (record := self.location.trees_read()) is None:
             return []
         read, root = record[0], str(self.workspace.root)
         return sorted(name for name in set(read).difference(self.runs()) if run in (None, name)
-                      and read[name] is not None and not os.path.lexists(os.path.join(root, name, TREE)))
+                      and read[name] is not None
+                      and unfiled in (None, os.path.lexists(os.path.join(root, name, TREE))))
 
-    def _removed_note(self, run: str | None, what: str) -> list[Note]:
-        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds."""
-        removed = self._removed(run)
-        if not removed:
-            return []
-        gone = (f"{removed[0]}/tree.json was removed after the last `mem index` read it: its {what} are"
-                if len(removed) == 1 else
-                f"the tree.json of {len(removed)} runs was removed after the last `mem index` read it "
-                f"({', '.join(removed[:5])}{', …' if len(removed) > 5 else ''}): their {what} are")
-        return [Note("", f"{gone} still searched; run `mem index`")]
+    def _removed_note(self, run: str | None, what: str, unfiled: bool = False) -> list[Note]:
+        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds;
+        with ``unfiled``, one naming those whose tree.json stopped being a file (their steps are
+        found, but `archive-get` refuses them; their log is whole, so events are searched right)."""
+        notes = []
+        for gone, happened, then in ((False, "was removed", "run `mem index`"),
+                                     (True, "stopped being a file", "mend {} (`mem check` says what {} now), "
+                                                                    "then run `mem index`")):
+            if (gone and not unfiled) or not (names := self._removed(run, unfiled=gone)):
+                continue
+            one = len(names) == 1
+            which = (f"{names[0]}/tree.json {happened} after the last `mem index` read it: its" if one else
+                     f"the tree.json of {len(names)} runs {happened} after the last `mem index` read it "
+                     f"({', '.join(names[:5])}{', …' if len(names) > 5 else ''}): their")
+            notes.append(Note("", f"{which} {what} are still searched; "
+                                  + then.format(*(("it", "it is") if one else ("them", "they are")))))
+        return notes
 
     def library_written(self) -> list[Note]:
         """A note when solve/library.jsonl was written after the last `mem index` read it
@@ -693,9 +704,9 @@ class Retriever:
         (no ``run``) the workspace holds no run ("no events" alone read as nothing said)."""
         folders = self.runs()
         if run is not None:
-            return None if run in folders or self._removed(run) else \
+            return None if run in folders or self._removed(run, unfiled=None) else \
                 f"{run!r} has no log here (only library entries of it)"
-        if folders or self._removed(None):
+        if folders or self._removed(None, unfiled=None):
             return None
         only = " (only solve/library.jsonl)" if self.workspace.library_path.is_file() else ""
         return f"the workspace holds no run, so no event log to search{only}"

@@ -607,6 +607,40 @@ def test_a_query_of_no_word_a_search_reads_says_so(workspace, mem):
     assert mem("archive-search", "{", "--strategy", "vector", "--kind", "error") == (1, "no hits\n", "")
 
 
+def test_a_search_names_a_run_whose_tree_stopped_being_a_file_since_the_last_index(workspace, mem):
+    """beta/tree.json made a folder, or a link to nothing, after `mem index`: its steps were still
+    hits, which `archive-get` then refused naming the tree, and no search said why. An archive
+    search says so (`mem index` refuses the workspace until it is mended); a recall search, whose
+    events of beta are as logged, does not; --run beta still names a run; mended, nothing is said."""
+    import os
+
+    assert mem("index")[0] == 0
+    tree, other = (workspace.root / run / "tree.json" for run in ("beta", "alpha"))
+    kept = {path: path.read_bytes() for path in (tree, other)}
+    note = ("mem: beta/tree.json stopped being a file after the last `mem index` read it: its steps are "
+            "still searched; mend it (`mem check` says what it is now), then run `mem index`\n")
+    for make in (tree.mkdir, lambda: os.symlink("nowhere", tree)):
+        tree.unlink()
+        make()
+        code, out, err = mem("archive-search", "statement of b1")
+        assert (code, err) == (0, note) and "beta/b1" in out
+        assert mem("archive-search", "statement", "--run", "beta")[2] == note  # a run still, not "no run"
+        assert mem("archive-search", "statement", "--run", "alpha")[2] == ""
+        assert mem("recall-search", "statement", "--run", "beta")[2] == ""
+        code, _, err = mem("archive-get", "beta/b1")
+        assert code == 2 and err.startswith(f"mem: {tree}: ") and "not a file" in err
+        assert mem("index")[0] == 2  # refused until mended, as the note says
+        tree.rmdir() if tree.is_dir() else tree.unlink()
+        tree.write_bytes(kept[tree])
+        assert mem("archive-search", "statement of b1")[2] == ""
+    for path in (tree, other):
+        path.unlink()
+        path.mkdir()
+    assert mem("archive-search", "statement")[2] == (
+        "mem: the tree.json of 2 runs stopped being a file after the last `mem index` read it (alpha, beta): "
+        "their steps are still searched; mend them (`mem check` says what they are now), then run "
+        "`mem index`\n")
+
 def test_a_search_names_the_runs_removed_since_the_last_index_read_them(workspace, mem):
     """A run folder deleted after `mem index`: its steps were still hits, which `archive-get` then
     said are no step, and no note said why. The note names the run and `mem index`, which ends it;
