@@ -253,8 +253,9 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
                                f"{len(pending):,} texts in batches of {config.index.vector_batch:,}")
                 versions = backfill(index, plan, rows, pending, config, bar)
             runs_now = workspace.runs()  # what searches name as written since it (trees_read)
-            location.record_trees(_trees_as_read(workspace, scope_runs if narrowed else runs_now),
-                                  runs_now, not narrowed, _library_as_read(workspace))
+            read_now = scope_runs if narrowed else runs_now
+            location.record_trees(_trees_as_read(workspace, read_now), runs_now, not narrowed,
+                                  _library_as_read(workspace), _logs_as_read(workspace, read_now))
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
                                full=plan.full, version=versions, searchable_seconds=searchable,
@@ -278,6 +279,12 @@ def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str,
     out, and a search names it."""
     read = {run: _as_read(workspace.tree_path(run), workspace.tree_read_stamp(run)) for run in runs}
     return {run: was for run, was in read.items() if was is not None}
+
+
+def _logs_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str, Any] | None]:
+    """Each of ``runs``' events.jsonl as this run read it (``_as_read``: a search names one changed
+    since otherwise than by appending); None for one written while it was read, or none."""
+    return {run: _as_read(workspace.events_path(run), workspace.log_read_stamp(run)) for run in runs}
 
 
 def _library_as_read(workspace: Workspace) -> dict[str, Any] | None:

@@ -217,7 +217,14 @@ class Location:
         record = self._read_record()
         return (False, None) if record is None or record[2] is _UNSAID else (True, record[2])
 
-    def _read_record(self) -> tuple[dict[str, dict[str, Any]], bool, Any] | None:
+    def logs_read(self) -> dict[str, dict[str, Any]]:
+        """Per run, its events.jsonl as the last index run reading it read it (``{"stamp", "sha256"}``,
+        as ``trees_read``): a search names a log changed since otherwise than by appending. None
+        recorded (an index of an older version): empty."""
+        record = self._read_record()
+        return {} if record is None else record[3]
+
+    def _read_record(self) -> tuple[dict[str, dict[str, Any]], bool, Any, dict[str, dict[str, Any]]] | None:
         found = stamp(self.read_path)
         if found is None or found[2] > READ_LIMIT:  # (its size) no index run writes one so large
             return None
@@ -226,7 +233,7 @@ class Location:
             kept = self._cache[READ] = (found, self._read_trees())
         return kept[1]
 
-    def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool, Any] | None:
+    def _read_trees(self) -> tuple[dict[str, dict[str, Any]], bool, Any, dict[str, dict[str, Any]]] | None:
         try:
             with open_regular(self.read_path) as handle:
                 data = read_at_most(handle, READ_LIMIT)
@@ -236,7 +243,8 @@ class Location:
             trees = {str(run): _as_read(read) for run, read in found["trees"].items()}
             library = found.get("library", _UNSAID)
             library = library if library in (None, _UNSAID) else _as_read(library)
-            return trees, found["complete"] is True, library
+            logs = {str(run): _as_read(read) for run, read in found.get("logs", {}).items()}
+            return trees, found["complete"] is True, library, logs
         except PermissionError as error:  # refused, as meta.json is: its notes would go unsaid, and
             from mem_retrieval.indexers.store import IndexUnwritable  # `mem index` keeps its mode
 
@@ -245,22 +253,27 @@ class Location:
             return None  # a record no index run wrote: nothing to say (the next run replaces it)
 
     def record_trees(self, read: dict[str, dict[str, Any]], runs: list[str], every: bool,
-                     library: dict[str, Any] | None) -> None:
+                     library: dict[str, Any] | None, logs: dict[str, dict[str, Any]]) -> None:
         """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
         run), keeping what earlier runs read of the other ``runs`` (the workspace's), and
-        ``library``, the library as it read it (None: there was none). A record that cannot be
-        written is removed: a search then says nothing rather than name a file read since as
-        unread."""
+        ``library``, the library as it read it (None: there was none), and ``logs`` (each run it
+        read: its events.jsonl as read, or None: none, or written while read, so nothing to check
+        it by), replacing what earlier runs read of those. A record that cannot be written is
+        removed: a search then says nothing rather than name a file read since as unread."""
         before, complete = self.trees_read() or ({}, False)
         kept = {run: was for run, was in before.items() if run in runs} | read
         kept = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]} for run, was in kept.items()}
+        logs = {run: was for run, was in self.logs_read().items() if run in runs and run not in logs} | logs
+        logs = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]}
+                for run, was in logs.items() if was is not None}
         library = None if library is None else {"stamp": library["stamp"] and list(library["stamp"]),
                                                 "sha256": library["sha256"]}
         try:
             if self.read_path.is_dir() and not self.read_path.is_symlink():  # in the way: replaced
                 shutil.rmtree(self.read_path)
             write_atomic(self.read_path, json.dumps({"complete": every or complete, "trees": kept,
-                                                     "library": library}, sort_keys=True) + "\n",
+                                                     "library": library, "logs": logs},
+                                                    sort_keys=True) + "\n",
                          follow=False)  # a link to elsewhere is replaced, not written through: nothing
             # outside .mem is touched
         except OSError:

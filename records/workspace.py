@@ -14,7 +14,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
-from mem_retrieval.records.files import stamp, stamp_of
+from mem_retrieval.records.files import sha256_head, stamp, stamp_of
 from mem_retrieval.records.ids import first_naming, is_run_slug, slug_run, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
                                          lines_after, parse_core, parse_tree, present)
@@ -301,7 +301,37 @@ class Workspace:
     def events(self, run: str) -> Iterator[Event]:
         path = self.events_path(run)
         if present(path):
+            self.__dict__.setdefault("_logs_read", {})[run] = stamp(path)  # (taken before the read)
             yield from iter_events(path, run, self.run_dir(run))
+
+    def log_read_stamp(self, run: str) -> tuple[int, int, int, int] | None:
+        """The ``files.stamp`` of ``run``'s events.jsonl when ``events`` last read it, taken before
+        the read (as ``tree_read_stamp``); None: never read, or there was none."""
+        return self.__dict__.get("_logs_read", {}).get(run)
+
+    def logs_rewritten(self, read: Mapping[str, Mapping], runs: Iterable[str]) -> list[str]:
+        """Those of ``runs`` whose events.jsonl, as ``read`` records an index run read it (run:
+        ``{"stamp": files.stamp, "sha256": …}``), was since changed otherwise than by appending
+        (SPEC §4: a log is appended only): its first bytes, as many as it held then, hash otherwise,
+        or it is gone. By the stamp ``logged_after`` last took (a search asks it first: one look at
+        each log), else its own; the hash cached while both stamps stay the same. One loop over
+        every run: a search asks of each (~1 µs a run)."""
+        logged, cache = self.__dict__.get("_logged", {}), self.__dict__.setdefault("_rewritten", {})
+        changed = []
+        for run in runs:
+            if (record := read.get(run)) is None:
+                continue
+            kept, was = logged.get(run), record["stamp"]
+            now = kept[1] if kept is not None else stamp(self.events_path(run))
+            if now == was:
+                continue
+            key = (now, was, record["sha256"])
+            if (found := cache.get(run)) is None or found[0] != key:
+                gone = now is None or sha256_head(self.events_path(run), was[2]) != key[2]
+                found = cache[run] = (key, gone)
+            if found[1]:
+                changed.append(run)
+        return changed
 
     def logged_after(self, run: str, seq: int) -> int:
         """How many events the run's events.jsonl holds after the one numbered ``seq`` (0 for

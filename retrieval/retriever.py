@@ -561,7 +561,8 @@ class Retriever:
         found = self._page(shown, len(hits), [h.score for h in hits], page,
                            query.text if query.id is None else query.id, None)
         by_text = query.id is None  # an id's events are listed in time order, with no vectors
-        notes = (changed + self._unindexed(query) + self._removed_note(query.run, "events")
+        notes = (changed + self._unindexed(query) + self._logs_rewritten(query.run)
+                 + self._removed_note(query.run, "events")
                  + self._id_as_words(query)
                  + (self._without_vectors("rerank", "events", "") if by_text else [])
                  + ([] if hits else self.unsearchable(query.text) + self._recall_notes(query)))
@@ -599,11 +600,12 @@ class Retriever:
 
     def index_behind(self, run: str, until: Until | None) -> list[Note]:
         """What the index lacks of ``run``, for a test that searches it as of ``until`` (eval
-        resume): the events of its log written since the last `mem index` that ``until`` keeps,
-        and its steps when it has none indexed, or its tree.json written since the last `mem index`
-        read it, and the library written since. A test that failed on them blamed W."""
+        resume): the events of its log written since the last `mem index` that ``until`` keeps (or
+        the log changed otherwise than by appending), and its steps when it has none indexed, or
+        its tree.json written since the last `mem index` read it, and the library written since. A
+        test that failed on them blamed W."""
         ahead = self._events_ahead(run, until, None)
-        return self._ahead_note(ahead, "searched", "") + (
+        return self._ahead_note(ahead, "searched", "") + self._logs_rewritten(run) + (
             self._run_unindexed(run, "run") or self._trees_written(run, set())) + self.library_written()
 
     def _names_undated(self) -> Callable[[str, Event], bool]:
@@ -645,6 +647,25 @@ class Retriever:
                     if (until is None or until.admits(event)) and (keep is None or keep(run, event)))
             ahead = {run: count for run in ahead if (count := kept(run)) > 0}
         return ahead
+
+    def _logs_rewritten(self, run: str | None) -> list[Note]:
+        """A note naming the runs (``run``, or every run) whose events.jsonl was changed since the
+        last `mem index` read it otherwise than by appending (``Location.logs_read``,
+        ``Workspace.logs_rewritten``): a log is appended only (SPEC §4), so the events the index
+        holds may be ones no longer logged. Asked after ``_events_ahead`` of the same runs, whose
+        look at each log it reuses. Runs no longer runs are ``_removed_note``'s to name."""
+        if not (logs := self.location.logs_read()):
+            return []
+        runs = self.run_trees()
+        names = self.workspace.logs_rewritten(logs, runs if run is None else [run] if run in runs else [])
+        if not names:
+            return []
+        which = (f"{names[0]}/memory/events.jsonl was" if len(names) == 1 else
+                 f"the events.jsonl of {len(names)} runs were")
+        listed = "" if len(names) == 1 else f" ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})"
+        them = "it" if len(names) == 1 else "them"
+        return [Note("", f"{which} changed after the last `mem index` read {them}{listed}, not only "
+                         "appended to: the events searched are as it read them; run `mem index`")]
 
     def _ahead_note(self, ahead: dict[str, int], unseen: str, param: str) -> list[Note]:
         """The note of ``_events_ahead``'s events: not ``unseen`` here, and the command indexing

@@ -342,6 +342,66 @@ def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(
     assert (code, err) == (0, "") and out.startswith("page 1 of 1 · 3 events")
 
 
+def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last_index(workspace, mem):
+    """A log is appended only (SPEC §4), and the note of events written since counts lines past
+    the last indexed one: a log edited in place, cut short or removed after `mem index` went
+    unsaid while the search answered from events no longer logged. read.json keeps each log's
+    stamp and hash as read; bytes appended since, or the same bytes in a new file, are no change."""
+    def rewritten(*names: str) -> str:
+        which = (f"{names[0]}/memory/events.jsonl was changed after the last `mem index` read it"
+                 if len(names) == 1 else f"the events.jsonl of {len(names)} runs were changed after the "
+                 f"last `mem index` read them ({', '.join(names)})")
+        return (f"mem: {which}, not only appended to: the events searched are as it read them; "
+                "run `mem index`\n")
+
+    assert mem("index")[0] == 0
+    alpha, beta = workspace.events_path("alpha"), workspace.events_path("beta")
+    logged = alpha.read_bytes()
+    with alpha.open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "audit", "ids": [],
+                              "text": "echidna"}) + "\n")
+    assert mem("recall-search", "five steps")[2] == ("mem: 1 event written since the last `mem index` "
+                                                     "is not searched (alpha: 1): run `mem index alpha`\n")
+    alpha.unlink()
+    alpha.write_bytes(logged)  # the bytes read, in a new file (a copied workspace): no change
+    assert mem("recall-search", "five steps")[2] == ""
+    alpha.write_bytes(logged.replace(b"five steps", b"six steps!"))  # edited in place, as long
+    code, out, err = mem("recall-search", "five steps")
+    assert (code, err) == (0, rewritten("alpha")) and "five steps" in out  # the index's, as it read it
+    beta.write_text("")
+    assert mem("recall-search", "steps")[2] == rewritten("alpha", "beta")
+    assert mem("recall-search", "steps", "--run", "beta")[2] == rewritten("beta")
+    assert mem("index", "alpha")[0] == 0  # a run read anew: its record replaced, the other's kept
+    code, out, err = mem("recall-search", "six steps")
+    assert (code, err) == (0, rewritten("beta")) and "six steps" in out
+    beta.unlink()
+    assert mem("recall-search", "steps")[2] == rewritten("beta")  # removed: the index still holds it
+    assert mem("index")[0] == 0
+    assert mem("recall-search", "steps")[2] == ""
+    read = workspace.root / ".mem" / "read.json"  # as an index of an earlier version left it: no record
+    record = json.loads(read.read_text())
+    del record["logs"]
+    read.write_text(json.dumps(record))
+    alpha.write_bytes(logged)
+    assert mem("recall-search", "steps")[2] == ""
+
+
+def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
+    """``sha256_head``, which a log's record is checked by: the first n bytes hash as those bytes
+    alone (across its 1 MiB reads), a file holding fewer, or none, gives None. Oracle: hashlib."""
+    import hashlib
+
+    from mem_retrieval.records.files import sha256_head
+
+    path = tmp_path / "log"
+    data = bytes(range(256)) * 5000  # 1.28 MB: more than one read
+    path.write_bytes(data)
+    for size in (0, 1, 1 << 20, (1 << 20) + 1, len(data)):
+        assert sha256_head(path, size) == hashlib.sha256(data[:size]).hexdigest(), size
+    assert sha256_head(path, len(data) + 1) is None
+    assert sha256_head(tmp_path / "none", 0) is None
+
+
 def test_a_last_line_nested_deeper_than_python_reads_is_not_counted_and_breaks_no_search(workspace, mem):
     """An unfinished last line is passed over however deep it is (a RecursionError's traceback before)."""
     assert mem("index")[0] == 0
