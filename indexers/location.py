@@ -33,7 +33,7 @@ from mem_retrieval.records.parse import open_regular, read_at_most
 META = "meta.json"
 LOCK = "index.lock"
 READ = "read.json"  # what this machine's index runs last read of each run's tree.json and log
-READ_LIMIT = 64 << 20  # bytes of it read: ~300 a run
+READ_LIMIT = 64 << 20  # bytes of it read: ~350 a run
 _UNSAID = object()  # a read.json an older version wrote says nothing of the library
 SCHEMES = ("s3",)
 STORAGE_KEYS = {  # config key -> LanceDB's (object_store's) storage option
