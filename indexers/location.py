@@ -67,11 +67,17 @@ def _is_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in value)
 
 
-def _as_read(read: dict[str, Any]) -> dict[str, Any]:
-    """A file as read.json records an index run read it: its stamp and hash (each None where the
-    run could not take it: the file was written while it read)."""
+def _as_read(read: dict[str, Any], whole: bool = False) -> dict[str, Any]:
+    """A file as read.json records an index run read it: its stamp (four integers) and hash, each
+    None where the run could not take it (the file was written while it read), but for a
+    ``whole`` record (a log's). A ValueError for anything else: a record no index run wrote."""
     found, sha = read["stamp"], read["sha256"]
-    return {"stamp": None if found is None else tuple(found), "sha256": None if sha is None else str(sha)}
+    if found is not None and not (isinstance(found, list) and len(found) == 4
+                                  and all(type(part) is int for part in found)):
+        raise ValueError(f"stamp {found!r}")
+    if (sha is not None and not isinstance(sha, str)) or (whole and (found is None or sha is None)):
+        raise ValueError(f"sha256 {sha!r}")
+    return {"stamp": None if found is None else tuple(found), "sha256": sha}
 
 
 class StoreUnreachable(Refused):
@@ -243,7 +249,7 @@ class Location:
             trees = {str(run): _as_read(read) for run, read in found["trees"].items()}
             library = found.get("library", _UNSAID)
             library = library if library in (None, _UNSAID) else _as_read(library)
-            logs = {str(run): _as_read(read) for run, read in found.get("logs", {}).items()}
+            logs = {str(run): _as_read(read, whole=True) for run, read in found.get("logs", {}).items()}
             return trees, found["complete"] is True, library, logs
         except PermissionError as error:  # refused, as meta.json is: its notes would go unsaid, and
             from mem_retrieval.indexers.store import IndexUnwritable  # `mem index` keeps its mode
@@ -262,7 +268,8 @@ class Location:
         removed: a search then says nothing rather than name a file read since as unread."""
         before, complete = self.trees_read() or ({}, False)
         kept = {run: was for run, was in before.items() if run in runs} | read
-        kept = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]} for run, was in kept.items()}
+        kept = {run: {"stamp": was["stamp"] and list(was["stamp"]), "sha256": was["sha256"]}
+                for run, was in kept.items()}
         logs = {run: was for run, was in self.logs_read().items() if run in runs and run not in logs} | logs
         logs = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]}
                 for run, was in logs.items() if was is not None}

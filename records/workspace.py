@@ -309,14 +309,15 @@ class Workspace:
         the read (as ``tree_read_stamp``); None: never read, or there was none."""
         return self.__dict__.get("_logs_read", {}).get(run)
 
-    def logs_rewritten(self, read: Mapping[str, Mapping], runs: Iterable[str]) -> list[str]:
+    def logs_rewritten(self, read: Mapping[str, Mapping], runs: Iterable[str], looked: bool) -> list[str]:
         """Those of ``runs`` whose events.jsonl, as ``read`` records an index run read it (run:
         ``{"stamp": files.stamp, "sha256": …}``), was since changed otherwise than by appending
         (SPEC §4: a log is appended only): its first bytes, as many as it held then, hash otherwise,
-        or it is gone. By the stamp ``logged_after`` last took (a search asks it first: one look at
-        each log), else its own; the hash cached while both stamps stay the same. One loop over
-        every run: a search asks of each (~1 µs a run)."""
-        logged, cache = self.__dict__.get("_logged", {}), self.__dict__.setdefault("_rewritten", {})
+        or it is gone. ``looked``: ``logged_after`` has just looked at each (a search asks it first),
+        and the stamp it took is used, else each is looked at here; the hash is cached while both
+        stamps stay the same. One loop over every run: a search asks of each (~1 µs a run)."""
+        logged = self.__dict__.get("_logged", {}) if looked else {}
+        cache = self.__dict__.setdefault("_rewritten", {})
         changed = []
         for run in runs:
             if (record := read.get(run)) is None:

@@ -471,19 +471,12 @@ class Retriever:
     def _removed_note(self, run: str | None, what: str, unfiled: bool = False) -> list[Note]:
         """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds;
         with ``unfiled``, one naming those whose tree.json stopped being a file (their steps are
-        found, but `archive-get` refuses them; their log is whole, so events are searched right)."""
-        notes = []
-        for gone, happened, then in ((False, "was removed", "run `mem index`"),
-                                     (True, "stopped being a file", "mend {} (`mem check` says what {} now), "
-                                                                    "then run `mem index`")):
-            if (gone and not unfiled) or not (names := self._removed(run, unfiled=gone)):
-                continue
-            one = len(names) == 1
-            which = (f"{names[0]}/tree.json {happened} after the last `mem index` read it: its" if one else
-                     f"the tree.json of {len(names)} runs {happened} after the last `mem index` read it "
-                     f"({', '.join(names[:5])}{', …' if len(names) > 5 else ''}): their")
-            notes.append(Note("", f"{which} {what} are still searched; "
-                                  + then.format(*(("it", "it is") if one else ("them", "they are")))))
+        found, but `archive-get` refuses them; of their log, ``_logs_rewritten`` says what is to say)."""
+        still = f"{{its}} {what} are still searched; "
+        notes = [_runs_note(names, "tree.json", "was removed", still + "run `mem index`")
+                 for names in [self._removed(run)] if names]
+        if unfiled and (names := self._removed(run, unfiled=True)):
+            notes.append(_runs_note(names, "tree.json", "stopped being a file", still + _MEND))
         return notes
 
     def library_written(self) -> list[Note]:
@@ -649,23 +642,30 @@ class Retriever:
         return ahead
 
     def _logs_rewritten(self, run: str | None) -> list[Note]:
-        """A note naming the runs (``run``, or every run) whose events.jsonl was changed since the
+        """Notes naming the runs (``run``, or every run) whose events.jsonl was changed since the
         last `mem index` read it otherwise than by appending (``Location.logs_read``,
         ``Workspace.logs_rewritten``): a log is appended only (SPEC §4), so the events the index
-        holds may be ones no longer logged. Asked after ``_events_ahead`` of the same runs, whose
-        look at each log it reuses. Runs no longer runs are ``_removed_note``'s to name."""
+        holds may be ones no longer logged; one removed, or no longer a file, is said as such.
+        Asked after ``_events_ahead`` of the same runs, whose look at each log it reuses. A run
+        removed is ``_removed_note``'s to name; one whose tree.json stopped being a file is named
+        here too (its events are searched)."""
         if not (logs := self.location.logs_read()):
             return []
-        runs = self.run_trees()
-        names = self.workspace.logs_rewritten(logs, runs if run is None else [run] if run in runs else [])
-        if not names:
-            return []
-        which = (f"{names[0]}/memory/events.jsonl was" if len(names) == 1 else
-                 f"the events.jsonl of {len(names)} runs were")
-        listed = "" if len(names) == 1 else f" ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})"
-        them = "it" if len(names) == 1 else "them"
-        return [Note("", f"{which} changed after the last `mem index` read {them}{listed}, not only "
-                         "appended to: the events searched are as it read them; run `mem index`")]
+        runs, removed = self.run_trees(), set(self._removed(run))
+        asked = [name for name in logs if run in (None, name) and name not in removed]
+        changed = (self.workspace.logs_rewritten(logs, [name for name in asked if name in runs], looked=True)
+                   + self.workspace.logs_rewritten(logs, [name for name in asked if name not in runs],
+                                                   looked=False))  # (not runs now: no look at them yet)
+        kinds: dict[str, list[str]] = {}
+        for name in changed:
+            path = self.workspace.events_path(name)
+            kind = "changed" if path.is_file() else "unfiled" if os.path.lexists(path) else "removed"
+            kinds.setdefault(kind, []).append(name)
+        said = {"changed": ("was changed (not only appended to)",
+                            "the events searched are as `mem index` read them; run `mem index`"),
+                "removed": ("was removed", "{its} events are still searched; run `mem index`"),
+                "unfiled": ("stopped being a file", f"{{its}} events are still searched; {_MEND}")}
+        return [_runs_note(kinds[kind], "memory/events.jsonl", *said[kind]) for kind in said if kind in kinds]
 
     def _ahead_note(self, ahead: dict[str, int], unseen: str, param: str) -> list[Note]:
         """The note of ``_events_ahead``'s events: not ``unseen`` here, and the command indexing
@@ -1010,6 +1010,22 @@ class Retriever:
         for tree in self.workspace.readable_trees(self.workspace.runs()).values():  # a bad one: none
             known += [s.gid for s in tree.steps] + [s.gid for s in tree.sources]
         return _nearest_said(ref, known + list(library), cut, run)
+
+
+_MEND = "mend {it} (`mem check` says what {it_is} now), then run `mem index`"
+
+
+def _runs_note(names: list[str], file: str, happened: str, rest: str) -> Note:
+    """The note that the ``file`` (tree.json, memory/events.jsonl) of the runs ``names``
+    ``happened`` after the last `mem index` read it, then ``rest``, whose ``{its}``, ``{it}``,
+    ``{it_is}`` say it of one file or of several."""
+    if len(names) == 1:
+        return Note("", f"{names[0]}/{file} {happened} after the last `mem index` read it: "
+                        + rest.format(its="its", it="it", it_is="it is"))
+    listed = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    plural = rest.format(its="their", it="them", it_is="they are")
+    return Note("", f"the {file.rsplit('/', 1)[-1]} of {len(names)} runs {happened} after the last "
+                    f"`mem index` read it ({listed}): {plural}")
 
 
 def _nearest_said(ref: str, known: Sequence[str], cut: frozenset[int] | None = None,

@@ -342,24 +342,34 @@ def test_recall_gives_briefs_whole_and_names_the_events_the_index_does_not_hold(
     assert (code, err) == (0, "") and out.startswith("page 1 of 1 · 3 events")
 
 
+def _log_note(happened: str, rest: str, *names: str) -> str:
+    """The note that ``names``' logs ``happened`` after the last `mem index` read them."""
+    which = (f"{names[0]}/memory/events.jsonl" if len(names) == 1 else
+             f"the events.jsonl of {len(names)} runs")
+    listed = "" if len(names) == 1 else f" ({', '.join(names)})"
+    return f"mem: {which} {happened} after the last `mem index` read it{listed}: {rest}\n"
+
+
+def _rewritten(*names: str) -> str:
+    return _log_note("was changed (not only appended to)", "the events searched are as `mem index` read "
+                     "them; run `mem index`", *names)
+
+
+def _append(log, text: str = "echidna") -> None:
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "audit", "ids": [],
+                                 "text": text}) + "\n")
+
+
 def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last_index(workspace, mem):
     """A log is appended only (SPEC §4), and the note of events written since counts lines past
     the last indexed one: a log edited in place, cut short or removed after `mem index` went
     unsaid while the search answered from events no longer logged. read.json keeps each log's
     stamp and hash as read; bytes appended since, or the same bytes in a new file, are no change."""
-    def rewritten(*names: str) -> str:
-        which = (f"{names[0]}/memory/events.jsonl was changed after the last `mem index` read it"
-                 if len(names) == 1 else f"the events.jsonl of {len(names)} runs were changed after the "
-                 f"last `mem index` read them ({', '.join(names)})")
-        return (f"mem: {which}, not only appended to: the events searched are as it read them; "
-                "run `mem index`\n")
-
     assert mem("index")[0] == 0
     alpha, beta = workspace.events_path("alpha"), workspace.events_path("beta")
-    logged = alpha.read_bytes()
-    with alpha.open("a", encoding="utf-8") as log:
-        log.write(json.dumps({"time": "2026-10-17T04:00:00Z", "actor": "root", "kind": "audit", "ids": [],
-                              "text": "echidna"}) + "\n")
+    logged, beta_logged = alpha.read_bytes(), beta.read_bytes()
+    _append(alpha)
     assert mem("recall-search", "five steps")[2] == ("mem: 1 event written since the last `mem index` "
                                                      "is not searched (alpha: 1): run `mem index alpha`\n")
     alpha.unlink()
@@ -367,23 +377,95 @@ def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last
     assert mem("recall-search", "five steps")[2] == ""
     alpha.write_bytes(logged.replace(b"five steps", b"six steps!"))  # edited in place, as long
     code, out, err = mem("recall-search", "five steps")
-    assert (code, err) == (0, rewritten("alpha")) and "five steps" in out  # the index's, as it read it
+    assert (code, err) == (0, _rewritten("alpha")) and "five steps" in out  # the index's, as it read it
     beta.write_text("")
-    assert mem("recall-search", "steps")[2] == rewritten("alpha", "beta")
-    assert mem("recall-search", "steps", "--run", "beta")[2] == rewritten("beta")
+    assert mem("recall-search", "steps")[2] == _rewritten("alpha", "beta")
+    assert mem("recall-search", "steps", "--run", "beta")[2] == _rewritten("beta")
     assert mem("index", "alpha")[0] == 0  # a run read anew: its record replaced, the other's kept
     code, out, err = mem("recall-search", "six steps")
-    assert (code, err) == (0, rewritten("beta")) and "six steps" in out
-    beta.unlink()
-    assert mem("recall-search", "steps")[2] == rewritten("beta")  # removed: the index still holds it
+    assert (code, err) == (0, _rewritten("beta")) and "six steps" in out
+    beta.unlink()  # removed: the index still holds its events
+    removed = _log_note("was removed", "its events are still searched; run `mem index`", "beta")
+    assert mem("recall-search", "steps")[2] == removed
+    beta.mkdir()  # no file now: `mem index` refuses it until mended
+    unfiled = _log_note("stopped being a file", "its events are still searched; mend it (`mem check` says "
+                        "what it is now), then run `mem index`", "beta")
+    assert mem("recall-search", "steps")[2] == unfiled
+    assert mem("index")[0] == 2
+    beta.rmdir()
+    beta.write_bytes(beta_logged)
     assert mem("index")[0] == 0
     assert mem("recall-search", "steps")[2] == ""
+    tree = workspace.root / "beta" / "tree.json"  # a run no more, but its log still searched
+    kept = tree.read_bytes()
+    tree.unlink()
+    tree.mkdir()
+    _append(beta)
+    beta.write_text("")
+    assert mem("recall-search", "steps", "--run", "beta")[2] == _rewritten("beta")
+    tree.rmdir()
+    tree.write_bytes(kept)
     read = workspace.root / ".mem" / "read.json"  # as an index of an earlier version left it: no record
     record = json.loads(read.read_text())
     del record["logs"]
     read.write_text(json.dumps(record))
     alpha.write_bytes(logged)
     assert mem("recall-search", "steps")[2] == ""
+
+
+@pytest.mark.parametrize("entry", [{"stamp": None, "sha256": "0" * 64}, {"stamp": [1, 2], "sha256": "0"},
+                                   {"stamp": "abc", "sha256": "0"}, {"stamp": [1, 2, "x", 4], "sha256": "0"},
+                                   {"stamp": [1, 2, 3, 4], "sha256": None}, {"stamp": [1, 2, 3, 4]}])
+def test_a_log_record_no_index_run_wrote_loses_the_notes_and_is_replaced(workspace, mem, entry):
+    """A read.json whose log record is no stamp and hash (edited by hand) failed every recall
+    search, `eval resume` and `mem index RUN` with a traceback: it is read as no record (the
+    notes go unsaid, as for any read.json no index run wrote), and the next index run replaces it."""
+    assert mem("index")[0] == 0
+    read = workspace.root / ".mem" / "read.json"
+    record = json.loads(read.read_text())
+    record["logs"]["alpha"] = entry
+    read.write_text(json.dumps(record))
+    workspace.events_path("alpha").write_text("")
+    assert mem("recall-search", "steps")[::2] == (0, "")
+    assert mem("index", "beta")[0] == 0
+    assert mem("recall-search", "steps")[2] == ""  # alpha's record: none since
+    assert mem("index")[0] == 0
+    assert json.loads(read.read_text())["logs"]["alpha"]["stamp"][2] == 0  # read anew: the empty log
+
+
+
+def test_a_tree_record_of_no_stamp_is_kept_by_a_narrowed_index(workspace, mem):
+    """A tree's record with no stamp (as a library's may be) failed `mem index RUN` of another run
+    with a traceback, after its commit, when it copied the record over: it is kept as it was, and
+    the tree it names is judged by its hash."""
+    assert mem("index")[0] == 0
+    read = workspace.root / ".mem" / "read.json"
+    record = json.loads(read.read_text())
+    record["trees"]["alpha"]["stamp"] = None
+    read.write_text(json.dumps(record))
+    assert mem("index", "beta")[0] == 0
+    assert json.loads(read.read_text())["trees"]["alpha"]["stamp"] is None
+    assert mem("archive-search", "statement")[2] == ""  # the same bytes: not written since
+
+def test_a_log_appended_while_mem_index_runs_keeps_its_record(workspace, mem, monkeypatch):
+    """Agents log while `mem index` runs: a log appended after the index read it, before it
+    recorded what it read, lost its record, so a later edit went unsaid. The record is the bytes
+    the log held when read: the events appended are written since (a note says so), no change."""
+    from mem_retrieval.indexers import build
+
+    alpha = workspace.events_path("alpha")
+    recorded = build._logs_as_read
+
+    def appending_first(workspace_, runs):
+        _append(alpha, "logged while indexing")
+        return recorded(workspace_, runs)
+    monkeypatch.setattr(build, "_logs_as_read", appending_first)
+    assert mem("index")[0] == 0
+    monkeypatch.setattr(build, "_logs_as_read", recorded)
+    assert mem("recall-search", "steps")[2] == ("mem: 1 event written since the last `mem index` is not "
+                                                "searched (alpha: 1): run `mem index alpha`\n")
+    alpha.write_bytes(alpha.read_bytes().replace(b"five steps", b"six steps!"))
+    assert mem("recall-search", "steps")[2].endswith(_rewritten("alpha"))
 
 
 def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
