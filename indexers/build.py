@@ -33,7 +33,7 @@ from mem_retrieval.indexers.rows import Rows, build_rows, library_row, tokenize_
 from mem_retrieval.indexers.schema import EMBEDDED_TABLES, SCHEMAS
 from mem_retrieval.indexers.writer import Index
 from mem_retrieval.records.errors import BadInput, InputError
-from mem_retrieval.records.files import content_hash, sha256_head, stamp as file_stamp
+from mem_retrieval.records.files import content_hash, stamp as file_stamp
 from mem_retrieval.records.ids import split_gid
 from mem_retrieval.records.parse import NotAFile
 from mem_retrieval.records.types import LibraryEntry
@@ -282,17 +282,10 @@ def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str,
 
 
 def _logs_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str, Any] | None]:
-    """Each of ``runs``' events.jsonl as this run read it, for a search to name one changed since
-    otherwise than by appending: the stamp taken before the read and the hash of as many bytes as
-    the log held then, so that events appended while this run read, embedded and committed (as
-    agents log while it runs) leave it as read; None: no log, or one cut or gone since. (A log
-    rewritten within those bytes while this run read it is taken as read.)"""
-    def as_read(run: str) -> dict[str, Any] | None:
-        if (was := workspace.log_read_stamp(run)) is None:
-            return None
-        sha = sha256_head(workspace.events_path(run), was[2])
-        return None if sha is None else {"stamp": list(was), "sha256": sha}
-    return {run: as_read(run) for run in runs}
+    """Each of ``runs``' events.jsonl as this run read it (``Workspace.log_read``: the bytes read
+    and their hash, which events appended since, as agents log while it runs, leave as they were),
+    for a search to name one changed otherwise than by appending; None: none was read."""
+    return {run: workspace.log_read(run) for run in runs}
 
 
 def _library_as_read(workspace: Workspace) -> dict[str, Any] | None:

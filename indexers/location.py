@@ -70,14 +70,19 @@ def _is_url(value: str) -> bool:
 def _as_read(read: dict[str, Any], whole: bool = False) -> dict[str, Any]:
     """A file as read.json records an index run read it: its stamp (four integers) and hash, each
     None where the run could not take it (the file was written while it read), but for a
-    ``whole`` record (a log's). A ValueError for anything else: a record no index run wrote."""
+    ``whole`` record (a log's, which has its ``size`` too: the bytes read). A ValueError for
+    anything else: a record no index run wrote."""
     found, sha = read["stamp"], read["sha256"]
     if found is not None and not (isinstance(found, list) and len(found) == 4
                                   and all(type(part) is int for part in found)):
         raise ValueError(f"stamp {found!r}")
     if (sha is not None and not isinstance(sha, str)) or (whole and (found is None or sha is None)):
         raise ValueError(f"sha256 {sha!r}")
-    return {"stamp": None if found is None else tuple(found), "sha256": sha}
+    if not whole:
+        return {"stamp": None if found is None else tuple(found), "sha256": sha}
+    if type(size := read["size"]) is not int or size < 0:
+        raise ValueError(f"size {size!r}")
+    return {"stamp": tuple(found), "size": size, "sha256": sha}
 
 
 class StoreUnreachable(Refused):
@@ -224,9 +229,9 @@ class Location:
         return (False, None) if record is None or record[2] is _UNSAID else (True, record[2])
 
     def logs_read(self) -> dict[str, dict[str, Any]]:
-        """Per run, its events.jsonl as the last index run reading it read it (``{"stamp", "sha256"}``,
-        as ``trees_read``): a search names a log changed since otherwise than by appending. None
-        recorded (an index of an older version): empty."""
+        """Per run, its events.jsonl as the last index run reading it read it
+        (``Workspace.log_read``: ``{"stamp", "size", "sha256"}``): a search names a log changed
+        since otherwise than by appending. None recorded (an index of an older version): empty."""
         record = self._read_record()
         return {} if record is None else record[3]
 
@@ -271,7 +276,7 @@ class Location:
         kept = {run: {"stamp": was["stamp"] and list(was["stamp"]), "sha256": was["sha256"]}
                 for run, was in kept.items()}
         logs = {run: was for run, was in self.logs_read().items() if run in runs and run not in logs} | logs
-        logs = {run: {"stamp": list(was["stamp"]), "sha256": was["sha256"]}
+        logs = {run: {"stamp": list(was["stamp"]), "size": was["size"], "sha256": was["sha256"]}
                 for run, was in logs.items() if was is not None}
         library = None if library is None else {"stamp": library["stamp"] and list(library["stamp"]),
                                                 "sha256": library["sha256"]}

@@ -10,7 +10,7 @@ import re
 import stat
 import tomllib
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -783,11 +783,13 @@ def _tree_date(f: Fields, text: str) -> str:
 
 # ------------------------------------------------------------------------------------- events.jsonl
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
+def _iter_lines(path: Path, seen: Callable[[bytes], None] | None = None
+                ) -> Iterator[tuple[int, "str | InputError", bool]]:
     """(line number, decoded line without its line break, whether it has one) for every non-blank
     line, streamed (a JSON error's column is then within the line: a line cut short is reported at
     its end). Only the last line may have none. A line that is not UTF-8 comes as its InputError,
-    for the reader to raise, or to pass over and read on (`mem check`)."""
+    for the reader to raise, or to pass over and read on (`mem check`). ``seen``: given each line's
+    bytes as read, blank or not, line break included (the file's bytes, in order)."""
     file = str(path)
     try:
         handle = open_regular(path)
@@ -802,6 +804,8 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, "str | InputError", bool]]:
                 return
             except OSError as err:  # a read the machine refused part way (an I/O error)
                 raise unreadable(file, err, number + 1) from None
+            if seen is not None:
+                seen(raw)
             ended = raw.endswith(b"\n")
             try:
                 line = decode_utf8(raw, file, number - 1)
@@ -986,10 +990,11 @@ def _quoted(text: str) -> Iterator[str]:
 def iter_events(path: Path, run: str, run_dir: Path | None = None,
                 problems: list[Problem] | None = None,
                 malformed: Malformed | None = None,
-                begun: list[Problem] | None = None) -> Iterator[Event]:
+                begun: list[Problem] | None = None,
+                seen: Callable[[bytes], None] | None = None) -> Iterator[Event]:
     """Stream a run's events; paths must stay in the run folder. A last line without its line break
     that is not whole JSON is no event yet (``BEGUN``): passed over, and recorded in ``begun`` when
-    given.
+    given. ``seen``: given the log's bytes as they are read (``_iter_lines``).
 
     Times should never decrease down the log (SPEC §4). An event stamped earlier than the one before
     it (a writer's clock set back) keeps its ``time`` as written and is dated, ``timestamp``, as
@@ -1001,7 +1006,7 @@ def iter_events(path: Path, run: str, run_dir: Path | None = None,
     file = str(path)
     run_dir = run_dir or path.parent.parent
     last: datetime | None = None
-    for number, line, ended in _iter_lines(path):
+    for number, line, ended in _iter_lines(path, seen):
         if isinstance(line, InputError):  # not UTF-8
             if malformed is None:
                 raise line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import hashlib
 import codecs
 import os
 import stat
@@ -78,6 +79,11 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
         raise BadInput(f"workspace {str(root).encode('utf-8', 'surrogateescape')!r}: the path is "
                        "not valid UTF-8") from None
     return root
+
+
+def _record_lost(folder: str) -> bool:
+    """Whether a run folder holds memory/ but no tree.json that is a file (``runs_without_tree``)."""
+    return os.path.isdir(os.path.join(folder, "memory")) and not os.path.isfile(os.path.join(folder, TREE))
 
 
 def _tree_stamp(path: str) -> tuple[int, int, int, int] | None:
@@ -157,9 +163,11 @@ class Workspace:
     def runs_without_tree(self) -> list[str]:
         """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
         whose record was lost, which ``runs`` cannot list."""
-        return sorted(name for name, folder in self._slug_folders()
-                      if os.path.isdir(os.path.join(folder, "memory"))
-                      and not os.path.isfile(os.path.join(folder, TREE)))
+        return sorted(name for name, folder in self._slug_folders() if _record_lost(folder))
+
+    def record_lost(self, run: str) -> bool:
+        """Whether ``run`` is one of ``runs_without_tree`` (which `mem index` refuses)."""
+        return is_run_slug(run) and _record_lost(os.path.join(self.root, run))
 
     def lost_records(self) -> dict[str, Problem]:
         """Why each of ``runs_without_tree`` has no record, by run: its tree.json is missing, or
@@ -299,21 +307,32 @@ class Workspace:
         return self.__dict__.get("_trees", {}).get(run, (None,))[0]
 
     def events(self, run: str) -> Iterator[Event]:
+        """The run's events, streamed; read to the end, what was read is kept (``log_read``)."""
         path = self.events_path(run)
+        reads = self.__dict__.setdefault("_logs_read", {})
+        reads.pop(run, None)
         if present(path):
-            self.__dict__.setdefault("_logs_read", {})[run] = stamp(path)  # (taken before the read)
-            yield from iter_events(path, run, self.run_dir(run))
+            before, digest, size = stamp(path), hashlib.sha256(), [0]
 
-    def log_read_stamp(self, run: str) -> tuple[int, int, int, int] | None:
-        """The ``files.stamp`` of ``run``'s events.jsonl when ``events`` last read it, taken before
-        the read (as ``tree_read_stamp``); None: never read, or there was none."""
+            def seen(raw: bytes) -> None:
+                digest.update(raw)
+                size[0] += len(raw)
+            yield from iter_events(path, run, self.run_dir(run), seen=seen)
+            if before is not None:
+                reads[run] = {"stamp": before, "size": size[0], "sha256": digest.hexdigest()}
+
+    def log_read(self, run: str) -> dict | None:
+        """``run``'s events.jsonl as ``events`` last read it to the end: its ``files.stamp`` taken
+        before the read, and how many bytes it read and their hash (``{"stamp", "size",
+        "sha256"}``), which bytes appended while or after it read leave as they were; None: never
+        read, or there was none."""
         return self.__dict__.get("_logs_read", {}).get(run)
 
     def logs_rewritten(self, read: Mapping[str, Mapping], runs: Iterable[str], looked: bool) -> list[str]:
         """Those of ``runs`` whose events.jsonl, as ``read`` records an index run read it (run:
-        ``{"stamp": files.stamp, "sha256": …}``), was since changed otherwise than by appending
-        (SPEC §4: a log is appended only): its first bytes, as many as it held then, hash otherwise,
-        or it is gone. ``looked``: ``logged_after`` has just looked at each (a search asks it first),
+        ``log_read``'s ``{"stamp", "size", "sha256"}``), was since changed otherwise than by
+        appending (SPEC §4: a log is appended only): its first ``size`` bytes hash otherwise, or it
+        is gone. ``looked``: ``logged_after`` has just looked at each (a search asks it first),
         and the stamp it took is used, else each is looked at here; the hash is cached while both
         stamps stay the same. One loop over every run: a search asks of each (~1 µs a run)."""
         logged = self.__dict__.get("_logged", {}) if looked else {}
@@ -326,9 +345,9 @@ class Workspace:
             now = kept[1] if kept is not None else stamp(self.events_path(run))
             if now == was:
                 continue
-            key = (now, was, record["sha256"])
+            key = (now, was, record["size"], record["sha256"])
             if (found := cache.get(run)) is None or found[0] != key:
-                gone = now is None or sha256_head(self.events_path(run), was[2]) != key[2]
+                gone = now is None or sha256_head(self.events_path(run), key[2]) != key[3]
                 found = cache[run] = (key, gone)
             if found[1]:
                 changed.append(run)

@@ -471,12 +471,17 @@ class Retriever:
     def _removed_note(self, run: str | None, what: str, unfiled: bool = False) -> list[Note]:
         """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds;
         with ``unfiled``, one naming those whose tree.json stopped being a file (their steps are
-        found, but `archive-get` refuses them; of their log, ``_logs_rewritten`` says what is to say)."""
-        still = f"{{its}} {what} are still searched; "
-        notes = [_runs_note(names, "tree.json", "was removed", still + "run `mem index`")
-                 for names in [self._removed(run)] if names]
-        if unfiled and (names := self._removed(run, unfiled=True)):
-            notes.append(_runs_note(names, "tree.json", "stopped being a file", still + _MEND))
+        found, but `archive-get` refuses them; of their log, ``_logs_rewritten`` says what is to say).
+        Where `mem index` refuses the run folder as it is now (``Workspace.record_lost``), it is to
+        be mended first."""
+        notes = []
+        unfiled_runs = self._removed(run, unfiled=True) if unfiled else []
+        for happened, names in (("was removed", self._removed(run)), ("stopped being a file", unfiled_runs)):
+            lost = [name for name in names if self.workspace.record_lost(name)]
+            for group, then in (([n for n in names if n not in lost], "run `mem index`"), (lost, _MEND)):
+                if group:
+                    notes.append(_runs_note(group, "tree.json", happened, f"{{its}} {what} are still "
+                                            f"searched; {then}"))
         return notes
 
     def library_written(self) -> list[Note]:
@@ -647,25 +652,30 @@ class Retriever:
         ``Workspace.logs_rewritten``): a log is appended only (SPEC §4), so the events the index
         holds may be ones no longer logged; one removed, or no longer a file, is said as such.
         Asked after ``_events_ahead`` of the same runs, whose look at each log it reuses. A run
-        removed is ``_removed_note``'s to name; one whose tree.json stopped being a file is named
-        here too (its events are searched)."""
+        folder removed whole is ``_removed_note``'s to name. Where `mem index` refuses the run as it
+        is now (its log no file, or its tree.json none: ``Workspace.record_lost``), it is to be
+        mended first."""
         if not (logs := self.location.logs_read()):
             return []
-        runs, removed = self.run_trees(), set(self._removed(run))
-        asked = [name for name in logs if run in (None, name) and name not in removed]
+        runs, root = self.run_trees(), str(self.workspace.root)
+        asked = [name for name in logs if run in (None, name) and (name in runs or os.path.isdir(
+            os.path.join(root, name)))]  # (not runs now: rare, and no look at them yet)
         changed = (self.workspace.logs_rewritten(logs, [name for name in asked if name in runs], looked=True)
                    + self.workspace.logs_rewritten(logs, [name for name in asked if name not in runs],
-                                                   looked=False))  # (not runs now: no look at them yet)
-        kinds: dict[str, list[str]] = {}
+                                                   looked=False))
+        said = {"changed": ("was changed (not only appended to)", "the events searched are as `mem index` "
+                                                                  "read them; "),
+                "removed": ("was removed", "{its} events are still searched; "),
+                "unfiled": ("stopped being a file", "{its} events are still searched; ")}
+        groups: dict[tuple[str, bool], list[str]] = {}
         for name in changed:
             path = self.workspace.events_path(name)
             kind = "changed" if path.is_file() else "unfiled" if os.path.lexists(path) else "removed"
-            kinds.setdefault(kind, []).append(name)
-        said = {"changed": ("was changed (not only appended to)",
-                            "the events searched are as `mem index` read them; run `mem index`"),
-                "removed": ("was removed", "{its} events are still searched; run `mem index`"),
-                "unfiled": ("stopped being a file", f"{{its}} events are still searched; {_MEND}")}
-        return [_runs_note(kinds[kind], "memory/events.jsonl", *said[kind]) for kind in said if kind in kinds]
+            lost = kind == "unfiled" or (name not in runs and self.workspace.record_lost(name))
+            groups.setdefault((kind, lost), []).append(name)
+        return [_runs_note(groups[kind, lost], "memory/events.jsonl", said[kind][0],
+                           said[kind][1] + (_MEND if lost else "run `mem index`"))
+                for kind in said for lost in (False, True) if (kind, lost) in groups]
 
     def _ahead_note(self, ahead: dict[str, int], unseen: str, param: str) -> list[Note]:
         """The note of ``_events_ahead``'s events: not ``unseen`` here, and the command indexing
@@ -1012,18 +1022,18 @@ class Retriever:
         return _nearest_said(ref, known + list(library), cut, run)
 
 
-_MEND = "mend {it} (`mem check` says what {it_is} now), then run `mem index`"
+_MEND = "mend {it} (`mem check` says what is wrong), then run `mem index`"
 
 
 def _runs_note(names: list[str], file: str, happened: str, rest: str) -> Note:
     """The note that the ``file`` (tree.json, memory/events.jsonl) of the runs ``names``
-    ``happened`` after the last `mem index` read it, then ``rest``, whose ``{its}``, ``{it}``,
-    ``{it_is}`` say it of one file or of several."""
+    ``happened`` after the last `mem index` read it, then ``rest``, whose ``{its}`` and ``{it}``
+    say it of one file or of several."""
     if len(names) == 1:
         return Note("", f"{names[0]}/{file} {happened} after the last `mem index` read it: "
-                        + rest.format(its="its", it="it", it_is="it is"))
+                        + rest.format(its="its", it="it"))
     listed = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
-    plural = rest.format(its="their", it="them", it_is="they are")
+    plural = rest.format(its="their", it="them")
     return Note("", f"the {file.rsplit('/', 1)[-1]} of {len(names)} runs {happened} after the last "
                     f"`mem index` read it ({listed}): {plural}")
 

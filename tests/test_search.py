@@ -347,7 +347,11 @@ def _log_note(happened: str, rest: str, *names: str) -> str:
     which = (f"{names[0]}/memory/events.jsonl" if len(names) == 1 else
              f"the events.jsonl of {len(names)} runs")
     listed = "" if len(names) == 1 else f" ({', '.join(names)})"
-    return f"mem: {which} {happened} after the last `mem index` read it{listed}: {rest}\n"
+    return f"mem: {which} {happened} after the last `mem index` read it{listed}: {rest}\n".format(
+        it="it" if len(names) == 1 else "them")
+
+
+_MEND = "mend {it} (`mem check` says what is wrong), then run `mem index`"
 
 
 def _rewritten(*names: str) -> str:
@@ -388,8 +392,7 @@ def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last
     removed = _log_note("was removed", "its events are still searched; run `mem index`", "beta")
     assert mem("recall-search", "steps")[2] == removed
     beta.mkdir()  # no file now: `mem index` refuses it until mended
-    unfiled = _log_note("stopped being a file", "its events are still searched; mend it (`mem check` says "
-                        "what it is now), then run `mem index`", "beta")
+    unfiled = _log_note("stopped being a file", "its events are still searched; " + _MEND, "beta")
     assert mem("recall-search", "steps")[2] == unfiled
     assert mem("index")[0] == 2
     beta.rmdir()
@@ -401,9 +404,16 @@ def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last
     tree.unlink()
     tree.mkdir()
     _append(beta)
-    beta.write_text("")
-    assert mem("recall-search", "steps", "--run", "beta")[2] == _rewritten("beta")
-    tree.rmdir()
+    beta.write_text("")  # changed too: what `mem index` refuses is to be mended first
+    assert mem("recall-search", "steps", "--run", "beta")[2] == _log_note(
+        "was changed (not only appended to)", "the events searched are as `mem index` read them; " + _MEND, "beta")
+    tree.rmdir()  # removed, memory/ left: `mem index` refuses that too
+    assert mem("recall-search", "steps", "--run", "beta")[2] == (
+        _log_note("was changed (not only appended to)", "the events searched are as `mem index` read them; "
+                  + _MEND, "beta")
+        + "mem: beta/tree.json was removed after the last `mem index` read it: its events are still searched; "
+        + _MEND.format(it="it") + "\n")
+    assert mem("index")[0] == 2
     tree.write_bytes(kept)
     read = workspace.root / ".mem" / "read.json"  # as an index of an earlier version left it: no record
     record = json.loads(read.read_text())
@@ -447,25 +457,29 @@ def test_a_tree_record_of_no_stamp_is_kept_by_a_narrowed_index(workspace, mem):
     assert json.loads(read.read_text())["trees"]["alpha"]["stamp"] is None
     assert mem("archive-search", "statement")[2] == ""  # the same bytes: not written since
 
-def test_a_log_appended_while_mem_index_runs_keeps_its_record(workspace, mem, monkeypatch):
-    """Agents log while `mem index` runs: a log appended after the index read it, before it
-    recorded what it read, lost its record, so a later edit went unsaid. The record is the bytes
-    the log held when read: the events appended are written since (a note says so), no change."""
+def test_a_log_changed_while_mem_index_runs_is_judged_by_the_bytes_it_read(workspace, mem, monkeypatch):
+    """Agents log while `mem index` runs (it embeds and commits after reading): a log appended
+    after the index read it, before it recorded what it read, lost its record, so a later edit
+    went unsaid; one cut short or edited then was recorded as read. The record is the bytes the
+    index read and their hash: appended since, the events are written since (a note says so);
+    cut or edited, the log is named."""
     from mem_retrieval.indexers import build
 
-    alpha = workspace.events_path("alpha")
-    recorded = build._logs_as_read
+    alpha, beta = workspace.events_path("alpha"), workspace.events_path("beta")
+    logged, recorded = alpha.read_bytes(), build._logs_as_read
 
-    def appending_first(workspace_, runs):
+    def changing_first(workspace_, runs):
         _append(alpha, "logged while indexing")
+        beta.write_text("")
         return recorded(workspace_, runs)
-    monkeypatch.setattr(build, "_logs_as_read", appending_first)
+    monkeypatch.setattr(build, "_logs_as_read", changing_first)
     assert mem("index")[0] == 0
     monkeypatch.setattr(build, "_logs_as_read", recorded)
-    assert mem("recall-search", "steps")[2] == ("mem: 1 event written since the last `mem index` is not "
-                                                "searched (alpha: 1): run `mem index alpha`\n")
-    alpha.write_bytes(alpha.read_bytes().replace(b"five steps", b"six steps!"))
-    assert mem("recall-search", "steps")[2].endswith(_rewritten("alpha"))
+    assert mem("recall-search", "steps")[2] == (
+        "mem: 1 event written since the last `mem index` is not searched (alpha: 1): run `mem index alpha`\n"
+        + _rewritten("beta"))
+    alpha.write_bytes(logged.replace(b"five steps", b"six steps!"))
+    assert mem("recall-search", "steps")[2] == _rewritten("alpha", "beta")
 
 
 def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
@@ -760,7 +774,7 @@ def test_a_search_names_a_run_whose_tree_stopped_being_a_file_since_the_last_ind
     tree, other = (workspace.root / run / "tree.json" for run in ("beta", "alpha"))
     kept = {path: path.read_bytes() for path in (tree, other)}
     note = ("mem: beta/tree.json stopped being a file after the last `mem index` read it: its steps are "
-            "still searched; mend it (`mem check` says what it is now), then run `mem index`\n")
+            "still searched; mend it (`mem check` says what is wrong), then run `mem index`\n")
     for make in (tree.mkdir, lambda: os.symlink("nowhere", tree)):
         tree.unlink()
         make()
@@ -780,7 +794,7 @@ def test_a_search_names_a_run_whose_tree_stopped_being_a_file_since_the_last_ind
         path.mkdir()
     assert mem("archive-search", "statement")[2] == (
         "mem: the tree.json of 2 runs stopped being a file after the last `mem index` read it (alpha, beta): "
-        "their steps are still searched; mend them (`mem check` says what they are now), then run "
+        "their steps are still searched; mend them (`mem check` says what is wrong), then run "
         "`mem index`\n")
 
 def test_a_search_names_the_runs_removed_since_the_last_index_read_them(workspace, mem):
