@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import bisect
-import hashlib
 import codecs
+import hashlib
 import os
 import stat
 import sys
