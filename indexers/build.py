@@ -255,7 +255,7 @@ def build_index(workspace: Workspace, config: Config, runs: list[str] | None = N
             runs_now = workspace.runs()  # what searches name as written since it (trees_read)
             read_now = scope_runs if narrowed else runs_now
             location.record_trees(_trees_as_read(workspace, read_now), runs_now, not narrowed,
-                                  _library_as_read(workspace), _logs_as_read(workspace, read_now))
+                                  _library_as_read(workspace), {run: rows.logs.get(run) for run in read_now})
             return IndexReport(tables={n: t.report for n, t in plan.tables.items()},
                                embedded=len(pending), seconds=time.perf_counter() - started,
                                full=plan.full, version=versions, searchable_seconds=searchable,
@@ -279,13 +279,6 @@ def _trees_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str,
     out, and a search names it."""
     read = {run: _as_read(workspace.tree_path(run), workspace.tree_read_stamp(run)) for run in runs}
     return {run: was for run, was in read.items() if was is not None}
-
-
-def _logs_as_read(workspace: Workspace, runs: list[str]) -> dict[str, dict[str, Any] | None]:
-    """Each of ``runs``' events.jsonl as this run read it (``Workspace.log_read``: the bytes read
-    and their hash, which events appended since, as agents log while it runs, leave as they were),
-    for a search to name one changed otherwise than by appending; None: none was read."""
-    return {run: workspace.log_read(run) for run in runs}
 
 
 def _library_as_read(workspace: Workspace) -> dict[str, Any] | None:

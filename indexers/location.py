@@ -230,7 +230,7 @@ class Location:
 
     def logs_read(self) -> dict[str, dict[str, Any]]:
         """Per run, its events.jsonl as the last index run reading it read it
-        (``Workspace.log_read``: ``{"stamp", "size", "sha256"}``): a search names a log changed
+        (``Workspace.events``' ``{"stamp", "size", "sha256"}``): a search names a log changed
         since otherwise than by appending. None recorded (an index of an older version): empty."""
         record = self._read_record()
         return {} if record is None else record[3]
@@ -268,7 +268,7 @@ class Location:
         """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
         run), keeping what earlier runs read of the other ``runs`` (the workspace's), and
         ``library``, the library as it read it (None: there was none), and ``logs`` (each run it
-        read: its events.jsonl as read, ``Workspace.log_read``, or None: there was none), replacing
+        read: its events.jsonl as read, ``Workspace.events``' record, or None: there was none), replacing
         what earlier runs read of those. A record that cannot be written is
         removed: a search then says nothing rather than name a file read since as unread."""
         before, complete = self.trees_read() or ({}, False)

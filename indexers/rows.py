@@ -48,6 +48,7 @@ class Rows:
     sources: list[dict[str, Any]] = field(default_factory=list)
     embed_text: dict[str, str] = field(default_factory=dict)  # text_hash -> text
     library: list[LibraryEntry] = field(default_factory=list)  # solve/library.jsonl as read
+    logs: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # run: RunRecords.log
 
 
 def _finish(row: dict[str, Any], rows: Rows, text: str | None, search: str, config: Config) -> dict[str, Any]:
@@ -128,6 +129,7 @@ class RunRecords:
     tree: Tree
     events: list[Event]
     bodies: list[str]  # event_body of each event, in order
+    log: dict[str, Any] | None  # what was read of its log (``Workspace.events``), None: none
 
 
 def read_records(workspace: Workspace, config: Config, runs: list[str]) -> tuple[list[LibraryEntry],
@@ -142,8 +144,10 @@ def read_records(workspace: Workspace, config: Config, runs: list[str]) -> tuple
     for run in runs:
         tree = workspace.tree(run)
         workspace.core(run)  # not indexed, but validated: bad input is reported at index time
-        events = list(workspace.events(run))
-        read[run] = RunRecords(tree, events, [event_body(e, workspace.run_dir(run), config) for e in events])
+        log: dict[str, Any] = {}
+        events = list(workspace.events(run, log))
+        read[run] = RunRecords(tree, events, [event_body(e, workspace.run_dir(run), config) for e in events],
+                               log[run])
     return library, read
 
 
@@ -155,6 +159,7 @@ def build_rows(workspace: Workspace, config: Config, runs: list[str]) -> Rows:
     library = {entry.gid: entry for entry in rows.library}
     in_workspace, entries = set(workspace.runs()), by_run(rows.library)
     for run, records in read.items():
+        rows.logs[run] = records.log
         tree, events, run_dir = records.tree, records.events, workspace.run_dir(run)
         named = {step: (seq, micros(stamp)) for step, (seq, stamp) in
                  first_written(events, run, entries.get(run, ())).items()}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
 from mem_retrieval.records.files import sha256_head, stamp, stamp_of
@@ -306,31 +307,32 @@ class Workspace:
         before the read: a file written during it reads as written since; None: never read."""
         return self.__dict__.get("_trees", {}).get(run, (None,))[0]
 
-    def events(self, run: str) -> Iterator[Event]:
-        """The run's events, streamed; read to the end, what was read is kept (``log_read``)."""
+    def events(self, run: str, read: dict[str, Any] | None = None) -> Iterator[Event]:
+        """The run's events, streamed. With ``read``, once they are read to the end, ``read[run]``
+        is what was read of the log: its ``files.stamp`` taken before the read, how many bytes it
+        read and their hash (``{"stamp", "size", "sha256"}``, which bytes appended while or after
+        it read leave as they were), or None: there was none. Kept by the caller (`mem index`),
+        not here: a search reading the log meanwhile (another thread's) changes nothing of it."""
         path = self.events_path(run)
-        reads = self.__dict__.setdefault("_logs_read", {})
-        reads.pop(run, None)
-        if present(path):
-            before, digest, size = stamp(path), hashlib.sha256(), [0]
+        if not present(path):
+            if read is not None:
+                read[run] = None
+            return
+        if read is None:
+            yield from iter_events(path, run, self.run_dir(run))
+            return
+        before, digest, size = stamp(path), hashlib.sha256(), [0]
 
-            def seen(raw: bytes) -> None:
-                digest.update(raw)
-                size[0] += len(raw)
-            yield from iter_events(path, run, self.run_dir(run), seen=seen)
-            if before is not None:
-                reads[run] = {"stamp": before, "size": size[0], "sha256": digest.hexdigest()}
-
-    def log_read(self, run: str) -> dict | None:
-        """``run``'s events.jsonl as ``events`` last read it to the end: its ``files.stamp`` taken
-        before the read, and how many bytes it read and their hash (``{"stamp", "size",
-        "sha256"}``), which bytes appended while or after it read leave as they were; None: never
-        read, or there was none."""
-        return self.__dict__.get("_logs_read", {}).get(run)
+        def seen(raw: bytes) -> None:
+            digest.update(raw)
+            size[0] += len(raw)
+        yield from iter_events(path, run, self.run_dir(run), seen=seen)
+        read[run] = None if before is None else {"stamp": before, "size": size[0],
+                                                 "sha256": digest.hexdigest()}
 
     def logs_rewritten(self, read: Mapping[str, Mapping], runs: Iterable[str], looked: bool) -> list[str]:
         """Those of ``runs`` whose events.jsonl, as ``read`` records an index run read it (run:
-        ``log_read``'s ``{"stamp", "size", "sha256"}``), was since changed otherwise than by
+        ``events``' ``{"stamp", "size", "sha256"}``), was since changed otherwise than by
         appending (SPEC §4: a log is appended only): its first ``size`` bytes hash otherwise, or it
         is gone. ``looked``: ``logged_after`` has just looked at each (a search asks it first),
         and the stamp it took is used, else each is looked at here; the hash is cached while both

@@ -466,20 +466,42 @@ def test_a_log_changed_while_mem_index_runs_is_judged_by_the_bytes_it_read(works
     from mem_retrieval.indexers import build
 
     alpha, beta = workspace.events_path("alpha"), workspace.events_path("beta")
-    logged, recorded = alpha.read_bytes(), build._logs_as_read
+    logged, commit = alpha.read_bytes(), build.commit
 
-    def changing_first(workspace_, runs):
+    def changing_first(*args, **kwargs):  # after the read, before the commit
         _append(alpha, "logged while indexing")
         beta.write_text("")
-        return recorded(workspace_, runs)
-    monkeypatch.setattr(build, "_logs_as_read", changing_first)
+        return commit(*args, **kwargs)
+    monkeypatch.setattr(build, "commit", changing_first)
     assert mem("index")[0] == 0
-    monkeypatch.setattr(build, "_logs_as_read", recorded)
+    monkeypatch.setattr(build, "commit", commit)
     assert mem("recall-search", "steps")[2] == (
         "mem: 1 event written since the last `mem index` is not searched (alpha: 1): run `mem index alpha`\n"
         + _rewritten("beta"))
     alpha.write_bytes(logged.replace(b"five steps", b"six steps!"))
     assert mem("recall-search", "steps")[2] == _rewritten("alpha", "beta")
+
+
+def test_a_search_while_mem_index_runs_leaves_what_it_records_of_a_log(workspace, monkeypatch):
+    """A search of the same `Memory` meanwhile (another thread's) reads the logs too: one cut by
+    --until stops reading part way, which erased the record the index run had taken of that log,
+    so a later edit went unsaid. What the index run read is its own (``RunRecords.log``)."""
+    from mem_retrieval import Memory
+    from mem_retrieval.indexers import build
+
+    memory, commit = Memory.open(workspace.root), build.commit
+    memory.index(progress=False)
+    _append(workspace.events_path("alpha"))  # for the next index run to commit
+
+    def searching_first(*args, **kwargs):
+        assert memory.recall_search("fetched", until="alpha#1").hits  # reads alpha's log to its event 1
+        return commit(*args, **kwargs)
+    monkeypatch.setattr(build, "commit", searching_first)
+    memory.index(progress=False)
+    monkeypatch.setattr(build, "commit", commit)
+    alpha = workspace.events_path("alpha")
+    alpha.write_bytes(alpha.read_bytes().replace(b"five steps", b"six steps!"))
+    assert [note.message for note in memory.recall_search("steps").notes] == [_rewritten("alpha")[5:-1]]
 
 
 def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
