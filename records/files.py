@@ -33,22 +33,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_head(path: Path, size: int) -> str | None:
-    """SHA-256 of the file's first ``size`` bytes, in hex, as ``sha256_file`` hashes a file of
-    ``size`` bytes; None: it cannot be read, or holds fewer. What an append-only file (a run's log)
-    read at that size is checked by: bytes appended since leave it as it was."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            left = size
-            while left > 0 and (block := handle.read(min(left, 1 << 20))):
-                digest.update(block)
-                left -= len(block)
-    except OSError:
-        return None
-    return None if left > 0 else digest.hexdigest()
-
-
 def content_hash(path: Path) -> str | None:
     """``sha256_file`` (None: it cannot be read): what a stamp kept across copies of a folder (new
     inodes and change times) is checked by when it no longer matches."""

@@ -4,6 +4,7 @@ the line and the field. Valid input is never rejected; unknown fields are (they 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -229,6 +230,22 @@ def unreadable(path: Path | str, err: OSError, line: int | None = None) -> Input
     """The InputError saying why ``path`` could not be read (``open_regular``'s errors too)."""
     said = err.strerror if isinstance(err, NotAFile) else f"cannot read: {err.strerror or err}"
     return InputError(str(path), line, None, said)
+
+
+def sha256_head(path: Path, size: int) -> str | None:
+    """SHA-256 of the first ``size`` bytes of the regular file at ``path`` (``open_regular``: a
+    pipe there is no file, never waited on), in hex, as a file of ``size`` bytes hashes; None: it
+    cannot be read, is no regular file, or holds fewer. What an append-only file (a run's log)
+    read at that size is checked by: bytes appended since leave it as it was."""
+    digest, left = hashlib.sha256(), size
+    try:
+        with open_regular(path) as handle:
+            while left > 0 and (block := handle.read(min(left, 1 << 20))):
+                digest.update(block)
+                left -= len(block)
+    except OSError:
+        return None
+    return None if left > 0 else digest.hexdigest()
 
 
 def read_regular(path: Path | str) -> bytes:

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused, listed
-from mem_retrieval.records.files import sha256_head, stamp, stamp_of
+from mem_retrieval.records.files import stamp, stamp_of
 from mem_retrieval.records.ids import first_naming, is_run_slug, slug_run, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
-                                         lines_after, parse_core, parse_tree, present)
+                                         lines_after, parse_core, parse_tree, present, sha256_head)
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 

@@ -1236,6 +1236,10 @@ def test_a_file_swapped_for_a_pipe_or_a_device_after_indexing_is_one_line_never_
     assert done.returncode == status and "Traceback" not in done.stderr, done.stderr[-800:]
     if status == 2:
         assert len(done.stderr.splitlines()) == 1 and str(target) in done.stderr, done.stderr
+    else:  # the log: searched as indexed, and said to be no file since (`mem index` refuses it)
+        assert done.stderr == ("mem: alpha/memory/events.jsonl stopped being a file after the last "
+                               "`mem index` read it: its events are still searched; mend it (`mem check` "
+                               "says what is wrong), then run `mem index`\n"), done.stderr
 
 
 def test_index_replaces_a_meta_json_that_is_a_link_and_writes_nothing_outside(workspace, mem, tmp_path):

@@ -506,10 +506,12 @@ def test_a_search_while_mem_index_runs_leaves_what_it_records_of_a_log(workspace
 
 def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
     """``sha256_head``, which a log's record is checked by: the first n bytes hash as those bytes
-    alone (across its 1 MiB reads), a file holding fewer, or none, gives None. Oracle: hashlib."""
+    alone (across its 1 MiB reads), a file holding fewer, or none, or a pipe, gives None. Oracle:
+    hashlib."""
     import hashlib
+    import os
 
-    from mem_retrieval.records.files import sha256_head
+    from mem_retrieval.records.parse import sha256_head
 
     path = tmp_path / "log"
     data = bytes(range(256)) * 5000  # 1.28 MB: more than one read
@@ -518,6 +520,8 @@ def test_the_head_of_a_file_hashes_as_a_file_of_that_size(tmp_path):
         assert sha256_head(path, size) == hashlib.sha256(data[:size]).hexdigest(), size
     assert sha256_head(path, len(data) + 1) is None
     assert sha256_head(tmp_path / "none", 0) is None
+    os.mkfifo(tmp_path / "pipe")  # no file: never waited on (no writer would ever come)
+    assert sha256_head(tmp_path / "pipe", 0) is None
 
 
 def test_a_last_line_nested_deeper_than_python_reads_is_not_counted_and_breaks_no_search(workspace, mem):
