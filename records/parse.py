@@ -184,10 +184,11 @@ def text_lines(text: str) -> list[str]:
 
 def present(path: Path) -> bool:
     """Whether a record file is there to read: False when nothing stands at ``path`` (no file is no
-    record), True for a file. Anything else (a folder, a link to nothing or a loop of links) is an
-    InputError: read as absent, it silently dropped a run's events or the library from the index.
-    A name too long for the system names nothing (a run name of 300 characters, typed); a path
-    the system will not look at is an InputError saying why."""
+    record), True for a file. Anything else (a folder, a link to nothing or a loop of links, a
+    pipe, a socket or a device, or a link to one) is an InputError: read as absent, it silently
+    dropped a run's events or the library from the index. A name too long for the system names
+    nothing (a run name of 300 characters, typed); a path the system will not look at is an
+    InputError saying why."""
     try:
         if path.is_file():
             return True
@@ -198,8 +199,25 @@ def present(path: Path) -> bool:
     if not os.path.lexists(path):
         return False
     what = "is a folder" if path.is_dir() else "is a link to nothing (or a loop of links)" \
-        if path.is_symlink() else "is not a regular file"
+        if not path.exists() else "is a link to a pipe, a socket or a device" if path.is_symlink() \
+        else "is a pipe, a socket or a device"
     raise InputError(str(path), None, None, f"{what}, not a file")
+
+
+def standing(path: Path | str) -> str:
+    """What stands at ``path``, read as a record file: "file" (a regular one, or a link to one),
+    "none", "unfiled" (no file: a folder, a pipe, a socket, a device, a link to nothing or a loop)
+    or "unreadable" (this user may not read it, or look at it). Never waits on a pipe
+    (``open_regular``)."""
+    try:
+        with open_regular(path):
+            return "file"
+    except FileNotFoundError:
+        return "unfiled" if os.path.lexists(path) else "none"
+    except PermissionError:
+        return "unreadable"
+    except OSError:
+        return "unfiled"
 
 
 class NotAFile(OSError):

@@ -25,7 +25,7 @@ from mem_retrieval.records.files import stamp as file_stamp
 from mem_retrieval.records.ids import (canonical, given_run, nearest_ids, owner_run, plain, ref_problem,
                                        spellings, split_gid, typed_ref, typed_run)
 from mem_retrieval.records.parse import (check_event_path, date_alone, event_last, instant_last, micros,
-                                         present, read_text)
+                                         present, read_text, standing)
 from mem_retrieval.records.types import Event, LibraryEntry, Source, Step
 from mem_retrieval.records.settings import clauses
 from mem_retrieval.records.workspace import TREE, Workspace, library_as_step
@@ -666,12 +666,14 @@ class Retriever:
         said = {"changed": ("was changed (not only appended to)", "the events searched are as `mem index` "
                                                                   "read them; "),
                 "removed": ("was removed", "{its} events are still searched; "),
-                "unfiled": ("stopped being a file", "{its} events are still searched; ")}
+                "unfiled": ("stopped being a file", "{its} events are still searched; "),
+                "unreadable": ("became unreadable", "{its} events are still searched; ")}
         groups: dict[tuple[str, bool], list[str]] = {}
         for name in changed:
-            path = self.workspace.events_path(name)
-            kind = "changed" if path.is_file() else "unfiled" if os.path.lexists(path) else "removed"
-            lost = kind == "unfiled" or (name not in runs and self.workspace.record_lost(name))
+            state = standing(self.workspace.events_path(name))  # (a log that changed: rare)
+            kind = {"file": "changed", "none": "removed"}.get(state, state)
+            lost = kind in ("unfiled", "unreadable") or (
+                name not in runs and self.workspace.record_lost(name))
             groups.setdefault((kind, lost), []).append(name)
         return [_runs_note(groups[kind, lost], "memory/events.jsonl", said[kind][0],
                            said[kind][1] + (_MEND if lost else "run `mem index`"))

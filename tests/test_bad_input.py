@@ -1139,6 +1139,32 @@ def test_a_pipe_or_a_device_where_a_record_file_goes_is_refused_before_a_byte_is
     assert read_regular(tmp_path / "link.toml") == b"x = 1\n"
 
 
+def test_what_stands_where_a_record_file_goes_is_said_as_it_is(tmp_path):
+    """A log linked to /dev/zero was "a link to nothing (or a loop of links)", sending its reader
+    to look for a missing target; a pipe there was "not a regular file, not a file". Each is said
+    as it is (``present``), and ``standing`` tells the same kinds without ever waiting on a pipe."""
+    from mem_retrieval.records.parse import present, standing
+
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "device").symlink_to("/dev/null")
+    (tmp_path / "dead").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("{}\n")
+    (tmp_path / "to-file").symlink_to(tmp_path / "file")
+    for name, said, stands in [("pipe", "is a pipe, a socket or a device", "unfiled"),
+                               ("device", "is a link to a pipe, a socket or a device", "unfiled"),
+                               ("dead", DEAD_LINK[:-len(", not a file")], "unfiled"),
+                               ("loop", DEAD_LINK[:-len(", not a file")], "unfiled"),
+                               ("folder", "is a folder", "unfiled")]:
+        with pytest.raises(InputError) as raised:
+            present(tmp_path / name)
+        assert str(raised.value) == f"{tmp_path / name}: {said}, not a file", name
+        assert standing(tmp_path / name) == stands, name
+    assert present(tmp_path / "file") and present(tmp_path / "to-file")
+    assert not present(tmp_path / "none")
+    assert [standing(tmp_path / n) for n in ("file", "to-file", "none")] == ["file", "file", "none"]
+
 def test_a_config_named_on_the_command_line_may_be_a_pipe_a_workspaces_may_not():
     """`--config /dev/stdin` and `--config <(…)` name the caller's own pipe, which is read; a pipe
     found where a workspace's mem.toml goes is refused (it hung every command)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import library_line, make_step
+from conftest import library_line, make_step, without_root_override
 from mem_retrieval.eval.judgments import read_queries
 from mem_retrieval.records.errors import BadInput, Refused
 from mem_retrieval.memory import Memory
@@ -422,6 +422,31 @@ def test_a_search_names_a_log_changed_otherwise_than_by_appending_since_the_last
     alpha.write_bytes(logged)
     assert mem("recall-search", "steps")[2] == ""
 
+
+def test_a_log_this_user_may_no_longer_read_is_said_so_and_the_search_answers(workspace, mem):
+    """A run's memory/ (or its log) made unreadable after `mem index`: a recall search of every run
+    failed, saying the index could not be read (the check of the log raised), and one that could
+    read the folder called the log changed. The search answers from the index, naming the log."""
+    import os
+    import subprocess
+    import sys
+
+    assert mem("index")[0] == 0
+    memory, log = workspace.root / "alpha" / "memory", workspace.events_path("alpha")
+    argv = [sys.executable, "-m", "mem_retrieval.cli", "--workspace", str(workspace.root), "recall-search",
+            "one step, five steps"]
+    said = ("mem: alpha/memory/events.jsonl became unreadable after the last `mem index` read it: its events "
+            "are still searched; mend it (`mem check` says what is wrong), then run `mem index`\n")
+    for path in (memory, log):
+        os.chmod(path, 0)
+        try:
+            done = subprocess.run(without_root_override(argv), capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "MEM_NO_SERVER": "1"})
+        finally:
+            os.chmod(path, 0o755 if path == memory else 0o644)
+        assert (done.returncode, done.stderr) == (0, said), path
+        assert "beta #1" in done.stdout and "alpha #2" in done.stdout  # the index's events, every run's
+    assert mem("recall-search", "one step, five steps")[2] == ""
 
 @pytest.mark.parametrize("entry", [{"stamp": None, "sha256": "0" * 64}, {"stamp": [1, 2], "sha256": "0"},
                                    {"stamp": "abc", "sha256": "0"}, {"stamp": [1, 2, "x", 4], "sha256": "0"},
