@@ -18,7 +18,7 @@ from mem_retrieval.records.core import EDGE, claims, id_candidates
 from mem_retrieval.records.errors import InputError, Problem, one_line, plural, quoted
 from mem_retrieval.records.ids import NearestIds, id_shape, looks_like_id, ref_problem, spellings, split_gid
 from mem_retrieval.records.parse import (Malformed, iter_events, iter_library, parse_core_text, present,
-                                         read_text, source_file, text_lines)
+                                         read_text, source_file, standing, text_lines)
 from mem_retrieval.records.settings import INCOMPATIBLE, UNKNOWN, Ontology
 from mem_retrieval.records.tokens import CORE_TOKEN_LIMIT, count_line_tokens
 from mem_retrieval.records.types import FINAL_STATUSES, PASSING_GRADES, LibraryEntry, Source, Step, Tree
@@ -457,8 +457,8 @@ class _Checker:
             self.found[None].append((problem, INPUT))
         path, whole, words = self.ws.library_path, True, None
         there = self._present(None, path)
-        if not there and (path.is_symlink() or path.exists()):
-            whole = False  # a folder or a dangling link where the library goes: nothing of it is known
+        if not there and standing(path) != "none":  # (pathlib's look raised where it may not look)
+            whole = False  # a folder, a dangling link, one unreadable where the library goes: nothing known
         elif there:
             problems, malformed = [], Malformed(words=True)
             try:

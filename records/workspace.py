@@ -19,7 +19,8 @@ from mem_retrieval.records.errors import BadInput, InputError, Problem, Refused,
 from mem_retrieval.records.files import stamp, stamp_of
 from mem_retrieval.records.ids import first_naming, is_run_slug, slug_run, split_gid
 from mem_retrieval.records.parse import (event_last, events_after, iso_time, iter_events, iter_library,
-                                         lines_after, parse_core, parse_tree, present, sha256_head)
+                                         lines_after, parse_core, parse_tree, present, sha256_head,
+                                         standing)
 from mem_retrieval.records.settings import Ontology, load_ontology
 from mem_retrieval.records.types import Audit, CoreMemory, Event, LibraryEntry, Step, Tree
 
@@ -83,8 +84,17 @@ def resolve_workspace(path: str | os.PathLike[str] | None, base: Path | None = N
 
 
 def _record_lost(folder: str) -> bool:
-    """Whether a run folder holds memory/ but no tree.json that is a file (``runs_without_tree``)."""
-    return os.path.isdir(os.path.join(folder, "memory")) and not os.path.isfile(os.path.join(folder, TREE))
+    """Whether a run folder holds memory/ but no tree.json that is a file, or is one whose tree.json
+    this user may not look at (``runs_without_tree``): read as no run, it was dropped from the
+    index in silence, and `check` said OK."""
+    tree = os.path.join(folder, TREE)
+    try:
+        os.stat(tree)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        pass
+    return os.path.isdir(os.path.join(folder, "memory")) and not os.path.isfile(tree)
 
 
 def _tree_stamp(path: str) -> tuple[int, int, int, int] | None:
@@ -162,8 +172,9 @@ class Workspace:
         return trees
 
     def runs_without_tree(self) -> list[str]:
-        """Run folders (a slug holding memory/) whose tree.json is missing or not a file: a run
-        whose record was lost, which ``runs`` cannot list."""
+        """Run folders (a slug holding memory/) whose tree.json is missing or not a file, or whose
+        tree.json this user may not look at: a run whose record was lost, which ``runs`` cannot
+        list."""
         return sorted(name for name, folder in self._slug_folders() if _record_lost(folder))
 
     def record_lost(self, run: str) -> bool:
@@ -172,11 +183,15 @@ class Workspace:
 
     def lost_records(self) -> dict[str, Problem]:
         """Why each of ``runs_without_tree`` has no record, by run: its tree.json is missing, or
-        not a file (as every reader says it). `check` reports it, `mem index` refuses it: a run
-        no search would see."""
+        not a file (as every reader says it), or cannot be looked at. `check` reports it, `mem
+        index` refuses it: a run no search would see."""
         lost = {}
         for run in self.runs_without_tree():
             path = self.tree_path(run)
+            if standing(path) == "unreadable":  # (the folder's mode: what it holds is not known)
+                lost[run] = Problem(str(path), None, None, "cannot be looked at: Permission denied: the "
+                                    "run folder may hold a record this user may not read")
+                continue
             try:
                 present(path)  # not a file (the run would be listed): nothing there, or it raises
                 what = "is missing"

@@ -425,7 +425,7 @@ class Retriever:
             runs = sorted(set(folders) | {e.run for e in self.workspace.library()})
         except InputError:
             runs = folders
-        if run in runs or self._removed(run, unfiled=None):  # (one removed since `mem index`: a note says so)
+        if run in runs or self._removed(run, None):  # (one removed since `mem index`: a note says so)
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace{effect}"
@@ -446,6 +446,11 @@ class Retriever:
                    and self.location.written_since(os.path.join(root, name, TREE), now, read.get(name))
                    and (name in read or (complete and self._holds_steps(name)))]
         notes = self._removed_note(run, "steps", unfiled=True)
+        unreadable = [name for name in written if standing(os.path.join(root, name, TREE)) == "unreadable"]
+        if unreadable:  # (its mode changed, not its bytes: `mem index` refuses it until mended)
+            written = [name for name in written if name not in unreadable]
+            notes.append(_runs_note(unreadable, "tree.json", "became unreadable",
+                                    "{its} steps are still searched; " + _MEND))
         if not written:
             return notes
         command = " ".join(["mem index", *written] if len(written) <= 5 else ["mem index"])
@@ -455,28 +460,29 @@ class Retriever:
                       f"({listed})")
         return notes + [Note("", f"{which}: steps added or changed since are not searched; run `{command}`")]
 
-    def _removed(self, run: str | None, *, unfiled: bool | None = False) -> list[str]:
-        """The runs (``run``, or every run) the last `mem index` read whose tree.json is gone now
-        (``Location.trees_read``): the index still holds what they held, until the next. With
-        ``unfiled``, those whose tree.json is there but no file now (a folder, a link to nothing):
-        no run either (``Workspace.holds``), which `mem index` refuses until it is mended; None:
-        both."""
+    def _removed(self, run: str | None, stands: str | None = "none") -> list[str]:
+        """The runs (``run``, or every run) the last `mem index` read whose tree.json is no file now
+        (``Location.trees_read``): the index still holds what they held, until the next. By what
+        ``stands`` there (``parse.standing``): "none" (removed), "unfiled" (a folder, a link to
+        nothing: no run either, ``Workspace.holds``), "unreadable" (this user may not look at
+        it); None: any. `mem index` refuses the last two until they are mended."""
         if (record := self.location.trees_read()) is None:
             return []
         read, root = record[0], str(self.workspace.root)
         return sorted(name for name in set(read).difference(self.runs()) if run in (None, name)
                       and read[name] is not None
-                      and unfiled in (None, os.path.lexists(os.path.join(root, name, TREE))))
+                      and stands in (None, standing(os.path.join(root, name, TREE))))
 
     def _removed_note(self, run: str | None, what: str, unfiled: bool = False) -> list[Note]:
-        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds;
-        with ``unfiled``, one naming those whose tree.json stopped being a file (their steps are
-        found, but `archive-get` refuses them; of their log, ``_logs_rewritten`` says what is to say).
-        Where `mem index` refuses the run folder as it is now (``Workspace.record_lost``), it is to
-        be mended first."""
+        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds,
+        one naming those whose tree.json this user may no longer read, and with ``unfiled``, one
+        naming those whose tree.json stopped being a file (their steps are found, but `archive-get`
+        refuses them; of their log, ``_logs_rewritten`` says what is to say). Where `mem index`
+        refuses the run folder as it is now (``Workspace.record_lost``), it is to be mended first."""
         notes = []
-        unfiled_runs = self._removed(run, unfiled=True) if unfiled else []
-        for happened, names in (("was removed", self._removed(run)), ("stopped being a file", unfiled_runs)):
+        for stands, happened in (("none", "was removed"), ("unfiled", "stopped being a file"),
+                                 ("unreadable", "became unreadable")):
+            names = self._removed(run, stands) if unfiled or stands != "unfiled" else []
             lost = [name for name in names if self.workspace.record_lost(name)]
             for group, then in (([n for n in names if n not in lost], "run `mem index`"), (lost, _MEND)):
                 if group:
@@ -493,9 +499,13 @@ class Retriever:
         path = self.workspace.library_path
         if not known or not self.location.written_since(str(path), file_stamp(path), was):
             return []
-        if was is not None and not os.path.lexists(path):
-            return [Note("", "solve/library.jsonl was removed after the last `mem index` read it: its "
-                         "entries are still searched as library entries; run `mem index`")]
+        stands = standing(path)
+        if was is not None and stands != "file":  # (what `mem index` refuses is to be mended first)
+            happened, then = {"none": ("was removed", "run `mem index`"),
+                              "unfiled": ("stopped being a file", _MEND),
+                              "unreadable": ("became unreadable", _MEND)}[stands]
+            return [_runs_note(["solve"], "library.jsonl", happened, "its entries are still searched as "
+                               "library entries; " + then)]
         return [Note("", "solve/library.jsonl was written after the last `mem index` read it: entries "
                      "added or changed since are not searched as library entries; run `mem index`")]
 
@@ -737,9 +747,9 @@ class Retriever:
         (no ``run``) the workspace holds no run ("no events" alone read as nothing said)."""
         folders = self.runs()
         if run is not None:
-            return None if run in folders or self._removed(run, unfiled=None) else \
+            return None if run in folders or self._removed(run, None) else \
                 f"{run!r} has no log here (only library entries of it)"
-        if folders or self._removed(None, unfiled=None):
+        if folders or self._removed(None, None):
             return None
         only = " (only solve/library.jsonl)" if self.workspace.library_path.is_file() else ""
         return f"the workspace holds no run, so no event log to search{only}"

@@ -448,6 +448,48 @@ def test_a_log_this_user_may_no_longer_read_is_said_so_and_the_search_answers(wo
         assert "beta #1" in done.stdout and "alpha #2" in done.stdout  # the index's events, every run's
     assert mem("recall-search", "one step, five steps")[2] == ""
 
+def test_a_record_this_user_may_no_longer_read_is_mended_first_never_dropped(workspace, mem):
+    """Modes changed after `mem index`: a run folder this user may not read was read as no run, so
+    `mem index` dropped the run in silence and `mem check` said OK; a tree.json or library it may
+    not read was "written since: run `mem index`", which refuses it; `mem check` of a solve/ it may
+    not read was a traceback. Each is refused, or said to be unreadable, to mend first."""
+    import os
+    import subprocess
+    import sys
+
+    def as_user(*argv: str) -> tuple[int, str, str]:
+        done = subprocess.run(without_root_override([sys.executable, "-m", "mem_retrieval.cli", "--workspace",
+                                                     str(workspace.root), *argv]), capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "MEM_NO_SERVER": "1"})
+        return done.returncode, done.stdout, done.stderr
+
+    def unreadable(which: str, what: str = "its steps are still searched") -> str:
+        return (f"mem: {which} became unreadable after the last `mem index` read it: {what}; mend it "
+                "(`mem check` says what is wrong), then run `mem index`\n")
+
+    assert mem("index")[0] == 0
+    beta, library = workspace.root / "beta", workspace.library_path
+    tree = workspace.root / "alpha" / "tree.json"
+    for path, mode in ((beta, 0o755), (tree, 0o644), (library, 0o644), (library.parent, 0o755)):
+        os.chmod(path, 0)
+        try:
+            searched, checked, indexed = (as_user("archive-search", "statement"), as_user("check"),
+                                          as_user("index", "--no-progress"))
+        finally:
+            os.chmod(path, mode)
+        assert searched[0] == 0 and "Traceback" not in searched[2] + checked[2] + indexed[2], path
+        assert (indexed[0], len(indexed[2].splitlines())) == (2, 1), path
+        assert "Permission denied" in indexed[2], path
+        assert checked[0] == 2 and "Permission denied" in checked[1] + checked[2], path
+        if path == beta:
+            assert searched[2] == unreadable("beta/tree.json")
+        elif path == tree:
+            assert searched[2] == unreadable("alpha/tree.json")
+        else:
+            assert searched[2] == unreadable("solve/library.jsonl", "its entries are still searched as "
+                                             "library entries")
+    assert mem("archive-search", "statement")[2] == "" and mem("check")[0] == 0
+
 @pytest.mark.parametrize("entry", [{"stamp": None, "sha256": "0" * 64}, {"stamp": [1, 2], "sha256": "0"},
                                    {"stamp": "abc", "sha256": "0"}, {"stamp": [1, 2, "x", 4], "sha256": "0"},
                                    {"stamp": [1, 2, 3, 4], "sha256": None}, {"stamp": [1, 2, 3, 4]}])
