@@ -268,9 +268,9 @@ class Location:
         """Record ``read`` (run: its tree.json as an index run read it; ``every``: it read every
         run), keeping what earlier runs read of the other ``runs`` (the workspace's), and
         ``library``, the library as it read it (None: there was none), and ``logs`` (each run it
-        read: its events.jsonl as read, ``Workspace.events``' record, or None: there was none), replacing
-        what earlier runs read of those. A record that cannot be written is
-        removed: a search then says nothing rather than name a file read since as unread."""
+        read: its events.jsonl as read, ``Workspace.events``' record, or None: there was none),
+        replacing what earlier runs read of those. A record that cannot be written is removed: a
+        search then says nothing rather than name a file read since as unread."""
         before, complete = self.trees_read() or ({}, False)
         kept = {run: was for run, was in before.items() if run in runs} | read
         kept = {run: {"stamp": was["stamp"] and list(was["stamp"]), "sha256": was["sha256"]}

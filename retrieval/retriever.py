@@ -425,7 +425,7 @@ class Retriever:
             runs = sorted(set(folders) | {e.run for e in self.workspace.library()})
         except InputError:
             runs = folders
-        if run in runs or self._removed(run, None):  # (one removed since `mem index`: a note says so)
+        if run in runs or self._gone(run):  # (one removed since `mem index`: a note says so)
             return []
         near = difflib.get_close_matches(run, runs, n=3, cutoff=0.5)
         return [Note(param, f"{run!r} names no run of this workspace{effect}"
@@ -460,29 +460,34 @@ class Retriever:
                       f"({listed})")
         return notes + [Note("", f"{which}: steps added or changed since are not searched; run `{command}`")]
 
-    def _removed(self, run: str | None, stands: str | None = "none") -> list[str]:
+    def _gone(self, run: str | None) -> dict[str, str]:
         """The runs (``run``, or every run) the last `mem index` read whose tree.json is no file now
-        (``Location.trees_read``): the index still holds what they held, until the next. By what
-        ``stands`` there (``parse.standing``): "none" (removed), "unfiled" (a folder, a link to
-        nothing: no run either, ``Workspace.holds``), "unreadable" (this user may not look at
-        it); None: any. `mem index` refuses the last two until they are mended."""
+        (``Location.trees_read``), with what stands there (``parse.standing``): "none" (removed),
+        "unfiled" (a folder, a link to nothing: no run either, ``Workspace.holds``), "unreadable"
+        (this user may not look at it). The index still holds what they held, until the next;
+        `mem index` refuses the last two until they are mended."""
         if (record := self.location.trees_read()) is None:
-            return []
+            return {}
         read, root = record[0], str(self.workspace.root)
-        return sorted(name for name in set(read).difference(self.runs()) if run in (None, name)
-                      and read[name] is not None
-                      and stands in (None, standing(os.path.join(root, name, TREE))))
+        return {name: standing(os.path.join(root, name, TREE))
+                for name in sorted(set(read).difference(self.runs())) if run in (None, name)
+                and read[name] is not None}
+
+    def _removed(self, run: str | None) -> list[str]:
+        """Those of ``_gone`` whose tree.json was removed."""
+        return [name for name, stands in self._gone(run).items() if stands == "none"]
 
     def _removed_note(self, run: str | None, what: str, unfiled: bool = False) -> list[Note]:
-        """A note naming the runs ``_removed`` whose ``what`` (steps, events) a search still finds,
-        one naming those whose tree.json this user may no longer read, and with ``unfiled``, one
-        naming those whose tree.json stopped being a file (their steps are found, but `archive-get`
-        refuses them; of their log, ``_logs_rewritten`` says what is to say). Where `mem index`
-        refuses the run folder as it is now (``Workspace.record_lost``), it is to be mended first."""
+        """A note naming the runs ``_gone`` whose ``what`` (steps, events) a search still finds, by
+        what became of their tree.json (``_HAPPENED``); those whose tree.json stopped being a file
+        only with ``unfiled`` (their steps are found, but `archive-get` refuses them; of their log,
+        ``_logs_rewritten`` says what is to say). Where `mem index` refuses the run folder as it is
+        now (``Workspace.record_lost``), it is to be mended first."""
+        gone = self._gone(run)
         notes = []
-        for stands, happened in (("none", "was removed"), ("unfiled", "stopped being a file"),
-                                 ("unreadable", "became unreadable")):
-            names = self._removed(run, stands) if unfiled or stands != "unfiled" else []
+        for stands, happened in _HAPPENED.items():
+            names = [name for name, there in gone.items()
+                     if there == stands and (unfiled or stands != "unfiled")]
             lost = [name for name in names if self.workspace.record_lost(name)]
             for group, then in (([n for n in names if n not in lost], "run `mem index`"), (lost, _MEND)):
                 if group:
@@ -501,11 +506,9 @@ class Retriever:
             return []
         stands = standing(path)
         if was is not None and stands != "file":  # (what `mem index` refuses is to be mended first)
-            happened, then = {"none": ("was removed", "run `mem index`"),
-                              "unfiled": ("stopped being a file", _MEND),
-                              "unreadable": ("became unreadable", _MEND)}[stands]
-            return [_runs_note(["solve"], "library.jsonl", happened, "its entries are still searched as "
-                               "library entries; " + then)]
+            then = "run `mem index`" if stands == "none" else _MEND
+            return [_runs_note(["solve"], "library.jsonl", _HAPPENED[stands], "its entries are still "
+                               "searched as library entries; " + then)]
         return [Note("", "solve/library.jsonl was written after the last `mem index` read it: entries "
                      "added or changed since are not searched as library entries; run `mem index`")]
 
@@ -673,21 +676,19 @@ class Retriever:
         changed = (self.workspace.logs_rewritten(logs, [name for name in asked if name in runs], looked=True)
                    + self.workspace.logs_rewritten(logs, [name for name in asked if name not in runs],
                                                    looked=False))
-        said = {"changed": ("was changed (not only appended to)", "the events searched are as `mem index` "
-                                                                  "read them; "),
-                "removed": ("was removed", "{its} events are still searched; "),
-                "unfiled": ("stopped being a file", "{its} events are still searched; "),
-                "unreadable": ("became unreadable", "{its} events are still searched; ")}
+        said = {"file": ("was changed (not only appended to)", "the events searched are as `mem index` "
+                                                               "read them; ")}
+        said |= {stands: (happened, "{its} events are still searched; ")
+                 for stands, happened in _HAPPENED.items()}
         groups: dict[tuple[str, bool], list[str]] = {}
         for name in changed:
-            state = standing(self.workspace.events_path(name))  # (a log that changed: rare)
-            kind = {"file": "changed", "none": "removed"}.get(state, state)
-            lost = kind in ("unfiled", "unreadable") or (
+            stands = standing(self.workspace.events_path(name))  # (a log that changed: rare)
+            lost = stands in ("unfiled", "unreadable") or (
                 name not in runs and self.workspace.record_lost(name))
-            groups.setdefault((kind, lost), []).append(name)
-        return [_runs_note(groups[kind, lost], "memory/events.jsonl", said[kind][0],
-                           said[kind][1] + (_MEND if lost else "run `mem index`"))
-                for kind in said for lost in (False, True) if (kind, lost) in groups]
+            groups.setdefault((stands, lost), []).append(name)
+        return [_runs_note(groups[stands, lost], "memory/events.jsonl", said[stands][0],
+                           said[stands][1] + (_MEND if lost else "run `mem index`"))
+                for stands in said for lost in (False, True) if (stands, lost) in groups]
 
     def _ahead_note(self, ahead: dict[str, int], unseen: str, param: str) -> list[Note]:
         """The note of ``_events_ahead``'s events: not ``unseen`` here, and the command indexing
@@ -747,9 +748,9 @@ class Retriever:
         (no ``run``) the workspace holds no run ("no events" alone read as nothing said)."""
         folders = self.runs()
         if run is not None:
-            return None if run in folders or self._removed(run, None) else \
+            return None if run in folders or self._gone(run) else \
                 f"{run!r} has no log here (only library entries of it)"
-        if folders or self._removed(None, None):
+        if folders or self._gone(None):
             return None
         only = " (only solve/library.jsonl)" if self.workspace.library_path.is_file() else ""
         return f"the workspace holds no run, so no event log to search{only}"
@@ -1035,12 +1036,14 @@ class Retriever:
 
 
 _MEND = "mend {it} (`mem check` says what is wrong), then run `mem index`"
+_HAPPENED = {"none": "was removed", "unfiled": "stopped being a file",  # a record file that is no file
+             "unreadable": "became unreadable"}                          # now, by ``parse.standing``
 
 
 def _runs_note(names: list[str], file: str, happened: str, rest: str) -> Note:
-    """The note that the ``file`` (tree.json, memory/events.jsonl) of the runs ``names``
-    ``happened`` after the last `mem index` read it, then ``rest``, whose ``{its}`` and ``{it}``
-    say it of one file or of several."""
+    """The note that the ``file`` (tree.json, memory/events.jsonl; library.jsonl of ["solve"]) in
+    the folders ``names`` ``happened`` after the last `mem index` read it, then ``rest``, whose
+    ``{its}`` and ``{it}`` say it of one file or of several."""
     if len(names) == 1:
         return Note("", f"{names[0]}/{file} {happened} after the last `mem index` read it: "
                         + rest.format(its="its", it="it"))
